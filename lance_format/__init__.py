@@ -1,0 +1,25 @@
+"""Lance file and table formats in Python, byte-compatible with the official implementation."""
+
+from .cache import SearchCache
+from .errors import (
+    CorruptFileError,
+    InvalidArgumentError,
+    LanceError,
+    LanceIOError,
+    SchemaError,
+    UnsupportedError,
+)
+from .io import IOStats
+from .reader import LanceFileReader
+
+__all__ = [
+    "CorruptFileError",
+    "IOStats",
+    "InvalidArgumentError",
+    "LanceError",
+    "LanceFileReader",
+    "LanceIOError",
+    "SchemaError",
+    "SearchCache",
+    "UnsupportedError",
+]

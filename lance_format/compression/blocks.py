@@ -1,0 +1,174 @@
+"""Decoded data blocks: what a compressive encoding turns bytes into.
+
+These mirror the "data blocks" of the official implementation.  They are plain numpy
+containers, independent of Arrow, so the codecs stay small; turning a block into an Arrow
+array (which needs the logical type) is done by :func:`lance_format.structural.arrow`.
+
+A *ChunkRanges* value describes the same value buffer of many mini-block chunks at once, so
+that codecs decode a whole page (or a group of chunks) in a few numpy calls instead of a
+Python loop per chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class FixedWidthBlock:
+    """``num_values`` values of ``bits_per_value`` bits each, packed little-endian.
+
+    For ``bits_per_value == 1`` (booleans) ``data`` is an LSB-first bitmap; otherwise the
+    width is a multiple of 8 and ``data`` holds ``num_values * bits_per_value // 8`` bytes.
+    """
+
+    data: np.ndarray  # uint8
+    bits_per_value: int
+    num_values: int
+
+
+@dataclass
+class VariableWidthBlock:
+    """Variable-length values: ``offsets`` (n+1 entries, start at 0) into ``data``."""
+
+    offsets: np.ndarray  # int64, monotonically non-decreasing, offsets[0] == 0
+    data: np.ndarray  # uint8
+    bits_per_offset: int = 32  # 32 for string/binary, 64 for large_* (keeps the Arrow type)
+
+    @property
+    def num_values(self) -> int:
+        return len(self.offsets) - 1
+
+
+@dataclass
+class FixedSizeListBlock:
+    """``dimension`` child values per value; ``validity`` is per child item (None = all valid)."""
+
+    child: Block
+    dimension: int
+    validity: np.ndarray | None = None  # bool, one per flattened item
+
+    @property
+    def num_values(self) -> int:
+        return self.child.num_values // self.dimension if self.dimension else 0
+
+
+@dataclass
+class StructBlock:
+    """A packed struct decoded into one block per child field, in field order."""
+
+    children: list[Block]
+    num_values: int
+
+
+@dataclass
+class ChunkRanges:
+    """One value buffer across many mini-block chunks: chunk i is
+    ``base[starts[i] : starts[i] + lengths[i]]``."""
+
+    base: np.ndarray  # uint8
+    starts: np.ndarray  # int64
+    lengths: np.ndarray  # int64
+
+    def gather(self) -> np.ndarray:
+        """Concatenate the chunk slices (vectorised)."""
+        return gather_ranges(self.base, self.starts, self.lengths)
+
+
+Block = FixedWidthBlock | VariableWidthBlock | FixedSizeListBlock | StructBlock
+
+
+def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``concatenate([base[s:s+n] for s, n in zip(starts, lengths)])`` without a Python loop."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if len(starts) == 1:
+        s = int(starts[0])
+        return base[s : s + int(lengths[0])]
+    total = int(lengths.sum())
+    if total == 0:
+        return base[:0]
+    # index = start of the range + position inside it
+    out_starts = np.cumsum(lengths) - lengths
+    idx = np.arange(total, dtype=np.int64) + np.repeat(starts - out_starts, lengths)
+    return base[idx]
+
+
+def take_block(block: Block, indices: np.ndarray) -> Block:
+    """Select values by position (vectorised), keeping the block's kind."""
+    indices = np.asarray(indices, dtype=np.int64)
+    if isinstance(block, FixedWidthBlock):
+        bits = block.bits_per_value
+        if bits == 1:
+            unpacked = np.unpackbits(block.data, bitorder="little", count=block.num_values)
+            data = np.packbits(unpacked[indices], bitorder="little")
+        elif bits == 0:
+            data = block.data[:0]
+        else:
+            width = bits // 8
+            rows = block.data[: block.num_values * width].reshape(block.num_values, width)
+            data = rows[indices].reshape(-1)
+        return FixedWidthBlock(data, bits, len(indices))
+    if isinstance(block, VariableWidthBlock):
+        starts = block.offsets[indices]
+        lengths = block.offsets[indices + 1] - starts
+        offsets = np.zeros(len(indices) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return VariableWidthBlock(
+            offsets, gather_ranges(block.data, starts, lengths), block.bits_per_offset
+        )
+    if isinstance(block, FixedSizeListBlock):
+        dim = block.dimension
+        items = (indices[:, None] * dim + np.arange(dim)).reshape(-1)
+        validity = block.validity[items] if block.validity is not None else None
+        return FixedSizeListBlock(take_block(block.child, items), dim, validity)
+    if isinstance(block, StructBlock):
+        return StructBlock([take_block(c, indices) for c in block.children], len(indices))
+    raise TypeError(f"cannot take from {type(block).__name__}")
+
+
+def concat_blocks(blocks: list[Block]) -> Block:
+    """Concatenate blocks of the same kind (vectorised per kind)."""
+    first = blocks[0]
+    if len(blocks) == 1:
+        return first
+    if isinstance(first, FixedWidthBlock):
+        n = sum(b.num_values for b in blocks)
+        if first.bits_per_value == 1:
+            bits = np.concatenate(
+                [np.unpackbits(b.data, bitorder="little", count=b.num_values) for b in blocks]
+            )
+            return FixedWidthBlock(np.packbits(bits, bitorder="little"), 1, n)
+        width = first.bits_per_value // 8
+        data = np.concatenate([b.data[: b.num_values * width] for b in blocks])
+        return FixedWidthBlock(data, first.bits_per_value, n)
+    if isinstance(first, VariableWidthBlock):
+        datas = [b.data[: int(b.offsets[-1])] for b in blocks]
+        shifts = np.cumsum([0] + [len(d) for d in datas[:-1]])
+        offsets = np.concatenate(
+            [blocks[0].offsets[:1]]
+            + [b.offsets[1:].astype(np.int64) + s for b, s in zip(blocks, shifts, strict=True)]
+        )
+        return VariableWidthBlock(offsets.astype(np.int64), np.concatenate(datas), first.bits_per_offset)
+    if isinstance(first, FixedSizeListBlock):
+        child = concat_blocks([b.child for b in blocks])
+        if any(b.validity is not None for b in blocks):
+            validity = np.concatenate(
+                [
+                    b.validity
+                    if b.validity is not None
+                    else np.ones(b.child.num_values, dtype=bool)
+                    for b in blocks
+                ]
+            )
+        else:
+            validity = None
+        return FixedSizeListBlock(child, first.dimension, validity)
+    if isinstance(first, StructBlock):
+        children = [
+            concat_blocks([b.children[i] for b in blocks]) for i in range(len(first.children))
+        ]
+        return StructBlock(children, sum(b.num_values for b in blocks))
+    raise TypeError(f"cannot concatenate {type(first).__name__}")

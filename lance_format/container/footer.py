@@ -1,0 +1,134 @@
+"""The v2 data-file container: footer, offset tables, column metadata, global buffers.
+
+Layout (digest §3.1): page buffers ... | global buffer 0 (FileDescriptor) | ColumnMetadata
+protobufs | column-metadata offset table | global-buffer offset table | 40-byte footer.
+Everything here is validated against the file size before it is used, so a corrupt footer
+gives a :class:`CorruptFileError` instead of a giant allocation.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CorruptFileError, UnsupportedError, check_size
+from ..io import RandomAccessFile
+
+MAGIC = b"LANC"
+FOOTER_LEN = 40
+LEGACY_FOOTER_LEN = 16
+
+# Footer (major, minor) -> the version name users know.  2.0 files say (0, 3).
+_VERSIONS = {(0, 3): "2.0", (2, 0): "2.0", (2, 1): "2.1", (2, 2): "2.2"}
+# How much of the tail to fetch on open: usually covers the footer, offset tables, column
+# metadata and the schema in one request.
+TAIL_READ = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Footer:
+    column_meta_start: int
+    column_meta_offsets_start: int
+    global_buff_offsets_start: int
+    num_global_buffers: int
+    num_columns: int
+    major: int
+    minor: int
+
+    @property
+    def version(self) -> str:
+        return _VERSIONS[(self.major, self.minor)]
+
+
+@dataclass(frozen=True)
+class ContainerLayout:
+    """Where everything in the file is: parsed footer plus both offset tables."""
+
+    footer: Footer
+    file_size: int
+    column_meta: list[tuple[int, int]]  # (position, size) of each ColumnMetadata
+    global_buffers: list[tuple[int, int]]  # (position, size) of each global buffer
+
+
+def parse_footer(tail: bytes, file_size: int) -> Footer:
+    """Parse and sanity-check the 40-byte footer at the end of ``tail``."""
+    if file_size < FOOTER_LEN:
+        if file_size >= LEGACY_FOOTER_LEN and tail[-4:] == MAGIC:
+            _reject_legacy(tail)
+        raise CorruptFileError(f"file is {file_size} bytes, too small for a Lance footer")
+    raw = tail[-FOOTER_LEN:]
+    if raw[-4:] != MAGIC:
+        raise CorruptFileError("bad magic: the file does not end with b'LANC'")
+    cm_start, cmo_start, gbo_start, n_gb, n_col, major, minor = struct.unpack("<QQQIIHH", raw[:36])
+    if (major, minor) not in _VERSIONS:
+        _reject_legacy(tail)
+        raise UnsupportedError(f"unsupported Lance file version {major}.{minor}")
+    body_end = file_size - FOOTER_LEN
+    check_size(cm_start, body_end, "column metadata start")
+    check_size(cmo_start, body_end, "column metadata offset table start")
+    check_size(gbo_start, body_end, "global buffer offset table start")
+    if cmo_start + 16 * n_col > body_end or gbo_start + 16 * n_gb > body_end:
+        raise CorruptFileError(
+            f"offset tables ({n_col} columns at {cmo_start}, {n_gb} global buffers at "
+            f"{gbo_start}) run past the footer"
+        )
+    return Footer(cm_start, cmo_start, gbo_start, n_gb, n_col, major, minor)
+
+
+def _reject_legacy(tail: bytes) -> None:
+    """The v1 ("legacy") format ends with a 16-byte footer whose version is 0.x."""
+    if len(tail) >= LEGACY_FOOTER_LEN:
+        major, minor = struct.unpack("<HH", tail[-8:-4])
+        if major == 0 and minor in (0, 1, 2):
+            raise UnsupportedError(
+                f"this is a legacy (v1, footer version 0.{minor}) Lance file; "
+                "reading legacy files is not supported yet"
+            )
+
+
+def _offset_table(raw: bytes, count: int, file_size: int, what: str) -> list[tuple[int, int]]:
+    table = np.frombuffer(raw, dtype="<u8", count=2 * count).reshape(count, 2)
+    out: list[tuple[int, int]] = []
+    for i, (pos, size) in enumerate(table.tolist()):
+        if pos > file_size or size > file_size - pos:
+            raise CorruptFileError(
+                f"{what} {i} at {pos} with size {size} is outside the file ({file_size} bytes)"
+            )
+        out.append((pos, size))
+    return out
+
+
+class Tail:
+    """The bytes at the end of the file, with reads that fall back to the file when needed."""
+
+    def __init__(self, file: RandomAccessFile):
+        self.file = file
+        self.start = max(0, file.size - TAIL_READ)
+        self.data = file.read_at(self.start, file.size - self.start)
+
+    def read(self, pos: int, size: int) -> bytes:
+        if pos >= self.start:
+            off = pos - self.start
+            return self.data[off : off + size]
+        return self.file.read_at(pos, size)
+
+
+def read_layout(file: RandomAccessFile, tail: Tail) -> ContainerLayout:
+    footer = parse_footer(tail.data, file.size)
+    column_meta = _offset_table(
+        tail.read(footer.column_meta_offsets_start, 16 * footer.num_columns),
+        footer.num_columns,
+        file.size,
+        "column metadata",
+    )
+    global_buffers = _offset_table(
+        tail.read(footer.global_buff_offsets_start, 16 * footer.num_global_buffers),
+        footer.num_global_buffers,
+        file.size,
+        "global buffer",
+    )
+    if not global_buffers:
+        raise CorruptFileError("the file has no global buffers, so no schema")
+    return ContainerLayout(footer, file.size, column_meta, global_buffers)

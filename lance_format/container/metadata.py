@@ -1,0 +1,131 @@
+"""Column and page metadata of a v2 data file, with the ``Any``-wrapped encodings unpacked.
+
+Encodings are stored as ``direct { bytes }`` holding a serialized ``google.protobuf.Any``;
+the type URL tells a 2.0 ``ArrayEncoding`` from a 2.1/2.2 ``PageLayout``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError, Message
+
+from ..errors import CorruptFileError, UnsupportedError
+from ..pb import encodings_v2_0_pb2, encodings_v2_1_pb2, file2_pb2, file_pb2
+from ..schema import LanceSchema
+from .footer import ContainerLayout, Tail, read_layout
+
+_ENCODING_TYPES: dict[str, type[Message]] = {
+    "/lance.encodings21.PageLayout": encodings_v2_1_pb2.PageLayout,
+    "/lance.encodings.ArrayEncoding": encodings_v2_0_pb2.ArrayEncoding,
+    "/lance.encodings.ColumnEncoding": encodings_v2_0_pb2.ColumnEncoding,
+}
+
+
+def parse_message(cls: type[Message], data: bytes, what: str) -> Message:
+    """Parse a protobuf, turning any decode failure into a CorruptFileError."""
+    msg = cls()
+    try:
+        msg.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise CorruptFileError(f"cannot parse {what}: {exc}") from exc
+    return msg
+
+
+def unpack_encoding(enc: file2_pb2.Encoding, what: str) -> Message | None:
+    """Unwrap ``Encoding{direct{Any}}`` into the concrete message (None if absent)."""
+    kind = enc.WhichOneof("location")
+    if kind is None or kind == "none":
+        return None
+    if kind != "direct":
+        raise UnsupportedError(f"{what}: deferred (indirect) encodings are not supported")
+    wrapped = parse_message(any_pb2.Any, enc.direct.encoding, what)
+    cls = _ENCODING_TYPES.get(wrapped.type_url)
+    if cls is None:
+        raise UnsupportedError(f"{what}: unknown encoding type {wrapped.type_url!r}")
+    return parse_message(cls, wrapped.value, what)
+
+
+@dataclass
+class PageInfo:
+    """One page of one column: where its buffers are and how it is encoded."""
+
+    buffers: list[tuple[int, int]]  # (absolute position, size)
+    num_rows: int  # top-level rows (2.1+), entries of this column (2.0)
+    first_row: int  # row number of the page's first row within the column
+    encoding: Message  # PageLayout (2.1+) or ArrayEncoding (2.0)
+    index: int  # page number within the column
+
+
+@dataclass
+class ColumnInfo:
+    pages: list[PageInfo]
+    encoding: Message | None  # ColumnEncoding
+    buffers: list[tuple[int, int]] = field(default_factory=list)
+    raw: Message | None = None  # the ColumnMetadata message itself (the 2.0 decoder reads it)
+
+    def page_starts(self) -> np.ndarray:
+        """First row of each page followed by the total, for searchsorted lookups."""
+        rows = np.array([p.num_rows for p in self.pages], dtype=np.int64)
+        return np.concatenate([[0], np.cumsum(rows)])
+
+
+@dataclass
+class FileMetadata:
+    layout: ContainerLayout
+    version: str
+    num_rows: int
+    schema: LanceSchema
+    columns: list[ColumnInfo]
+
+
+def _check_buffers(
+    offsets: list[int], sizes: list[int], file_size: int, what: str
+) -> list[tuple[int, int]]:
+    if len(offsets) != len(sizes):
+        raise CorruptFileError(f"{what}: {len(offsets)} buffer offsets but {len(sizes)} sizes")
+    out = []
+    for pos, size in zip(offsets, sizes, strict=True):
+        if pos > file_size or size > file_size - pos:
+            raise CorruptFileError(
+                f"{what}: buffer at {pos} with size {size} is outside the file ({file_size} bytes)"
+            )
+        out.append((pos, size))
+    return out
+
+
+def parse_column(raw: bytes, col: int, file_size: int) -> ColumnInfo:
+    what = f"column {col} metadata"
+    meta = parse_message(file2_pb2.ColumnMetadata, raw, what)
+    pages: list[PageInfo] = []
+    first_row = 0
+    for i, page in enumerate(meta.pages):
+        pwhat = f"column {col} page {i}"
+        buffers = _check_buffers(list(page.buffer_offsets), list(page.buffer_sizes), file_size, pwhat)
+        encoding = unpack_encoding(page.encoding, pwhat)
+        if encoding is None:
+            raise CorruptFileError(f"{pwhat} has no encoding")
+        pages.append(PageInfo(buffers, int(page.length), first_row, encoding, i))
+        first_row += int(page.length)
+    col_buffers = _check_buffers(
+        list(meta.buffer_offsets), list(meta.buffer_sizes), file_size, what
+    )
+    return ColumnInfo(pages, unpack_encoding(meta.encoding, what), col_buffers, meta)
+
+
+def read_file_metadata(file) -> FileMetadata:
+    """Read everything but the data: footer, schema, column and page metadata."""
+    tail = Tail(file)
+    layout = read_layout(file, tail)
+    gb_pos, gb_size = layout.global_buffers[0]
+    descriptor = parse_message(
+        file_pb2.FileDescriptor, tail.read(gb_pos, gb_size), "the file descriptor (global buffer 0)"
+    )
+    schema = LanceSchema.from_protos(descriptor.schema.fields, dict(descriptor.schema.metadata))
+    columns = [
+        parse_column(tail.read(pos, size), i, layout.file_size)
+        for i, (pos, size) in enumerate(layout.column_meta)
+    ]
+    return FileMetadata(layout, layout.footer.version, int(descriptor.length), schema, columns)

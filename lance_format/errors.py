@@ -1,0 +1,63 @@
+"""One exception hierarchy for everything the format layers raise.
+
+Every error can name the file, the column and the problem, so that a user facing a corrupt
+file in a dataset of thousands can tell which one it is.  The Flight service maps these
+classes onto Flight error kinds, so pick the most specific class that fits.
+"""
+
+from __future__ import annotations
+
+
+class LanceError(Exception):
+    """Root of every error raised by :mod:`lance_format`."""
+
+    def __init__(self, message: str, *, path: str | None = None, column: str | None = None):
+        self.problem = message
+        self.path = path
+        self.column = column
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(f"file {self.path!r}")
+        if self.column is not None:
+            where.append(f"column {self.column!r}")
+        return f"{', '.join(where)}: {self.problem}" if where else self.problem
+
+    def with_context(self, *, path: str | None = None, column: str | None = None) -> LanceError:
+        """Fill in the file or column when a lower layer did not know them."""
+        if path is not None and self.path is None:
+            self.path = path
+        if column is not None and self.column is None:
+            self.column = column
+        self.args = (self._format(),)
+        return self
+
+
+class LanceIOError(LanceError):
+    """The storage could not be read or written (missing file, permission, short read)."""
+
+
+class CorruptFileError(LanceError):
+    """The bytes do not form a valid Lance structure: truncated, bad magic, bad protobuf,
+    out-of-range offsets, inconsistent sizes."""
+
+
+class UnsupportedError(LanceError):
+    """Valid but not supported here: unknown version, encoding or feature flag."""
+
+
+class InvalidArgumentError(LanceError, ValueError):
+    """The caller asked for something impossible: unknown column, row out of range."""
+
+
+class SchemaError(LanceError):
+    """A schema cannot be mapped between Lance and Arrow, or does not match the data."""
+
+
+def check_size(value: int, limit: int, what: str) -> int:
+    """Validate a size read from a file before it is used to allocate or slice."""
+    if value < 0 or value > limit:
+        raise CorruptFileError(f"{what} is {value}, outside the valid range 0..{limit}")
+    return value

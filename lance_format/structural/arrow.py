@@ -1,0 +1,92 @@
+"""Turning decoded blocks and reconstructed layers into Arrow arrays.
+
+Arrays are built with ``pa.Array.from_buffers`` straight from numpy memory, so no value is
+touched by Python.  The logical Arrow type always comes from the schema; the block only
+says how the bytes are laid out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ..compression.blocks import (
+    Block,
+    FixedSizeListBlock,
+    FixedWidthBlock,
+    StructBlock,
+    VariableWidthBlock,
+)
+from ..errors import CorruptFileError
+
+
+def validity_buffer(valid: np.ndarray | None) -> pa.Buffer | None:
+    if valid is None:
+        return None
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _storage_type(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+
+
+def block_to_arrow(block: Block, arrow_type: pa.DataType, valid: np.ndarray | None) -> pa.Array:
+    """Wrap a decoded block as an Arrow array of ``arrow_type`` with the given validity."""
+    t = _storage_type(arrow_type)
+    if pa.types.is_dictionary(t):
+        values = block_to_arrow(block, t.value_type, valid)
+        return values.dictionary_encode().cast(t)
+    if pa.types.is_null(t):
+        return pa.nulls(block.num_values)
+    if isinstance(block, FixedWidthBlock):
+        return _fixed_to_arrow(block, t, valid)
+    if isinstance(block, VariableWidthBlock):
+        return _variable_to_arrow(block, t, valid)
+    if isinstance(block, FixedSizeListBlock):
+        if not pa.types.is_fixed_size_list(t):
+            raise CorruptFileError(f"a fixed-size-list encoding cannot hold {t}")
+        child = block_to_arrow(block.child, t.value_type, block.validity)
+        n = block.num_values
+        return pa.Array.from_buffers(t, n, [validity_buffer(valid)], children=[child])
+    if isinstance(block, StructBlock):
+        if not pa.types.is_struct(t) or t.num_fields != len(block.children):
+            raise CorruptFileError(f"a packed struct with {len(block.children)} fields cannot hold {t}")
+        children = [
+            block_to_arrow(c, t.field(i).type, None) for i, c in enumerate(block.children)
+        ]
+        return pa.Array.from_buffers(
+            t, block.num_values, [validity_buffer(valid)], children=children
+        )
+    raise CorruptFileError(f"cannot convert {type(block).__name__} to {t}")
+
+
+def _fixed_to_arrow(block: FixedWidthBlock, t: pa.DataType, valid: np.ndarray | None) -> pa.Array:
+    n = block.num_values
+    if pa.types.is_boolean(t):
+        if block.bits_per_value != 1:
+            raise CorruptFileError(f"booleans stored with {block.bits_per_value} bits per value")
+        return pa.Array.from_buffers(t, n, [validity_buffer(valid), pa.py_buffer(block.data)])
+    width = t.byte_width * 8 if t.byte_width > 0 else None
+    if width is None or width != block.bits_per_value:
+        raise CorruptFileError(f"{block.bits_per_value}-bit values cannot hold {t}")
+    data = block.data
+    if len(data) < n * t.byte_width:
+        raise CorruptFileError(f"{n} values of {t} need {n * t.byte_width} bytes, have {len(data)}")
+    return pa.Array.from_buffers(t, n, [validity_buffer(valid), pa.py_buffer(data)])
+
+
+def _variable_to_arrow(
+    block: VariableWidthBlock, t: pa.DataType, valid: np.ndarray | None
+) -> pa.Array:
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    if not (large or pa.types.is_string(t) or pa.types.is_binary(t)):
+        raise CorruptFileError(f"variable-width values cannot hold {t}")
+    offsets = block.offsets
+    if len(offsets) and (offsets[-1] > len(block.data) or offsets[0] != 0):
+        raise CorruptFileError("variable-width offsets run past the data")
+    off = offsets.astype(np.int64 if large else np.int32, copy=False)
+    return pa.Array.from_buffers(
+        t,
+        block.num_values,
+        [validity_buffer(valid), pa.py_buffer(off), pa.py_buffer(block.data)],
+    )

@@ -1,0 +1,359 @@
+"""Reading the leaf columns of a 2.1/2.2 file and rebuilding nested Arrow arrays.
+
+In 2.1+ only leaf fields own a column (digest §3.3); every column carries the rep/def levels
+of all the layers above its leaf.  A column is read page by page (pages hold whole rows), each
+page is unraveled into layers, the layers of consecutive pages are concatenated, and the
+nested array is rebuilt from the schema, taking each struct's or list's layer from the first
+leaf below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..compression.blocks import Block, StructBlock
+from ..container.metadata import ColumnInfo, PageInfo
+from ..errors import CorruptFileError, LanceError, UnsupportedError
+from ..io import RandomAccessFile
+from .arrow import block_to_arrow, validity_buffer
+from .constant import ConstantPage
+from .fullzip import FullZipPage
+from .leaf import LeafPiece
+from .miniblock import MiniBlockPage
+from .repdef import Layer, unravel
+
+
+def owns_column(field) -> bool:
+    """In 2.1+, which schema fields have a column of their own (digest §3.3)."""
+    return (
+        not field.children
+        or field.is_packed_struct()
+        or field.is_blob()
+        or field.logical_type.startswith("fixed_size_list")
+    )
+
+
+def leaf_fields(fields) -> list:
+    """Column-owning fields in depth-first order: their position is their column index."""
+    out = []
+
+    def walk(f) -> None:
+        if owns_column(f):
+            out.append(f)
+        else:
+            for c in f.children:
+                walk(c)
+
+    for f in fields:
+        walk(f)
+    return out
+
+
+@dataclass
+class LeafResult:
+    layers: list[Layer]  # outermost first, concatenated over pages
+    array: pa.Array  # leaf values for the innermost slots, validity applied
+    num_rows: int
+
+
+class LeafColumnReader:
+    """One leaf column: page decoders, cached page metadata, row selection."""
+
+    def __init__(
+        self,
+        file: RandomAccessFile,
+        column: ColumnInfo,
+        column_index: int,
+        field,
+        version: str,
+        cache,
+        cache_key: tuple,
+    ):
+        self.file = file
+        self.column = column
+        self.column_index = column_index
+        self.field = field
+        self.arrow_type = field.arrow_type
+        self.version = version
+        self.cache = cache
+        self.cache_key = cache_key
+        self.page_starts = column.page_starts()
+        self._decoders: dict[int, object] = {}
+
+    # -- per page ------------------------------------------------------------------------
+
+    def decoder(self, page: PageInfo):
+        dec = self._decoders.get(page.index)
+        if dec is None:
+            dec = self._make_decoder(page, page.encoding)
+            self._decoders[page.index] = dec
+        return dec
+
+    def _make_decoder(self, page: PageInfo, layout):
+        kind = layout.WhichOneof("layout")
+        if kind == "mini_block_layout":
+            return MiniBlockPage(page, layout.mini_block_layout, self.version, self._dictionary_to_arrow)
+        if kind == "full_zip_layout":
+            return FullZipPage(page, layout.full_zip_layout)
+        if kind == "constant_layout":
+            cl = layout.constant_layout
+            if self.version == "2.1" and (
+                cl.HasField("inline_value") or len(page.buffers) in (1, 3)
+            ):
+                raise UnsupportedError("Lance v2.1 only accepts the all-null form of constant page")
+            return ConstantPage(page, cl, self.arrow_type)
+        if kind == "blob_layout":
+            return BlobPage(page, layout.blob_layout, self)
+        raise UnsupportedError(f"unknown page layout {kind!r}")
+
+    def _dictionary_to_arrow(self, block: Block) -> pa.Array:
+        t = self.arrow_type
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        return block_to_arrow(block, t, None)
+
+    def meta(self, page: PageInfo):
+        dec = self.decoder(page)
+
+        def load():
+            ranges = dec.metadata_ranges()
+            raw = self.file.read_ranges(ranges) if ranges else []
+            return dec.load_meta(raw)
+
+        if self.cache is None:
+            return load()
+        return self.cache.get_or_load(self.cache_key + (page.index,), load)
+
+    def decode_page(self, page: PageInfo, rows: np.ndarray | None) -> LeafPiece:
+        """Decode the wanted (sorted, unique, page-relative) rows; None = the whole page."""
+        dec = self.decoder(page)
+        meta = self.meta(page)
+        if isinstance(dec, MiniBlockPage):
+            groups = dec.chunk_groups(meta, rows)
+            data = self.file.read_ranges([dec.chunk_byte_range(meta, a, b) for a, b in groups])
+            piece = dec.decode(meta, groups, data, rows)
+            piece.layers = dec.layers
+            return piece
+        if isinstance(dec, FullZipPage):
+            groups = dec.row_groups(rows)
+            data = self.file.read_ranges([dec.byte_range(meta, a, b) for a, b in groups])
+            piece = dec.decode(meta, groups, data)
+            piece.layers = dec.layers
+            return piece
+        piece = dec.decode(meta, rows)
+        piece.layers = dec.layers
+        return piece
+
+    # -- rows ----------------------------------------------------------------------------
+
+    def read(self, rows: np.ndarray | None = None, start: int = 0, stop: int | None = None) -> LeafResult:
+        """Rows of the column: either sorted unique ``rows`` or the range [start, stop)."""
+        pieces = []
+        try:
+            for page, page_rows in self._pages_for(rows, start, stop):
+                piece = self.decode_page(page, page_rows)
+                pieces.append(self._to_layers(piece))
+        except LanceError as exc:
+            raise exc.with_context(path=self.file.path, column=self.field.name)
+        except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
+            raise CorruptFileError(
+                f"cannot decode: {exc}", path=self.file.path, column=self.field.name
+            ) from exc
+        if not pieces:
+            raise CorruptFileError(f"no pages hold the requested rows of column {self.column_index}")
+        return concat_results(pieces)
+
+    def _pages_for(self, rows, start, stop):
+        ps = self.page_starts
+        pages = self.column.pages
+        if rows is None:
+            stop = int(ps[-1]) if stop is None else stop
+            first = int(np.searchsorted(ps, start, side="right")) - 1
+            for i in range(max(first, 0), len(pages)):
+                p0 = int(ps[i])
+                if p0 >= stop:
+                    break
+                a, b = max(start, p0) - p0, min(stop, int(ps[i + 1])) - p0
+                if b <= a:
+                    continue
+                full = a == 0 and b == pages[i].num_rows
+                yield pages[i], None if full else np.arange(a, b, dtype=np.int64)
+            return
+        page_of = np.searchsorted(ps, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(page_of)) + 1
+        for chunk in np.split(np.arange(len(rows)), bounds):
+            if not len(chunk):
+                continue
+            i = int(page_of[chunk[0]])
+            yield pages[i], rows[chunk] - int(ps[i])
+
+    def _to_layers(self, piece: LeafPiece) -> LeafResult:
+        un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)
+        if un.num_rows != piece.num_rows:
+            raise CorruptFileError(f"levels describe {un.num_rows} rows, expected {piece.num_rows}")
+        leaf_valid = un.layers[-1].validity
+        values = piece.values
+        if isinstance(values, pa.Array):
+            arr = values
+        elif piece.dictionary is not None:
+            idx = _indices(values)
+            if len(idx) and (idx.max() >= len(piece.dictionary)):
+                raise CorruptFileError("dictionary index out of range")
+            mask = None if leaf_valid is None else pa.array(~leaf_valid)
+            arr = piece.dictionary.take(pa.array(idx, mask=mask))
+            if pa.types.is_dictionary(self.arrow_type):
+                arr = arr.dictionary_encode().cast(self.arrow_type)
+        else:
+            arr = block_to_arrow(values, self.arrow_type, leaf_valid)
+        if len(arr) != un.num_leaf_slots:
+            raise CorruptFileError(
+                f"{len(arr)} values for {un.num_leaf_slots} slots in the levels"
+            )
+        return LeafResult(un.layers, arr, un.num_rows)
+
+
+def _indices(block: Block) -> np.ndarray:
+    if not hasattr(block, "bits_per_value") or block.bits_per_value not in (8, 16, 32, 64):
+        raise CorruptFileError("dictionary indices must be 8, 16, 32 or 64-bit integers")
+    return block.data.view(f"<u{block.bits_per_value // 8}")[: block.num_values].astype(np.int64)
+
+
+def concat_results(pieces: list[LeafResult]) -> LeafResult:
+    """Join the per-page results of one leaf: validity concatenated, offsets shifted."""
+    if len(pieces) == 1:
+        return pieces[0]
+    layers: list[Layer] = []
+    n_slots = [p.num_rows for p in pieces]  # slots at the current depth, per piece
+    for d in range(len(pieces[0].layers)):
+        ls = [p.layers[d] for p in pieces]
+        valid = None
+        if any(layer.validity is not None for layer in ls):
+            valid = np.concatenate(
+                [
+                    layer.validity if layer.validity is not None else np.ones(n, dtype=bool)
+                    for layer, n in zip(ls, n_slots, strict=True)
+                ]
+            )
+        if ls[0].is_list:
+            shifts = np.cumsum([0] + [int(layer.offsets[-1]) for layer in ls[:-1]])
+            offsets = np.concatenate(
+                [ls[0].offsets[:1]]
+                + [layer.offsets[1:] + s for layer, s in zip(ls, shifts, strict=True)]
+            )
+            layers.append(Layer(True, valid, offsets))
+            n_slots = [int(layer.offsets[-1]) for layer in ls]
+        else:
+            layers.append(Layer(False, valid))
+    array = pa.concat_arrays([p.array for p in pieces])
+    return LeafResult(layers, array, sum(p.num_rows for p in pieces))
+
+
+class BlobPage:
+    """2.1 blob layout: a mini-block page of (position, size) pairs; bytes live elsewhere in
+    the file as external buffers (digest §5.6)."""
+
+    def __init__(self, page: PageInfo, layout, reader: LeafColumnReader):
+        self.page = page
+        self.layout = layout
+        self.reader = reader
+        inner = layout.inner_layout
+        if inner.WhichOneof("layout") != "mini_block_layout":
+            raise UnsupportedError("blob pages with a non mini-block inner layout")
+        self.inner = MiniBlockPage(page, inner.mini_block_layout, reader.version, None)
+        self.layers = list(layout.layers)
+
+    def metadata_ranges(self):
+        return self.inner.metadata_ranges()
+
+    def load_meta(self, raw):
+        return self.inner.load_meta(raw)
+
+    def decode(self, meta, rows) -> LeafPiece:
+        groups = self.inner.chunk_groups(meta, rows)
+        data = self.reader.file.read_ranges(
+            [self.inner.chunk_byte_range(meta, a, b) for a, b in groups]
+        )
+        piece = self.inner.decode(meta, groups, data, rows)
+        desc = piece.values
+        if not isinstance(desc, StructBlock) or len(desc.children) != 2:
+            raise CorruptFileError("blob descriptors must be (position, size) pairs")
+        pos = desc.children[0].data.view("<u8")[: desc.num_values].astype(np.int64)
+        size = desc.children[1].data.view("<u8")[: desc.num_values].astype(np.int64)
+        null = (size == 0) & (pos != 0)
+        defs = np.where(null, pos >> 16, 0).astype(np.uint16)
+        file_size = self.reader.file.size
+        if ((pos + size) > file_size).any():
+            raise CorruptFileError("blob position is outside the file")
+        want = np.flatnonzero(size > 0)
+        blobs = self.reader.file.read_ranges(
+            list(zip(pos[want].tolist(), size[want].tolist(), strict=True))
+        )
+        from ..compression.blocks import VariableWidthBlock
+
+        offsets = np.zeros(len(size) + 1, dtype=np.int64)
+        np.cumsum(np.where(null, 0, size), out=offsets[1:])
+        data_arr = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+        values = VariableWidthBlock(offsets, data_arr, 64)
+        return LeafPiece(None, defs if null.any() else None, len(defs), values, piece.num_rows)
+
+
+def build_array(field, results: dict[int, LeafResult], depth: int = 0) -> pa.Array:
+    """Rebuild a (possibly projected) field's nested array from its leaves' results."""
+    if owns_column(field):
+        return results[field.id].array
+    layer = _first_leaf(field, results).layers[depth]
+    children = [build_array(c, results, depth + 1) for c in field.children]
+    t = field.arrow_type
+    if pa.types.is_struct(t):
+        fields = [
+            pa.field(c.name, arr.type, c.nullable, c.to_arrow().metadata)
+            for c, arr in zip(field.children, children, strict=True)
+        ]
+        mask = None if layer.validity is None else pa.array(~layer.validity)
+        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+    if not layer.is_list:
+        raise CorruptFileError(f"field {field.name!r} expects a list layer")
+    offsets = layer.offsets
+    child = children[0]
+    if pa.types.is_map(t):
+        entries = child
+        keys = entries.field(0)
+        items = entries.field(1)
+        mt = pa.map_(
+            pa.field(t.key_field.name, keys.type, False, t.key_field.metadata),
+            pa.field(t.item_field.name, items.type, t.item_field.nullable, t.item_field.metadata),
+            keys_sorted=t.keys_sorted,
+        )
+        return pa.Array.from_buffers(
+            mt,
+            len(offsets) - 1,
+            [validity_buffer(layer.validity), pa.py_buffer(offsets.astype(np.int32))],
+            children=[entries],
+        )
+    large = pa.types.is_large_list(t)
+    item = field.children[0]
+    vf = pa.field(item.name, child.type, item.nullable, item.to_arrow().metadata)
+    lt = pa.large_list(vf) if large else pa.list_(vf)
+    return pa.Array.from_buffers(
+        lt,
+        len(offsets) - 1,
+        [
+            validity_buffer(layer.validity),
+            pa.py_buffer(offsets.astype(np.int64 if large else np.int32)),
+        ],
+        children=[child],
+    )
+
+
+def _first_leaf(field, results: dict[int, LeafResult]) -> LeafResult:
+    for f in field.walk():
+        if owns_column(f) and f.id in results:
+            return results[f.id]
+    raise CorruptFileError(f"field {field.name!r} has no leaf column")
+
+
+ReadRanges = Callable[[list[tuple[int, int]]], list[bytes]]

@@ -1,0 +1,167 @@
+"""The constant layout (2.1 all-null pages; 2.2 also constant-valued pages).
+
+Buffer order depends on whether there is an inline value and how many buffers there are
+(digest §5.5): [] | [rep, def] | [scalar] | [scalar, rep, def].  The levels are raw u16 or,
+in 2.2, block-compressed; the value is either ``inline_value`` (raw bytes of one fixed-width
+value) or a "scalar buffer" (``u32 n, n x u32 len``, then the Arrow buffers of a one-element
+array).  Levels and value are small, so they are the cached metadata; decoding a row range
+only selects levels and repeats the value.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..compression.blocks import Block, FixedWidthBlock, VariableWidthBlock, take_block
+from ..compression.decompress import decompress_levels
+from ..errors import CorruptFileError
+from . import repdef
+from .leaf import LeafPiece, select_rows
+
+
+@dataclass
+class ConstantMeta:
+    rep: np.ndarray | None
+    defs: np.ndarray | None
+    value: Block | None  # one value, or None for all-null pages
+    num_levels: int
+
+    @property
+    def nbytes(self) -> int:
+        n = 100
+        for a in (self.rep, self.defs):
+            if a is not None:
+                n += a.nbytes
+        return n
+
+
+def parse_scalar_buffer(raw: bytes, arrow_type: pa.DataType) -> Block:
+    """Decode the Arrow buffers of a one-element array into a one-value block."""
+    try:
+        (n,) = struct.unpack_from("<I", raw, 0)
+        if n > 8:
+            raise CorruptFileError(f"scalar value buffer claims {n} buffers")
+        lens = struct.unpack_from(f"<{n}I", raw, 4)
+    except struct.error as exc:
+        raise CorruptFileError(f"truncated scalar value buffer: {exc}") from exc
+    pos = 4 + 4 * n
+    bufs = []
+    for ln in lens:
+        if pos + ln > len(raw):
+            raise CorruptFileError("scalar value buffer is truncated")
+        bufs.append(np.frombuffer(raw, dtype=np.uint8, count=ln, offset=pos))
+        pos += ln
+    t = arrow_type.storage_type if isinstance(arrow_type, pa.ExtensionType) else arrow_type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        if len(bufs) != 2 or len(bufs[0]) not in (8, 16):
+            raise CorruptFileError("a variable-width scalar needs an offsets and a data buffer")
+        offsets = bufs[0].view("<i4" if len(bufs[0]) == 8 else "<i8").astype(np.int64)
+        lo, hi = int(offsets[0]), int(offsets[1])
+        if not 0 <= lo <= hi <= len(bufs[1]):
+            raise CorruptFileError("scalar value offsets are out of range")
+        return VariableWidthBlock(np.array([0, hi - lo], dtype=np.int64), bufs[1][lo:hi].copy())
+    if not bufs:
+        raise CorruptFileError("scalar value buffer has no buffers")
+    data = bufs[-1]
+    bits = 1 if pa.types.is_boolean(t) else len(data) * 8
+    return FixedWidthBlock(data.copy(), bits, 1)
+
+
+class ConstantPage:
+    def __init__(self, page, layout, arrow_type: pa.DataType):
+        self.page = page
+        self.layout = layout
+        self.arrow_type = arrow_type
+        self.layers = list(layout.layers)
+        self.max_rep = repdef.max_rep(self.layers)
+        self.max_visible_def = repdef.max_visible_def(self.layers)
+        self.has_inline = layout.HasField("inline_value")
+        nb = len(page.buffers)
+        if (self.has_inline and nb not in (0, 2)) or (not self.has_inline and nb not in (0, 1, 2, 3)):
+            raise CorruptFileError(f"constant page with {nb} buffers is not a valid form")
+        self.has_scalar = not self.has_inline and nb in (1, 3)
+        self.has_levels = nb in (2, 3)
+
+    def metadata_ranges(self) -> list[tuple[int, int]]:
+        return list(self.page.buffers)
+
+    def load_meta(self, raw: list[bytes]) -> ConstantMeta:
+        i = 0
+        value: Block | None = None
+        if self.has_inline:
+            inline = np.frombuffer(self.layout.inline_value, dtype=np.uint8).copy()
+            t = self.arrow_type
+            bits = 1 if pa.types.is_boolean(t) else len(inline) * 8
+            value = FixedWidthBlock(inline, bits, 1)
+        elif self.has_scalar:
+            value = parse_scalar_buffer(raw[0], self.arrow_type)
+            i = 1
+        n = self.page.num_rows
+        rep = defs = None
+        if self.has_levels:
+            rep_raw, def_raw = raw[i], raw[i + 1]
+            rep = self._levels(self.layout.rep_compression if self.layout.HasField("rep_compression") else None, rep_raw, int(self.layout.num_rep_values))
+            defs = self._levels(self.layout.def_compression if self.layout.HasField("def_compression") else None, def_raw, int(self.layout.num_def_values))
+            if rep is not None and defs is not None and len(rep) != len(defs):
+                raise CorruptFileError(f"constant page has {len(rep)} rep and {len(defs)} def levels")
+            num_levels = len(defs) if defs is not None else (len(rep) if rep is not None else n)
+        else:
+            num_levels = n
+        if value is None and defs is None:
+            # all null without levels: every row is null at the outermost layer
+            levels, _ = repdef.layer_levels(self.layers)
+            outer = levels[-1]
+            fill = outer.null if outer.null is not None else (outer.empty or 0)
+            defs = np.full(n, fill, dtype=np.uint16)
+            if self.max_rep and rep is None:
+                rep = np.full(n, self.max_rep, dtype=np.uint16)
+        return ConstantMeta(rep, defs, value, num_levels)
+
+    @staticmethod
+    def _levels(enc, raw: bytes, count: int) -> np.ndarray | None:
+        if not raw:
+            return None
+        if enc is None:
+            if len(raw) % 2:
+                raise CorruptFileError("raw u16 levels have an odd number of bytes")
+            return np.frombuffer(raw, dtype="<u2")
+        return decompress_levels(enc, np.frombuffer(raw, dtype=np.uint8), count)
+
+    def decode(self, meta: ConstantMeta, rows: np.ndarray | None) -> LeafPiece:
+        n_vis = (
+            int(np.count_nonzero(meta.defs <= self.max_visible_def))
+            if meta.defs is not None
+            else meta.num_levels
+        )
+        if meta.value is not None:
+            values: Block | pa.Array = take_block(meta.value, np.zeros(n_vis, dtype=np.int64))
+        else:
+            values = pa.nulls(n_vis, self.arrow_type)
+        if meta.rep is None and self.max_rep == 0 and rows is not None:
+            # one level per row: slicing is direct
+            defs = meta.defs[rows] if meta.defs is not None else None
+            if meta.value is not None:
+                vis = len(rows) if defs is None else int(np.count_nonzero(defs <= self.max_visible_def))
+                values = take_block(meta.value, np.zeros(vis, dtype=np.int64))
+            else:
+                vis = len(rows) if defs is None else int(np.count_nonzero(defs <= self.max_visible_def))
+                values = pa.nulls(vis, self.arrow_type)
+            return LeafPiece(None, defs, len(rows), values, len(rows))
+        rep, defs, num_levels, values, num_rows = select_rows(
+            meta.rep,
+            meta.defs,
+            meta.num_levels,
+            values,
+            max_rep=self.max_rep,
+            max_visible_def=self.max_visible_def,
+            group_starts=np.zeros(1, dtype=np.int64),
+            group_first_row=np.zeros(1, dtype=np.int64),
+            wanted=rows,
+        )
+        return LeafPiece(rep, defs, num_levels, values, num_rows)

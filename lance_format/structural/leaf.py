@@ -1,0 +1,87 @@
+"""What a structural page decoder hands back: levels and visible values for whole rows.
+
+Page decoders (mini-block, full-zip, constant, blob) decode *some* chunks or byte ranges of
+a page.  Those may begin with the tail of a row that started earlier and may contain rows
+nobody asked for; :func:`select_rows` trims the levels and values to exactly the wanted
+rows, vectorised, so the rep/def unraveling only ever sees whole rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..compression.blocks import Block, take_block
+from ..errors import CorruptFileError
+
+
+@dataclass
+class LeafPiece:
+    """Levels and values of whole rows of one leaf column, in row order."""
+
+    rep: np.ndarray | None  # uint16 per level, None when the column has no lists
+    defs: np.ndarray | None  # uint16 per level, None when everything is valid
+    num_levels: int
+    values: Block | pa.Array  # one value per visible level (dictionary indices if a dictionary;
+    # an Arrow array only for the null placeholders of all-null pages)
+    num_rows: int
+    dictionary: object = None  # pa.Array of dictionary items, when the page has one
+    layers: list[int] | None = None  # the page's rep/def layers, innermost first
+
+
+def select_rows(
+    rep: np.ndarray | None,
+    defs: np.ndarray | None,
+    num_levels: int,
+    values: Block,
+    *,
+    max_rep: int,
+    max_visible_def: int,
+    group_starts: np.ndarray,
+    group_first_row: np.ndarray,
+    wanted: np.ndarray | None,
+) -> tuple[np.ndarray | None, np.ndarray | None, int, Block, int]:
+    """Keep only the levels (and their values) of the ``wanted`` rows.
+
+    ``group_starts`` are the level indices where each contiguous run of decoded chunks
+    begins and ``group_first_row`` the page row number of the first row that *starts* in
+    it; levels before a group's first row start belong to a row decoded elsewhere.
+    ``wanted`` are sorted unique page row numbers (None = every complete row decoded).
+    Returns (rep, defs, num_levels, values, num_rows).
+    """
+    if max_rep:
+        is_start = rep == max_rep
+    else:
+        is_start = np.ones(num_levels, dtype=bool)
+    start_count = np.cumsum(is_start)  # rows started up to and including each level
+    # starts before each group, to number rows within the group
+    group_idx = np.searchsorted(group_starts, np.arange(num_levels), side="right") - 1
+    starts_before = np.concatenate([[0], start_count])[group_starts]
+    in_row = start_count > starts_before[group_idx]  # false for a group's leading tail
+    row_of_level = (
+        group_first_row[group_idx] + (start_count - starts_before[group_idx]) - 1
+    )
+    keep = in_row
+    if wanted is not None:
+        pos = np.searchsorted(wanted, row_of_level)
+        pos = np.minimum(pos, max(len(wanted) - 1, 0))
+        keep = keep & (wanted[pos] == row_of_level) if len(wanted) else np.zeros_like(keep)
+    num_rows = int(np.count_nonzero(keep & is_start))
+    if wanted is not None and num_rows != len(wanted):
+        raise CorruptFileError(
+            f"decoded {num_rows} of {len(wanted)} requested rows: the chunk or repetition "
+            "index does not match the levels"
+        )
+    if keep.all():
+        return rep, defs, num_levels, values, num_rows
+    visible = defs <= max_visible_def if defs is not None else np.ones(num_levels, dtype=bool)
+    value_idx = np.flatnonzero(keep[visible])
+    if isinstance(values, pa.Array):  # all-null placeholder
+        values = values.take(pa.array(value_idx))
+    else:
+        values = take_block(values, value_idx)
+    rep = rep[keep] if rep is not None else None
+    defs = defs[keep] if defs is not None else None
+    return rep, defs, int(np.count_nonzero(keep)), values, num_rows
