@@ -1,0 +1,196 @@
+"""Run-length encoding (digest §6.7, §5.7).
+
+* **Mini-block**: two value buffers per chunk, the run values (native width) and one u8
+  run length per value.  Runs longer than 255 are split into several runs.
+* **Block** (2.2, rep/def levels and constant pages): ``u64 values_byte_len``, the run
+  values, then one u8 run length per value to the end of the buffer.  Example:
+  ``0a00000000000000 | 0100 x5 | ff ff ff ff 04`` is 1024 ones.
+
+Decoding is ``np.repeat`` over all runs of all chunks at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CorruptFileError, UnsupportedError
+from .blocks import ChunkRanges, FixedWidthBlock, gather_ranges
+
+MAX_RUN = 255
+MAX_CHUNK_BYTES = 4096
+MAX_CHUNK_VALUES = 4096
+
+
+def _bytes_per_value(bits: int) -> int:
+    if bits <= 0 or bits % 8:
+        raise UnsupportedError(f"RLE of {bits}-bit values")
+    return bits // 8
+
+
+def _expand(
+    run_values: np.ndarray, run_lengths: np.ndarray, run_chunk: np.ndarray, counts: np.ndarray
+) -> np.ndarray:
+    """Repeat each run; chunk c keeps its first ``counts[c]`` values (extra is dropped, as the
+    reference decoder does; too few is corruption).  ``run_values`` is (runs, B) bytes."""
+    lengths = run_lengths.astype(np.int64)
+    per_chunk = np.bincount(run_chunk, weights=lengths, minlength=len(counts)).astype(np.int64)
+    if (per_chunk < counts).any():
+        raise CorruptFileError("RLE runs hold fewer values than the chunk says")
+    rows = np.repeat(run_values, lengths, axis=0)
+    if (per_chunk == counts).all():
+        return rows.reshape(-1)
+    value_chunk = np.repeat(run_chunk, lengths)
+    first = np.cumsum(per_chunk) - per_chunk
+    within = np.arange(len(rows), dtype=np.int64) - first[value_chunk]
+    return rows[within < counts[value_chunk]].reshape(-1)
+
+
+def decode_chunks(
+    values: ChunkRanges, run_lengths: ChunkRanges, counts: np.ndarray, bits: int
+) -> FixedWidthBlock:
+    """Decode the two RLE buffers of many mini-block chunks into one block."""
+    width = _bytes_per_value(bits)
+    counts = np.asarray(counts, dtype=np.int64)
+    vlen = np.asarray(values.lengths, dtype=np.int64)
+    rlen = np.asarray(run_lengths.lengths, dtype=np.int64)
+    if (vlen % width).any() or (vlen // width != rlen).any():
+        raise CorruptFileError("RLE chunk has a different number of run values and run lengths")
+    if (values.starts + vlen > len(values.base)).any() or (
+        run_lengths.starts + rlen > len(run_lengths.base)
+    ).any():
+        raise CorruptFileError("RLE chunk buffers run past their data")
+    run_vals = gather_ranges(values.base, values.starts, vlen).reshape(-1, width)
+    lens = gather_ranges(run_lengths.base, run_lengths.starts, rlen)
+    run_chunk = np.repeat(np.arange(len(counts)), rlen)
+    data = _expand(run_vals, lens, run_chunk, counts)
+    return FixedWidthBlock(np.ascontiguousarray(data), bits, int(counts.sum()))
+
+
+def decode_block(data: np.ndarray, num_values: int, bits: int) -> FixedWidthBlock:
+    """Decode the 2.2 block form ``[u64 values_byte_len][values][u8 run lengths]``."""
+    width = _bytes_per_value(bits)
+    if len(data) < 8:
+        raise CorruptFileError(f"block RLE buffer of {len(data)} bytes has no length prefix")
+    vbytes = int.from_bytes(data[:8].tobytes(), "little")
+    if vbytes % width or vbytes > len(data) - 8:
+        raise CorruptFileError(f"block RLE values length {vbytes} is invalid")
+    nruns = vbytes // width
+    lens = data[8 + vbytes :]
+    if len(lens) != nruns:
+        raise CorruptFileError(f"block RLE has {nruns} run values but {len(lens)} run lengths")
+    run_vals = data[8 : 8 + vbytes].reshape(-1, width)
+    out = _expand(
+        run_vals,
+        lens,
+        np.zeros(nruns, dtype=np.int64),
+        np.array([num_values], dtype=np.int64),
+    )
+    return FixedWidthBlock(np.ascontiguousarray(out), bits, num_values)
+
+
+def decode_block_chunks(chunks: ChunkRanges, counts: np.ndarray, bits: int) -> FixedWidthBlock:
+    """Decode many independent block-form buffers (e.g. the def levels of every mini-block
+    chunk) at once; buffer i holds ``counts[i]`` values."""
+    width = _bytes_per_value(bits)
+    counts = np.asarray(counts, dtype=np.int64)
+    starts = np.asarray(chunks.starts, dtype=np.int64)
+    lengths = np.asarray(chunks.lengths, dtype=np.int64)
+    if (lengths < 8).any() or (starts + lengths > len(chunks.base)).any():
+        raise CorruptFileError("a block RLE buffer is truncated")
+    prefix = gather_ranges(chunks.base, starts, np.full(len(starts), 8, dtype=np.int64))
+    vbytes = np.ascontiguousarray(prefix).view("<u8").astype(np.int64)
+    nruns = vbytes // width
+    if (vbytes < 0).any() or (vbytes % width).any() or (lengths - 8 - vbytes != nruns).any():
+        raise CorruptFileError("block RLE values and run lengths do not match")
+    run_vals = gather_ranges(chunks.base, starts + 8, vbytes).reshape(-1, width)
+    lens = gather_ranges(chunks.base, starts + 8 + vbytes, nruns)
+    run_chunk = np.repeat(np.arange(len(counts)), nruns)
+    data = _expand(run_vals, lens, run_chunk, counts)
+    return FixedWidthBlock(np.ascontiguousarray(data), bits, int(counts.sum()))
+
+
+# -- encoder ---------------------------------------------------------------------------------
+
+
+def encode_runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of equal rows (``rows`` is ``n x B`` bytes), split at 255.
+
+    Returns ``(run_values n_runs x B, run_lengths uint8)``.
+    """
+    n = len(rows)
+    if n == 0:
+        return rows[:0], np.zeros(0, dtype=np.uint8)
+    change = np.ones(n, dtype=bool)
+    change[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    starts = np.flatnonzero(change)
+    lengths = np.diff(np.append(starts, n))
+    pieces = -(-lengths // MAX_RUN)
+    run_idx = np.repeat(np.arange(len(starts)), pieces)
+    piece_no = np.arange(len(run_idx)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    piece_len = np.minimum(lengths[run_idx] - piece_no * MAX_RUN, MAX_RUN)
+    return rows[starts[run_idx]], piece_len.astype(np.uint8)
+
+
+def _rows(block: FixedWidthBlock) -> np.ndarray:
+    width = _bytes_per_value(block.bits_per_value)
+    return np.asarray(block.data[: block.num_values * width]).reshape(-1, width)
+
+
+def plan_chunks(block: FixedWidthBlock, max_bytes: int = MAX_CHUNK_BYTES) -> np.ndarray:
+    """Values per mini-block chunk: the largest power of two (at most 4096) whose runs fit
+    in ``max_bytes``; the last chunk takes the rest when it fits."""
+    rows = _rows(block)
+    width = rows.shape[1]
+    n = len(rows)
+
+    def cost(a: int, b: int) -> int:
+        return len(encode_runs(rows[a:b])[1]) * (width + 1)
+
+    out = []
+    pos = 0
+    while pos < n:
+        rest = n - pos
+        if rest <= MAX_CHUNK_VALUES and cost(pos, n) <= max_bytes:
+            out.append(rest)
+            break
+        k = 1
+        while k * 2 < rest and k * 2 <= MAX_CHUNK_VALUES and cost(pos, pos + k * 2) <= max_bytes:
+            k *= 2
+        out.append(k)
+        pos += k
+    return np.array(out, dtype=np.int64)
+
+
+def encode_chunks(
+    block: FixedWidthBlock, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mini-block form for the given values per chunk (runs never cross a chunk).
+
+    Returns ``(values_buffer, run_lengths_buffer, values_sizes, run_lengths_sizes)``.
+    """
+    rows = _rows(block)
+    width = rows.shape[1]
+    counts = np.asarray(counts, dtype=np.int64)
+    n = len(rows)
+    chunk_of = np.repeat(np.arange(len(counts)), counts)
+    change = np.ones(n, dtype=bool)
+    if n:
+        change[1:] = (rows[1:] != rows[:-1]).any(axis=1) | (chunk_of[1:] != chunk_of[:-1])
+    starts = np.flatnonzero(change)
+    lengths = np.diff(np.append(starts, n))
+    pieces = -(-lengths // MAX_RUN)
+    run_idx = np.repeat(np.arange(len(starts)), pieces)
+    piece_no = np.arange(len(run_idx)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    piece_len = np.minimum(lengths[run_idx] - piece_no * MAX_RUN, MAX_RUN)
+    run_chunk = chunk_of[starts[run_idx]] if n else np.zeros(0, dtype=np.int64)
+    runs_per_chunk = np.bincount(run_chunk, minlength=len(counts)).astype(np.int64)
+    values = rows[starts[run_idx]].reshape(-1)
+    return values, piece_len.astype(np.uint8), runs_per_chunk * width, runs_per_chunk
+
+
+def encode_block(block: FixedWidthBlock) -> np.ndarray:
+    """The 2.2 block form."""
+    run_vals, run_lens = encode_runs(_rows(block))
+    vbytes = run_vals.reshape(-1)
+    prefix = np.array([len(vbytes)], dtype="<u8").view(np.uint8)
+    return np.concatenate([prefix, vbytes, run_lens])

@@ -1,0 +1,186 @@
+"""Variable (digest §6.2): variable-width values, with three byte formats by context.
+
+* **Mini-block chunk**: ``(k+1)`` offsets (u32 or u64, the width of ``Variable.offsets``)
+  measured from the start of the chunk buffer, so ``offset[0] = (k+1) * width``; then the
+  value bytes; then ``0x48`` padding to a multiple of the offset width.
+* **Block** (dictionaries): ``u32 32, u32 bytes_start`` (or ``u64 64, u64 bytes_start``),
+  ``n+1`` offsets relative to the data section, then the bytes.  An older header
+  ``u8 bits, uN num_values, uN bytes_start`` is also accepted, as the reference reader does.
+* **Per value** (full-zip): a length before each value; the full-zip layout parses that and
+  hands over a :class:`VariableWidthBlock`, see :func:`from_lengths`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CorruptFileError, UnsupportedError
+from .blocks import ChunkRanges, VariableWidthBlock, gather_ranges
+
+PAD_BYTE = 0x48
+AIM_CHUNK_BYTES = 4096
+_OFFSET_DTYPES = {32: np.dtype("<u4"), 64: np.dtype("<u8")}
+
+
+def offset_dtype(bits: int) -> np.dtype:
+    try:
+        return _OFFSET_DTYPES[bits]
+    except KeyError:
+        raise UnsupportedError(f"Variable encoding with {bits}-bit offsets") from None
+
+
+def from_lengths(
+    lengths: np.ndarray, data: np.ndarray, bits_per_offset: int = 32
+) -> VariableWidthBlock:
+    """Build a block from per-value lengths and the concatenated value bytes."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if (lengths < 0).any() or offsets[-1] > len(data):
+        raise CorruptFileError("variable-width lengths run past the value bytes")
+    return VariableWidthBlock(offsets, np.asarray(data)[: int(offsets[-1])], bits_per_offset)
+
+
+# -- mini-block ------------------------------------------------------------------------------
+
+
+def decode_chunks(chunks: ChunkRanges, counts: np.ndarray, bits: int) -> VariableWidthBlock:
+    """Decode the Variable value buffer of many mini-block chunks into one block."""
+    dtype = offset_dtype(bits)
+    width = dtype.itemsize
+    counts = np.asarray(counts, dtype=np.int64)
+    starts = np.asarray(chunks.starts, dtype=np.int64)
+    lengths = np.asarray(chunks.lengths, dtype=np.int64)
+    base = chunks.base
+    n_off = counts + 1
+    if (lengths < n_off * width).any() or (starts + lengths > len(base)).any():
+        raise CorruptFileError("a Variable mini-block chunk is shorter than its offsets")
+    raw = gather_ranges(base, starts, n_off * width)
+    offs = np.ascontiguousarray(raw).view(dtype).astype(np.int64)
+    seg = np.cumsum(n_off) - n_off  # first offset of each chunk
+    first = offs[seg]
+    last = offs[seg + counts]
+    diffs = np.diff(offs)
+    # drop the differences that straddle two chunks
+    value_lengths = np.delete(diffs, seg[1:] - 1) if len(seg) > 1 else diffs
+    if (value_lengths < 0).any() or (first < 0).any() or (last > lengths).any():
+        raise CorruptFileError(
+            "Variable mini-block offsets are not monotonic or run past the chunk"
+        )
+    data = gather_ranges(base, starts + first, last - first)
+    offsets = np.zeros(len(value_lengths) + 1, dtype=np.int64)
+    np.cumsum(value_lengths, out=offsets[1:])
+    return VariableWidthBlock(offsets, np.asarray(data), bits)
+
+
+def plan_chunks(offsets: np.ndarray, bits: int, aim: int = AIM_CHUNK_BYTES) -> np.ndarray:
+    """Values per chunk: the largest power of two whose offsets and bytes fit in ``aim``
+    bytes (at least one value); the last chunk takes whatever is left if it fits."""
+    width = offset_dtype(bits).itemsize
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = len(offsets) - 1
+    out = []
+    pos = 0
+    while pos < n:
+        rest = n - pos
+        if offsets[n] - offsets[pos] + (rest + 1) * width <= aim:
+            out.append(rest)
+            break
+        k = 1
+        while k * 2 < rest and offsets[pos + k * 2] - offsets[pos] + (k * 2 + 1) * width <= aim:
+            k *= 2
+        out.append(k)
+        pos += k
+    return np.array(out, dtype=np.int64)
+
+
+def encode_chunks(block: VariableWidthBlock, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Write the mini-block chunk form; chunk i takes the next ``counts[i]`` values.
+
+    Returns ``(buffer, chunk_sizes)``; each chunk is padded with 0x48 to the offset width.
+    """
+    dtype = offset_dtype(block.bits_per_offset)
+    width = dtype.itemsize
+    counts = np.asarray(counts, dtype=np.int64)
+    offsets = np.asarray(block.offsets, dtype=np.int64)
+    first_val = np.cumsum(counts) - counts
+    byte_start = offsets[first_val]
+    byte_end = offsets[first_val + counts]
+    nbytes = byte_end - byte_start
+    header = (counts + 1) * width
+    raw_size = header + nbytes
+    sizes = -(-raw_size // width) * width
+    chunk_pos = np.cumsum(sizes) - sizes
+    out = np.full(int(sizes.sum()), PAD_BYTE, dtype=np.uint8)
+    # offsets: for chunk c and j in 0..k, header[c] + offsets[first+j] - offsets[first]
+    n_off = counts + 1
+    chunk_of = np.repeat(np.arange(len(counts)), n_off)
+    j = np.arange(int(n_off.sum())) - np.repeat(np.cumsum(n_off) - n_off, n_off)
+    vals = header[chunk_of] + offsets[first_val[chunk_of] + j] - byte_start[chunk_of]
+    off_bytes = vals.astype(dtype).view(np.uint8)
+    dest = gather_ranges(np.arange(len(out), dtype=np.int64), chunk_pos, n_off * width)
+    out[dest] = off_bytes
+    dest = gather_ranges(np.arange(len(out), dtype=np.int64), chunk_pos + header, nbytes)
+    out[dest] = gather_ranges(np.asarray(block.data), byte_start, nbytes)
+    return out, sizes
+
+
+# -- block -----------------------------------------------------------------------------------
+
+
+def decode_block(data: np.ndarray, num_values: int) -> VariableWidthBlock:
+    """Parse the block form (dictionary items)."""
+    if len(data) < 9:
+        raise CorruptFileError(f"Variable block buffer of {len(data)} bytes is too short")
+    raw = data.tobytes() if len(data) < 64 else data[:24].tobytes()
+    old_scheme = raw[1] != 0 or raw[2] != 0 or raw[3] != 0
+    if old_scheme:
+        bits = raw[0]
+        if bits == 32:
+            bytes_start = int.from_bytes(raw[5:9], "little")
+            off_start = 9
+        elif bits == 64:
+            if len(data) < 17:
+                raise CorruptFileError("Variable block header is truncated")
+            bytes_start = int.from_bytes(raw[9:17], "little")
+            off_start = 17
+        else:
+            raise CorruptFileError(f"Variable block with {bits}-bit offsets")
+    else:
+        bits = int.from_bytes(raw[0:4], "little")
+        if bits == 32:
+            bytes_start = int.from_bytes(raw[4:8], "little")
+            off_start = 8
+        elif bits == 64:
+            if len(data) < 16:
+                raise CorruptFileError("Variable block header is truncated")
+            bytes_start = int.from_bytes(raw[8:16], "little")
+            off_start = 16
+        else:
+            raise CorruptFileError(f"Variable block with {bits}-bit offsets")
+    width = bits // 8
+    need = off_start + (num_values + 1) * width
+    if bytes_start < need or bytes_start > len(data):
+        raise CorruptFileError(
+            f"Variable block data starts at {bytes_start}, the offsets of {num_values} values "
+            f"end at {need} and the buffer has {len(data)} bytes"
+        )
+    offs = np.ascontiguousarray(data[off_start:need]).view(offset_dtype(bits)).astype(np.int64)
+    values = data[bytes_start:]
+    offs = offs - offs[0]
+    if (np.diff(offs) < 0).any() or offs[-1] > len(values):
+        raise CorruptFileError("Variable block offsets are not monotonic or run past the data")
+    return VariableWidthBlock(offs, np.asarray(values[: int(offs[-1])]), bits)
+
+
+def encode_block(block: VariableWidthBlock) -> np.ndarray:
+    """Write the block form: ``[bits][bytes_start]`` header, offsets from 0, then bytes."""
+    bits = block.bits_per_offset
+    dtype = offset_dtype(bits)
+    width = dtype.itemsize
+    offsets = np.asarray(block.offsets, dtype=np.int64)
+    offsets = offsets - offsets[0]
+    bytes_start = 2 * width + len(offsets) * width
+    header = np.array([bits, bytes_start], dtype=dtype).view(np.uint8)
+    data = np.asarray(block.data)[int(block.offsets[0]) : int(block.offsets[-1])]
+    return np.concatenate([header, offsets.astype(dtype).view(np.uint8), data])

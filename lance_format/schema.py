@@ -1,0 +1,621 @@
+"""Lance schemas (the flat ``lance.file.Field`` list) and their Arrow equivalents.
+
+A Lance schema is stored as a depth-first list of ``Field`` protobufs linked by ``id`` and
+``parent_id``; each field names its Arrow type with a *logical type* string (digest §3.4).
+Nested types keep their children as fields of their own (struct members, list items, map
+entries, and the item of a fixed-size list of structs), while every other type, including
+fixed-size lists of primitives, is spelled out completely in its logical type string.
+
+The mapping follows what pylance 14 writes and reads back, which differs from the older
+upstream snapshot in a few places: fixed-size lists of structs have a child field, ``map`` is
+a logical type, ``extension_name`` (proto field 9) is written, and 2.2 blob descriptor columns
+list their packed children with ``id = parent_id = -1`` (digest §6.12).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+
+from .errors import InvalidArgumentError, SchemaError
+from .pb import file_pb2
+
+EXT_NAME_KEY = "ARROW:extension:name"
+EXT_META_KEY = "ARROW:extension:metadata"
+BLOB_KEY = "lance-encoding:blob"
+PACKED_KEYS = ("packed", "lance-encoding:packed")
+BLOB_V2_EXT_NAME = "lance.blob.v2"
+BFLOAT16_EXT_NAME = "lance.bfloat16"
+JSON_EXT_NAME = "lance.json"
+ARROW_JSON_EXT_NAME = "arrow.json"
+
+# Legacy ``lance.file.Encoding`` hints (only written, never needed to read v2 files).
+ENCODING_NONE = 0
+ENCODING_PLAIN = 1
+ENCODING_VAR_BINARY = 2
+ENCODING_DICTIONARY = 3
+
+_TIME_UNITS = ("s", "ms", "us", "ns")
+
+_SIMPLE_TYPES: dict[str, pa.DataType] = {
+    "null": pa.null(),
+    "bool": pa.bool_(),
+    "int8": pa.int8(),
+    "uint8": pa.uint8(),
+    "int16": pa.int16(),
+    "uint16": pa.uint16(),
+    "int32": pa.int32(),
+    "uint32": pa.uint32(),
+    "int64": pa.int64(),
+    "uint64": pa.uint64(),
+    "halffloat": pa.float16(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "large_string": pa.large_string(),
+    "large_binary": pa.large_binary(),
+    "json": pa.large_binary(),  # lance.json: JSONB bytes, extension name kept in metadata
+    "date32:day": pa.date32(),
+    "date64:ms": pa.date64(),
+    "time32:s": pa.time32("s"),
+    "time32:ms": pa.time32("ms"),
+    "time64:us": pa.time64("us"),
+    "time64:ns": pa.time64("ns"),
+    "duration:s": pa.duration("s"),
+    "duration:ms": pa.duration("ms"),
+    "duration:us": pa.duration("us"),
+    "duration:ns": pa.duration("ns"),
+}
+_SIMPLE_NAMES: dict[pa.DataType, str] = {
+    t: name for name, t in _SIMPLE_TYPES.items() if name != "json"
+}
+_SIMPLE_NAMES[pa.string_view()] = "string"  # pylance stores views as the plain types
+_SIMPLE_NAMES[pa.binary_view()] = "binary"
+
+_NESTED = ("list", "large_list", "list.struct", "large_list.struct", "struct", "map")
+
+
+def _truthy(value: bytes | None) -> bool:
+    return value is not None and value.strip().lower() == b"true"
+
+
+def _bfloat16_item() -> pa.Field:
+    return pa.field(
+        "item",
+        pa.binary(2),
+        True,
+        {EXT_NAME_KEY.encode(): BFLOAT16_EXT_NAME.encode(), EXT_META_KEY.encode(): b""},
+    )
+
+
+def _int_or_error(text: str, what: str, name: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise SchemaError(f"bad {what} {text!r} in logical type", column=name) from None
+
+
+def parse_logical_type(lt: str, name: str = "?") -> pa.DataType:
+    """The Arrow type of a logical type string that needs no child fields."""
+    simple = _SIMPLE_TYPES.get(lt)
+    if simple is not None:
+        return simple
+    parts = lt.split(":")
+    head = parts[0]
+    if head == "fixed_size_list" and len(parts) >= 3:
+        size = _int_or_error(parts[-1], "list size", name)
+        inner = ":".join(parts[1:-1])
+        if size < 0:
+            raise SchemaError(f"negative fixed_size_list size in {lt!r}", column=name)
+        if inner == BFLOAT16_EXT_NAME:
+            return pa.list_(_bfloat16_item(), size)
+        return pa.list_(pa.field("item", parse_logical_type(inner, name), True), size)
+    if head == "fixed_size_binary" and len(parts) == 2:
+        size = _int_or_error(parts[1], "binary width", name)
+        if size < 0:
+            raise SchemaError(f"negative fixed_size_binary width in {lt!r}", column=name)
+        return pa.binary(size)
+    if head == "decimal" and len(parts) == 4:
+        bits = parts[1]
+        precision = _int_or_error(parts[2], "decimal precision", name)
+        scale = _int_or_error(parts[3], "decimal scale", name)
+        try:
+            if bits == "128":
+                return pa.decimal128(precision, scale)
+            if bits == "256":
+                return pa.decimal256(precision, scale)
+        except (ValueError, pa.ArrowException) as exc:
+            raise SchemaError(f"invalid decimal {lt!r}: {exc}", column=name) from None
+        raise SchemaError(f"decimal width must be 128 or 256 in {lt!r}", column=name)
+    if head == "timestamp" and len(parts) >= 3:
+        unit = parts[1]
+        if unit not in _TIME_UNITS:
+            raise SchemaError(f"bad time unit in {lt!r}", column=name)
+        tz = ":".join(parts[2:])  # offsets like "+05:30" contain the separator
+        return pa.timestamp(unit, None if tz == "-" else tz)
+    if head == "dict" and len(parts) >= 4:
+        # dict:{value}:{key}:{ordered}; the value type may itself contain ':'
+        ordered = parts[-1].lower() == "true"
+        key = parse_logical_type(parts[-2], name)
+        value = parse_logical_type(":".join(parts[1:-2]), name)
+        if not pa.types.is_integer(key):
+            raise SchemaError(f"dictionary key type must be an integer in {lt!r}", column=name)
+        return pa.dictionary(key, value, ordered)
+    raise SchemaError(f"unsupported logical type {lt!r}", column=name)
+
+
+def logical_type_of(t: pa.DataType, name: str = "?") -> str:
+    """The logical type string pylance writes for an Arrow type (children not included)."""
+    if isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    simple = _SIMPLE_NAMES.get(t)
+    if simple is not None:
+        return simple
+    if pa.types.is_timestamp(t):
+        return f"timestamp:{t.unit}:{t.tz if t.tz else '-'}"
+    if pa.types.is_decimal128(t):
+        return f"decimal:128:{t.precision}:{t.scale}"
+    if pa.types.is_decimal256(t):
+        return f"decimal:256:{t.precision}:{t.scale}"
+    if pa.types.is_fixed_size_binary(t):
+        return f"fixed_size_binary:{t.byte_width}"
+    if pa.types.is_dictionary(t):
+        value = logical_type_of(t.value_type, name)
+        return f"dict:{value}:{logical_type_of(t.index_type, name)}:false"
+    if pa.types.is_fixed_size_list(t):
+        item = t.value_field
+        if _ext_name(item) == BFLOAT16_EXT_NAME:
+            return f"fixed_size_list:{BFLOAT16_EXT_NAME}:{t.list_size}"
+        return f"fixed_size_list:{logical_type_of(item.type, name)}:{t.list_size}"
+    if pa.types.is_map(t):
+        return "map"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        prefix = "list" if pa.types.is_list(t) else "large_list"
+        return prefix + (".struct" if pa.types.is_struct(_storage(t.value_type)) else "")
+    if pa.types.is_struct(t):
+        return "struct"
+    raise SchemaError(f"Arrow type {t} has no Lance logical type", column=name)
+
+
+def _storage(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+
+
+def _ext_name(f: pa.Field) -> str | None:
+    if isinstance(f.type, pa.BaseExtensionType):
+        return f.type.extension_name
+    md = f.metadata or {}
+    value = md.get(EXT_NAME_KEY.encode())
+    return value.decode("utf-8", "replace") if value is not None else None
+
+
+def _encoding_hint(t: pa.DataType) -> int:
+    """The legacy ``encoding`` value pylance writes for a field of this type (§3.4)."""
+    t = _storage(t)
+    if pa.types.is_null(t) or pa.types.is_struct(t):
+        return ENCODING_NONE
+    if pa.types.is_dictionary(t):
+        return ENCODING_DICTIONARY
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_string_view(t)
+        or pa.types.is_binary_view(t)
+    ):
+        return ENCODING_VAR_BINARY
+    return ENCODING_PLAIN
+
+
+def _resolve_extensions(schema: pa.Schema) -> pa.Schema:
+    """Let pyarrow turn ``ARROW:extension:name`` metadata into registered extension types,
+    as it does for schemas imported from pylance (e.g. ``arrow.uuid``)."""
+    return pa.ipc.read_schema(pa.py_buffer(schema.serialize()))
+
+
+class _ArrowSchemaC(ctypes.Structure):
+    """The Arrow C data interface ``ArrowSchema`` struct (only read, never released here)."""
+
+    _fields_ = [
+        ("format", ctypes.c_char_p),
+        ("name", ctypes.c_char_p),
+        ("metadata", ctypes.c_void_p),
+        ("flags", ctypes.c_int64),
+        ("n_children", ctypes.c_int64),
+        ("children", ctypes.c_void_p),
+        ("dictionary", ctypes.c_void_p),
+        ("release", ctypes.c_void_p),
+        ("private_data", ctypes.c_void_p),
+    ]
+
+
+def _extension_metadata(t: pa.DataType) -> dict[str, bytes]:
+    """``ARROW:extension:name/metadata`` of an extension type.
+
+    C++-defined types (``arrow.uuid``, ``arrow.fixed_shape_tensor``...) have no Python
+    serializer, so the metadata is read from the type's Arrow C schema export."""
+    serialize = getattr(t, "__arrow_ext_serialize__", None)
+    if serialize is not None:
+        return {EXT_NAME_KEY: t.extension_name.encode(), EXT_META_KEY: bytes(serialize())}
+    capsule = pa.field("x", t).__arrow_c_schema__()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    c_schema = _ArrowSchemaC.from_address(get(capsule, b"arrow_schema"))
+    out = {EXT_NAME_KEY: t.extension_name.encode(), EXT_META_KEY: b""}
+    pos = c_schema.metadata
+    if pos:
+        (count,) = struct.unpack("<i", ctypes.string_at(pos, 4))
+        pos += 4
+        for _ in range(count):
+            (klen,) = struct.unpack("<i", ctypes.string_at(pos, 4))
+            key = ctypes.string_at(pos + 4, klen)
+            pos += 4 + klen
+            (vlen,) = struct.unpack("<i", ctypes.string_at(pos, 4))
+            value = ctypes.string_at(pos + 4, vlen)
+            pos += 4 + vlen
+            if key in (EXT_NAME_KEY.encode(), EXT_META_KEY.encode()):
+                out[key.decode()] = value
+    del capsule  # releases the exported schema
+    return out
+
+
+def _has_extension(f: LanceField) -> bool:
+    return any(EXT_NAME_KEY in g.metadata for g in f.walk())
+
+
+@dataclass
+class LanceField:
+    """One Lance field with its children.  Treat it as immutable once built: the Arrow type
+    is computed once and cached."""
+
+    id: int
+    parent_id: int
+    name: str
+    logical_type: str
+    nullable: bool = True
+    metadata: dict[str, bytes] = field(default_factory=dict)
+    encoding: int = ENCODING_NONE
+    children: list[LanceField] = field(default_factory=list)
+    unenforced_primary_key: bool = False
+    unenforced_primary_key_position: int = 0
+    _arrow: pa.Field | None = field(default=None, init=False, repr=False, compare=False)
+
+    # -- Arrow ----------------------------------------------------------------------------
+
+    def _raw_arrow(self) -> pa.Field:
+        """The Arrow field, extension metadata left as metadata."""
+        md = {k.encode(): v for k, v in self.metadata.items()} or None
+        return pa.field(self.name, self._raw_type(), self.nullable, md)
+
+    def _raw_type(self) -> pa.DataType:
+        lt = self.logical_type
+        kids = self.children
+        if lt in ("list", "list.struct", "large_list", "large_list.struct"):
+            if len(kids) != 1:
+                raise SchemaError(
+                    f"{lt} field has {len(kids)} children, expected 1", column=self.name
+                )
+            item = kids[0]._raw_arrow()
+            return pa.list_(item) if lt.startswith("list") else pa.large_list(item)
+        if lt == "struct":
+            return pa.struct([c._raw_arrow() for c in kids])
+        if lt == "map":
+            if len(kids) != 1 or kids[0].logical_type != "struct" or len(kids[0].children) != 2:
+                raise SchemaError(
+                    "map field must have one entries struct with two children", column=self.name
+                )
+            key, value = (c._raw_arrow() for c in kids[0].children)
+            if key.nullable:
+                raise SchemaError("map keys must be non-nullable", column=self.name)
+            try:
+                return pa.map_(key, value)
+            except (pa.ArrowException, TypeError, ValueError) as exc:
+                raise SchemaError(f"invalid map: {exc}", column=self.name) from None
+        if lt.startswith("fixed_size_list:") and kids:
+            # pylance 14 keeps a child field for fixed-size lists of structs.
+            if len(kids) != 1:
+                raise SchemaError(
+                    f"{lt} field has {len(kids)} children, expected 1", column=self.name
+                )
+            size = _int_or_error(lt.rsplit(":", 1)[-1], "list size", self.name)
+            if size < 0:
+                raise SchemaError(f"negative fixed_size_list size in {lt!r}", column=self.name)
+            return pa.list_(kids[0]._raw_arrow(), size)
+        if kids:
+            raise SchemaError(f"field of type {lt!r} cannot have children", column=self.name)
+        return parse_logical_type(lt, self.name)
+
+    def to_arrow(self) -> pa.Field:
+        """The Arrow field, with field metadata (bytes) and registered extension types."""
+        if self._arrow is None:
+            f = self._raw_arrow()
+            if _has_extension(self):
+                try:
+                    f = _resolve_extensions(pa.schema([f])).field(0)
+                except (pa.ArrowException, ValueError, TypeError):
+                    pass  # keep the plain storage type with its metadata
+            self._arrow = f
+        return self._arrow
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return self.to_arrow().type
+
+    # -- flags ----------------------------------------------------------------------------
+
+    def is_packed_struct(self) -> bool:
+        """Packed structs store all children row-major in one column (metadata opt-in)."""
+        return self.logical_type == "struct" and any(
+            _truthy(self.metadata.get(k)) for k in PACKED_KEYS
+        )
+
+    def is_blob(self) -> bool:
+        """A blob column: ``lance-encoding:blob=true`` (2.0/2.1 large_binary, the 2.2
+        data-file descriptor struct) or the 2.2 table-level ``lance.blob.v2`` struct."""
+        if _truthy(self.metadata.get(BLOB_KEY)):
+            return True
+        ext = self.metadata.get(EXT_NAME_KEY)
+        return ext is not None and ext.decode("utf-8", "replace") == BLOB_V2_EXT_NAME
+
+    def walk(self) -> Iterator[LanceField]:
+        """Depth-first, this field first."""
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+    def child(self, name: str) -> LanceField | None:
+        for c in self.children:
+            if c.name == name:
+                return c
+        return None
+
+    # -- protobuf -------------------------------------------------------------------------
+
+    def to_proto(self) -> file_pb2.Field:
+        """This field alone (no children) as pylance writes it."""
+        pb = file_pb2.Field(
+            type=0,
+            name=self.name,
+            id=self.id,
+            parent_id=self.parent_id,
+            logical_type=self.logical_type,
+            nullable=self.nullable,
+            encoding=self.encoding,
+        )
+        for k, v in self.metadata.items():
+            pb.metadata[k] = v
+        ext = self.metadata.get(EXT_NAME_KEY)
+        if ext:
+            pb.extension_name = ext.decode("utf-8", "replace")
+        if self.unenforced_primary_key:
+            pb.unenforced_primary_key = True
+            pb.unenforced_primary_key_position = self.unenforced_primary_key_position
+        return pb
+
+    @classmethod
+    def from_proto(cls, pb: file_pb2.Field) -> LanceField:
+        metadata = dict(pb.metadata)
+        if pb.extension_name and EXT_NAME_KEY not in metadata:
+            metadata[EXT_NAME_KEY] = pb.extension_name.encode()
+        return cls(
+            id=int(pb.id),
+            parent_id=int(pb.parent_id),
+            name=pb.name,
+            logical_type=pb.logical_type,
+            nullable=bool(pb.nullable),
+            metadata=metadata,
+            encoding=int(pb.encoding),
+            unenforced_primary_key=bool(pb.unenforced_primary_key),
+            unenforced_primary_key_position=int(pb.unenforced_primary_key_position),
+        )
+
+    @classmethod
+    def from_arrow(cls, f: pa.Field, next_id: list[int], parent_id: int) -> LanceField:
+        """Assign ids depth-first; ``next_id`` is a one-element counter shared by the walk."""
+        t = f.type
+        metadata = {k.decode("utf-8"): v for k, v in (f.metadata or {}).items()}
+        if isinstance(t, pa.BaseExtensionType):
+            metadata.update(_extension_metadata(t))
+            t = t.storage_type
+        if metadata.get(EXT_NAME_KEY) == ARROW_JSON_EXT_NAME.encode():
+            # pylance stores arrow.json as lance.json (JSONB in large_binary)
+            lt = "json"
+            metadata[EXT_NAME_KEY] = JSON_EXT_NAME.encode()
+            metadata[EXT_META_KEY] = b""
+            t = pa.large_binary()
+        else:
+            lt = logical_type_of(t, f.name)
+        me = cls(
+            id=next_id[0],
+            parent_id=parent_id,
+            name=f.name,
+            logical_type=lt,
+            nullable=f.nullable,
+            metadata=metadata,
+            encoding=_encoding_hint(t),
+        )
+        next_id[0] += 1
+        kids: list[pa.Field] = []
+        if pa.types.is_struct(t):
+            kids = [t.field(i) for i in range(t.num_fields)]
+        elif pa.types.is_map(t):
+            if t.keys_sorted:
+                raise SchemaError("maps with keys_sorted=true are not supported", column=f.name)
+            kids = [pa.field("entries", pa.struct([t.key_field, t.item_field]), False)]
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            kids = [t.value_field]
+        elif pa.types.is_fixed_size_list(t):
+            if pa.types.is_struct(_storage(t.value_type)):
+                kids = [t.value_field]
+            elif _has_nested(t.value_type):
+                raise SchemaError(
+                    f"fixed_size_list of {t.value_type} is not supported", column=f.name
+                )
+        me.children = [cls.from_arrow(k, next_id, me.id) for k in kids]
+        return me
+
+
+def _has_nested(t: pa.DataType) -> bool:
+    """Whether an FSL item type needs child fields that a logical type string cannot hold."""
+    t = _storage(t)
+    if pa.types.is_fixed_size_list(t):
+        return _has_nested(t.value_type)
+    return pa.types.is_nested(t) and not pa.types.is_fixed_size_list(t)
+
+
+_PATH_TOKEN = re.compile(r"`((?:[^`]|``)*)`|([^.`]+)")
+
+
+def split_path(path: str) -> list[str]:
+    """Split ``a.b.c``; a part may be back-quoted to contain dots (``a.`x.y```)."""
+    parts: list[str] = []
+    pos = 0
+    while pos <= len(path):
+        m = _PATH_TOKEN.match(path, pos)
+        if m is None:
+            raise InvalidArgumentError(f"invalid field path {path!r}")
+        parts.append(m.group(1).replace("``", "`") if m.group(1) is not None else m.group(2))
+        pos = m.end()
+        if pos == len(path):
+            return parts
+        if path[pos] != ".":
+            raise InvalidArgumentError(f"invalid field path {path!r}")
+        pos += 1
+    raise InvalidArgumentError(f"invalid field path {path!r}")
+
+
+@dataclass
+class LanceSchema:
+    fields: list[LanceField]
+    metadata: dict[str, bytes] = field(default_factory=dict)
+
+    # -- protobuf -------------------------------------------------------------------------
+
+    @classmethod
+    def from_protos(
+        cls, fields: Sequence[file_pb2.Field], metadata: Mapping[str, bytes] | None = None
+    ) -> LanceSchema:
+        """Rebuild the tree from the flat depth-first list, validating every type."""
+        top: list[LanceField] = []
+        by_id: dict[int, LanceField] = {}
+        blob_parent: LanceField | None = None
+        for pb in fields:
+            f = LanceField.from_proto(pb)
+            if f.id == -1 and f.parent_id == -1 and blob_parent is not None:
+                # 2.2 blob descriptor children are written with id = parent_id = -1 (§6.12)
+                blob_parent.children.append(f)
+                continue
+            blob_parent = None
+            if f.id != -1:
+                if f.id in by_id:
+                    raise SchemaError(f"duplicate field id {f.id}", column=f.name)
+                by_id[f.id] = f
+            if f.parent_id == -1:
+                top.append(f)
+            else:
+                parent = by_id.get(f.parent_id)
+                if parent is None:
+                    raise SchemaError(
+                        f"parent id {f.parent_id} is not an earlier field", column=f.name
+                    )
+                parent.children.append(f)
+            if f.logical_type == "struct" and f.is_blob() and f.is_packed_struct():
+                blob_parent = f
+        schema = cls(top, {k: bytes(v) for k, v in (metadata or {}).items()})
+        for f in top:
+            try:
+                f._raw_arrow()
+            except SchemaError as exc:
+                raise exc.with_context(column=f.name) from None
+        return schema
+
+    def to_protos(self) -> list[file_pb2.Field]:
+        return [f.to_proto() for top in self.fields for f in top.walk()]
+
+    def to_proto_schema(self) -> file_pb2.Schema:
+        pb = file_pb2.Schema(fields=self.to_protos())
+        for k, v in self.metadata.items():
+            pb.metadata[k] = v
+        return pb
+
+    # -- Arrow ----------------------------------------------------------------------------
+
+    @classmethod
+    def from_arrow(cls, schema: pa.Schema, first_id: int = 0) -> LanceSchema:
+        counter = [first_id]
+        fields = [LanceField.from_arrow(f, counter, -1) for f in schema]
+        metadata = {k.decode("utf-8"): v for k, v in (schema.metadata or {}).items()}
+        return cls(fields, metadata)
+
+    def to_arrow(self) -> pa.Schema:
+        md = {k.encode(): v for k, v in self.metadata.items()} or None
+        return pa.schema([f.to_arrow() for f in self.fields], metadata=md)
+
+    # -- lookup ---------------------------------------------------------------------------
+
+    def walk(self) -> Iterator[LanceField]:
+        for f in self.fields:
+            yield from f.walk()
+
+    def field_by_id(self, field_id: int) -> LanceField:
+        for f in self.walk():
+            if f.id == field_id:
+                return f
+        raise InvalidArgumentError(f"no field with id {field_id}")
+
+    def _chain(self, path: str) -> list[LanceField]:
+        """The fields from the top level down to ``path``."""
+        for f in self.fields:  # a top-level name may itself contain dots
+            if f.name == path:
+                return [f]
+        names = split_path(path)
+        chain: list[LanceField] = []
+        candidates = self.fields
+        for name in names:
+            found = next((c for c in candidates if c.name == name), None)
+            if found is None:
+                raise InvalidArgumentError(f"no field {path!r} in the schema")
+            chain.append(found)
+            candidates = found.children
+        return chain
+
+    def field_by_path(self, path: str) -> LanceField:
+        return self._chain(path)[-1]
+
+    def project(self, paths: Sequence[str]) -> LanceSchema:
+        """Keep the named fields (with all their children) and the parents leading to them.
+
+        Top-level fields come in the order they are first named (as pylance's projections
+        do); children keep schema order.  A map can only be projected whole (its entries
+        need both key and value)."""
+        selected: set[int] = set()  # python ids of chosen fields
+        on_path: set[int] = set()
+        order: list[LanceField] = []
+        for p in paths:
+            chain = self._chain(p)
+            selected.add(id(chain[-1]))
+            on_path.update(id(f) for f in chain[:-1])
+            if not any(f is chain[0] for f in order):
+                order.append(chain[0])
+
+        def prune(f: LanceField) -> LanceField | None:
+            if id(f) in selected:
+                return f
+            if id(f) not in on_path:
+                return None
+            kids = [k for k in (prune(c) for c in f.children) if k is not None]
+            if f.logical_type == "map" and (len(kids) != 1 or len(kids[0].children) != 2):
+                raise InvalidArgumentError(f"cannot project part of map field {f.name!r}")
+            out = replace(f, children=kids)
+            return out
+
+        fields = [k for k in (prune(f) for f in order) if k is not None]
+        return LanceSchema(fields, dict(self.metadata))
