@@ -31,8 +31,11 @@ def _inspect(args: argparse.Namespace) -> int:
             shown = text if len(text) <= args.width else text[: args.width - 3] + "..."
             print(f"  col {i:3d}: {count} x {shown}")
     if args.head:
-        print(reader.read_range(0, args.head).to_pandas().to_string()
-              if _has_pandas() else reader.read_range(0, args.head))
+        print(
+            reader.read_range(0, args.head).to_pandas().to_string()
+            if _has_pandas()
+            else reader.read_range(0, args.head)
+        )
     return 0
 
 

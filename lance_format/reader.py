@@ -49,7 +49,7 @@ class LanceFileReader:
         try:
             self._meta: FileMetadata = read_file_metadata(self._file)
         except LanceError as exc:
-            raise exc.with_context(path=self.path)
+            raise exc.with_context(path=self.path) from None
         self._lance_schema: LanceSchema = self._meta.schema
         self._field_columns = field_columns or self._default_columns()
         for fid, col in self._field_columns.items():
@@ -103,13 +103,16 @@ class LanceFileReader:
     def read_range(self, start: int, stop: int, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows [start, stop) (clamped to the file), reading only the pages that hold them."""
         start, stop = int(start), int(stop)
-        if start < 0 or stop < start:
-            raise InvalidArgumentError(f"invalid row range [{start}, {stop})", path=self.path)
-        stop = min(stop, self.num_rows)
-        start = min(start, stop)
+        if start < 0 or stop < start or stop > self.num_rows:
+            raise InvalidArgumentError(
+                f"invalid row range [{start}, {stop}) for a file of {self.num_rows} rows",
+                path=self.path,
+            )
         return self._read(columns, None, start, stop)
 
-    def take(self, indices: Sequence[int] | np.ndarray, columns: Sequence[str] | None = None) -> pa.Table:
+    def take(
+        self, indices: Sequence[int] | np.ndarray, columns: Sequence[str] | None = None
+    ) -> pa.Table:
         """Rows at the given positions, in the given order (duplicates allowed)."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if len(idx) and (idx.min() < 0 or idx.max() >= self.num_rows):
@@ -123,12 +126,16 @@ class LanceFileReader:
         return table.take(pa.array(inverse.astype(np.int64)))
 
     def read_batches(
-        self, columns: Sequence[str] | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-        start: int = 0, stop: int | None = None,
+        self,
+        columns: Sequence[str] | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        start: int = 0,
+        stop: int | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Stream the file in batches; memory stays bounded by about one batch of pages."""
         if batch_size <= 0:
             raise InvalidArgumentError("batch_size must be positive")
+        self._project(columns)  # validate the projection even when there is nothing to read
         stop = self.num_rows if stop is None else min(stop, self.num_rows)
         for s in range(start, stop, batch_size):
             table = self.read_range(s, min(s + batch_size, stop), columns)
@@ -151,7 +158,9 @@ class LanceFileReader:
     def _default_columns(self) -> dict[int, int]:
         fields = self._lance_schema.fields
         if self.version == "2.0":
-            ids = [f.id for top in fields for f in top.walk()]
+            from .v2_0.decoder import v20_column_fields
+
+            ids = [f.id for f in v20_column_fields(fields)]
         else:
             ids = [f.id for f in leaf_fields(fields)]
         return {fid: i for i, fid in enumerate(ids)}
@@ -171,9 +180,16 @@ class LanceFileReader:
         if reader is None:
             col = self._field_columns.get(leaf.id)
             if col is None:
-                raise CorruptFileError(f"field {leaf.name!r} (id {leaf.id}) has no column", path=self.path)
+                raise CorruptFileError(
+                    f"field {leaf.name!r} (id {leaf.id}) has no column", path=self.path
+                )
             reader = LeafColumnReader(
-                self._file, self._meta.columns[col], col, leaf, self.version, self.cache,
+                self._file,
+                self._meta.columns[col],
+                col,
+                leaf,
+                self.version,
+                self.cache,
                 (self.path, col),
             )
             self._leaf_readers[leaf.id] = reader
@@ -181,6 +197,15 @@ class LanceFileReader:
 
     def _read(self, columns, rows: np.ndarray | None, start: int, stop: int) -> pa.Table:
         fields = self._project(columns)
+        try:
+            return self._read_fields(fields, rows, start, stop)
+        except LanceError as exc:
+            raise exc.with_context(path=self.path) from None
+        except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
+            # Arrow validates what we assemble; a corrupt file can still get that far
+            raise CorruptFileError(f"cannot assemble the result: {exc}", path=self.path) from exc
+
+    def _read_fields(self, fields, rows: np.ndarray | None, start: int, stop: int) -> pa.Table:
         n = len(rows) if rows is not None else stop - start
         arrays = []
         for f in fields:
@@ -213,9 +238,11 @@ class LanceFileReader:
                 )
             return take_v20_field(field, self._field_columns, columns, self._file.read_ranges, rows)
         except LanceError as exc:
-            raise exc.with_context(path=self.path, column=field.name)
+            raise exc.with_context(path=self.path, column=field.name) from None
         except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
-            raise CorruptFileError(f"cannot decode: {exc}", path=self.path, column=field.name) from exc
+            raise CorruptFileError(
+                f"cannot decode: {exc}", path=self.path, column=field.name
+            ) from exc
 
 
 def _leaves(field: LanceField) -> list[LanceField]:

@@ -151,7 +151,9 @@ def concat_blocks(blocks: list[Block]) -> Block:
             [blocks[0].offsets[:1]]
             + [b.offsets[1:].astype(np.int64) + s for b, s in zip(blocks, shifts, strict=True)]
         )
-        return VariableWidthBlock(offsets.astype(np.int64), np.concatenate(datas), first.bits_per_offset)
+        return VariableWidthBlock(
+            offsets.astype(np.int64), np.concatenate(datas), first.bits_per_offset
+        )
     if isinstance(first, FixedSizeListBlock):
         child = concat_blocks([b.child for b in blocks])
         if any(b.validity is not None for b in blocks):

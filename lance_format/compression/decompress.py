@@ -294,7 +294,10 @@ def _per_value(enc, values: Block) -> Block:
                 (int(node.fixed_size_list.items_per_value), node.fixed_size_list.has_validity)
             )
             node = node.fixed_size_list.values
-        bits = _flat_bits(node, "FixedSizeList items")
+        if _kind(node) == "constant" and not node.constant.HasField("value"):
+            bits = 0  # every item is null: the rows hold only validity bitmaps
+        else:
+            bits = _flat_bits(node, "FixedSizeList items")
         return fsl.unzip_rows(_as_fixed(values, enc), layers, bits)
     if kind == "variable_packed_struct":
         rows = _as_variable(values, enc)

@@ -43,13 +43,13 @@ def _body(msg: Message) -> str:
         if fd.name == "layers":
             parts.append("[" + ",".join(_LAYER_NAMES.get(v, str(v)) for v in value) + "]")
         elif fd.message_type is not None:
-            if fd.label == fd.LABEL_REPEATED:
+            if fd.is_repeated:
                 parts.append(f"{fd.name}=[" + ", ".join(describe(v) for v in value) + "]")
             else:
                 parts.append(f"{fd.name}={describe(value)}")
         elif fd.type == fd.TYPE_BYTES:
             parts.append(f"{fd.name}=<{len(value)}B>")
-        elif fd.label == fd.LABEL_REPEATED:
+        elif fd.is_repeated:
             parts.append(f"{fd.name}={list(value)}")
         else:
             parts.append(f"{fd.name}={value}")

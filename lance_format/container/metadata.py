@@ -103,7 +103,9 @@ def parse_column(raw: bytes, col: int, file_size: int) -> ColumnInfo:
     first_row = 0
     for i, page in enumerate(meta.pages):
         pwhat = f"column {col} page {i}"
-        buffers = _check_buffers(list(page.buffer_offsets), list(page.buffer_sizes), file_size, pwhat)
+        buffers = _check_buffers(
+            list(page.buffer_offsets), list(page.buffer_sizes), file_size, pwhat
+        )
         encoding = unpack_encoding(page.encoding, pwhat)
         if encoding is None:
             raise CorruptFileError(f"{pwhat} has no encoding")

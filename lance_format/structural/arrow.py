@@ -27,7 +27,7 @@ def validity_buffer(valid: np.ndarray | None) -> pa.Buffer | None:
 
 
 def _storage_type(t: pa.DataType) -> pa.DataType:
-    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
 
 
 def block_to_arrow(block: Block, arrow_type: pa.DataType, valid: np.ndarray | None) -> pa.Array:
@@ -50,10 +50,10 @@ def block_to_arrow(block: Block, arrow_type: pa.DataType, valid: np.ndarray | No
         return pa.Array.from_buffers(t, n, [validity_buffer(valid)], children=[child])
     if isinstance(block, StructBlock):
         if not pa.types.is_struct(t) or t.num_fields != len(block.children):
-            raise CorruptFileError(f"a packed struct with {len(block.children)} fields cannot hold {t}")
-        children = [
-            block_to_arrow(c, t.field(i).type, None) for i, c in enumerate(block.children)
-        ]
+            raise CorruptFileError(
+                f"a packed struct with {len(block.children)} fields cannot hold {t}"
+            )
+        children = [block_to_arrow(c, t.field(i).type, None) for i, c in enumerate(block.children)]
         return pa.Array.from_buffers(
             t, block.num_values, [validity_buffer(valid)], children=children
         )
@@ -66,6 +66,9 @@ def _fixed_to_arrow(block: FixedWidthBlock, t: pa.DataType, valid: np.ndarray | 
         if block.bits_per_value != 1:
             raise CorruptFileError(f"booleans stored with {block.bits_per_value} bits per value")
         return pa.Array.from_buffers(t, n, [validity_buffer(valid), pa.py_buffer(block.data)])
+    if block.bits_per_value == 0:
+        # values that are never stored (all null): zero-filled slots of the logical type
+        return _zeros(t, n, valid)
     width = t.byte_width * 8 if t.byte_width > 0 else None
     if width is None or width != block.bits_per_value:
         raise CorruptFileError(f"{block.bits_per_value}-bit values cannot hold {t}")
@@ -89,4 +92,22 @@ def _variable_to_arrow(
         t,
         block.num_values,
         [validity_buffer(valid), pa.py_buffer(off), pa.py_buffer(block.data)],
+    )
+
+
+def _zeros(t: pa.DataType, n: int, valid: np.ndarray | None) -> pa.Array:
+    """An array of ``n`` zero-filled slots (fixed-width types, nested fixed-size lists)."""
+    if pa.types.is_fixed_size_list(t):
+        child = _zeros(t.value_type, n * t.list_size, np.zeros(n * t.list_size, dtype=bool))
+        return pa.Array.from_buffers(t, n, [validity_buffer(valid)], children=[child])
+    if pa.types.is_boolean(t):
+        return pa.Array.from_buffers(
+            t, n, [validity_buffer(valid), pa.py_buffer(np.zeros((n + 7) // 8, np.uint8))]
+        )
+    try:
+        width = t.byte_width
+    except ValueError:
+        raise CorruptFileError(f"values of {t} cannot be left unstored") from None
+    return pa.Array.from_buffers(
+        t, n, [validity_buffer(valid), pa.py_buffer(np.zeros(n * width, np.uint8))]
     )

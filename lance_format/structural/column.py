@@ -96,7 +96,9 @@ class LeafColumnReader:
     def _make_decoder(self, page: PageInfo, layout):
         kind = layout.WhichOneof("layout")
         if kind == "mini_block_layout":
-            return MiniBlockPage(page, layout.mini_block_layout, self.version, self._dictionary_to_arrow)
+            return MiniBlockPage(
+                page, layout.mini_block_layout, self.version, self._dictionary_to_arrow
+            )
         if kind == "full_zip_layout":
             return FullZipPage(page, layout.full_zip_layout)
         if kind == "constant_layout":
@@ -150,7 +152,9 @@ class LeafColumnReader:
 
     # -- rows ----------------------------------------------------------------------------
 
-    def read(self, rows: np.ndarray | None = None, start: int = 0, stop: int | None = None) -> LeafResult:
+    def read(
+        self, rows: np.ndarray | None = None, start: int = 0, stop: int | None = None
+    ) -> LeafResult:
         """Rows of the column: either sorted unique ``rows`` or the range [start, stop)."""
         pieces = []
         try:
@@ -158,13 +162,15 @@ class LeafColumnReader:
                 piece = self.decode_page(page, page_rows)
                 pieces.append(self._to_layers(piece))
         except LanceError as exc:
-            raise exc.with_context(path=self.file.path, column=self.field.name)
+            raise exc.with_context(path=self.file.path, column=self.field.name) from None
         except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
             raise CorruptFileError(
                 f"cannot decode: {exc}", path=self.file.path, column=self.field.name
             ) from exc
         if not pieces:
-            raise CorruptFileError(f"no pages hold the requested rows of column {self.column_index}")
+            raise CorruptFileError(
+                f"no pages hold the requested rows of column {self.column_index}"
+            )
         return concat_results(pieces)
 
     def _pages_for(self, rows, start, stop):
@@ -203,16 +209,14 @@ class LeafColumnReader:
             idx = _indices(values)
             if len(idx) and (idx.max() >= len(piece.dictionary)):
                 raise CorruptFileError("dictionary index out of range")
-            mask = None if leaf_valid is None else pa.array(~leaf_valid)
+            mask = None if leaf_valid is None else ~leaf_valid
             arr = piece.dictionary.take(pa.array(idx, mask=mask))
             if pa.types.is_dictionary(self.arrow_type):
                 arr = arr.dictionary_encode().cast(self.arrow_type)
         else:
             arr = block_to_arrow(values, self.arrow_type, leaf_valid)
         if len(arr) != un.num_leaf_slots:
-            raise CorruptFileError(
-                f"{len(arr)} values for {un.num_leaf_slots} slots in the levels"
-            )
+            raise CorruptFileError(f"{len(arr)} values for {un.num_leaf_slots} slots in the levels")
         return LeafResult(un.layers, arr, un.num_rows)
 
 

@@ -55,10 +55,15 @@ def parse_scalar_buffer(raw: bytes, arrow_type: pa.DataType) -> Block:
             raise CorruptFileError("scalar value buffer is truncated")
         bufs.append(np.frombuffer(raw, dtype=np.uint8, count=ln, offset=pos))
         pos += ln
-    t = arrow_type.storage_type if isinstance(arrow_type, pa.ExtensionType) else arrow_type
+    t = arrow_type.storage_type if isinstance(arrow_type, pa.BaseExtensionType) else arrow_type
     if pa.types.is_dictionary(t):
         t = t.value_type
-    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_large_binary(t)
+    ):
         if len(bufs) != 2 or len(bufs[0]) not in (8, 16):
             raise CorruptFileError("a variable-width scalar needs an offsets and a data buffer")
         offsets = bufs[0].view("<i4" if len(bufs[0]) == 8 else "<i8").astype(np.int64)
@@ -83,7 +88,9 @@ class ConstantPage:
         self.max_visible_def = repdef.max_visible_def(self.layers)
         self.has_inline = layout.HasField("inline_value")
         nb = len(page.buffers)
-        if (self.has_inline and nb not in (0, 2)) or (not self.has_inline and nb not in (0, 1, 2, 3)):
+        if (self.has_inline and nb not in (0, 2)) or (
+            not self.has_inline and nb not in (0, 1, 2, 3)
+        ):
             raise CorruptFileError(f"constant page with {nb} buffers is not a valid form")
         self.has_scalar = not self.has_inline and nb in (1, 3)
         self.has_levels = nb in (2, 3)
@@ -106,14 +113,28 @@ class ConstantPage:
         rep = defs = None
         if self.has_levels:
             rep_raw, def_raw = raw[i], raw[i + 1]
-            rep = self._levels(self.layout.rep_compression if self.layout.HasField("rep_compression") else None, rep_raw, int(self.layout.num_rep_values))
-            defs = self._levels(self.layout.def_compression if self.layout.HasField("def_compression") else None, def_raw, int(self.layout.num_def_values))
+            rep = self._levels(
+                self.layout.rep_compression if self.layout.HasField("rep_compression") else None,
+                rep_raw,
+                int(self.layout.num_rep_values),
+            )
+            defs = self._levels(
+                self.layout.def_compression if self.layout.HasField("def_compression") else None,
+                def_raw,
+                int(self.layout.num_def_values),
+            )
             if rep is not None and defs is not None and len(rep) != len(defs):
-                raise CorruptFileError(f"constant page has {len(rep)} rep and {len(defs)} def levels")
+                raise CorruptFileError(
+                    f"constant page has {len(rep)} rep and {len(defs)} def levels"
+                )
             num_levels = len(defs) if defs is not None else (len(rep) if rep is not None else n)
         else:
             num_levels = n
-        if value is None and defs is None:
+        if value is None and defs is None and self._empty_struct():
+            # struct<> has no children to hold data: pylance writes it as an all-null page
+            # without levels but reads every row back as a valid empty struct
+            defs = np.zeros(n, dtype=np.uint16)
+        elif value is None and defs is None:
             # all null without levels: every row is null at the outermost layer
             levels, _ = repdef.layer_levels(self.layers)
             outer = levels[-1]
@@ -122,6 +143,15 @@ class ConstantPage:
             if self.max_rep and rep is None:
                 rep = np.full(n, self.max_rep, dtype=np.uint16)
         return ConstantMeta(rep, defs, value, num_levels)
+
+    def _empty_struct(self) -> bool:
+        t = self.arrow_type
+        return pa.types.is_struct(t) and t.num_fields == 0
+
+    def _placeholder(self, n: int) -> pa.Array:
+        if self._empty_struct():
+            return pa.Array.from_buffers(self.arrow_type, n, [None], children=[])
+        return pa.nulls(n, self.arrow_type)
 
     @staticmethod
     def _levels(enc, raw: bytes, count: int) -> np.ndarray | None:
@@ -142,16 +172,24 @@ class ConstantPage:
         if meta.value is not None:
             values: Block | pa.Array = take_block(meta.value, np.zeros(n_vis, dtype=np.int64))
         else:
-            values = pa.nulls(n_vis, self.arrow_type)
+            values = self._placeholder(n_vis)
         if meta.rep is None and self.max_rep == 0 and rows is not None:
             # one level per row: slicing is direct
             defs = meta.defs[rows] if meta.defs is not None else None
             if meta.value is not None:
-                vis = len(rows) if defs is None else int(np.count_nonzero(defs <= self.max_visible_def))
+                vis = (
+                    len(rows)
+                    if defs is None
+                    else int(np.count_nonzero(defs <= self.max_visible_def))
+                )
                 values = take_block(meta.value, np.zeros(vis, dtype=np.int64))
             else:
-                vis = len(rows) if defs is None else int(np.count_nonzero(defs <= self.max_visible_def))
-                values = pa.nulls(vis, self.arrow_type)
+                vis = (
+                    len(rows)
+                    if defs is None
+                    else int(np.count_nonzero(defs <= self.max_visible_def))
+                )
+                values = self._placeholder(vis)
             return LeafPiece(None, defs, len(rows), values, len(rows))
         rep, defs, num_levels, values, num_rows = select_rows(
             meta.rep,

@@ -57,7 +57,9 @@ class FullZipPage:
         self.bits_def = int(layout.bits_def)
         self.bits_rep = int(layout.bits_rep)
         if self.bits_def > 16 or self.bits_rep > 16:
-            raise CorruptFileError(f"full-zip control word claims {self.bits_rep}+{self.bits_def} bits")
+            raise CorruptFileError(
+                f"full-zip control word claims {self.bits_rep}+{self.bits_def} bits"
+            )
         self.cw_bytes = control_word_bytes(self.bits_rep, self.bits_def)
         self.variable = layout.WhichOneof("details") == "bits_per_offset"
         if self.variable:
@@ -131,10 +133,16 @@ class FullZipPage:
                 ]
             )
         else:
-            starts = np.concatenate(
-                [np.arange(b - a, dtype=np.int64) * self.stride + db
-                 for (a, b), db in zip(groups, data_base, strict=True)]
-            ) if groups else np.zeros(0, np.int64)
+            starts = (
+                np.concatenate(
+                    [
+                        np.arange(b - a, dtype=np.int64) * self.stride + db
+                        for (a, b), db in zip(groups, data_base, strict=True)
+                    ]
+                )
+                if groups
+                else np.zeros(0, np.int64)
+            )
             ends = starts + self.stride
         num_rows = len(starts)
         if self.max_rep == 0 and not self.variable:
@@ -145,7 +153,9 @@ class FullZipPage:
         """Fixed-width rows without lists: a strided gather."""
         defs = None
         if self.cw_bytes:
-            defs = (_read_uint(base, starts, self.cw_bytes) & ((1 << self.bits_def) - 1)).astype(np.uint16)
+            defs = (_read_uint(base, starts, self.cw_bytes) & ((1 << self.bits_def) - 1)).astype(
+                np.uint16
+            )
         data = gather_ranges(base, starts + self.cw_bytes, np.full(n, self.value_bytes))
         block = FixedWidthBlock(data, self.value_bytes * 8, n)
         values = decompress_per_value(self.layout.value_compression, block)
@@ -193,7 +203,9 @@ class FullZipPage:
                 raise CorruptFileError("full-zip row has too many levels")
         if not parts:
             return LeafPiece(None, None, 0, self._empty_values(), num_rows)
-        row_id, step_id, rep, defs, vstart, vlen = (np.concatenate(x) for x in zip(*parts, strict=True))
+        row_id, step_id, rep, defs, vstart, vlen = (
+            np.concatenate(x) for x in zip(*parts, strict=True)
+        )
         order = np.lexsort((step_id, row_id))
         rep, defs, vstart, vlen = rep[order], defs[order], vstart[order], vlen[order]
         visible = defs <= self.max_visible_def
@@ -203,7 +215,9 @@ class FullZipPage:
             np.cumsum(vlen, out=offsets[1:])
             block = VariableWidthBlock(offsets, gather_ranges(base, vstart, vlen))
         else:
-            block = FixedWidthBlock(gather_ranges(base, vstart, vlen), self.value_bytes * 8, len(vlen))
+            block = FixedWidthBlock(
+                gather_ranges(base, vstart, vlen), self.value_bytes * 8, len(vlen)
+            )
         values = decompress_per_value(self.layout.value_compression, block)
         return LeafPiece(
             rep.astype(np.uint16) if self.max_rep else None,

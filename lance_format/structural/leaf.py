@@ -60,9 +60,7 @@ def select_rows(
     group_idx = np.searchsorted(group_starts, np.arange(num_levels), side="right") - 1
     starts_before = np.concatenate([[0], start_count])[group_starts]
     in_row = start_count > starts_before[group_idx]  # false for a group's leading tail
-    row_of_level = (
-        group_first_row[group_idx] + (start_count - starts_before[group_idx]) - 1
-    )
+    row_of_level = group_first_row[group_idx] + (start_count - starts_before[group_idx]) - 1
     keep = in_row
     if wanted is not None:
         pos = np.searchsorted(wanted, row_of_level)

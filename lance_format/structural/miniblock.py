@@ -16,8 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compression.blocks import ChunkRanges, gather_ranges
-from ..compression.decompress import decompress_block, decompress_levels, decompress_miniblock
+from ..compression.blocks import ChunkRanges
+from ..compression.decompress import (
+    decompress_block,
+    decompress_levels_chunks,
+    decompress_miniblock,
+)
 from ..errors import CorruptFileError, UnsupportedError
 from . import repdef
 from .leaf import LeafPiece, select_rows
@@ -215,7 +219,9 @@ class MiniBlockPage:
     def _empty(self, meta: MiniBlockMeta) -> LeafPiece:
         from ..compression.blocks import FixedWidthBlock
 
-        return LeafPiece(None, None, 0, FixedWidthBlock(np.zeros(0, np.uint8), 8, 0), 0, meta.dictionary)
+        return LeafPiece(
+            None, None, 0, FixedWidthBlock(np.zeros(0, np.uint8), 8, 0), 0, meta.dictionary
+        )
 
     def _parse_chunks(
         self, base: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
@@ -265,15 +271,7 @@ class MiniBlockPage:
 
 def _levels(enc, ranges: ChunkRanges, num_levels: np.ndarray) -> np.ndarray:
     """Decompress the rep or def buffer of every chunk into one u16 array."""
-    if enc.WhichOneof("compression") == "flat" and enc.flat.bits_per_value == 16:
-        raw = gather_ranges(ranges.base, ranges.starts, ranges.lengths)
-        if len(raw) != 2 * int(num_levels.sum()):
-            raise CorruptFileError("raw level buffers do not match the level counts")
-        return raw.view("<u2")
-    parts = [
-        decompress_levels(enc, ranges.base[s : s + n], int(c))
-        for s, n, c in zip(
-            ranges.starts.tolist(), ranges.lengths.tolist(), num_levels.tolist(), strict=True
-        )
-    ]
-    return np.concatenate(parts) if parts else np.zeros(0, np.uint16)
+    levels = decompress_levels_chunks(enc, ranges, num_levels)
+    if len(levels) != int(num_levels.sum()):
+        raise CorruptFileError("level buffers do not match the chunks' level counts")
+    return levels
