@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
+from ..compression.decompress import describe as describe_compression
+
 _LAYER_NAMES = {
     1: "AV_ITEM",
     2: "AV_LIST",
@@ -27,6 +29,8 @@ def describe(msg: Message | None) -> str:
     if msg is None:
         return "-"
     d = msg.DESCRIPTOR
+    if d.full_name == "lance.encodings21.CompressiveEncoding":
+        return describe_compression(msg)  # the codecs' own compact notation
     if len(d.oneofs) == 1 and len(d.oneofs[0].fields) == len(d.fields):
         # a pure wrapper (PageLayout, CompressiveEncoding, ArrayEncoding): show the choice
         chosen = msg.WhichOneof(d.oneofs[0].name)
