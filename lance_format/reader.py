@@ -59,6 +59,7 @@ class LanceFileReader:
                     path=self.path,
                 )
         self._leaf_readers: dict[int, LeafColumnReader] = {}
+        self._v20_columns: dict = {}  # parsed 2.0 columns, by column index
 
     # -- properties ------------------------------------------------------------------------
 
@@ -234,9 +235,17 @@ class LanceFileReader:
         try:
             if rows is None:
                 return decode_v20_field(
-                    field, self._field_columns, columns, self._file.read_ranges, start, stop
+                    field,
+                    self._field_columns,
+                    columns,
+                    self._file.read_ranges,
+                    start,
+                    stop,
+                    self._v20_columns,
                 )
-            return take_v20_field(field, self._field_columns, columns, self._file.read_ranges, rows)
+            return take_v20_field(
+                field, self._field_columns, columns, self._file.read_ranges, rows, self._v20_columns
+            )
         except LanceError as exc:
             raise exc.with_context(path=self.path, column=field.name) from None
         except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from ..errors import CorruptFileError, InvalidArgumentError, LanceError, UnsupportedError
 from ..schema import LanceField
 from .arrays import decode_array, decode_packed_struct, decode_uints, storage_type
-from .pages import COLUMN_CACHE, ColumnPages, PageData, ReadRanges
+from .pages import ColumnPages, PageData, ReadRanges, parse_column
 
 # ``take`` decodes runs of nearby rows together: indices closer than this share one range.
 TAKE_GAP = 64
@@ -57,10 +57,18 @@ def v20_column_fields(fields: Sequence[LanceField]) -> list[LanceField]:
 class _Reader:
     """Decodes fields of one file; holds the column lookups for one call."""
 
-    def __init__(self, column_index: dict[int, int], columns: list, read_ranges: ReadRanges):
+    def __init__(
+        self,
+        column_index: dict[int, int],
+        columns: list,
+        read_ranges: ReadRanges,
+        parsed: dict[int, ColumnPages] | None,
+    ):
         self.column_index = column_index
         self.columns = columns
         self.read_ranges = read_ranges
+        # parsed columns, memoised by the caller (one dict per open file)
+        self.parsed = parsed if parsed is not None else {}
 
     def pages(self, field: LanceField) -> ColumnPages:
         col = self.column_index.get(field.id)
@@ -68,7 +76,10 @@ class _Reader:
             raise CorruptFileError(f"field {field.name!r} (id {field.id}) has no column")
         if not 0 <= col < len(self.columns):
             raise CorruptFileError(f"field {field.name!r} maps to missing column {col}")
-        return COLUMN_CACHE.get(self.columns[col], col)
+        pages = self.parsed.get(col)
+        if pages is None:
+            pages = self.parsed[col] = parse_column(self.columns[col], col)
+        return pages
 
     def page_data(self, pages: ColumnPages, p: int) -> PageData:
         return PageData(pages.buffers[p], pages.column_buffers, self.read_ranges)
@@ -311,13 +322,14 @@ def decode_v20_field(
     read_ranges: ReadRanges,
     start: int,
     stop: int,
+    parsed: dict[int, ColumnPages] | None = None,
 ) -> pa.Array:
     """Top-level rows [start, stop) of ``field`` from a 2.0 file.
 
     ``columns[c]`` is the ``lance.file.v2.ColumnMetadata`` of column ``c``;
     ``column_index`` maps field ids to columns; ``read_ranges`` reads (offset, length) pairs.
     """
-    reader = _Reader(column_index, columns, read_ranges)
+    reader = _Reader(column_index, columns, read_ranges, parsed)
     total = reader.num_entries(field)
     if start < 0 or stop < start or stop > total:
         raise InvalidArgumentError(f"rows [{start}, {stop}) outside a column of {total} rows")
@@ -333,13 +345,14 @@ def take_v20_field(
     columns: list,
     read_ranges: ReadRanges,
     indices: np.ndarray,
+    parsed: dict[int, ColumnPages] | None = None,
 ) -> pa.Array:
     """Rows at ``indices`` (any order, repeats allowed) of ``field`` from a 2.0 file.
 
     Nearby rows are decoded together as one range, so only the pages (and, for flat data,
     the byte ranges) around the requested rows are read."""
     idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-    reader = _Reader(column_index, columns, read_ranges)
+    reader = _Reader(column_index, columns, read_ranges, parsed)
     if len(idx) == 0:
         return _empty(field.arrow_type)
     total = reader.num_entries(field)

@@ -8,8 +8,6 @@ independent, so each column keeps its own cumulative page starts.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -93,32 +91,6 @@ def parse_column(meta, col: int) -> ColumnPages:
     col_enc = _parse_any(meta.encoding, pb.ColumnEncoding, COLUMN_ENCODING_URL, what)
     col_bufs = _buffers(meta.buffer_offsets, meta.buffer_sizes, what)
     return ColumnPages(lengths, starts, buffers, encodings, col_enc, col_bufs)
-
-
-class ColumnCache:
-    """Parsed columns keyed by the ColumnMetadata object (kept alive, so ids stay unique)."""
-
-    def __init__(self, capacity: int = 4096):
-        self._capacity = capacity
-        self._items: OrderedDict[int, tuple[object, ColumnPages]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, meta, col: int) -> ColumnPages:
-        key = id(meta)
-        with self._lock:
-            hit = self._items.get(key)
-            if hit is not None and hit[0] is meta:
-                self._items.move_to_end(key)
-                return hit[1]
-        pages = parse_column(meta, col)
-        with self._lock:
-            self._items[key] = (meta, pages)
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
-        return pages
-
-
-COLUMN_CACHE = ColumnCache()
 
 
 class PageData:
