@@ -218,7 +218,10 @@ class LanceFileReader:
                 results = {
                     leaf.id: self._leaf_reader(leaf).read(rows, start, stop) for leaf in _leaves(f)
                 }
-                arrays.append(build_array(f, results))
+                if owns_column(f):  # a top-level leaf: keep its pages as chunks, no copy
+                    arrays.append(pa.chunked_array(results[f.id].chunks, type=f.arrow_type))
+                else:
+                    arrays.append(build_array(f, results))
         schema = pa.schema(
             [
                 pa.field(f.name, a.type, f.nullable, f.to_arrow().metadata)

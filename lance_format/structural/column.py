@@ -56,8 +56,14 @@ def leaf_fields(fields) -> list:
 @dataclass
 class LeafResult:
     layers: list[Layer]  # outermost first, concatenated over pages
-    array: pa.Array  # leaf values for the innermost slots, validity applied
+    chunks: list[pa.Array]  # leaf values for the innermost slots, validity applied, per page
     num_rows: int
+
+    @property
+    def array(self) -> pa.Array:
+        if len(self.chunks) == 1:
+            return self.chunks[0]
+        return pa.concat_arrays(self.chunks)
 
 
 class LeafColumnReader:
@@ -217,7 +223,7 @@ class LeafColumnReader:
             arr = block_to_arrow(values, self.arrow_type, leaf_valid)
         if len(arr) != un.num_leaf_slots:
             raise CorruptFileError(f"{len(arr)} values for {un.num_leaf_slots} slots in the levels")
-        return LeafResult(un.layers, arr, un.num_rows)
+        return LeafResult(un.layers, [arr], un.num_rows)
 
 
 def _indices(block: Block) -> np.ndarray:
@@ -252,8 +258,8 @@ def concat_results(pieces: list[LeafResult]) -> LeafResult:
             n_slots = [int(layer.offsets[-1]) for layer in ls]
         else:
             layers.append(Layer(False, valid))
-    array = pa.concat_arrays([p.array for p in pieces])
-    return LeafResult(layers, array, sum(p.num_rows for p in pieces))
+    chunks = [c for p in pieces for c in p.chunks]
+    return LeafResult(layers, chunks, sum(p.num_rows for p in pieces))
 
 
 class BlobPage:

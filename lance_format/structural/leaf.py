@@ -51,6 +51,12 @@ def select_rows(
     ``wanted`` are sorted unique page row numbers (None = every complete row decoded).
     Returns (rep, defs, num_levels, values, num_rows).
     """
+    if wanted is None and (
+        max_rep == 0 or (len(group_starts) and (rep[group_starts] == max_rep).all())
+    ):
+        # every group begins on a row boundary: all decoded levels are wanted (full scans)
+        num_rows = num_levels if max_rep == 0 else int(np.count_nonzero(rep == max_rep))
+        return rep, defs, num_levels, values, num_rows
     if max_rep:
         is_start = rep == max_rep
     else:

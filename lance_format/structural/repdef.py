@@ -104,12 +104,12 @@ def unravel(
         if num_levels and (len(starts) == 0 or starts[0] != 0):
             raise CorruptFileError("repetition levels do not start with a new row")
     else:
-        starts = np.arange(num_levels, dtype=np.int64)
-    num_rows = len(starts)
+        starts = None  # every level is a row
+    num_rows = len(starts) if starts is not None else num_levels
     out: list[Layer] = []
     k = n_rep
     for kind, lv in zip(reversed(layers), reversed(levels), strict=True):
-        d = defs[starts]
+        d = defs[starts] if n_rep else defs  # without lists every level is a row
         valid = d <= lv.inner
         if kind in LIST_LAYERS:
             if lv.empty is not None:
@@ -126,4 +126,4 @@ def unravel(
             k -= 1
         else:
             out.append(Layer(False, None if valid.all() else valid))
-    return Unraveled(out, num_rows, len(starts))
+    return Unraveled(out, num_rows, len(starts) if starts is not None else num_levels)
