@@ -77,15 +77,35 @@ def unpack_blocks(words: np.ndarray, width: int, t: int) -> np.ndarray:
     if width == t:
         out[:, idx.reshape(-1)] = words.reshape(nblocks, width * lanes)
         return out
-    mask = dtype.type((1 << width) - 1)
-    for r in range(t):
-        bit = r * width
-        w0, shift = divmod(bit, t)
-        val = words[:, w0, :] >> dtype.type(shift)
-        if shift + width > t:
-            val = val | (words[:, w0 + 1, :] << dtype.type(t - shift))
-        out[:, idx[r]] = val & mask
+    # every row at once: row r starts at bit r*W of its lane, in word w0 at `shift`, and may
+    # straddle into word w0+1 (tables cached per (W, T))
+    w0, nxt, shift, back, straddle = _unpack_plan(width, t)
+    val = words[:, w0, :] >> shift
+    hi = words[:, nxt, :] << back
+    val = np.where(straddle, val | hi, val) & dtype.type((1 << width) - 1)
+    out[:, idx] = val
     return out
+
+
+_PLAN_CACHE: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
+
+
+def _unpack_plan(width: int, t: int) -> tuple[np.ndarray, ...]:
+    plan = _PLAN_CACHE.get((width, t))
+    if plan is None:
+        dtype = word_dtype(t)
+        bit = np.arange(t) * width
+        w0, shift = np.divmod(bit, t)
+        nxt = np.minimum(w0 + 1, width - 1)
+        plan = (
+            w0,
+            nxt,
+            shift.astype(dtype)[:, None],
+            ((t - shift) % t).astype(dtype)[:, None],
+            (shift + width > t)[:, None],
+        )
+        _PLAN_CACHE[(width, t)] = plan
+    return plan
 
 
 def pack_blocks(values: np.ndarray, width: int, t: int) -> np.ndarray:
