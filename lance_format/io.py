@@ -88,6 +88,9 @@ class LocalFile:
 
         def flush() -> None:
             blob = self.read_at(g_start, g_end - g_start)
+            if len(group) == 1:  # the common case: no copy
+                out[group[0]] = blob
+                return
             view = memoryview(blob)
             for i in group:
                 off, ln = ranges[i]

@@ -14,8 +14,15 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+# CI replays a fixed set of examples so that a run is reproducible; local runs keep exploring
+# new ones (and a failure they find is a bug to fix, then pinned with @example).
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 import fixtures as fx  # noqa: E402
 

@@ -95,7 +95,7 @@ def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     total = int(lengths.sum())
     if total == 0:
         return base[:0]
-    if total >= 256 * len(starts):
+    if total >= 1024 * len(starts):
         return np.concatenate(
             [base[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
         )

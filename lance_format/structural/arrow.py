@@ -62,13 +62,13 @@ def block_to_arrow(block: Block, arrow_type: pa.DataType, valid: np.ndarray | No
 
 def _fixed_to_arrow(block: FixedWidthBlock, t: pa.DataType, valid: np.ndarray | None) -> pa.Array:
     n = block.num_values
+    if block.bits_per_value == 0:
+        # values that are never stored (all null): zero-filled slots of the logical type
+        return _zeros(t, n, valid)
     if pa.types.is_boolean(t):
         if block.bits_per_value != 1:
             raise CorruptFileError(f"booleans stored with {block.bits_per_value} bits per value")
         return pa.Array.from_buffers(t, n, [validity_buffer(valid), pa.py_buffer(block.data)])
-    if block.bits_per_value == 0:
-        # values that are never stored (all null): zero-filled slots of the logical type
-        return _zeros(t, n, valid)
     width = t.byte_width * 8 if t.byte_width > 0 else None
     if width is None or width != block.bits_per_value:
         raise CorruptFileError(f"{block.bits_per_value}-bit values cannot hold {t}")

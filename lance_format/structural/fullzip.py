@@ -146,17 +146,29 @@ class FullZipPage:
             ends = starts + self.stride
         num_rows = len(starts)
         if self.max_rep == 0 and not self.variable:
-            return self._decode_fixed_rows(base, starts, num_rows)
+            return self._decode_fixed_rows(base, groups, data_base)
         return self._decode_levels(base, starts, ends, num_rows)
 
-    def _decode_fixed_rows(self, base: np.ndarray, starts: np.ndarray, n: int) -> LeafPiece:
-        """Fixed-width rows without lists: a strided gather."""
+    def _decode_fixed_rows(
+        self, base: np.ndarray, groups: list[tuple[int, int]], data_base: np.ndarray
+    ) -> LeafPiece:
+        """Fixed-width rows without lists: each group of rows is a (rows x stride) matrix."""
+        cw, stride = self.cw_bytes, self.stride
+        mats = []
+        for (a, b), db in zip(groups, data_base.tolist(), strict=True):
+            n = b - a
+            if db + n * stride > len(base):
+                raise CorruptFileError("full-zip data is truncated")
+            mats.append(base[db : db + n * stride].reshape(n, stride))
+        rows = mats[0] if len(mats) == 1 else np.concatenate(mats)
+        n = len(rows)
         defs = None
-        if self.cw_bytes:
-            defs = (_read_uint(base, starts, self.cw_bytes) & ((1 << self.bits_def) - 1)).astype(
-                np.uint16
-            )
-        data = gather_ranges(base, starts + self.cw_bytes, np.full(n, self.value_bytes))
+        if cw:
+            word = rows[:, 0].astype(np.int64)
+            for b in range(1, cw):
+                word |= rows[:, b].astype(np.int64) << (8 * b)
+            defs = (word & ((1 << self.bits_def) - 1)).astype(np.uint16)
+        data = np.ascontiguousarray(rows[:, cw:]).reshape(-1)
         block = FixedWidthBlock(data, self.value_bytes * 8, n)
         values = decompress_per_value(self.layout.value_compression, block)
         return LeafPiece(None, defs, n, values, n)
