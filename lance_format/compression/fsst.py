@@ -116,6 +116,11 @@ def decompress(block: VariableWidthBlock, table: SymbolTable | bytes) -> Variabl
     table8 = np.zeros((513, 8), dtype=np.uint8)
     table8[:256] = table.symbols
     table8[256:512, 0] = np.arange(256, dtype=np.uint8)
-    # every byte's piece padded to 8 bytes, then the padding masked away
-    out = table8[rows][np.arange(8)[None, :] < out_len[:, None]]
+    # output byte j comes from code `src[j]`, at position `j - csum[src[j]]` of its symbol
+    total = int(csum[-1])
+    # so its table byte is 8*src + j - csum[src]: one repeat of a per-code shift, plus j
+    shift = rows.astype(np.int64) * 8 - csum[:-1]
+    idx = np.repeat(shift, out_len)
+    idx += np.arange(total, dtype=np.int64)
+    out = table8.reshape(-1)[idx]
     return VariableWidthBlock(csum[rel], out, block.bits_per_offset)
