@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +22,17 @@ from .schema import LanceField, LanceSchema
 from .structural.column import LeafColumnReader, build_array, leaf_fields, owns_column
 
 DEFAULT_BATCH_SIZE = 8192
+# reads (ranges / takes) of at least this many rows decode their columns on a thread pool
+PARALLEL_MIN_ROWS = 65536
+PARALLEL_MIN_TAKE = 64
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="lance-read")
+    return _POOL
 
 
 class LanceFileReader:
@@ -208,6 +220,23 @@ class LanceFileReader:
 
     def _read_fields(self, fields, rows: np.ndarray | None, start: int, stop: int) -> pa.Table:
         n = len(rows) if rows is not None else stop - start
+        results = {}
+        if n and self.version != "2.0":
+            leaves = [leaf for f in fields for leaf in _leaves(f)]
+            readers = [self._leaf_reader(leaf) for leaf in leaves]  # created on this thread
+
+            def read_leaf(reader: LeafColumnReader):
+                return reader.read(rows, start, stop)
+
+            # a range pays off from many rows; a take from a few (each row is a chunk decode)
+            big = n >= (PARALLEL_MIN_TAKE if rows is not None else PARALLEL_MIN_ROWS)
+            if big and len(readers) > 1:
+                # numpy and pyarrow release the GIL in their bulk work, so leaves decode in
+                # parallel on the machine's cores
+                decoded = list(_pool().map(read_leaf, readers))
+            else:
+                decoded = [read_leaf(r) for r in readers]
+            results = {leaf.id: res for leaf, res in zip(leaves, decoded, strict=True)}
         arrays = []
         for f in fields:
             if n == 0:
@@ -215,9 +244,6 @@ class LanceFileReader:
             elif self.version == "2.0":
                 arrays.append(self._read_v20(f, rows, start, stop))
             else:
-                results = {
-                    leaf.id: self._leaf_reader(leaf).read(rows, start, stop) for leaf in _leaves(f)
-                }
                 if owns_column(f):  # a top-level leaf: keep its pages as chunks, no copy
                     arrays.append(pa.chunked_array(results[f.id].chunks, type=f.arrow_type))
                 else:
