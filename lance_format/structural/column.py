@@ -9,7 +9,6 @@ leaf below it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,18 +140,13 @@ class LeafColumnReader:
         dec = self.decoder(page)
         meta = self.meta(page)
         if isinstance(dec, MiniBlockPage):
-            groups = dec.chunk_groups(meta, rows)
-            data = self.file.read_ranges([dec.chunk_byte_range(meta, a, b) for a, b in groups])
-            piece = dec.decode(meta, groups, data, rows)
-            piece.layers = dec.layers
-            return piece
-        if isinstance(dec, FullZipPage):
+            piece = read_miniblock(self.file, dec, meta, rows)
+        elif isinstance(dec, FullZipPage):
             groups = dec.row_groups(rows)
             data = self.file.read_ranges([dec.byte_range(meta, a, b) for a, b in groups])
             piece = dec.decode(meta, groups, data)
-            piece.layers = dec.layers
-            return piece
-        piece = dec.decode(meta, rows)
+        else:  # constant and blob pages read what they need themselves
+            piece = dec.decode(meta, rows)
         piece.layers = dec.layers
         return piece
 
@@ -226,6 +220,13 @@ class LeafColumnReader:
         return LeafResult(un.layers, [arr], un.num_rows)
 
 
+def read_miniblock(file: RandomAccessFile, dec: MiniBlockPage, meta, rows) -> LeafPiece:
+    """Read the chunk groups holding ``rows`` (one coalesced request each) and decode them."""
+    groups = dec.chunk_groups(meta, rows)
+    data = file.read_ranges([dec.chunk_byte_range(meta, a, b) for a, b in groups])
+    return dec.decode(meta, groups, data, rows)
+
+
 def _indices(block: Block) -> np.ndarray:
     if not hasattr(block, "bits_per_value") or block.bits_per_value not in (8, 16, 32, 64):
         raise CorruptFileError("dictionary indices must be 8, 16, 32 or 64-bit integers")
@@ -283,11 +284,7 @@ class BlobPage:
         return self.inner.load_meta(raw)
 
     def decode(self, meta, rows) -> LeafPiece:
-        groups = self.inner.chunk_groups(meta, rows)
-        data = self.reader.file.read_ranges(
-            [self.inner.chunk_byte_range(meta, a, b) for a, b in groups]
-        )
-        piece = self.inner.decode(meta, groups, data, rows)
+        piece = read_miniblock(self.reader.file, self.inner, meta, rows)
         desc = piece.values
         if not isinstance(desc, StructBlock) or len(desc.children) != 2:
             raise CorruptFileError("blob descriptors must be (position, size) pairs")
@@ -364,6 +361,3 @@ def _first_leaf(field, results: dict[int, LeafResult]) -> LeafResult:
         if owns_column(f) and f.id in results:
             return results[f.id]
     raise CorruptFileError(f"field {field.name!r} has no leaf column")
-
-
-ReadRanges = Callable[[list[tuple[int, int]]], list[bytes]]
