@@ -57,6 +57,17 @@ def select_rows(
         # every group begins on a row boundary: all decoded levels are wanted (full scans)
         num_rows = num_levels if max_rep == 0 else int(np.count_nonzero(rep == max_rep))
         return rep, defs, num_levels, values, num_rows
+    if max_rep == 0 and wanted is not None:
+        # without lists a level is a row and every level has a value: index directly
+        g = np.searchsorted(group_first_row, wanted, side="right") - 1
+        lv = group_starts[np.maximum(g, 0)] + (wanted - group_first_row[np.maximum(g, 0)])
+        if len(lv) and ((g < 0).any() or lv.max() >= num_levels):
+            raise CorruptFileError("requested rows are not in the decoded chunks")
+        if isinstance(values, pa.Array):
+            values = values.take(pa.array(lv))
+        else:
+            values = take_block(values, lv)
+        return None, defs[lv] if defs is not None else None, len(lv), values, len(lv)
     if max_rep:
         is_start = rep == max_rep
     else:
