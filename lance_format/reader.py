@@ -7,6 +7,7 @@ access through the search cache) and bounded-memory batches.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -75,8 +76,9 @@ class LanceFileReader:
 
     # -- properties ------------------------------------------------------------------------
 
-    @property
+    @functools.cached_property
     def schema(self) -> pa.Schema:
+        # built once: the Arrow conversion round-trips extension types through IPC
         return self._lance_schema.to_arrow()
 
     @property

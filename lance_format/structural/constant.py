@@ -163,34 +163,19 @@ class ConstantPage:
             return np.frombuffer(raw, dtype="<u2")
         return decompress_levels(enc, np.frombuffer(raw, dtype=np.uint8), count)
 
+    def _values(self, meta: ConstantMeta, defs: np.ndarray | None, n: int) -> Block | pa.Array:
+        """The constant repeated once per visible level (placeholders for all-null pages)."""
+        vis = n if defs is None else int(np.count_nonzero(defs <= self.max_visible_def))
+        if meta.value is None:
+            return self._placeholder(vis)
+        return take_block(meta.value, np.zeros(vis, dtype=np.int64))
+
     def decode(self, meta: ConstantMeta, rows: np.ndarray | None) -> LeafPiece:
-        n_vis = (
-            int(np.count_nonzero(meta.defs <= self.max_visible_def))
-            if meta.defs is not None
-            else meta.num_levels
-        )
-        if meta.value is not None:
-            values: Block | pa.Array = take_block(meta.value, np.zeros(n_vis, dtype=np.int64))
-        else:
-            values = self._placeholder(n_vis)
         if meta.rep is None and self.max_rep == 0 and rows is not None:
-            # one level per row: slicing is direct
+            # one level per row: select first, so only the wanted values are materialised
             defs = meta.defs[rows] if meta.defs is not None else None
-            if meta.value is not None:
-                vis = (
-                    len(rows)
-                    if defs is None
-                    else int(np.count_nonzero(defs <= self.max_visible_def))
-                )
-                values = take_block(meta.value, np.zeros(vis, dtype=np.int64))
-            else:
-                vis = (
-                    len(rows)
-                    if defs is None
-                    else int(np.count_nonzero(defs <= self.max_visible_def))
-                )
-                values = self._placeholder(vis)
-            return LeafPiece(None, defs, len(rows), values, len(rows))
+            return LeafPiece(None, defs, len(rows), self._values(meta, defs, len(rows)), len(rows))
+        values = self._values(meta, meta.defs, meta.num_levels)
         rep, defs, num_levels, values, num_rows = select_rows(
             meta.rep,
             meta.defs,
