@@ -11,6 +11,7 @@ from .errors import (
 )
 from .io import IOStats
 from .reader import LanceFileReader
+from .writer import LanceFileWriter, WriteResult
 
 __all__ = [
     "CorruptFileError",
@@ -18,8 +19,10 @@ __all__ = [
     "InvalidArgumentError",
     "LanceError",
     "LanceFileReader",
+    "LanceFileWriter",
     "LanceIOError",
     "SchemaError",
     "SearchCache",
     "UnsupportedError",
+    "WriteResult",
 ]

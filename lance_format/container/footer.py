@@ -132,3 +132,48 @@ def read_layout(file: RandomAccessFile, tail: Tail) -> ContainerLayout:
     if not global_buffers:
         raise CorruptFileError("the file has no global buffers, so no schema")
     return ContainerLayout(footer, file.size, column_meta, global_buffers)
+
+
+# -- writer side -----------------------------------------------------------------------------
+
+_VERSION_NUMBERS = {"2.1": (2, 1), "2.2": (2, 2)}
+
+
+def encode_tail(
+    start: int, global_buffers: list[bytes], column_meta: list[bytes], version: str
+) -> bytes:
+    """Everything after the data, for a file whose data ends at ``start`` (64-aligned):
+    global buffers, column metadata, both offset tables and the footer (digest §3.1)."""
+    if start % 64:
+        raise ValueError("the tail must start 64-byte aligned")
+    major, minor = _VERSION_NUMBERS[version]
+    parts: list[bytes] = []
+    pos = start
+    gb_table = []
+    for buf in global_buffers:
+        gb_table.append((pos, len(buf)))
+        parts.append(buf)
+        pos += len(buf)
+    cm_start = pos
+    cm_table = []
+    for meta in column_meta:
+        cm_table.append((pos, len(meta)))
+        parts.append(meta)
+        pos += len(meta)
+    cmo_start = pos
+    parts.append(b"".join(struct.pack("<QQ", p, s) for p, s in cm_table))
+    pos += 16 * len(cm_table)
+    gbo_start = pos
+    parts.append(b"".join(struct.pack("<QQ", p, s) for p, s in gb_table))
+    footer = struct.pack(
+        "<QQQIIHH",
+        cm_start,
+        cmo_start,
+        gbo_start,
+        len(global_buffers),
+        len(column_meta),
+        major,
+        minor,
+    )
+    parts.append(footer + MAGIC)
+    return b"".join(parts)

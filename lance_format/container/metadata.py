@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, empty_pb2
 from google.protobuf.message import DecodeError, Message
 
 from ..errors import CorruptFileError, UnsupportedError
@@ -131,3 +131,38 @@ def read_file_metadata(file) -> FileMetadata:
         for i, (pos, size) in enumerate(layout.column_meta)
     ]
     return FileMetadata(layout, layout.footer.version, int(descriptor.length), schema, columns)
+
+
+# -- writer side -----------------------------------------------------------------------------
+
+_COLUMN_ENCODING = "/lance.encodings.ColumnEncoding"
+_PAGE_LAYOUT = "/lance.encodings21.PageLayout"
+
+
+def wrap_encoding(msg: Message, type_url: str) -> file2_pb2.Encoding:
+    """An ``Any``-wrapped direct encoding, with the bare type URL pylance writes."""
+    wrapped = any_pb2.Any(type_url=type_url, value=msg.SerializeToString())
+    return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=wrapped.SerializeToString()))
+
+
+def encode_column(pages: list[file2_pb2.ColumnMetadata.Page]) -> bytes:
+    """The ColumnMetadata of a 2.1+ column: its pages and an empty ColumnEncoding."""
+    meta = file2_pb2.ColumnMetadata(
+        encoding=wrap_encoding(
+            encodings_v2_0_pb2.ColumnEncoding(values=empty_pb2.Empty()), _COLUMN_ENCODING
+        ),
+        pages=pages,
+    )
+    return meta.SerializeToString()
+
+
+def page_entry(
+    layout: Message, buffers: list[tuple[int, int]], num_rows: int, priority: int
+) -> file2_pb2.ColumnMetadata.Page:
+    return file2_pb2.ColumnMetadata.Page(
+        buffer_offsets=[p for p, _ in buffers],
+        buffer_sizes=[s for _, s in buffers],
+        length=num_rows,
+        encoding=wrap_encoding(layout, _PAGE_LAYOUT),
+        priority=priority,
+    )

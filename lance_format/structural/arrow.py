@@ -17,7 +17,7 @@ from ..compression.blocks import (
     StructBlock,
     VariableWidthBlock,
 )
-from ..errors import CorruptFileError
+from ..errors import CorruptFileError, UnsupportedError
 
 
 def validity_buffer(valid: np.ndarray | None) -> pa.Buffer | None:
@@ -111,3 +111,55 @@ def _zeros(t: pa.DataType, n: int, valid: np.ndarray | None) -> pa.Array:
     return pa.Array.from_buffers(
         t, n, [validity_buffer(valid), pa.py_buffer(np.zeros(n * width, np.uint8))]
     )
+
+
+# -- writer side -----------------------------------------------------------------------------
+
+
+def _buffer_bytes(buf: pa.Buffer | None) -> np.ndarray:
+    if buf is None:
+        return np.zeros(0, dtype=np.uint8)
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def plain_storage(arr: pa.Array) -> pa.Array:
+    """The array a column stores: extension storage, dictionaries decoded."""
+    if isinstance(arr.type, pa.BaseExtensionType):
+        arr = arr.storage
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    return arr
+
+
+def arrow_to_block(arr: pa.Array) -> Block:
+    """The values of a leaf array as a block (the bytes under nulls are kept as they are)."""
+    arr = plain_storage(arr)
+    t = arr.type
+    n = len(arr)
+    bufs = arr.buffers()
+    if pa.types.is_boolean(t):
+        bits = np.unpackbits(_buffer_bytes(bufs[1]), bitorder="little")[arr.offset : arr.offset + n]
+        return FixedWidthBlock(np.packbits(bits, bitorder="little"), 1, n)
+    if pa.types.is_null(t):
+        return FixedWidthBlock(np.zeros(0, dtype=np.uint8), 0, n)
+    if pa.types.is_fixed_size_list(t):
+        dim = t.list_size
+        child = plain_storage(arr.values.slice(arr.offset * dim, n * dim))
+        validity = None
+        if child.null_count:
+            validity = np.asarray(child.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        return FixedSizeListBlock(arrow_to_block(child), dim, validity)
+    if pa.types.is_struct(t):
+        return StructBlock([arrow_to_block(arr.field(i)) for i in range(t.num_fields)], n)
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    if large or pa.types.is_string(t) or pa.types.is_binary(t):
+        off = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)
+        off = off[arr.offset : arr.offset + n + 1].astype(np.int64)
+        data = _buffer_bytes(bufs[2])[off[0] : off[-1]] if n else np.zeros(0, np.uint8)
+        return VariableWidthBlock(off - off[0], data, 64 if large else 32)
+    try:
+        width = t.byte_width
+    except ValueError:
+        raise UnsupportedError(f"Lance cannot store values of type {t}") from None
+    data = _buffer_bytes(bufs[1])[arr.offset * width : (arr.offset + n) * width]
+    return FixedWidthBlock(data, width * 8, n)

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..compression.blocks import Block, FixedWidthBlock, VariableWidthBlock, take_block
+from ..compression.blocks import (
+    Block,
+    FixedWidthBlock,
+    VariableWidthBlock,
+    gather_ranges,
+    take_block,
+)
 from ..compression.decompress import decompress_levels
 from ..errors import CorruptFileError
 from . import repdef
@@ -188,3 +194,103 @@ class ConstantPage:
             wanted=rows,
         )
         return LeafPiece(rep, defs, num_levels, values, num_rows)
+
+
+# -- writer side -----------------------------------------------------------------------------
+
+MAX_INLINE_BYTES = 32
+
+
+def scalar_buffer(arrow_buffers: list[bytes]) -> bytes:
+    """``u32 n, n x u32 length``, then the Arrow buffers of a one-element array."""
+    head = struct.pack(f"<I{len(arrow_buffers)}I", len(arrow_buffers), *map(len, arrow_buffers))
+    return head + b"".join(arrow_buffers)
+
+
+def constant_value(block: Block, version: str) -> tuple[bytes | None, bytes | None] | None:
+    """If every value of ``block`` is the same, how a 2.2 constant page stores it:
+    ``(inline_value, None)`` for fixed width up to 32 bytes, ``(None, scalar_buffer)`` for
+    strings; None when the values differ (or the form is not available)."""
+    if version == "2.1" or block.num_values == 0:
+        return None
+    if isinstance(block, FixedWidthBlock):
+        bits = block.bits_per_value
+        if bits == 1:
+            bools = np.unpackbits(block.data, bitorder="little", count=block.num_values)
+            if bools.min() != bools.max():
+                return None
+            return bytes([int(bools[0])]), None
+        if bits % 8 or bits // 8 > MAX_INLINE_BYTES:
+            return None
+        w = bits // 8
+        rows = np.asarray(block.data[: block.num_values * w]).reshape(-1, w)
+        if not (rows == rows[0]).all():
+            return None
+        return rows[0].tobytes(), None
+    if isinstance(block, VariableWidthBlock):
+        off = np.asarray(block.offsets, dtype=np.int64)
+        lengths = np.diff(off)
+        if (lengths != lengths[0]).any():
+            return None
+        first = np.asarray(block.data[off[0] : off[0] + lengths[0]])
+        w = int(lengths[0])
+        if w:
+            rows = gather_ranges(np.asarray(block.data), off[:-1], lengths).reshape(-1, w)
+            if not (rows == first).all():
+                return None
+        odt = "<i4" if block.bits_per_offset == 32 else "<i8"
+        offsets = np.array([0, w], dtype=odt).tobytes()
+        return None, scalar_buffer([offsets, first.tobytes()])
+    return None
+
+
+def encode_page(
+    layers: list[int],
+    rep: np.ndarray | None,
+    defs: np.ndarray | None,
+    num_rows: int,
+    version: str,
+    inline: bytes | None = None,
+    scalar: bytes | None = None,
+):
+    """A constant page: all null (``inline`` and ``scalar`` None) or one repeated value."""
+    from ..compression import rle
+    from ..compression.compress import flat_enc
+    from ..pb import encodings_v2_1_pb2 as pb
+    from .page import EncodedPage
+
+    layout = pb.ConstantLayout(layers=layers)
+    buffers: list = []
+    if inline is not None:
+        layout.inline_value = inline
+    if scalar is not None:
+        buffers.append(scalar)
+    need_levels = rep is not None
+    if defs is not None and not need_levels:
+        if inline is not None or scalar is not None:
+            need_levels = bool(len(defs)) and bool(defs.any())
+        else:
+            levels, _ = repdef.layer_levels(layers)
+            outer = levels[-1]
+            fill = outer.null if outer.null is not None else (outer.empty or 0)
+            need_levels = not (defs == fill).all()
+    if need_levels:
+        for levels_arr, which in ((rep, "rep"), (defs, "def")):
+            if levels_arr is None:
+                buffers.append(b"")
+                continue
+            n = len(levels_arr)
+            raw = np.asarray(levels_arr, dtype="<u2")
+            data = None
+            if version != "2.1":  # 2.2 may block-RLE the levels (2.1 only reads raw u16)
+                data = rle.encode_block(FixedWidthBlock(raw.view(np.uint8), 16, n))
+                if len(data) < raw.nbytes:
+                    enc = pb.CompressiveEncoding(
+                        rle=pb.Rle(values=flat_enc(16), run_lengths=flat_enc(8))
+                    )
+                    getattr(layout, f"{which}_compression").CopyFrom(enc)
+                else:
+                    data = None
+            buffers.append(raw.tobytes() if data is None else data)
+            setattr(layout, f"num_{which}_values", n)
+    return EncodedPage(pb.PageLayout(constant_layout=layout), buffers, num_rows)

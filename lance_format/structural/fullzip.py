@@ -249,3 +249,92 @@ class FullZipPage:
             self.layout.value_compression,
             FixedWidthBlock(np.zeros(0, np.uint8), self.value_bytes * 8, 0),
         )
+
+
+# -- writer side -----------------------------------------------------------------------------
+
+
+def _uint_bytes(values: np.ndarray, width: int) -> np.ndarray:
+    """``values`` as ``width``-byte little-endian integers, one row per value."""
+    return np.asarray(values).astype(f"<u{width}").view(np.uint8).reshape(-1, width)
+
+
+def rep_index_width(max_value: int) -> int:
+    """Byte-packed offsets: the smallest of u8/u16/u32/u64 that holds the maximum."""
+    return 1 if max_value <= 0xFF else 2 if max_value <= 0xFFFF else 4 if max_value < 1 << 32 else 8
+
+
+def encode_page(
+    encoding,
+    values: FixedWidthBlock | VariableWidthBlock,
+    rep: np.ndarray | None,
+    defs: np.ndarray | None,
+    layers: list[int],
+    num_rows: int,
+):
+    """Zip per-value encoded ``values`` (one per visible level) with their control words."""
+    from ..pb import encodings_v2_1_pb2 as pb
+    from .page import EncodedPage
+
+    levels_info, max_def = repdef.layer_levels(layers)
+    max_rep = repdef.max_rep(layers)
+    mvd = repdef.max_visible_def(layers)
+    bits_rep, bits_def = max_rep.bit_length(), max_def.bit_length()
+    cw = control_word_bytes(bits_rep, bits_def)
+    n_levels = len(defs) if defs is not None else (len(rep) if rep is not None else num_rows)
+    d = defs.astype(np.int64) if defs is not None else np.zeros(n_levels, dtype=np.int64)
+    r = rep.astype(np.int64) if rep is not None else np.zeros(n_levels, dtype=np.int64)
+    visible = d <= mvd
+    vis_idx = np.cumsum(visible) - 1  # value index of each visible level
+    variable = isinstance(values, VariableWidthBlock)
+    sizes = np.full(n_levels, cw, dtype=np.int64)
+    if variable:
+        width = values.bits_per_offset // 8
+        lengths = np.diff(np.asarray(values.offsets, dtype=np.int64))
+        has_value = d == 0
+        vlen = np.zeros(n_levels, dtype=np.int64)
+        vlen[has_value] = lengths[vis_idx[has_value]]
+        sizes += np.where(has_value, width + vlen, 0)
+    else:
+        vbytes = values.bits_per_value // 8
+        has_value = visible
+        sizes += np.where(has_value, vbytes, 0)
+    starts = np.cumsum(sizes) - sizes
+    out = np.zeros(int(sizes.sum()), dtype=np.uint8)
+    if cw:
+        word = (r << bits_def) | d
+        pos = (starts[:, None] + np.arange(cw)[None, :]).reshape(-1)
+        out[pos] = _uint_bytes(word, cw).reshape(-1)
+    pos_all = np.arange(len(out), dtype=np.int64)
+    hv = np.flatnonzero(has_value)
+    if variable:
+        pfx = starts[hv] + cw
+        out[(pfx[:, None] + np.arange(width)[None, :]).reshape(-1)] = _uint_bytes(
+            vlen[hv], width
+        ).reshape(-1)
+        src_start = np.asarray(values.offsets, dtype=np.int64)[vis_idx[hv]]
+        data = gather_ranges(np.asarray(values.data), src_start, vlen[hv])
+        out[gather_ranges(pos_all, pfx + width, vlen[hv])] = data
+    else:
+        src = np.asarray(values.data[: values.num_values * vbytes]).reshape(-1, vbytes)
+        dest = ((starts[hv] + cw)[:, None] + np.arange(vbytes)[None, :]).reshape(-1)
+        out[dest] = src[vis_idx[hv]].reshape(-1)
+    layout = pb.FullZipLayout(
+        bits_rep=bits_rep,
+        bits_def=bits_def,
+        num_items=n_levels,
+        num_visible_items=int(np.count_nonzero(visible)),
+        value_compression=encoding,
+        layers=layers,
+    )
+    if variable:
+        layout.bits_per_offset = values.bits_per_offset
+    else:
+        layout.bits_per_value = values.bits_per_value
+    buffers: list = [out]
+    if variable or max_rep:
+        row_starts = np.flatnonzero(r == max_rep) if max_rep else np.arange(n_levels)
+        offsets = np.append(starts[row_starts], len(out))
+        w = rep_index_width(int(offsets[-1]))
+        buffers.append(_uint_bytes(offsets, w).reshape(-1))
+    return EncodedPage(pb.PageLayout(full_zip_layout=layout), buffers, num_rows)

@@ -275,3 +275,164 @@ def _levels(enc, ranges: ChunkRanges, num_levels: np.ndarray) -> np.ndarray:
     if len(levels) != int(num_levels.sum()):
         raise CorruptFileError("level buffers do not match the chunks' level counts")
     return levels
+
+
+# -- writer side -----------------------------------------------------------------------------
+
+_HEADER_PAD = 0xFE
+
+
+def _chunk_level_counts(
+    defs: np.ndarray | None,
+    num_levels: int,
+    counts: np.ndarray,
+    max_rep: int,
+    max_visible_def: int,
+) -> np.ndarray:
+    """Levels per chunk: a chunk's levels end right after its last value's level (invisible
+    levels, i.e. null or empty lists, go with the next value), the last chunk takes the rest."""
+    if max_rep == 0 or defs is None:
+        return counts.copy()
+    visible = np.flatnonzero(defs <= max_visible_def)
+    ends = visible[np.cumsum(counts) - 1] + 1
+    ends[-1] = num_levels
+    return np.diff(np.concatenate([[0], ends]))
+
+
+def repetition_index(rep: np.ndarray, level_counts: np.ndarray, max_rep: int) -> np.ndarray:
+    """Per chunk: rows that end in it and levels left over for the next chunk (§5.2)."""
+    n = len(rep)
+    bounds = np.concatenate([[0], np.cumsum(level_counts)])
+    a, b = bounds[:-1], bounds[1:]
+    starts = np.append(np.flatnonzero(rep == max_rep), n)  # `n`: the end of the last row
+    completed = np.searchsorted(starts, b, side="right") - np.searchsorted(starts, a, side="right")
+    at_b = np.searchsorted(starts, b, side="left")
+    ends_on_row = starts[np.minimum(at_b, len(starts) - 1)] == b
+    last_start = starts[np.maximum(np.searchsorted(starts, b, side="left") - 1, 0)]
+    leftover = np.where(ends_on_row, 0, b - np.maximum(last_start, a))
+    out = np.empty((len(a), 2), dtype="<u8")
+    out[:, 0] = completed
+    out[:, 1] = leftover
+    return out.reshape(-1)
+
+
+def _place(out: np.ndarray, dest_starts: np.ndarray, data: np.ndarray, sizes: np.ndarray) -> None:
+    """Copy consecutive pieces of ``data`` (``sizes`` each) to ``out`` at ``dest_starts``."""
+    if not len(data):
+        return
+    idx = gather_ranges_pos(dest_starts, sizes)
+    out[idx] = data[: len(idx)]
+
+
+def gather_ranges_pos(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = np.cumsum(lengths) - lengths
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    return starts[owner] + (np.arange(total, dtype=np.int64) - first[owner])
+
+
+def encode_page(
+    values,
+    rep: np.ndarray | None,
+    defs: np.ndarray | None,
+    layers: list[int],
+    num_rows: int,
+    version: str,
+    dictionary=None,
+):
+    """Assemble a mini-block page from chunked values (``compress.Chunked``) and levels.
+
+    ``dictionary`` is ``(encoding, bytes, num_items)`` when the values are indices.
+    """
+    from ..compression.compress import compress_levels
+    from ..pb import encodings_v2_1_pb2 as pb
+    from .page import EncodedPage
+
+    large = version != "2.1"
+    counts = np.asarray(values.counts, dtype=np.int64)
+    nchunks = len(counts)
+    max_rep_ = repdef.max_rep(layers)
+    mvd = repdef.max_visible_def(layers)
+    has_levels = rep is not None or defs is not None
+    num_levels = len(rep) if rep is not None else (len(defs) if defs is not None else 0)
+    layout = pb.MiniBlockLayout(
+        layers=layers,
+        num_buffers=len(values.buffers),
+        num_items=int(counts.sum()),
+        has_large_chunk=large,
+        value_compression=values.encoding,
+    )
+    level_parts = []  # (bytes, sizes)
+    level_counts = np.zeros(nchunks, dtype=np.int64)
+    rep_index = None
+    if has_levels:
+        level_counts = _chunk_level_counts(defs, num_levels, counts, max_rep_, mvd)
+        if (level_counts > 0xFFFF).any():
+            raise UnsupportedError("a mini-block chunk would hold more than 65535 levels")
+        if rep is not None:
+            enc, data, sizes = compress_levels(rep, level_counts, version)
+            layout.rep_compression.CopyFrom(enc)
+            level_parts.append((data, sizes))
+            rep_index = repetition_index(rep, level_counts, max_rep_)
+            layout.repetition_index_depth = 1
+        if defs is not None:
+            enc, data, sizes = compress_levels(defs, level_counts, version)
+            layout.def_compression.CopyFrom(enc)
+            level_parts.append((data, sizes))
+    size_word = 4 if large else 2
+    for _, sizes in values.buffers:
+        if not large and len(sizes) and int(np.max(sizes)) > 0xFFFF:
+            raise UnsupportedError("a 2.1 mini-block buffer would exceed 65535 bytes")
+    for _, sizes in level_parts:
+        if len(sizes) and int(np.max(sizes)) > 0xFFFF:
+            raise UnsupportedError("mini-block levels of a chunk would exceed 65535 bytes")
+    header_len = 2 + 2 * len(level_parts) + size_word * len(values.buffers)
+    header_padded = _pad8(header_len)
+    parts = [*level_parts, *values.buffers]
+    padded = [_pad8(np.asarray(s, dtype=np.int64)) for _, s in parts]
+    chunk_sizes = header_padded + (np.sum(padded, axis=0) if padded else 0)
+    chunk_sizes = np.asarray(chunk_sizes, dtype=np.int64) * np.ones(nchunks, dtype=np.int64)
+    chunk_starts = np.cumsum(chunk_sizes) - chunk_sizes
+    out = np.full(int(chunk_sizes.sum()), _HEADER_PAD, dtype=np.uint8)
+    # headers: u16 num_levels, u16 rep/def sizes, u16|u32 value buffer sizes
+    hdr = np.zeros((nchunks, header_len), dtype=np.uint8)
+    hdr[:, 0:2] = level_counts.astype("<u2").view(np.uint8).reshape(nchunks, 2)
+    col = 2
+    for _, sizes in level_parts:
+        hdr[:, col : col + 2] = np.asarray(sizes).astype("<u2").view(np.uint8).reshape(-1, 2)
+        col += 2
+    for _, sizes in values.buffers:
+        dt = "<u4" if large else "<u2"
+        hdr[:, col : col + size_word] = (
+            np.asarray(sizes).astype(dt).view(np.uint8).reshape(-1, size_word)
+        )
+        col += size_word
+    pos = (chunk_starts[:, None] + np.arange(header_len)[None, :]).reshape(-1)
+    out[pos] = hdr.reshape(-1)
+    cursor = chunk_starts + header_padded
+    for (data, sizes), psize in zip(parts, padded, strict=True):
+        _place(out, cursor, np.asarray(data, dtype=np.uint8), np.asarray(sizes, dtype=np.int64))
+        cursor = cursor + psize
+    if large and (chunk_sizes // 8 - 1 >= (1 << 28)).any():
+        raise UnsupportedError("a mini-block chunk is too large")
+    if not large and (chunk_sizes // 8 - 1 >= (1 << 12)).any():
+        raise UnsupportedError("a 2.1 mini-block chunk would exceed 32 KiB")
+    logs = np.zeros(nchunks, dtype=np.int64)
+    if nchunks > 1:
+        c = counts[:-1]
+        logs[:-1] = np.log2(c).astype(np.int64)
+        if (np.left_shift(1, logs[:-1]) != c).any() or (logs[:-1] > 15).any():
+            raise UnsupportedError("mini-block chunks must hold a power of two values")
+    words = ((chunk_sizes // 8 - 1) << 4) | logs
+    meta = words.astype("<u4" if large else "<u2").view(np.uint8)
+    buffers: list = [meta, out]
+    if dictionary is not None:
+        denc, dbytes, ditems = dictionary
+        layout.dictionary.CopyFrom(denc)
+        layout.num_dictionary_items = ditems
+        buffers.append(np.asarray(dbytes, dtype=np.uint8))
+    if rep_index is not None:
+        buffers.append(rep_index.view(np.uint8))
+    return EncodedPage(pb.PageLayout(mini_block_layout=layout), buffers, num_rows)

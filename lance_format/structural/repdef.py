@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import CorruptFileError, UnsupportedError
 
@@ -127,3 +128,191 @@ def unravel(
         else:
             out.append(Layer(False, None if valid.all() else valid))
     return Unraveled(out, num_rows, len(starts) if starts is not None else num_levels)
+
+
+# -- writer side: nested Arrow arrays to levels ---------------------------------------------
+
+
+@dataclass
+class Raveled:
+    """One leaf column of a page, ready to encode: its layers, levels and visible values."""
+
+    layers: list[int]  # innermost first, kinds chosen from the data
+    rep: np.ndarray | None  # uint16 per level (None without lists)
+    defs: np.ndarray | None  # uint16 per level (None when every layer is all-valid)
+    num_rows: int
+    values: pa.Array  # one per visible level; null where the level is not valid at the leaf
+
+    @property
+    def num_levels(self) -> int:
+        if self.rep is not None:
+            return len(self.rep)
+        return len(self.defs) if self.defs is not None else self.num_rows
+
+
+@dataclass
+class _Levels:
+    """Level state while walking down a nested array (outermost layer first).
+
+    ``slot`` maps each level to an index into the current array (None = the identity, the
+    common flat case); ``term`` is 0 for levels still alive, else the code of the layer that
+    made them null (2*i+1) or empty (2*i+2).
+    """
+
+    n: int
+    slot: np.ndarray | None
+    term: np.ndarray | None
+    rdepth: np.ndarray | None  # per level: 0 = starts a row, d = next item of a depth-d list
+    kinds: list[list]  # per layer, outermost first: [is_list, saw_null, saw_empty]
+    depth: int = 0  # list layers passed
+
+    def copy(self) -> _Levels:
+        kinds = [list(k) for k in self.kinds]
+        return _Levels(self.n, self.slot, self.term, self.rdepth, kinds, self.depth)
+
+
+def _valid_mask(arr: pa.Array) -> np.ndarray | None:
+    if arr.null_count == 0:
+        return None
+    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _item_layer(st: _Levels, arr: pa.Array) -> _Levels:
+    """A struct or leaf layer: nulls end their levels here."""
+    st = st.copy()
+    code = 2 * len(st.kinds) + 1
+    valid = _valid_mask(arr)
+    saw_null = False
+    if valid is not None:
+        v = valid if st.slot is None else (valid[np.maximum(st.slot, 0)] | (st.slot < 0))
+        alive = st.term == 0 if st.term is not None else None
+        null = ~v if alive is None else (~v & alive)
+        if null.any():
+            saw_null = True
+            term = np.zeros(st.n, dtype=np.int32) if st.term is None else st.term.copy()
+            term[null] = code
+            st.term = term
+    st.kinds.append([False, saw_null, False])
+    return st
+
+
+def _list_layer(st: _Levels, arr: pa.Array) -> tuple[_Levels, pa.Array]:
+    """A list layer: each alive, non-empty list becomes one level per item."""
+    st = _item_layer(st, arr)
+    st.kinds[-1][0] = True
+    null_code = 2 * (len(st.kinds) - 1) + 1
+    empty_code = null_code + 1
+    offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    slot = np.arange(st.n, dtype=np.int64) if st.slot is None else st.slot
+    s = np.maximum(slot, 0)
+    alive = (slot >= 0) if st.term is None else ((slot >= 0) & (st.term == 0))
+    lens = np.where(alive, offs[s + 1] - offs[s], 0)
+    empty = alive & (lens == 0)
+    term = st.term
+    if empty.any():
+        term = np.zeros(st.n, dtype=np.int32) if term is None else term.copy()
+        term[empty] = empty_code
+        st.kinds[-1][2] = True
+    expanded = lens > 0
+    cnt = np.where(expanded, lens, 1)
+    total = int(cnt.sum())
+    first = np.cumsum(cnt) - cnt
+    st.depth += 1
+    rdepth = np.full(total, st.depth, dtype=np.uint16)
+    rdepth[first] = st.rdepth if st.rdepth is not None else 0
+    new_slot = np.repeat(np.where(expanded, offs[s] - first, -1 - total), cnt)
+    new_slot += np.arange(total, dtype=np.int64)
+    new_slot[new_slot < 0] = -1
+    st.slot = new_slot
+    st.term = np.repeat(term, cnt) if term is not None else None
+    st.rdepth = rdepth
+    st.n = total
+    return st, arr.values
+
+
+def _leaf_like(t: pa.DataType, field_metadata: dict | None) -> bool:
+    if pa.types.is_fixed_size_list(t):
+        return True
+    if pa.types.is_struct(t):
+        md = field_metadata or {}
+        return t.num_fields == 0 or any(
+            k in md for k in (b"lance-encoding:packed", b"packed", b"lance-encoding:blob")
+        )
+    return not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t))
+
+
+def _finish(st: _Levels, leaf: pa.Array, num_rows: int) -> Raveled:
+    st = _item_layer(st, leaf)
+    kinds_out = []
+    for is_list, null, empty in st.kinds:
+        if is_list:
+            kind = (
+                NULL_AND_EMPTY_LIST
+                if null and empty
+                else NULLABLE_LIST
+                if null
+                else EMPTYABLE_LIST
+                if empty
+                else ALL_VALID_LIST
+            )
+        else:
+            kind = NULLABLE_ITEM if null else ALL_VALID_ITEM
+        kinds_out.append(kind)
+    layers = kinds_out[::-1]  # innermost first
+    levels, max_def = layer_levels(layers)
+    defs = None
+    if max_def:
+        lut = np.zeros(2 * len(layers) + 1, dtype=np.uint16)
+        for i, lv in enumerate(reversed(levels)):  # outermost first, like the codes
+            if lv.null is not None:
+                lut[2 * i + 1] = lv.null
+            if lv.empty is not None:
+                lut[2 * i + 2] = lv.empty
+        defs = lut[st.term] if st.term is not None else np.zeros(st.n, dtype=np.uint16)
+    # visible levels: alive, or ended by an item layer inside the innermost list
+    inner_list = max((i for i, k in enumerate(st.kinds) if k[0]), default=-1)
+    if st.slot is None and st.term is None:
+        values = leaf
+    else:
+        slot = np.arange(st.n, dtype=np.int64) if st.slot is None else st.slot.copy()
+        if st.term is not None:
+            layer_of = (st.term - 1) // 2
+            visible = (st.term == 0) | (layer_of > inner_list)
+            slot[st.term != 0] = -1
+            slot = slot[visible]
+        if (slot >= 0).all() and len(slot) == len(leaf) and st.slot is None:
+            values = leaf
+        else:
+            idx = pa.array(slot, mask=slot < 0, type=pa.int64())
+            values = leaf.take(idx)
+    rep = None
+    if st.depth:
+        rep = (np.uint16(st.depth) - st.rdepth).astype(np.uint16)
+    return Raveled(layers, rep, defs, num_rows, values)
+
+
+def ravel(arr: pa.Array, field_metadata: dict | None = None) -> list[Raveled]:
+    """Levels and visible values of every leaf column under ``arr`` (depth-first order).
+
+    The inverse of :func:`unravel`: layer kinds come from the data (a layer is nullable or
+    emptyable only if some slot needs it), so pages without nulls carry no def levels.
+    Packed and blob structs are leaves (their metadata is read from the fields).
+    """
+    n = len(arr)
+    out: list[Raveled] = []
+    _walk(arr, field_metadata, _Levels(n, None, None, None, []), n, out)
+    return out
+
+
+def _walk(arr: pa.Array, md, st: _Levels, num_rows: int, out: list) -> None:
+    t = arr.type
+    if _leaf_like(t, md):
+        out.append(_finish(st, arr, num_rows))
+        return
+    if pa.types.is_struct(t):
+        st = _item_layer(st, arr)
+        for i, f in enumerate(t):
+            _walk(arr.field(i), f.metadata, st, num_rows, out)
+        return
+    st, child = _list_layer(st, arr)
+    _walk(child, None, st, num_rows, out)

@@ -1,0 +1,539 @@
+"""Choose and apply compressive encodings (the writer's side of :mod:`.decompress`).
+
+The same three contexts as the reader (digest §6):
+
+* :func:`compress_miniblock`: a page's values cut into mini-block chunks (each chunk a
+  power of two values, about 4 KiB), with the encoding tree that describes every chunk;
+* :func:`compress_block`: one whole buffer (dictionary items);
+* :func:`compress_per_value`: full-zip values, each compressed on its own;
+* :func:`compress_levels`: rep/def levels of the chunks of a page (block context).
+
+The choice follows pylance's strategy where it matters for size (digest §8): bitpacking for
+integers that do not use their width, RLE when runs are long (``rle-threshold``), FSST for
+string pages of at least 32 KiB, general zstd/lz4 (optionally over byte-stream-split) when
+the field asks for it, and the smallest of the candidates otherwise.  Field metadata
+arrives parsed as :class:`ColumnOptions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InvalidArgumentError, UnsupportedError
+from ..pb import encodings_v2_1_pb2 as pb
+from . import bitpacking, bss, flat, fsl, fsst, general, packed, rle, variable
+from .blocks import (
+    Block,
+    FixedSizeListBlock,
+    FixedWidthBlock,
+    StructBlock,
+    VariableWidthBlock,
+    gather_ranges,
+)
+
+CHUNK_BYTES = 4096  # what pylance aims a mini-block chunk at
+MAX_CHUNK_VALUES = 4096
+FSST_MIN_PAGE_BYTES = 32 * 1024
+FSST_MIN_MAX_LENGTH = 5
+GENERAL_MIN_BYTES = 4096
+_SCHEME_IDS = {general.LZ4: 1, general.ZSTD: 2}
+
+
+@dataclass(frozen=True)
+class ColumnOptions:
+    """The ``lance-encoding:*`` field metadata that steers the writer (digest §8)."""
+
+    compression: str | None = None  # "zstd" | "lz4" | None
+    compression_level: int | None = None
+    bss: str = "auto"  # "on" | "off" | "auto"
+    rle_threshold: float = 0.5
+    dict_divisor: int = 2
+    dict_size_ratio: float = 0.8
+    dict_values_compression: str | None = "lz4"
+    structural_encoding: str | None = None  # "miniblock" | "fullzip"
+    packed: bool = False
+    blob: bool = False
+
+    @classmethod
+    def from_metadata(cls, md: dict | None) -> ColumnOptions:
+        md = {
+            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in (md or {}).items()
+        }
+
+        def get(name: str) -> str | None:
+            return md.get("lance-encoding:" + name)
+
+        kw: dict = {}
+        comp = get("compression")
+        if comp is not None:
+            comp = comp.lower()
+            if comp in ("none", ""):
+                comp = None
+            elif comp not in (general.ZSTD, general.LZ4):
+                raise InvalidArgumentError(
+                    f"lance-encoding:compression={comp!r}: expected zstd, lz4 or none"
+                )
+            kw["compression"] = comp
+        try:
+            if get("compression-level") is not None:
+                kw["compression_level"] = int(get("compression-level"))
+            if get("rle-threshold") is not None:
+                kw["rle_threshold"] = float(get("rle-threshold"))
+            if get("dict-divisor") is not None:
+                kw["dict_divisor"] = int(get("dict-divisor"))
+            if get("dict-size-ratio") is not None:
+                kw["dict_size_ratio"] = float(get("dict-size-ratio"))
+        except ValueError as e:
+            raise InvalidArgumentError(f"bad lance-encoding metadata value: {e}") from None
+        if get("bss") is not None:
+            v = get("bss").lower()
+            kw["bss"] = {"true": "on", "false": "off"}.get(v, v)
+            if kw["bss"] not in ("on", "off", "auto"):
+                raise InvalidArgumentError(f"lance-encoding:bss={v!r}: expected on, off or auto")
+        dvc = get("dict-values-compression")
+        if dvc is not None:
+            kw["dict_values_compression"] = None if dvc.lower() in ("none", "") else dvc.lower()
+        se = get("structural-encoding")
+        if se is not None:
+            se = se.lower().replace("-", "").replace("_", "")
+            if se not in ("miniblock", "fullzip"):
+                raise InvalidArgumentError(
+                    f"lance-encoding:structural-encoding={se!r}: expected miniblock or fullzip"
+                )
+            kw["structural_encoding"] = se
+        kw["packed"] = "lance-encoding:packed" in md or "packed" in md
+        kw["blob"] = (get("blob") or "").lower() in ("true", "1", "yes", "on")
+        return cls(**kw)
+
+
+# -- encoding messages -----------------------------------------------------------------------
+
+
+def flat_enc(bits: int) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=bits))
+
+
+def variable_enc(bits: int) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(variable=pb.Variable(offsets=flat_enc(bits)))
+
+
+def general_enc(
+    scheme: str, inner: pb.CompressiveEncoding, level: int | None = None
+) -> pb.CompressiveEncoding:
+    bc = pb.BufferCompression(scheme=_SCHEME_IDS[scheme])
+    if level is not None:
+        bc.level = level
+    return pb.CompressiveEncoding(general=pb.General(compression=bc, values=inner))
+
+
+# -- mini-block ------------------------------------------------------------------------------
+
+
+@dataclass
+class Chunked:
+    """A page's values as mini-block chunks: ``buffers[j]`` is (bytes, size per chunk)."""
+
+    encoding: pb.CompressiveEncoding
+    counts: np.ndarray  # values per chunk
+    buffers: list[tuple[np.ndarray, np.ndarray]]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(b) for b, _ in self.buffers)
+
+
+def _pow2_floor(x: int) -> int:
+    return 1 << max(0, int(x).bit_length() - 1)
+
+
+def uniform_counts(n: int, per_chunk: int) -> np.ndarray:
+    """``n`` values in chunks of ``per_chunk`` (a power of two), the last takes the rest."""
+    full, rest = divmod(n, per_chunk)
+    counts = np.full(full, per_chunk, dtype=np.int64)
+    return np.append(counts, rest) if rest else counts
+
+
+def _flat_chunks(block: FixedWidthBlock) -> Chunked:
+    bits = block.bits_per_value
+    per = MAX_CHUNK_VALUES if bits == 1 else max(1, _pow2_floor(CHUNK_BYTES * 8 // bits))
+    per = min(per, MAX_CHUNK_VALUES)
+    counts = uniform_counts(block.num_values, per)
+    data = flat.encode(block)
+    sizes = (counts * bits + 7) // 8
+    return Chunked(flat_enc(bits), counts, [(data, sizes)])
+
+
+def _bitpack_chunks(values: np.ndarray, t: int) -> Chunked:
+    data, sizes = bitpacking.encode_inline_chunks(values, t)
+    counts = uniform_counts(len(values), bitpacking.BLOCK)
+    enc = pb.CompressiveEncoding(
+        inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=t)
+    )
+    return Chunked(enc, counts, [(data, sizes)])
+
+
+def _rle_chunks(block: FixedWidthBlock) -> Chunked:
+    counts = rle.plan_chunks(block)
+    vals, lens, vsizes, lsizes = rle.encode_chunks(block, counts)
+    enc = pb.CompressiveEncoding(
+        rle=pb.Rle(values=flat_enc(block.bits_per_value), run_lengths=flat_enc(8))
+    )
+    return Chunked(enc, counts, [(vals, vsizes), (lens, lsizes)])
+
+
+def _bss_chunks(block: FixedWidthBlock) -> Chunked:
+    per = max(1, _pow2_floor(CHUNK_BYTES * 8 // block.bits_per_value))
+    counts = uniform_counts(block.num_values, min(per, MAX_CHUNK_VALUES))
+    data, sizes = bss.encode_chunks(block, counts)
+    enc = pb.CompressiveEncoding(
+        byte_stream_split=pb.ByteStreamSplit(values=flat_enc(block.bits_per_value))
+    )
+    return Chunked(enc, counts, [(data, sizes)])
+
+
+def _variable_chunks(block: VariableWidthBlock) -> Chunked:
+    counts = variable.plan_chunks(block.offsets, block.bits_per_offset)
+    data, sizes = variable.encode_chunks(block, counts)
+    return Chunked(variable_enc(block.bits_per_offset), counts, [(data, sizes)])
+
+
+def _general_wrap(chunked: Chunked, scheme: str, level: int | None) -> Chunked:
+    """Compress value buffer 0 of every chunk, if the page is big enough and it helps."""
+    data, sizes = chunked.buffers[0]
+    if len(data) < GENERAL_MIN_BYTES:
+        return chunked
+    cdata, csizes = general.compress_chunks(data, sizes, scheme, level)
+    if len(cdata) >= len(data):
+        return chunked
+    return Chunked(
+        general_enc(scheme, chunked.encoding),
+        chunked.counts,
+        [(cdata, csizes), *chunked.buffers[1:]],
+    )
+
+
+def unsigned_view(block: FixedWidthBlock) -> np.ndarray | None:
+    """The values as unsigned integers of their width (None if not 8/16/32/64 bits)."""
+    if block.bits_per_value not in (8, 16, 32, 64):
+        return None
+    dtype = np.dtype(f"<u{block.bits_per_value // 8}")
+    return np.asarray(block.data[: block.num_values * dtype.itemsize]).view(dtype)
+
+
+def bitpacked_size(values: np.ndarray, t: int) -> int:
+    """Bytes InlineBitpacking would take (per 1024-value block: width word + packed words)."""
+    n = len(values)
+    if n == 0:
+        return 0
+    nblocks = -(-n // bitpacking.BLOCK)
+    padded = np.zeros(nblocks * bitpacking.BLOCK, dtype=values.dtype)
+    padded[:n] = values
+    widths = bitpacking.bit_widths(padded.reshape(nblocks, bitpacking.BLOCK), t)
+    return int(nblocks * (t // 8) + 128 * widths.sum())
+
+
+def run_count(block: FixedWidthBlock) -> int:
+    """Runs of equal values (each split at 255, as RLE stores them)."""
+    n = block.num_values
+    if n == 0:
+        return 0
+    width = block.bits_per_value // 8
+    rows = np.asarray(block.data[: n * width]).reshape(n, width)
+    change = np.ones(n, dtype=bool)
+    change[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    starts = np.flatnonzero(change)
+    lengths = np.diff(np.append(starts, n))
+    return int((-(-lengths // rle.MAX_RUN)).sum())
+
+
+def _fixed_chunks(block: FixedWidthBlock, opts: ColumnOptions, *, integer: bool) -> Chunked:
+    """Fixed-width values: the smallest of Flat, InlineBitpacking and RLE (by the
+    ``rle-threshold`` rule), then General (optionally over BSS) when the field asks."""
+    bits = block.bits_per_value
+    n = block.num_values
+    if opts.compression is not None and bits in (32, 64):
+        use_bss = opts.bss == "on" or (
+            opts.bss == "auto" and (not integer or opts.compression == general.ZSTD)
+        )
+        if use_bss:
+            return _general_wrap(_bss_chunks(block), opts.compression, opts.compression_level)
+    if bits == 1 or bits % 8 or n == 0:
+        base = _flat_chunks(block)
+    else:
+        flat_size = n * bits // 8
+        best, best_size = "flat", flat_size
+        u = unsigned_view(block) if integer else None
+        if u is not None:
+            size = bitpacked_size(u, bits)
+            if size < best_size:
+                best, best_size = "ibp", size
+        if bits <= 64 or best == "flat":
+            runs = run_count(block)
+            if runs / n < opts.rle_threshold and runs * (bits // 8 + 1) < best_size:
+                best = "rle"
+        if best == "ibp":
+            base = _bitpack_chunks(u, bits)
+        elif best == "rle":
+            base = _rle_chunks(block)
+        else:
+            base = _flat_chunks(block)
+    if opts.compression is not None:
+        return _general_wrap(base, opts.compression, opts.compression_level)
+    return base
+
+
+def _fsl_chunks(block: FixedSizeListBlock) -> Chunked:
+    """Fixed-size lists of fixed-width items: ``FixedSizeList(dim, Flat)``, rows chunked to
+    about 4 KiB, with a validity bitmap buffer per nesting level that has null items."""
+    layers = []
+    node: Block = block
+    while isinstance(node, FixedSizeListBlock):
+        layers.append(node)
+        node = node.child
+    if not isinstance(node, FixedWidthBlock):
+        raise UnsupportedError("fixed-size lists of variable-width items cannot be written")
+    n = block.num_values
+    items_per_row = 1
+    for layer in layers:
+        items_per_row *= layer.dimension
+    row_bits = items_per_row * node.bits_per_value
+    per = min(MAX_CHUNK_VALUES, max(1, _pow2_floor(CHUNK_BYTES * 8 // max(row_bits, 1))))
+    counts = uniform_counts(n, per)
+    buffers = []
+    cum = 1
+    for layer in layers:
+        cum *= layer.dimension
+        if layer.validity is not None:
+            buffers.append(fsl.encode_validity_chunks(layer.validity, counts * cum))
+    item_counts = counts * items_per_row
+    if node.bits_per_value == 1:
+        bools = flat.unpack_bools(node.data, node.num_values)
+        buffers.append(fsl.encode_validity_chunks(bools, item_counts))
+    else:
+        buffers.append((flat.encode(node), item_counts * node.bits_per_value // 8))
+    enc = flat_enc(node.bits_per_value)
+    for layer in reversed(layers):
+        enc = pb.CompressiveEncoding(
+            fixed_size_list=pb.FixedSizeList(
+                items_per_value=layer.dimension,
+                has_validity=layer.validity is not None,
+                values=enc,
+            )
+        )
+    return Chunked(enc, counts, buffers)
+
+
+def _packed_chunks(block: StructBlock) -> Chunked:
+    children = []
+    for c in block.children:
+        if not isinstance(c, FixedWidthBlock) or c.bits_per_value % 8:
+            raise UnsupportedError("a packed struct in a mini-block needs byte-wide fixed children")
+        children.append(c)
+    rows = packed.pack_fixed(children)
+    inner = _flat_chunks_rows(rows)
+    enc = pb.CompressiveEncoding(
+        packed_struct=pb.PackedStruct(
+            bits_per_value=[c.bits_per_value for c in children], values=inner.encoding
+        )
+    )
+    return Chunked(enc, inner.counts, inner.buffers)
+
+
+def _flat_chunks_rows(block: FixedWidthBlock) -> Chunked:
+    """Flat chunks for wide rows (packed structs): ~4 KiB, at least one row per chunk."""
+    per = min(MAX_CHUNK_VALUES, max(1, _pow2_floor(CHUNK_BYTES * 8 // block.bits_per_value)))
+    counts = uniform_counts(block.num_values, per)
+    return Chunked(
+        flat_enc(block.bits_per_value),
+        counts,
+        [(flat.encode(block), counts * block.bits_per_value // 8)],
+    )
+
+
+def _string_chunks(block: VariableWidthBlock, opts: ColumnOptions) -> Chunked:
+    if opts.compression is not None:
+        return _general_wrap(_variable_chunks(block), opts.compression, opts.compression_level)
+    lengths = np.diff(block.offsets)
+    total = int(block.offsets[-1] - block.offsets[0])
+    if total >= FSST_MIN_PAGE_BYTES and len(lengths) and int(lengths.max()) >= FSST_MIN_MAX_LENGTH:
+        table = fsst.train(block)
+        packed_block = fsst.compress(block, table)
+        if len(packed_block.data) < total:
+            inner = _variable_chunks(packed_block)
+            enc = pb.CompressiveEncoding(
+                fsst=pb.Fsst(symbol_table=bytes(table), values=inner.encoding)
+            )
+            return Chunked(enc, inner.counts, inner.buffers)
+    return _variable_chunks(block)
+
+
+def compress_miniblock(block: Block, opts: ColumnOptions, *, integer: bool = False) -> Chunked:
+    """Encode a page's (non-dictionary) values as mini-block chunks."""
+    if isinstance(block, FixedWidthBlock):
+        return _fixed_chunks(block, opts, integer=integer)
+    if isinstance(block, VariableWidthBlock):
+        return _string_chunks(block, opts)
+    if isinstance(block, FixedSizeListBlock):
+        return _fsl_chunks(block)
+    if isinstance(block, StructBlock):
+        return _packed_chunks(block)
+    raise UnsupportedError(f"cannot mini-block encode {type(block).__name__}")
+
+
+# -- block context ---------------------------------------------------------------------------
+
+
+def compress_block(
+    block: Block, scheme: str | None = None, *, integer: bool = False
+) -> tuple[pb.CompressiveEncoding, np.ndarray]:
+    """One whole buffer (dictionary items): Flat / Variable / InlineBitpacking, then an
+    optional General wrapper when it shrinks the buffer."""
+    if isinstance(block, VariableWidthBlock):
+        enc, data = variable_enc(block.bits_per_offset), variable.encode_block(block)
+    elif isinstance(block, FixedWidthBlock):
+        enc, data = flat_enc(block.bits_per_value), flat.encode(block)
+        u = unsigned_view(block) if integer else None
+        if u is not None and bitpacked_size(u, block.bits_per_value) < len(data):
+            data = bitpacking.encode_inline_block(u, block.bits_per_value)
+            enc = pb.CompressiveEncoding(
+                inline_bitpacking=pb.InlineBitpacking(
+                    uncompressed_bits_per_value=block.bits_per_value
+                )
+            )
+            scheme = None  # bitpacked items are already small; pylance leaves them raw
+    else:
+        raise UnsupportedError(f"cannot block encode {type(block).__name__}")
+    if scheme is not None and len(data):
+        packed_data = np.frombuffer(general.compress_buffer(data, scheme), dtype=np.uint8)
+        if len(packed_data) < len(data):
+            return general_enc(scheme, enc), packed_data
+    return enc, np.asarray(data, dtype=np.uint8)
+
+
+# -- per value (full-zip) --------------------------------------------------------------------
+
+
+def compress_per_value(
+    block: Block, opts: ColumnOptions
+) -> tuple[pb.CompressiveEncoding, FixedWidthBlock | VariableWidthBlock]:
+    """Full-zip values: each value stays independently decodable (digest §5.4)."""
+    if isinstance(block, FixedWidthBlock):
+        if block.bits_per_value % 8:
+            raise UnsupportedError("full-zip needs byte-wide fixed-width values")
+        return flat_enc(block.bits_per_value), block
+    if isinstance(block, FixedSizeListBlock):
+        rows = fsl.zip_rows(block)
+        enc = _fsl_enc(block)
+        return enc, rows
+    if isinstance(block, VariableWidthBlock):
+        bits = block.bits_per_offset
+        if opts.compression is not None:
+            values = general.compress_values(block, opts.compression, opts.compression_level)
+            return general_enc(opts.compression, variable_enc(bits), opts.compression_level or 0), (
+                values
+            )
+        lengths = np.diff(block.offsets)
+        total = int(block.offsets[-1])
+        if total >= FSST_MIN_PAGE_BYTES and len(lengths) and lengths.max() >= FSST_MIN_MAX_LENGTH:
+            table = fsst.train(block)
+            out = fsst.compress(block, table)
+            if int(out.offsets[-1]) < total:
+                enc = pb.CompressiveEncoding(
+                    fsst=pb.Fsst(symbol_table=bytes(table), values=variable_enc(bits))
+                )
+                return enc, out
+        return variable_enc(bits), block
+    if isinstance(block, StructBlock):
+        return _variable_packed(block)
+    raise UnsupportedError(f"cannot full-zip encode {type(block).__name__}")
+
+
+def _fsl_enc(block: FixedSizeListBlock) -> pb.CompressiveEncoding:
+    if isinstance(block.child, FixedSizeListBlock):
+        inner = _fsl_enc(block.child)
+    else:
+        inner = flat_enc(block.child.bits_per_value)
+    return pb.CompressiveEncoding(
+        fixed_size_list=pb.FixedSizeList(
+            items_per_value=block.dimension,
+            has_validity=block.validity is not None,
+            values=inner,
+        )
+    )
+
+
+def _variable_packed(block: StructBlock) -> tuple[pb.CompressiveEncoding, VariableWidthBlock]:
+    rows, fields = packed.pack_variable(block.children)
+    msg = pb.VariablePackedStruct()
+    for child, f in zip(block.children, fields, strict=True):
+        fe = msg.fields.add()
+        if f.variable:
+            fe.value.CopyFrom(variable_enc(child.bits_per_offset))
+            fe.bits_per_length = f.bits
+        else:
+            fe.value.CopyFrom(flat_enc(f.bits))
+            fe.bits_per_value = f.bits
+    return pb.CompressiveEncoding(variable_packed_struct=msg), rows
+
+
+# -- rep/def levels --------------------------------------------------------------------------
+
+TINY_LEVELS = 256  # below this many levels in a page, raw u16 (like pylance's tiny pages)
+
+
+def compress_levels(
+    levels: np.ndarray, chunk_levels: np.ndarray, version: str
+) -> tuple[pb.CompressiveEncoding, np.ndarray, np.ndarray]:
+    """Encode the levels of each chunk (``chunk_levels[i]`` levels each) with one encoding.
+
+    Returns (encoding, bytes, size per chunk).  OutOfLineBitpacking to the bit length of the
+    maximum level, raw u16 for tiny pages, and in 2.2 block RLE when runs are long.
+    """
+    levels = np.asarray(levels, dtype=np.uint16)
+    n = len(levels)
+    chunk_levels = np.asarray(chunk_levels, dtype=np.int64)
+    width = int(levels.max()).bit_length() if n else 0
+    if n < TINY_LEVELS or width == 0:
+        return flat_enc(16), levels.view(np.uint8), chunk_levels * 2
+    starts = np.cumsum(chunk_levels) - chunk_levels
+    if version != "2.1":
+        # block RLE when it beats bitpacking (long runs of the same level)
+        block = FixedWidthBlock(levels.view(np.uint8), 16, n)
+        runs = run_count(block)
+        if runs * 3 + 8 * len(chunk_levels) < n * width // 8:
+            parts = [
+                rle.encode_block(FixedWidthBlock(levels[s : s + c].view(np.uint8), 16, c))
+                for s, c in zip(starts.tolist(), chunk_levels.tolist(), strict=True)
+            ]
+            enc = pb.CompressiveEncoding(rle=pb.Rle(values=flat_enc(16), run_lengths=flat_enc(8)))
+            return enc, _join(parts), np.array([len(p) for p in parts], dtype=np.int64)
+    parts = [
+        bitpacking.encode_out_of_line(levels[s : s + c], width, 16)
+        for s, c in zip(starts.tolist(), chunk_levels.tolist(), strict=True)
+    ]
+    enc = pb.CompressiveEncoding(
+        out_of_line_bitpacking=pb.OutOfLineBitpacking(
+            uncompressed_bits_per_value=16, values=flat_enc(width)
+        )
+    )
+    return enc, _join(parts), np.array([len(p) for p in parts], dtype=np.int64)
+
+
+def _join(parts: list[np.ndarray]) -> np.ndarray:
+    if not parts:
+        return np.zeros(0, dtype=np.uint8)
+    return np.concatenate([np.asarray(p, dtype=np.uint8) for p in parts])
+
+
+__all__ = [
+    "Chunked",
+    "ColumnOptions",
+    "compress_block",
+    "compress_levels",
+    "compress_miniblock",
+    "compress_per_value",
+    "gather_ranges",
+]

@@ -1,0 +1,524 @@
+"""``LanceFileWriter``: write Arrow data as a Lance 2.1 or 2.2 data file.
+
+Named and shaped like pylance's ``lance.file.LanceFileWriter``.  Writing is streaming: each
+top-level column buffers incoming arrays until about ``max_page_bytes`` of Arrow data has
+arrived, then that slice is raveled into leaf columns (rep/def levels), encoded page by page
+and written out at once, so memory stays bounded by roughly one page per column.
+
+Pages are written to a temporary file beside the target, which is renamed into place by
+:meth:`close`; a failure (bad batch, error while encoding, an exception in a ``with`` block)
+removes it, so a half-written file never appears at the final path.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from .compression import compress as cz
+from .compression.blocks import FixedWidthBlock, StructBlock, VariableWidthBlock, take_block
+from .container.describe import describe
+from .container.footer import encode_tail
+from .container.metadata import encode_column, page_entry
+from .errors import InvalidArgumentError, LanceError, LanceIOError, SchemaError, UnsupportedError
+from .pb import encodings_v2_1_pb2 as pb
+from .pb import file_pb2
+from .schema import LanceField, LanceSchema
+from .structural import constant, fullzip, miniblock, repdef
+from .structural.arrow import arrow_to_block, plain_storage
+from .structural.column import leaf_fields
+from .structural.page import EncodedPage
+
+DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
+# pages with repetition stay under the u16 level count of a chunk header (pylance does too)
+MAX_LEVELS_PER_PAGE = 65535
+FULLZIP_MIN_VALUE_BYTES = 256  # values this wide or wider are full-zipped (digest §5.4)
+WRITE_VERSIONS = {"2.1": "2.1", "2.2": "2.2", "stable": "2.2", "next": "2.2"}
+_PAD = b"\x48" * 64  # pylance's padding byte between buffers
+
+
+@dataclass
+class WriteResult:
+    """What :meth:`LanceFileWriter.close` returns."""
+
+    path: str
+    num_rows: int
+    num_bytes: int
+    version: str
+    encodings: dict[str, list[str]] = field(default_factory=dict)  # leaf path -> per page
+
+
+@dataclass
+class _Leaf:
+    """One leaf column: its schema field, its options and the pages written so far."""
+
+    field: LanceField
+    path: str
+    options: cz.ColumnOptions
+    pages: list = field(default_factory=list)
+    rows: int = 0
+    encodings: list[str] = field(default_factory=list)
+
+
+class LanceFileWriter:
+    """Write a Lance data file (2.1 or 2.2) from Arrow record batches.
+
+    ``schema`` may be omitted: the first batch's schema is used.  Options: ``version``
+    ("2.1", "2.2" (default) or "stable"), ``max_page_bytes`` (Arrow bytes buffered per
+    column before a page is cut).  Field metadata (``lance-encoding:*``) steers encodings.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        schema: pa.Schema | None = None,
+        *,
+        version: str = "2.2",
+        max_page_bytes: int = DEFAULT_PAGE_BYTES,
+        **options,
+    ):
+        if options:
+            raise InvalidArgumentError(
+                f"unknown LanceFileWriter option(s): {', '.join(sorted(options))}"
+            )
+        if str(version) not in WRITE_VERSIONS:
+            raise UnsupportedError(
+                f"cannot write Lance file version {version!r}: "
+                f"this writer supports {', '.join(WRITE_VERSIONS)}"
+            )
+        if not isinstance(max_page_bytes, int) or max_page_bytes <= 0:
+            raise InvalidArgumentError("max_page_bytes must be a positive integer")
+        self.path = os.fspath(path)
+        self.version = WRITE_VERSIONS[str(version)]
+        self.max_page_bytes = max_page_bytes
+        self._tmp = f"{self.path}.{uuid.uuid4().hex}.partial"
+        try:
+            self._f = open(self._tmp, "wb")  # noqa: SIM115 - closed in close()/abort()
+        except OSError as e:
+            raise LanceIOError(f"cannot create {self.path}: {e}") from e
+        self._pos = 0
+        self._rows = 0
+        self._closed = False
+        self._schema: pa.Schema | None = None
+        self._lance_schema: LanceSchema | None = None
+        self._leaves: list[list[_Leaf]] = []  # per top-level field
+        self._pending: list[list[pa.Array]] = []
+        self._pending_bytes: list[int] = []
+        if schema is not None:
+            self._init_schema(schema)
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def _init_schema(self, schema: pa.Schema) -> None:
+        if not isinstance(schema, pa.Schema):
+            raise InvalidArgumentError(f"schema must be a pyarrow.Schema, got {type(schema)}")
+        try:
+            lance_schema = LanceSchema.from_arrow(schema)
+        except LanceError:
+            self.abort()
+            raise
+        except (ValueError, TypeError, KeyError) as e:
+            self.abort()
+            raise SchemaError(f"cannot write schema: {e}") from e
+        self._schema = schema
+        self._lance_schema = lance_schema
+        for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
+            leaves = []
+            for lf in leaf_fields([top]):
+                opts = cz.ColumnOptions.from_metadata(_field_metadata(schema, top, lf))
+                if opts.packed and self.version == "2.1" and _has_variable_child(lf):
+                    self.abort()
+                    raise UnsupportedError(
+                        f"field {lf.name!r}: packed structs with variable-width children "
+                        "need Lance 2.2"
+                    )
+                leaves.append(_Leaf(lf, _leaf_path(top, lf), opts))
+            if pa.types.is_map(arrow_field.type) and self.version == "2.1":
+                self.abort()
+                raise UnsupportedError(
+                    f"field {arrow_field.name!r}: the map type is not part of Lance 2.1; "
+                    "write version 2.2"
+                )
+            self._leaves.append(leaves)
+            self._pending.append([])
+            self._pending_bytes.append(0)
+
+    @property
+    def schema(self) -> pa.Schema | None:
+        return self._schema
+
+    # -- writing --------------------------------------------------------------------------
+
+    def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Append a record batch (or a table); pages are written as they fill."""
+        self._check_open()
+        if isinstance(batch, pa.Table):
+            for b in batch.to_batches():
+                self.write_batch(b)
+            return
+        if not isinstance(batch, pa.RecordBatch):
+            raise InvalidArgumentError(f"expected a pyarrow RecordBatch, got {type(batch)}")
+        if self._schema is None:
+            self._init_schema(batch.schema)
+        if not batch.schema.equals(self._schema, check_metadata=False):
+            raise SchemaError(_schema_diff(self._schema, batch.schema))
+        if batch.num_rows == 0:
+            return
+        try:
+            for i in range(batch.num_columns):
+                col = batch.column(i)
+                self._pending[i].append(col)
+                self._pending_bytes[i] += _arrow_bytes(col)
+                if self._pending_bytes[i] >= self.max_page_bytes:
+                    self._flush(i)
+            self._rows += batch.num_rows
+        except BaseException:
+            self.abort()
+            raise
+
+    def write_table(self, table: pa.Table) -> None:
+        self.write_batch(table)
+
+    def _flush(self, i: int) -> None:
+        arrays = self._pending[i]
+        if not arrays:
+            return
+        self._pending[i] = []
+        self._pending_bytes[i] = 0
+        arr = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
+        top = self._schema.field(i)
+        for piece in _split_rows(arr, self.max_page_bytes):
+            self._write_field_pages(i, piece, top)
+
+    def _write_field_pages(self, i: int, arr: pa.Array, top: pa.Field) -> None:
+        raveled = repdef.ravel(_storage_deep(arr), top.metadata)
+        leaves = self._leaves[i]
+        if len(raveled) != len(leaves):
+            raise SchemaError(
+                f"field {top.name!r}: {len(raveled)} leaf columns in the data, "
+                f"{len(leaves)} in the schema"
+            )
+        too_many = any(r.rep is not None and r.num_levels > MAX_LEVELS_PER_PAGE for r in raveled)
+        if too_many and len(arr) > 1:
+            half = len(arr) // 2
+            self._write_field_pages(i, arr.slice(0, half), top)
+            self._write_field_pages(i, arr.slice(half), top)
+            return
+        for leaf, rav in zip(leaves, raveled, strict=True):
+            try:
+                page = self._encode_leaf(leaf, rav)
+            except LanceError as e:
+                raise type(e)(f"column {leaf.path!r}: {e}") from e
+            self._write_page(leaf, page)
+
+    # -- one page of one leaf -------------------------------------------------------------
+
+    def _encode_leaf(self, leaf: _Leaf, rav: repdef.Raveled) -> EncodedPage:
+        opts = leaf.options
+        values = rav.values
+        if opts.blob:
+            return self._encode_blob(rav)
+        n_valid = len(values) - values.null_count
+        if n_valid == 0 or _is_empty_struct(values.type):
+            return constant.encode_page(rav.layers, rav.rep, rav.defs, rav.num_rows, self.version)
+        block = arrow_to_block(values)
+        if self.version != "2.1" and not isinstance(block, (StructBlock,)):
+            valid_block = block
+            if values.null_count:
+                mask = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+                valid_block = take_block(block, np.flatnonzero(mask))
+            const = constant.constant_value(valid_block, self.version)
+            if const is not None:
+                inline, scalar = const
+                return constant.encode_page(
+                    rav.layers, rav.rep, rav.defs, rav.num_rows, self.version, inline, scalar
+                )
+        integer = _is_integer(values.type)
+        if _use_fullzip(block, opts):
+            enc, per_value = cz.compress_per_value(block, opts)
+            return fullzip.encode_page(enc, per_value, rav.rep, rav.defs, rav.layers, rav.num_rows)
+        dictionary = None
+        dict_mod = _dictionary_module()
+        if dict_mod is not None and isinstance(block, (FixedWidthBlock, VariableWidthBlock)):
+            md = _options_metadata(opts)
+            if dict_mod.should_dictionary_encode(block, block.num_values, md, self.version):
+                indices, items = dict_mod.encode(block)
+                scheme = opts.dict_values_compression if self.version != "2.1" else None
+                denc, dbytes = cz.compress_block(items, scheme, integer=integer)
+                dictionary = (denc, dbytes, items.num_values)
+                block = FixedWidthBlock(
+                    np.asarray(indices, dtype="<u4").view(np.uint8), 32, len(indices)
+                )
+                integer = True
+        chunked = cz.compress_miniblock(block, opts, integer=integer)
+        return miniblock.encode_page(
+            chunked, rav.rep, rav.defs, rav.layers, rav.num_rows, self.version, dictionary
+        )
+
+    def _encode_blob(self, rav: repdef.Raveled) -> EncodedPage:
+        """2.1 blob layout: the bytes go into the file as they are, the page stores a
+        (position, size) pair per row; a null row is (def << 16 | rep, 0) (digest §5.6)."""
+        if rav.rep is not None:
+            raise UnsupportedError("blob columns inside lists cannot be written")
+        values = rav.values
+        block = arrow_to_block(values)
+        if not isinstance(block, VariableWidthBlock):
+            raise SchemaError("a blob column must be binary or large_binary")
+        self._align()
+        base = self._pos
+        data = np.asarray(block.data)
+        self._write(data)
+        offsets = np.asarray(block.offsets, dtype=np.int64)
+        size = np.diff(offsets).astype(np.uint64)
+        position = (offsets[:-1] + base).astype(np.uint64)
+        position[size == 0] = 0
+        if rav.defs is not None:
+            null = rav.defs > 0
+            position[null] = rav.defs[null].astype(np.uint64) << np.uint64(16)
+            size[null] = 0
+        pos_block = FixedWidthBlock(position.view(np.uint8), 64, len(position))
+        size_block = FixedWidthBlock(size.view(np.uint8), 64, len(size))
+        chunked = cz.compress_miniblock(
+            StructBlock([pos_block, size_block], len(size)), cz.ColumnOptions()
+        )
+        inner = miniblock.encode_page(
+            chunked, None, None, [repdef.ALL_VALID_ITEM], rav.num_rows, self.version
+        )
+        layout = pb.PageLayout(
+            blob_layout=pb.BlobLayout(inner_layout=inner.layout, layers=rav.layers)
+        )
+        return EncodedPage(layout, inner.buffers, rav.num_rows)
+
+    # -- bytes ----------------------------------------------------------------------------
+
+    def _write(self, data) -> None:
+        mv = memoryview(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else data
+        try:
+            self._f.write(mv)
+        except OSError as e:
+            raise LanceIOError(f"writing {self.path}: {e}") from e
+        self._pos += len(data) if not isinstance(data, np.ndarray) else data.nbytes
+
+    def _align(self) -> None:
+        pad = -self._pos % 64
+        if pad:
+            self._write(_PAD[:pad])
+
+    def _write_page(self, leaf: _Leaf, page: EncodedPage) -> None:
+        locs = []
+        for buf in page.buffers:
+            self._align()
+            locs.append((self._pos, len(buf)))
+            self._write(buf)
+        leaf.pages.append(page_entry(page.layout, locs, page.num_rows, leaf.rows))
+        leaf.rows += page.num_rows
+        leaf.encodings.append(describe(page.layout))
+
+    # -- finishing ------------------------------------------------------------------------
+
+    def close(self) -> WriteResult:
+        """Flush the remaining pages, write the metadata and footer, rename into place."""
+        self._check_open()
+        try:
+            if self._schema is None:
+                raise SchemaError("no schema was given and no batch was written")
+            for i in range(len(self._pending)):
+                self._flush(i)
+            self._align()
+            descriptor = file_pb2.FileDescriptor(
+                schema=self._lance_schema.to_proto_schema(), length=self._rows
+            )
+            columns = [encode_column(leaf.pages) for leaves in self._leaves for leaf in leaves]
+            tail = encode_tail(self._pos, [descriptor.SerializeToString()], columns, self.version)
+            self._write(tail)
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        return WriteResult(
+            self.path,
+            self._rows,
+            self._pos,
+            self.version,
+            {leaf.path: leaf.encodings for leaves in self._leaves for leaf in leaves},
+        )
+
+    def abort(self) -> None:
+        """Stop writing and remove the partial file (nothing appears at ``path``)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._f.close()
+        finally:
+            try:
+                os.unlink(self._tmp)
+            except FileNotFoundError:
+                pass
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidArgumentError(f"the writer for {self.path} is already closed")
+
+    def __enter__(self) -> LanceFileWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif not self._closed:
+            self.close()
+
+    def __del__(self) -> None:  # an abandoned writer leaves no partial file
+        try:
+            if not self._closed:
+                self.abort()
+        except Exception:
+            pass
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _dictionary_module():
+    try:
+        from .compression import dictionary
+    except ImportError:  # pragma: no cover - until the dictionary encoder lands
+        return None
+    return dictionary
+
+
+def _options_metadata(opts: cz.ColumnOptions) -> dict[str, str]:
+    return {
+        "lance-encoding:dict-divisor": str(opts.dict_divisor),
+        "lance-encoding:dict-size-ratio": str(opts.dict_size_ratio),
+    }
+
+
+def _field_metadata(schema: pa.Schema, top: LanceField, leaf: LanceField) -> dict:
+    """The Arrow metadata of a leaf field (looked up by path in the Arrow schema)."""
+    f = schema.field(top.name)
+    if leaf is top:
+        return dict(f.metadata or {})
+    path = _leaf_path(top, leaf).split(".")[1:]
+    t = f.type
+    md: dict = {}
+    for name in path:
+        sub = None
+        if pa.types.is_struct(t):
+            sub = t.field(name) if t.get_field_index(name) >= 0 else None
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            sub = t.value_field
+        elif pa.types.is_map(t):
+            sub = t.key_field if name == t.key_field.name else t.item_field
+            if name == "entries" or name not in (t.key_field.name, t.item_field.name):
+                sub = pa.field("entries", pa.struct([t.key_field, t.item_field]))
+        if sub is None:
+            return {}
+        md = dict(sub.metadata or {})
+        t = sub.type
+    return md
+
+
+def _leaf_path(top: LanceField, leaf: LanceField) -> str:
+    if leaf is top:
+        return top.name
+    path: list[str] = []
+
+    def walk(f: LanceField, trail: list[str]) -> bool:
+        if f is leaf:
+            path.extend(trail)
+            return True
+        return any(walk(c, [*trail, c.name]) for c in f.children)
+
+    walk(top, [top.name])
+    return ".".join(path)
+
+
+def _has_variable_child(f: LanceField) -> bool:
+    t = f.arrow_type
+    return pa.types.is_struct(t) and not all(_fixed_width(c.type) for c in t)
+
+
+def _fixed_width(t: pa.DataType) -> bool:
+    try:
+        return t.byte_width > 0
+    except ValueError:
+        return False
+
+
+def _is_integer(t: pa.DataType) -> bool:
+    t = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_date(t)
+        or pa.types.is_time(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_duration(t)
+    )
+
+
+def _is_empty_struct(t: pa.DataType) -> bool:
+    return pa.types.is_struct(t) and t.num_fields == 0
+
+
+def _use_fullzip(block, opts: cz.ColumnOptions) -> bool:
+    if opts.structural_encoding is not None:
+        return opts.structural_encoding == "fullzip"
+    if isinstance(block, VariableWidthBlock):
+        lengths = np.diff(block.offsets)
+        return bool(len(lengths)) and int(lengths.max()) >= FULLZIP_MIN_VALUE_BYTES
+    if isinstance(block, StructBlock):
+        return any(isinstance(c, VariableWidthBlock) for c in block.children)
+    bits = _row_bits(block)
+    return bits >= FULLZIP_MIN_VALUE_BYTES * 8
+
+
+def _row_bits(block) -> int:
+    if isinstance(block, FixedWidthBlock):
+        return block.bits_per_value
+    dim = block.dimension
+    return dim * _row_bits(block.child)
+
+
+def _arrow_bytes(arr: pa.Array) -> int:
+    try:
+        return arr.nbytes
+    except Exception:  # pragma: no cover - nbytes is defined for every array type
+        return len(arr) * 8
+
+
+def _storage_deep(arr: pa.Array) -> pa.Array:
+    """Dictionaries decoded and extension types unwrapped at the top level (the leaf
+    conversion handles them further down)."""
+    return plain_storage(arr)
+
+
+def _split_rows(arr: pa.Array, max_bytes: int) -> list[pa.Array]:
+    """Cut a buffered column into row slices of about ``max_bytes`` of Arrow data."""
+    n = len(arr)
+    total = _arrow_bytes(arr)
+    if total <= max_bytes or n <= 1:
+        return [arr]
+    pieces = -(-total // max_bytes)
+    step = -(-n // pieces)
+    return [arr.slice(s, min(step, n - s)) for s in range(0, n, step)]
+
+
+def _schema_diff(expected: pa.Schema, got: pa.Schema) -> str:
+    if expected.names != got.names:
+        return f"batch columns {got.names} do not match the writer's schema {expected.names}"
+    for a, b in zip(expected, got, strict=True):
+        if not a.equals(b):
+            return f"column {a.name!r}: the writer expects {a.type}, the batch has {b.type}"
+    return "the batch's schema differs from the writer's schema"
