@@ -128,6 +128,10 @@ def plain_storage(arr: pa.Array) -> pa.Array:
         arr = arr.storage
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
+    if pa.types.is_string_view(arr.type):  # stored as the plain type, like pylance does
+        arr = arr.cast(pa.string())
+    elif pa.types.is_binary_view(arr.type):
+        arr = arr.cast(pa.binary())
     return arr
 
 

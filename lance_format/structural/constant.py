@@ -282,7 +282,9 @@ def encode_page(
             n = len(levels_arr)
             raw = np.asarray(levels_arr, dtype="<u2")
             data = None
-            if version != "2.1":  # 2.2 may block-RLE the levels (2.1 only reads raw u16)
+            # 2.2 block-RLEs the levels of all-null pages (2.1 reads raw u16 only, and
+            # pylance 14 mis-reads RLE levels beside a constant value: it writes those raw)
+            if version != "2.1" and inline is None and scalar is None:
                 data = rle.encode_block(FixedWidthBlock(raw.view(np.uint8), 16, n))
                 if len(data) < raw.nbytes:
                     enc = pb.CompressiveEncoding(
