@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from .compression import compress as cz
+from .compression import dictionary as dictionary_encoding
 from .compression.blocks import FixedWidthBlock, StructBlock, VariableWidthBlock, take_block
 from .container.describe import describe
 from .container.footer import encode_tail
@@ -59,6 +60,7 @@ class _Leaf:
     field: LanceField
     path: str
     options: cz.ColumnOptions
+    metadata: dict[str, str]  # the field's Arrow metadata (dictionary settings read it)
     pages: list = field(default_factory=list)
     rows: int = 0
     encodings: list[str] = field(default_factory=list)
@@ -129,14 +131,15 @@ class LanceFileWriter:
         for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
             leaves = []
             for lf in leaf_fields([top]):
-                opts = cz.ColumnOptions.from_metadata(_field_metadata(schema, top, lf))
+                md = _field_metadata(schema, top, lf)
+                opts = cz.ColumnOptions.from_metadata(md)
                 if opts.packed and self.version == "2.1" and _has_variable_child(lf):
                     self.abort()
                     raise UnsupportedError(
                         f"field {lf.name!r}: packed structs with variable-width children "
                         "need Lance 2.2"
                     )
-                leaves.append(_Leaf(lf, _leaf_path(top, lf), opts))
+                leaves.append(_Leaf(lf, _leaf_path(top, lf), opts, _str_dict(md)))
             if pa.types.is_map(arrow_field.type) and self.version == "2.1":
                 self.abort()
                 raise UnsupportedError(
@@ -242,13 +245,16 @@ class LanceFileWriter:
             enc, per_value = cz.compress_per_value(block, opts)
             return fullzip.encode_page(enc, per_value, rav.rep, rav.defs, rav.layers, rav.num_rows)
         dictionary = None
-        dict_mod = _dictionary_module()
-        if dict_mod is not None and isinstance(block, (FixedWidthBlock, VariableWidthBlock)):
-            md = _options_metadata(opts)
-            if dict_mod.should_dictionary_encode(block, block.num_values, md, self.version):
-                indices, items = dict_mod.encode(block)
-                scheme = opts.dict_values_compression if self.version != "2.1" else None
-                denc, dbytes = cz.compress_block(items, scheme, integer=integer)
+        if isinstance(block, (FixedWidthBlock, VariableWidthBlock)):
+            encoded = dictionary_encoding.encode_if_worthwhile(
+                block, block.num_values, leaf.metadata, self.version
+            )
+            if encoded is not None:
+                indices, items = encoded
+                scheme, level = dictionary_encoding.dict_values_compression(
+                    leaf.metadata, self.version
+                )
+                denc, dbytes = cz.compress_block(items, scheme, level, integer=integer)
                 dictionary = (denc, dbytes, items.num_values)
                 block = FixedWidthBlock(
                     np.asarray(indices, dtype="<u4").view(np.uint8), 32, len(indices)
@@ -388,21 +394,6 @@ class LanceFileWriter:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _dictionary_module():
-    try:
-        from .compression import dictionary
-    except ImportError:  # pragma: no cover - until the dictionary encoder lands
-        return None
-    return dictionary
-
-
-def _options_metadata(opts: cz.ColumnOptions) -> dict[str, str]:
-    return {
-        "lance-encoding:dict-divisor": str(opts.dict_divisor),
-        "lance-encoding:dict-size-ratio": str(opts.dict_size_ratio),
-    }
-
-
 def _field_metadata(schema: pa.Schema, top: LanceField, leaf: LanceField) -> dict:
     """The Arrow metadata of a leaf field (looked up by path in the Arrow schema)."""
     f = schema.field(top.name)
@@ -426,6 +417,13 @@ def _field_metadata(schema: pa.Schema, top: LanceField, leaf: LanceField) -> dic
         md = dict(sub.metadata or {})
         t = sub.type
     return md
+
+
+def _str_dict(md: dict) -> dict[str, str]:
+    return {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+        for k, v in md.items()
+    }
 
 
 def _leaf_path(top: LanceField, leaf: LanceField) -> str:

