@@ -229,15 +229,28 @@ def bitpacked_size(values: np.ndarray, t: int) -> int:
     return int(nblocks * (t // 8) + 128 * widths.sum())
 
 
+def value_changes(block: FixedWidthBlock) -> np.ndarray:
+    """``values[i+1] != values[i]`` for fixed-width values, compared as whole words."""
+    n = block.num_values
+    width = block.bits_per_value // 8
+    data = np.asarray(block.data[: n * width])
+    if width in (1, 2, 4, 8):
+        v = data.view(f"<u{width}")
+        return v[1:] != v[:-1]
+    if width % 8 == 0:
+        rows = data.view("<u8").reshape(n, width // 8)
+    else:
+        rows = data.reshape(n, width)
+    return (rows[1:] != rows[:-1]).any(axis=1)
+
+
 def run_count(block: FixedWidthBlock) -> int:
     """Runs of equal values (each split at 255, as RLE stores them)."""
     n = block.num_values
     if n == 0:
         return 0
-    width = block.bits_per_value // 8
-    rows = np.asarray(block.data[: n * width]).reshape(n, width)
     change = np.ones(n, dtype=bool)
-    change[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    change[1:] = value_changes(block)
     starts = np.flatnonzero(change)
     lengths = np.diff(np.append(starts, n))
     return int((-(-lengths // rle.MAX_RUN)).sum())

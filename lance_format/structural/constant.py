@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ..compression import rle
 from ..compression.blocks import (
     Block,
     FixedWidthBlock,
@@ -23,10 +24,13 @@ from ..compression.blocks import (
     gather_ranges,
     take_block,
 )
+from ..compression.compress import flat_enc, value_changes
 from ..compression.decompress import decompress_levels
 from ..errors import CorruptFileError
+from ..pb import encodings_v2_1_pb2 as pb
 from . import repdef
 from .leaf import LeafPiece, select_rows
+from .page import EncodedPage
 
 
 @dataclass
@@ -223,10 +227,9 @@ def constant_value(block: Block, version: str) -> tuple[bytes | None, bytes | No
         if bits % 8 or bits // 8 > MAX_INLINE_BYTES:
             return None
         w = bits // 8
-        rows = np.asarray(block.data[: block.num_values * w]).reshape(-1, w)
-        if not (rows == rows[0]).all():
+        if value_changes(block).any():
             return None
-        return rows[0].tobytes(), None
+        return np.asarray(block.data[:w]).tobytes(), None
     if isinstance(block, VariableWidthBlock):
         off = np.asarray(block.offsets, dtype=np.int64)
         lengths = np.diff(off)
@@ -254,10 +257,6 @@ def encode_page(
     scalar: bytes | None = None,
 ):
     """A constant page: all null (``inline`` and ``scalar`` None) or one repeated value."""
-    from ..compression import rle
-    from ..compression.compress import flat_enc
-    from ..pb import encodings_v2_1_pb2 as pb
-    from .page import EncodedPage
 
     layout = pb.ConstantLayout(layers=layers)
     buffers: list = []

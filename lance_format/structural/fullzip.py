@@ -20,8 +20,10 @@ import numpy as np
 from ..compression.blocks import FixedWidthBlock, VariableWidthBlock, gather_ranges
 from ..compression.decompress import decompress_per_value
 from ..errors import CorruptFileError
+from ..pb import encodings_v2_1_pb2 as pb
 from . import repdef
 from .leaf import LeafPiece
+from .page import EncodedPage
 
 
 def control_word_bytes(bits_rep: int, bits_def: int) -> int:
@@ -273,8 +275,6 @@ def encode_page(
     num_rows: int,
 ):
     """Zip per-value encoded ``values`` (one per visible level) with their control words."""
-    from ..pb import encodings_v2_1_pb2 as pb
-    from .page import EncodedPage
 
     levels_info, max_def = repdef.layer_levels(layers)
     max_rep = repdef.max_rep(layers)

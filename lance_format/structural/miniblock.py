@@ -17,14 +17,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compression.blocks import ChunkRanges
+from ..compression.compress import compress_levels
 from ..compression.decompress import (
     decompress_block,
     decompress_levels_chunks,
     decompress_miniblock,
 )
 from ..errors import CorruptFileError, UnsupportedError
+from ..pb import encodings_v2_1_pb2 as pb
 from . import repdef
 from .leaf import LeafPiece, select_rows
+from .page import EncodedPage
 
 
 def _pad8(x: np.ndarray | int) -> np.ndarray | int:
@@ -353,9 +356,6 @@ def encode_page(
 
     ``dictionary`` is ``(encoding, bytes, num_items)`` when the values are indices.
     """
-    from ..compression.compress import compress_levels
-    from ..pb import encodings_v2_1_pb2 as pb
-    from .page import EncodedPage
 
     large = version != "2.1"
     counts = np.asarray(values.counts, dtype=np.int64)
