@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -21,19 +20,12 @@ from .errors import CorruptFileError, InvalidArgumentError, LanceError
 from .io import IOStats, RandomAccessFile, open_file
 from .schema import LanceField, LanceSchema
 from .structural.column import LeafColumnReader, build_array, leaf_fields, owns_column
+from .workers import pool
 
 DEFAULT_BATCH_SIZE = 8192
 # reads (ranges / takes) of at least this many rows decode their columns on a thread pool
 PARALLEL_MIN_ROWS = 65536
 PARALLEL_MIN_TAKE = 64
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="lance-read")
-    return _POOL
 
 
 class LanceFileReader:
@@ -235,7 +227,7 @@ class LanceFileReader:
             if big and len(readers) > 1:
                 # numpy and pyarrow release the GIL in their bulk work, so leaves decode in
                 # parallel on the machine's cores
-                decoded = list(_pool().map(read_leaf, readers))
+                decoded = list(pool().map(read_leaf, readers))
             else:
                 decoded = [read_leaf(r) for r in readers]
             results = {leaf.id: res for leaf, res in zip(leaves, decoded, strict=True)}

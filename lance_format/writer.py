@@ -33,6 +33,7 @@ from .structural import constant, fullzip, miniblock, repdef
 from .structural.arrow import arrow_to_block, plain_storage
 from .structural.column import leaf_fields
 from .structural.page import EncodedPage
+from .workers import pool
 
 DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
 # pages with repetition stay under the u16 level count of a chunk header (pylance does too)
@@ -172,12 +173,14 @@ class LanceFileWriter:
         if batch.num_rows == 0:
             return
         try:
+            full = []
             for i in range(batch.num_columns):
                 col = batch.column(i)
                 self._pending[i].append(col)
                 self._pending_bytes[i] += _arrow_bytes(col)
                 if self._pending_bytes[i] >= self.max_page_bytes:
-                    self._flush(i)
+                    full.append(i)
+            self._flush(full)
             self._rows += batch.num_rows
         except BaseException:
             self.abort()
@@ -186,18 +189,36 @@ class LanceFileWriter:
     def write_table(self, table: pa.Table) -> None:
         self.write_batch(table)
 
-    def _flush(self, i: int) -> None:
-        arrays = self._pending[i]
-        if not arrays:
-            return
-        self._pending[i] = []
-        self._pending_bytes[i] = 0
-        arr = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
-        top = self._schema.field(i)
-        for piece in _split_rows(arr, self.max_page_bytes):
-            self._write_field_pages(i, piece, top)
+    def _flush(self, columns: list[int]) -> None:
+        """Encode the buffered data of ``columns`` into pages (columns in parallel on the
+        shared pool) and write the pages in column order."""
+        jobs = []
+        for i in columns:
+            arrays = self._pending[i]
+            if not arrays:
+                continue
+            self._pending[i] = []
+            self._pending_bytes[i] = 0
+            arr = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
+            jobs.append((i, arr))
+        if len(jobs) > 1:
+            results = list(pool().map(lambda job: self._encode_field(*job), jobs))
+        else:
+            results = [self._encode_field(*job) for job in jobs]
+        for pages in results:
+            for leaf, page in pages:
+                if isinstance(page, repdef.Raveled):  # blobs: bytes go in while writing
+                    page = self._encode_blob(page)
+                self._write_page(leaf, page)
 
-    def _write_field_pages(self, i: int, arr: pa.Array, top: pa.Field) -> None:
+    def _encode_field(self, i: int, arr: pa.Array) -> list[tuple[_Leaf, EncodedPage]]:
+        top = self._schema.field(i)
+        out: list = []
+        for piece in _split_rows(arr, self.max_page_bytes):
+            self._encode_field_pages(i, piece, top, out)
+        return out
+
+    def _encode_field_pages(self, i: int, arr: pa.Array, top: pa.Field, out: list) -> None:
         raveled = repdef.ravel(_storage_deep(arr), top.metadata)
         leaves = self._leaves[i]
         if len(raveled) != len(leaves):
@@ -208,23 +229,23 @@ class LanceFileWriter:
         too_many = any(r.rep is not None and r.num_levels > MAX_LEVELS_PER_PAGE for r in raveled)
         if too_many and len(arr) > 1:
             half = len(arr) // 2
-            self._write_field_pages(i, arr.slice(0, half), top)
-            self._write_field_pages(i, arr.slice(half), top)
+            self._encode_field_pages(i, arr.slice(0, half), top, out)
+            self._encode_field_pages(i, arr.slice(half), top, out)
             return
         for leaf, rav in zip(leaves, raveled, strict=True):
+            if leaf.options.blob:
+                out.append((leaf, rav))
+                continue
             try:
-                page = self._encode_leaf(leaf, rav)
+                out.append((leaf, self._encode_leaf(leaf, rav)))
             except LanceError as e:
                 raise type(e)(f"column {leaf.path!r}: {e}") from e
-            self._write_page(leaf, page)
 
     # -- one page of one leaf -------------------------------------------------------------
 
     def _encode_leaf(self, leaf: _Leaf, rav: repdef.Raveled) -> EncodedPage:
         opts = leaf.options
         values = rav.values
-        if opts.blob:
-            return self._encode_blob(rav)
         n_valid = len(values) - values.null_count
         if n_valid == 0 or _is_empty_struct(values.type):
             return constant.encode_page(rav.layers, rav.rep, rav.defs, rav.num_rows, self.version)
@@ -332,8 +353,7 @@ class LanceFileWriter:
         try:
             if self._schema is None:
                 raise SchemaError("no schema was given and no batch was written")
-            for i in range(len(self._pending)):
-                self._flush(i)
+            self._flush(list(range(len(self._pending))))
             self._align()
             descriptor = file_pb2.FileDescriptor(
                 schema=self._lance_schema.to_proto_schema(), length=self._rows
