@@ -402,7 +402,9 @@ def compress_block(
         enc, data = variable_enc(block.bits_per_offset), variable.encode_block(block)
     elif isinstance(block, FixedWidthBlock):
         enc, data = flat_enc(block.bits_per_value), flat.encode(block)
-        u = unsigned_view(block) if integer else None
+        # pylance 14 decodes block-context bitpacking of one 1024-value chunk only
+        small = block.num_values <= bitpacking.BLOCK
+        u = unsigned_view(block) if integer and small else None
         if u is not None and bitpacked_size(u, block.bits_per_value) < len(data):
             data = bitpacking.encode_inline_block(u, block.bits_per_value)
             enc = pb.CompressiveEncoding(
