@@ -277,7 +277,7 @@ def _fixed_chunks(block: FixedWidthBlock, opts: ColumnOptions, *, integer: bool)
             size = bitpacked_size(u, bits)
             if size < best_size:
                 best, best_size = "ibp", size
-        if bits <= 64 or best == "flat":
+        if bits in (8, 16, 32, 64):  # RLE values must be a native integer width
             runs = run_count(block)
             if runs / n < opts.rle_threshold and runs * (bits // 8 + 1) < best_size:
                 best = "rle"
