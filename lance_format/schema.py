@@ -471,6 +471,70 @@ def _has_nested(t: pa.DataType) -> bool:
     return pa.types.is_nested(t) and not pa.types.is_fixed_size_list(t)
 
 
+# The data-file descriptor of a 2.2 blob v2 column (digest §6.12): (name, logical type).
+BLOB_V2_DESCRIPTOR = (
+    ("kind", "uint8"),
+    ("position", "uint64"),
+    ("size", "uint64"),
+    ("blob_id", "uint32"),
+    ("blob_uri", "string"),
+)
+# ids the table schema gives a blob v2 column's children (``data``, ``uri``); the data file
+# leaves them unused so its ids match the manifest's
+BLOB_V2_TABLE_CHILDREN = 2
+
+
+def is_blob_leaf(f: LanceField) -> bool:
+    """A binary column marked ``lance-encoding:blob`` (what blob v2 turns into descriptors)."""
+    return f.logical_type in ("binary", "large_binary") and _truthy(f.metadata.get(BLOB_KEY))
+
+
+def blob_v2_descriptor_field(f: LanceField, new_id: int, parent_id: int) -> LanceField:
+    """The data-file field of a blob v2 column: a packed ``struct`` whose descriptor children
+    have ``id = parent_id = -1``; pylance keeps no other field metadata."""
+    kids = [
+        LanceField(
+            id=-1,
+            parent_id=-1,
+            name=name,
+            logical_type=lt,
+            nullable=False,
+            encoding=_encoding_hint(parse_logical_type(lt)),
+        )
+        for name, lt in BLOB_V2_DESCRIPTOR
+    ]
+    return LanceField(
+        id=new_id,
+        parent_id=parent_id,
+        name=f.name,
+        logical_type="struct",
+        nullable=f.nullable,
+        metadata={BLOB_KEY: b"true", PACKED_KEYS[1]: b"true"},
+        encoding=ENCODING_NONE,
+        children=kids,
+    )
+
+
+def blob_v2_file_schema(schema: LanceSchema) -> LanceSchema:
+    """The FileDescriptor schema pylance 14 writes for a 2.2 dataset with blob v2 columns.
+
+    Every blob leaf becomes its descriptor struct, and the ids are those of the table
+    schema, where a blob column is ``struct<data, uri>`` and so takes two more ids than in
+    ``schema`` (a field after a blob column keeps the manifest's id)."""
+    counter = [schema.fields[0].id if schema.fields else 0]
+
+    def convert(f: LanceField, parent_id: int) -> LanceField:
+        new_id = counter[0]
+        counter[0] += 1
+        if is_blob_leaf(f):
+            counter[0] += BLOB_V2_TABLE_CHILDREN
+            return blob_v2_descriptor_field(f, new_id, parent_id)
+        kids = [convert(c, new_id) for c in f.children]
+        return replace(f, id=new_id, parent_id=parent_id, children=kids)
+
+    return LanceSchema([convert(f, -1) for f in schema.fields], dict(schema.metadata))
+
+
 _PATH_TOKEN = re.compile(r"`((?:[^`]|``)*)`|([^.`]+)")
 
 

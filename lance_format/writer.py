@@ -18,19 +18,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .compression import compress as cz
 from .compression import dictionary as dictionary_encoding
-from .compression.blocks import FixedWidthBlock, StructBlock, VariableWidthBlock, take_block
+from .compression.blocks import (
+    FixedSizeListBlock,
+    FixedWidthBlock,
+    StructBlock,
+    VariableWidthBlock,
+    take_block,
+)
 from .container.describe import describe
 from .container.footer import encode_tail
 from .container.metadata import encode_column, page_entry
 from .errors import InvalidArgumentError, LanceError, LanceIOError, SchemaError, UnsupportedError
 from .pb import encodings_v2_1_pb2 as pb
 from .pb import file_pb2
-from .schema import LanceField, LanceSchema
+from .schema import LanceField, LanceSchema, blob_v2_file_schema
 from .structural import constant, fullzip, miniblock, repdef
-from .structural.arrow import arrow_to_block, plain_storage
+from .structural.arrow import arrow_to_block
+from .structural.blob import BlobV2Writer
 from .structural.column import leaf_fields
 from .structural.page import EncodedPage
 from .workers import pool
@@ -52,6 +60,7 @@ class WriteResult:
     num_bytes: int
     version: str
     encodings: dict[str, list[str]] = field(default_factory=dict)  # leaf path -> per page
+    sidecars: list[str] = field(default_factory=list)  # blob v2 sidecar files written
 
 
 @dataclass
@@ -73,6 +82,8 @@ class LanceFileWriter:
     ``schema`` may be omitted: the first batch's schema is used.  Options: ``version``
     ("2.1", "2.2" (default) or "stable"), ``max_page_bytes`` (Arrow bytes buffered per
     column before a page is cut).  Field metadata (``lance-encoding:*``) steers encodings.
+    ``blob_v2`` (2.2 only) writes blob columns as blob v2 descriptors with sidecar files,
+    as ``lance.write_dataset`` does, instead of the file writer's 2.1-style blob layout.
     """
 
     def __init__(
@@ -82,6 +93,7 @@ class LanceFileWriter:
         *,
         version: str = "2.2",
         max_page_bytes: int = DEFAULT_PAGE_BYTES,
+        blob_v2: bool = False,
         **options,
     ):
         if options:
@@ -98,6 +110,9 @@ class LanceFileWriter:
         self.path = os.fspath(path)
         self.version = WRITE_VERSIONS[str(version)]
         self.max_page_bytes = max_page_bytes
+        if blob_v2 and self.version != "2.2":
+            raise UnsupportedError("blob v2 needs Lance file version 2.2")
+        self._blobs = BlobV2Writer(self.path) if blob_v2 else None
         self._tmp = f"{self.path}.{uuid.uuid4().hex}.partial"
         try:
             self._f = open(self._tmp, "wb")  # noqa: SIM115 - closed in close()/abort()
@@ -129,6 +144,9 @@ class LanceFileWriter:
             raise SchemaError(f"cannot write schema: {e}") from e
         self._schema = schema
         self._lance_schema = lance_schema
+        self._file_schema = lance_schema
+        if self._blobs is not None:
+            self._file_schema = blob_v2_file_schema(lance_schema)
         for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
             leaves = []
             for lf in leaf_fields([top]):
@@ -141,12 +159,16 @@ class LanceFileWriter:
                         "need Lance 2.2"
                     )
                 leaves.append(_Leaf(lf, _leaf_path(top, lf), opts, _str_dict(md)))
-            if pa.types.is_map(arrow_field.type) and self.version == "2.1":
+                if opts.blob and self._blobs is not None:
+                    try:
+                        self._blobs.add_column(leaves[-1].path, lf.arrow_type, leaves[-1].metadata)
+                    except LanceError:
+                        self.abort()
+                        raise
+            problem = _unstorable(arrow_field.type, self.version)
+            if problem is not None:
                 self.abort()
-                raise UnsupportedError(
-                    f"field {arrow_field.name!r}: the map type is not part of Lance 2.1; "
-                    "write version 2.2"
-                )
+                raise UnsupportedError(f"field {arrow_field.name!r}: {problem}")
             self._leaves.append(leaves)
             self._pending.append([])
             self._pending_bytes.append(0)
@@ -208,7 +230,10 @@ class LanceFileWriter:
         for pages in results:
             for leaf, page in pages:
                 if isinstance(page, repdef.Raveled):  # blobs: bytes go in while writing
-                    page = self._encode_blob(page)
+                    if self._blobs is not None:
+                        page = self._blobs.encode_page(leaf.path, page, self._write_external)
+                    else:
+                        page = self._encode_blob(page)
                 self._write_page(leaf, page)
 
     def _encode_field(self, i: int, arr: pa.Array) -> list[tuple[_Leaf, EncodedPage]]:
@@ -246,11 +271,13 @@ class LanceFileWriter:
     def _encode_leaf(self, leaf: _Leaf, rav: repdef.Raveled) -> EncodedPage:
         opts = leaf.options
         values = rav.values
+        _check_encodable(leaf, rav)
         n_valid = len(values) - values.null_count
         if n_valid == 0 or _is_empty_struct(values.type):
             return constant.encode_page(rav.layers, rav.rep, rav.defs, rav.num_rows, self.version)
         block = arrow_to_block(values)
-        if self.version != "2.1" and not isinstance(block, (StructBlock,)):
+        arrow_dict = pa.types.is_dictionary(values.type)
+        if self.version != "2.1" and _constant_candidate(block, rav, arrow_dict):
             valid_block = block
             if values.null_count:
                 mask = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -262,25 +289,34 @@ class LanceFileWriter:
                     rav.layers, rav.rep, rav.defs, rav.num_rows, self.version, inline, scalar
                 )
         integer = _is_integer(values.type)
-        if _use_fullzip(block, opts):
+        if not arrow_dict and _use_fullzip(block, opts):
             enc, per_value = cz.compress_per_value(block, opts)
             return fullzip.encode_page(enc, per_value, rav.rep, rav.defs, rav.layers, rav.num_rows)
         dictionary = None
-        if isinstance(block, (FixedWidthBlock, VariableWidthBlock)):
+        encoded = None
+        key_bits = 32
+        if arrow_dict:
+            # an Arrow dictionary column always keeps a page dictionary, with indices in the
+            # width of its key type (pylance checks the width against the schema)
+            encoded = dictionary_encoding.encode(block)
+            key_bits = values.type.index_type.bit_width
+            if encoded[1].num_values > 1 << (key_bits - 1):
+                raise UnsupportedError(
+                    f"{encoded[1].num_values} distinct values do not fit the "
+                    f"{values.type.index_type} dictionary keys"
+                )
+        elif isinstance(block, (FixedWidthBlock, VariableWidthBlock)):
             encoded = dictionary_encoding.encode_if_worthwhile(
                 block, block.num_values, leaf.metadata, self.version
             )
-            if encoded is not None:
-                indices, items = encoded
-                scheme, level = dictionary_encoding.dict_values_compression(
-                    leaf.metadata, self.version
-                )
-                denc, dbytes = cz.compress_block(items, scheme, level, integer=integer)
-                dictionary = (denc, dbytes, items.num_values)
-                block = FixedWidthBlock(
-                    np.asarray(indices, dtype="<u4").view(np.uint8), 32, len(indices)
-                )
-                integer = True
+        if encoded is not None:
+            indices, items = encoded
+            scheme, level = dictionary_encoding.dict_values_compression(leaf.metadata, self.version)
+            denc, dbytes = cz.compress_block(items, scheme, level, integer=integer)
+            dictionary = (denc, dbytes, items.num_values)
+            idx = np.asarray(indices).astype(f"<u{key_bits // 8}")
+            block = FixedWidthBlock(idx.view(np.uint8), key_bits, len(idx))
+            integer = True
         chunked = cz.compress_miniblock(block, opts, integer=integer)
         return miniblock.encode_page(
             chunked, rav.rep, rav.defs, rav.layers, rav.num_rows, self.version, dictionary
@@ -330,6 +366,13 @@ class LanceFileWriter:
             raise LanceIOError(f"writing {self.path}: {e}") from e
         self._pos += len(data) if not isinstance(data, np.ndarray) else data.nbytes
 
+    def _write_external(self, data: np.ndarray) -> int:
+        """Write bytes as an external buffer; returns their (aligned) absolute position."""
+        self._align()
+        base = self._pos
+        self._write(data)
+        return base
+
     def _align(self) -> None:
         pad = -self._pos % 64
         if pad:
@@ -356,7 +399,7 @@ class LanceFileWriter:
             self._flush(list(range(len(self._pending))))
             self._align()
             descriptor = file_pb2.FileDescriptor(
-                schema=self._lance_schema.to_proto_schema(), length=self._rows
+                schema=self._file_schema.to_proto_schema(), length=self._rows
             )
             columns = [encode_column(leaf.pages) for leaves in self._leaves for leaf in leaves]
             tail = encode_tail(self._pos, [descriptor.SerializeToString()], columns, self.version)
@@ -364,7 +407,8 @@ class LanceFileWriter:
             self._f.flush()
             os.fsync(self._f.fileno())
             self._f.close()
-            os.replace(self._tmp, self.path)
+            sidecars = self._blobs.commit() if self._blobs is not None else []
+            os.replace(self._tmp, self.path)  # last: the file appears with its sidecars
         except BaseException:
             self.abort()
             raise
@@ -375,6 +419,7 @@ class LanceFileWriter:
             self._pos,
             self.version,
             {leaf.path: leaf.encodings for leaves in self._leaves for leaf in leaves},
+            sidecars,
         )
 
     def abort(self) -> None:
@@ -389,6 +434,8 @@ class LanceFileWriter:
                 os.unlink(self._tmp)
             except FileNotFoundError:
                 pass
+            if self._blobs is not None:
+                self._blobs.abort()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -486,6 +533,59 @@ def _is_integer(t: pa.DataType) -> bool:
     )
 
 
+def _unstorable(t: pa.DataType, version: str) -> str | None:
+    """Why a type cannot be written in ``version`` (checked once, before any data)."""
+    if isinstance(t, pa.BaseExtensionType):
+        return _unstorable(t.storage_type, version)
+    if pa.types.is_map(t) and version == "2.1":
+        return "the map type is not part of Lance 2.1; write version 2.2"
+    if pa.types.is_dictionary(t):
+        v = t.value_type
+        if pa.types.is_nested(v):
+            return f"dictionaries of {v} cannot be stored"
+        return None
+    if pa.types.is_map(t):
+        return _unstorable(t.key_type, version) or _unstorable(t.item_type, version)
+    if pa.types.is_struct(t):
+        for f in t:
+            problem = _unstorable(f.type, version)
+            if problem is not None:
+                return problem
+        return None
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _unstorable(t.value_type, version)
+    return None
+
+
+def _check_encodable(leaf: _Leaf, rav: repdef.Raveled) -> None:
+    """Shapes Lance cannot store (pylance 14 refuses them too): a clear error, not bad data."""
+    values = rav.values
+    t = values.type
+    if _is_empty_struct(t) and (rav.rep is not None or rav.defs is not None):
+        raise UnsupportedError("empty structs with nulls or inside lists cannot be stored")
+    if pa.types.is_fixed_size_list(t):
+        item = t.value_type
+        while pa.types.is_fixed_size_list(item):
+            item = item.value_type
+        if not _fixed_width(item) and not pa.types.is_boolean(item):
+            raise UnsupportedError(f"fixed-size lists of {item} items cannot be stored")
+    if leaf.options.packed and pa.types.is_struct(t):
+        valid = values.is_valid()
+        for i in range(t.num_fields):
+            child = values.field(i)
+            if child.null_count and pc.any(pc.and_(valid, child.is_null())).as_py():
+                raise UnsupportedError(
+                    f"packed struct child {t.field(i).name!r} has nulls; packed structs "
+                    "store no child validity"
+                )
+
+
+def _constant_candidate(block, rav: repdef.Raveled, arrow_dict: bool) -> bool:
+    """2.2 constant pages with a value: flat columns only (pylance 14 misreads a constant
+    value under nested layers with def levels) and never for Arrow dictionaries."""
+    return not arrow_dict and not isinstance(block, StructBlock) and len(rav.layers) == 1
+
+
 def _is_empty_struct(t: pa.DataType) -> bool:
     return pa.types.is_struct(t) and t.num_fields == 0
 
@@ -505,8 +605,9 @@ def _use_fullzip(block, opts: cz.ColumnOptions) -> bool:
 def _row_bits(block) -> int:
     if isinstance(block, FixedWidthBlock):
         return block.bits_per_value
-    dim = block.dimension
-    return dim * _row_bits(block.child)
+    if isinstance(block, FixedSizeListBlock):
+        return block.dimension * _row_bits(block.child)
+    raise UnsupportedError(f"cannot size values of {type(block).__name__}")
 
 
 def _arrow_bytes(arr: pa.Array) -> int:
@@ -517,9 +618,11 @@ def _arrow_bytes(arr: pa.Array) -> int:
 
 
 def _storage_deep(arr: pa.Array) -> pa.Array:
-    """Dictionaries decoded and extension types unwrapped at the top level (the leaf
-    conversion handles them further down)."""
-    return plain_storage(arr)
+    """Extension types unwrapped at the top level (leaves are converted by
+    :func:`arrow_to_block`; Arrow dictionaries stay, to keep their key width)."""
+    if isinstance(arr.type, pa.BaseExtensionType):
+        return arr.storage
+    return arr
 
 
 def _split_rows(arr: pa.Array, max_bytes: int) -> list[pa.Array]:

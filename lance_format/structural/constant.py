@@ -269,10 +269,12 @@ def encode_page(
         if inline is not None or scalar is not None:
             need_levels = bool(len(defs)) and bool(defs.any())
         else:
+            # the level-less all-null form only for a single layer: pylance 14 cannot
+            # infer the levels of nested all-null pages (it writes their levels too)
             levels, _ = repdef.layer_levels(layers)
             outer = levels[-1]
             fill = outer.null if outer.null is not None else (outer.empty or 0)
-            need_levels = not (defs == fill).all()
+            need_levels = len(layers) > 1 or not (defs == fill).all()
     if need_levels:
         for levels_arr, which in ((rep, "rep"), (defs, "def")):
             if levels_arr is None:

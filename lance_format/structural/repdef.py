@@ -184,7 +184,12 @@ def _item_layer(st: _Levels, arr: pa.Array) -> _Levels:
     valid = _valid_mask(arr)
     saw_null = False
     if valid is not None:
-        v = valid if st.slot is None else (valid[np.maximum(st.slot, 0)] | (st.slot < 0))
+        if st.slot is None:
+            v = valid
+        else:
+            v = np.ones(st.n, dtype=bool)
+            live = np.flatnonzero(st.slot >= 0)
+            v[live] = valid[st.slot[live]]
         alive = st.term == 0 if st.term is not None else None
         null = ~v if alive is None else (~v & alive)
         if null.any():
@@ -204,9 +209,13 @@ def _list_layer(st: _Levels, arr: pa.Array) -> tuple[_Levels, pa.Array]:
     empty_code = null_code + 1
     offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
     slot = np.arange(st.n, dtype=np.int64) if st.slot is None else st.slot
-    s = np.maximum(slot, 0)
     alive = (slot >= 0) if st.term is None else ((slot >= 0) & (st.term == 0))
-    lens = np.where(alive, offs[s + 1] - offs[s], 0)
+    s = np.where(alive, slot, 0)  # dead levels may point nowhere (e.g. under a null list)
+    live = np.flatnonzero(alive)
+    first_item = np.zeros(st.n, dtype=np.int64)
+    lens = np.zeros(st.n, dtype=np.int64)
+    first_item[live] = offs[s[live]]
+    lens[live] = offs[s[live] + 1] - first_item[live]
     empty = alive & (lens == 0)
     term = st.term
     if empty.any():
@@ -220,7 +229,7 @@ def _list_layer(st: _Levels, arr: pa.Array) -> tuple[_Levels, pa.Array]:
     st.depth += 1
     rdepth = np.full(total, st.depth, dtype=np.uint16)
     rdepth[first] = st.rdepth if st.rdepth is not None else 0
-    new_slot = np.repeat(np.where(expanded, offs[s] - first, -1 - total), cnt)
+    new_slot = np.repeat(np.where(expanded, first_item - first, -1 - total), cnt)
     new_slot += np.arange(total, dtype=np.int64)
     new_slot[new_slot < 0] = -1
     st.slot = new_slot
