@@ -165,10 +165,15 @@ class _Levels:
     rdepth: np.ndarray | None  # per level: 0 = starts a row, d = next item of a depth-d list
     kinds: list[list]  # per layer, outermost first: [is_list, saw_null, saw_empty]
     depth: int = 0  # list layers passed
+    # a layer above had nulls: pylance 14 then marks every layer below nullable too (Arrow
+    # pushes a struct's nulls into its children) and its reader expects exactly that
+    null_above: bool = False
 
     def copy(self) -> _Levels:
         kinds = [list(k) for k in self.kinds]
-        return _Levels(self.n, self.slot, self.term, self.rdepth, kinds, self.depth)
+        return _Levels(
+            self.n, self.slot, self.term, self.rdepth, kinds, self.depth, self.null_above
+        )
 
 
 def _valid_mask(arr: pa.Array) -> np.ndarray | None:
@@ -197,13 +202,16 @@ def _item_layer(st: _Levels, arr: pa.Array) -> _Levels:
             term = np.zeros(st.n, dtype=np.int32) if st.term is None else st.term.copy()
             term[null] = code
             st.term = term
-    st.kinds.append([False, saw_null, False])
+    st.kinds.append([False, saw_null or st.null_above, False])
+    st.null_above = st.null_above or saw_null
     return st
 
 
 def _list_layer(st: _Levels, arr: pa.Array) -> tuple[_Levels, pa.Array]:
     """A list layer: each alive, non-empty list becomes one level per item."""
+    above = st.null_above
     st = _item_layer(st, arr)
+    st.null_above = above  # a null list hides its items; it does not make them nullable
     st.kinds[-1][0] = True
     null_code = 2 * (len(st.kinds) - 1) + 1
     empty_code = null_code + 1
@@ -292,6 +300,8 @@ def _finish(st: _Levels, leaf: pa.Array, num_rows: int) -> Raveled:
         if (slot >= 0).all() and len(slot) == len(leaf) and st.slot is None:
             values = leaf
         else:
+            if pa.types.is_string_view(leaf.type) or pa.types.is_binary_view(leaf.type):
+                leaf = leaf.cast(pa.string() if pa.types.is_string_view(leaf.type) else pa.binary())
             idx = pa.array(slot, mask=slot < 0, type=pa.int64())
             values = leaf.take(idx)
     rep = None
