@@ -120,7 +120,8 @@ def pack_blocks(values: np.ndarray, width: int, t: int) -> np.ndarray:
         return words.reshape(nblocks, 0)
     idx = _row_index(t)
     if width == t:
-        return values[:, idx.reshape(-1)].reshape(nblocks, width * lanes)
+        # (fancy indexing along axis 1 may hand back a Fortran-ordered array)
+        return np.ascontiguousarray(values[:, idx.reshape(-1)]).reshape(nblocks, width * lanes)
     mask = dtype.type((1 << width) - 1)
     for r in range(t):
         w0, shift = divmod(r * width, t)

@@ -288,22 +288,21 @@ def _finish(st: _Levels, leaf: pa.Array, num_rows: int) -> Raveled:
         defs = lut[st.term] if st.term is not None else np.zeros(st.n, dtype=np.uint16)
     # visible levels: alive, or ended by an item layer inside the innermost list
     inner_list = max((i for i, k in enumerate(st.kinds) if k[0]), default=-1)
-    if st.slot is None and st.term is None:
+    if st.slot is None:
+        # no lists: one level per row, every level visible; under a null struct the child's
+        # own (ignored) value stays as the placeholder, so no gather is needed
         values = leaf
     else:
-        slot = np.arange(st.n, dtype=np.int64) if st.slot is None else st.slot.copy()
+        slot = st.slot.copy()
         if st.term is not None:
             layer_of = (st.term - 1) // 2
             visible = (st.term == 0) | (layer_of > inner_list)
             slot[st.term != 0] = -1
             slot = slot[visible]
-        if (slot >= 0).all() and len(slot) == len(leaf) and st.slot is None:
-            values = leaf
-        else:
-            if pa.types.is_string_view(leaf.type) or pa.types.is_binary_view(leaf.type):
-                leaf = leaf.cast(pa.string() if pa.types.is_string_view(leaf.type) else pa.binary())
-            idx = pa.array(slot, mask=slot < 0, type=pa.int64())
-            values = leaf.take(idx)
+        if pa.types.is_string_view(leaf.type) or pa.types.is_binary_view(leaf.type):
+            leaf = leaf.cast(pa.string() if pa.types.is_string_view(leaf.type) else pa.binary())
+        idx = pa.array(slot, mask=slot < 0, type=pa.int64())
+        values = leaf.take(idx)
     rep = None
     if st.depth:
         rep = (np.uint16(st.depth) - st.rdepth).astype(np.uint16)
