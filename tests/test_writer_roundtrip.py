@@ -174,15 +174,11 @@ def _assert_roundtrip(
     if n:
         sorted_idx = sorted(rng.choice(n, min(n, 30), replace=False).tolist())
         theirs = lance.file.LanceFileReader(path).take_rows(sorted_idx).to_table()
-        assert_tables_equal(
-            theirs, _take(expected, sorted_idx), f"{what} (pylance take)"
-        )
+        assert_tables_equal(theirs, _take(expected, sorted_idx), f"{what} (pylance take)")
         idx = rng.permutation(sorted_idx).tolist() + [n - 1, 0, sorted_idx[0]]
     else:
         idx = []
-    assert_tables_equal(
-        ours.take(idx), _take(expected, idx), f"{what} (our take)"
-    )
+    assert_tables_equal(ours.take(idx), _take(expected, idx), f"{what} (our take)")
 
 
 def _take(table: pa.Table, idx) -> pa.Table:
