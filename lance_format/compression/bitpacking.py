@@ -345,3 +345,44 @@ def encode_out_of_line(values: np.ndarray, width: int, t: int) -> np.ndarray:
         else:
             parts.append(values[nfull * BLOCK :])
     return np.concatenate(parts).astype(dtype, copy=False).view(np.uint8)
+
+
+def encode_out_of_line_chunks(
+    values: np.ndarray, counts: np.ndarray, width: int, t: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Many independent out-of-line buffers at once (the levels of every mini-block chunk):
+    buffer i packs the next ``counts[i]`` values to W bits, with the tail rule of
+    :func:`encode_out_of_line`.  Returns ``(bytes, size of each buffer)``."""
+    dtype = word_dtype(t)
+    _check_width(width, t)
+    values = np.asarray(values, dtype=dtype)
+    counts = np.asarray(counts, dtype=np.int64)
+    starts = np.cumsum(counts) - counts
+    nfull, tail = np.divmod(counts, BLOCK)
+    padded_tail = (tail > 0) & (width * (BLOCK - tail) < (t - width) * tail)
+    raw_tail = np.where((tail > 0) & ~padded_tail, tail, 0)
+    nblocks = nfull + padded_tail
+    wpb = packed_words(width, t)
+    words = nblocks * wpb + raw_tail  # output words per buffer
+    out = np.zeros(int(words.sum()), dtype=dtype)
+    out_start = np.cumsum(words) - words
+    nb = int(nblocks.sum())
+    if nb:
+        owner = np.repeat(np.arange(len(counts)), nblocks)
+        j = np.arange(nb) - (np.cumsum(nblocks) - nblocks)[owner]
+        src = starts[owner] + j * BLOCK
+        take = np.minimum(counts[owner] - j * BLOCK, BLOCK)  # values in this block
+        blocks = np.zeros((nb, BLOCK), dtype=dtype)
+        keep = np.arange(BLOCK)[None, :] < take[:, None]
+        blocks[keep] = values[(src[:, None] + np.arange(BLOCK)[None, :])[keep]]
+        packed = pack_blocks(blocks, width, t)  # nb x wpb
+        dest = out_start[owner] + j * wpb
+        out[(dest[:, None] + np.arange(wpb)[None, :]).reshape(-1)] = packed.reshape(-1)
+    if raw_tail.any():
+        sel = np.flatnonzero(raw_tail)
+        src = gather_ranges(values, starts[sel] + nfull[sel] * BLOCK, raw_tail[sel])
+        dest = gather_ranges(
+            np.arange(len(out), dtype=np.int64), out_start[sel] + nfull[sel] * wpb, raw_tail[sel]
+        )
+        out[dest] = src
+    return out.view(np.uint8), words * (t // 8)

@@ -519,16 +519,13 @@ def compress_levels(
             ]
             enc = pb.CompressiveEncoding(rle=pb.Rle(values=flat_enc(16), run_lengths=flat_enc(8)))
             return enc, _join(parts), np.array([len(p) for p in parts], dtype=np.int64)
-    parts = [
-        bitpacking.encode_out_of_line(levels[s : s + c], width, 16)
-        for s, c in zip(starts.tolist(), chunk_levels.tolist(), strict=True)
-    ]
+    data, sizes = bitpacking.encode_out_of_line_chunks(levels, chunk_levels, width, 16)
     enc = pb.CompressiveEncoding(
         out_of_line_bitpacking=pb.OutOfLineBitpacking(
             uncompressed_bits_per_value=16, values=flat_enc(width)
         )
     )
-    return enc, _join(parts), np.array([len(p) for p in parts], dtype=np.int64)
+    return enc, data, sizes
 
 
 def _join(parts: list[np.ndarray]) -> np.ndarray:
