@@ -8,6 +8,7 @@ gives a :class:`CorruptFileError` instead of a giant allocation.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass
 
@@ -147,24 +148,16 @@ def encode_tail(
     if start % 64:
         raise ValueError("the tail must start 64-byte aligned")
     major, minor = _VERSION_NUMBERS[version]
-    parts: list[bytes] = []
-    pos = start
-    gb_table = []
-    for buf in global_buffers:
-        gb_table.append((pos, len(buf)))
-        parts.append(buf)
-        pos += len(buf)
-    cm_start = pos
-    cm_table = []
-    for meta in column_meta:
-        cm_table.append((pos, len(meta)))
-        parts.append(meta)
-        pos += len(meta)
-    cmo_start = pos
-    parts.append(b"".join(struct.pack("<QQ", p, s) for p, s in cm_table))
-    pos += 16 * len(cm_table)
-    gbo_start = pos
-    parts.append(b"".join(struct.pack("<QQ", p, s) for p, s in gb_table))
+    parts: list[bytes] = [*global_buffers, *column_meta]
+    sizes = [len(p) for p in parts]
+    positions = list(itertools.accumulate(sizes[:-1], initial=start)) if parts else []
+    table = [struct.pack("<QQ", p, s) for p, s in zip(positions, sizes, strict=True)]
+    n_gb = len(global_buffers)
+    cm_start = start + sum(sizes[:n_gb])
+    cmo_start = start + sum(sizes)
+    gbo_start = cmo_start + 16 * len(column_meta)
+    parts.append(b"".join(table[n_gb:]))  # column metadata offsets, then global buffers'
+    parts.append(b"".join(table[:n_gb]))
     footer = struct.pack(
         "<QQQIIHH",
         cm_start,
