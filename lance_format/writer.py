@@ -132,16 +132,22 @@ class LanceFileWriter:
     # -- schema ---------------------------------------------------------------------------
 
     def _init_schema(self, schema: pa.Schema) -> None:
-        if not isinstance(schema, pa.Schema):
-            raise InvalidArgumentError(f"schema must be a pyarrow.Schema, got {type(schema)}")
+        """Check the schema once, before any data: a refusal removes the partial file."""
         try:
-            lance_schema = LanceSchema.from_arrow(schema)
-        except LanceError:
-            self.abort()
-            raise
+            self._set_schema(schema)
         except (ValueError, TypeError, KeyError) as e:
             self.abort()
+            if isinstance(e, LanceError):
+                raise
             raise SchemaError(f"cannot write schema: {e}") from e
+        except BaseException:
+            self.abort()
+            raise
+
+    def _set_schema(self, schema: pa.Schema) -> None:
+        if not isinstance(schema, pa.Schema):
+            raise InvalidArgumentError(f"schema must be a pyarrow.Schema, got {type(schema)}")
+        lance_schema = LanceSchema.from_arrow(schema)
         self._schema = schema
         self._lance_schema = lance_schema
         self._file_schema = lance_schema
@@ -153,21 +159,15 @@ class LanceFileWriter:
                 md = _field_metadata(schema, top, lf)
                 opts = cz.ColumnOptions.from_metadata(md)
                 if opts.packed and self.version == "2.1" and _has_variable_child(lf):
-                    self.abort()
                     raise UnsupportedError(
                         f"field {lf.name!r}: packed structs with variable-width children "
                         "need Lance 2.2"
                     )
                 leaves.append(_Leaf(lf, _leaf_path(top, lf), opts, _str_dict(md)))
                 if opts.blob and self._blobs is not None:
-                    try:
-                        self._blobs.add_column(leaves[-1].path, lf.arrow_type, leaves[-1].metadata)
-                    except LanceError:
-                        self.abort()
-                        raise
+                    self._blobs.add_column(leaves[-1].path, lf.arrow_type, leaves[-1].metadata)
             problem = _unstorable(arrow_field.type, self.version)
             if problem is not None:
-                self.abort()
                 raise UnsupportedError(f"field {arrow_field.name!r}: {problem}")
             self._leaves.append(leaves)
             self._pending.append([])

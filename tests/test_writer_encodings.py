@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_format import LanceFileReader, LanceFileWriter
+from lance_format import InvalidArgumentError, LanceFileReader, LanceFileWriter
 from lance_format.container.describe import describe
 from lance_format.structural.column import leaf_fields
 
@@ -316,3 +316,20 @@ def test_pages_split_by_max_page_bytes(tmp_path):
     table = _table(pa.array(np.arange(200_000, dtype=np.int64)))
     layouts = _roundtrip(tmp_path, table, "2.2", max_page_bytes=256 * 1024)
     assert len(layouts["a"]) >= 6
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"lance-encoding:compression": "brotli"},
+        {"lance-encoding:bss": "sometimes"},
+        {"lance-encoding:structural-encoding": "zigzag"},
+        {"lance-encoding:rle-threshold": "lots"},
+    ],
+)
+def test_bad_encoding_metadata_is_refused_before_any_file(tmp_path, metadata):
+    schema = pa.schema([pa.field("a", pa.int32(), metadata=metadata)])
+    path = tmp_path / "bad.lance"
+    with pytest.raises(InvalidArgumentError, match="lance-encoding"):
+        LanceFileWriter(str(path), schema)
+    assert list(tmp_path.iterdir()) == []
