@@ -12,8 +12,10 @@ removes it, so a half-written file never appears at the final path.
 
 from __future__ import annotations
 
+import collections
 import os
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,6 +48,7 @@ from .workers import pool
 DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
 # pages with repetition stay under the u16 level count of a chunk header (pylance does too)
 MAX_LEVELS_PER_PAGE = 65535
+MAX_INFLIGHT = 2 * (os.cpu_count() or 2)  # column encodings waiting to be written
 FULLZIP_MIN_VALUE_BYTES = 256  # values this wide or wider are full-zipped (digest §5.4)
 WRITE_VERSIONS = {"2.1": "2.1", "2.2": "2.2", "stable": "2.2", "next": "2.2"}
 _PAD = b"\x48" * 64  # pylance's padding byte between buffers
@@ -126,6 +129,7 @@ class LanceFileWriter:
         self._leaves: list[list[_Leaf]] = []  # per top-level field
         self._pending: list[list[pa.Array]] = []
         self._pending_bytes: list[int] = []
+        self._inflight: collections.deque[Future] = collections.deque()
         if schema is not None:
             self._init_schema(schema)
 
@@ -211,10 +215,14 @@ class LanceFileWriter:
     def write_table(self, table: pa.Table) -> None:
         self.write_batch(table)
 
-    def _flush(self, columns: list[int]) -> None:
-        """Encode the buffered data of ``columns`` into pages (columns in parallel on the
-        shared pool) and write the pages in column order."""
-        jobs = []
+    def _flush(self, columns: list[int], *, wait: bool = False) -> None:
+        """Hand the buffered data of ``columns`` to the shared pool for encoding.
+
+        Encoding runs in the background while more batches arrive (that is what lets a
+        single writer use more than one core); finished pages are written in submission
+        order.  At most :data:`MAX_INFLIGHT` encodings wait at a time, which bounds memory.
+        ``wait`` writes everything still in flight (used by :meth:`close`).
+        """
         for i in columns:
             arrays = self._pending[i]
             if not arrays:
@@ -222,19 +230,20 @@ class LanceFileWriter:
             self._pending[i] = []
             self._pending_bytes[i] = 0
             arr = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
-            jobs.append((i, arr))
-        if len(jobs) > 1:
-            results = list(pool().map(lambda job: self._encode_field(*job), jobs))
-        else:
-            results = [self._encode_field(*job) for job in jobs]
-        for pages in results:
-            for leaf, page in pages:
-                if isinstance(page, repdef.Raveled):  # blobs: bytes go in while writing
-                    if self._blobs is not None:
-                        page = self._blobs.encode_page(leaf.path, page, self._write_external)
-                    else:
-                        page = self._encode_blob(page)
-                self._write_page(leaf, page)
+            self._inflight.append(pool().submit(self._encode_field, i, arr))
+        while self._inflight and (
+            wait or self._inflight[0].done() or len(self._inflight) > MAX_INFLIGHT
+        ):
+            self._write_pages(self._inflight.popleft().result())
+
+    def _write_pages(self, pages: list) -> None:
+        for leaf, page in pages:
+            if isinstance(page, repdef.Raveled):  # blobs: bytes go in while writing
+                if self._blobs is not None:
+                    page = self._blobs.encode_page(leaf.path, page, self._write_external)
+                else:
+                    page = self._encode_blob(page)
+            self._write_page(leaf, page)
 
     def _encode_field(self, i: int, arr: pa.Array) -> list[tuple[_Leaf, EncodedPage]]:
         top = self._schema.field(i)
@@ -396,7 +405,7 @@ class LanceFileWriter:
         try:
             if self._schema is None:
                 raise SchemaError("no schema was given and no batch was written")
-            self._flush(list(range(len(self._pending))))
+            self._flush(list(range(len(self._pending))), wait=True)
             self._align()
             descriptor = file_pb2.FileDescriptor(
                 schema=self._file_schema.to_proto_schema(), length=self._rows
@@ -427,6 +436,8 @@ class LanceFileWriter:
         if self._closed:
             return
         self._closed = True
+        for job in getattr(self, "_inflight", ()):
+            job.cancel()  # a running encoding finishes, but nothing is written any more
         try:
             self._f.close()
         finally:

@@ -24,6 +24,7 @@ from lance_format import LanceFileReader, LanceFileWriter
 from lance_format.errors import InvalidArgumentError, SchemaError, UnsupportedError
 from lance_format.pb import table_pb2
 from lance_format.structural import blob as blob_v2
+from lance_format.writer import MAX_INFLIGHT
 
 BLOB_MD = {"lance-encoding:blob": "true"}
 MiB = 1024 * 1024
@@ -284,7 +285,9 @@ def test_abort_removes_sidecars(tmp_path) -> None:
     path = str(tmp_path / "data" / "f.lance")
     os.makedirs(os.path.dirname(path))
     w = LanceFileWriter(path, table.schema, version="2.2", blob_v2=True, max_page_bytes=64)
-    w.write_batch(table)  # small pages: the blobs are written now
+    # small pages, and more of them than may wait in the encoding queue: blobs reach disk now
+    for _ in range(MAX_INFLIGHT + 2):
+        w.write_batch(table)
     side = os.path.join(tmp_path, "data", "f")
     names = os.listdir(side)
     assert names and all(n.endswith(".partial") for n in names)  # nothing final before close
