@@ -87,6 +87,8 @@ class LanceFileWriter:
     column before a page is cut).  Field metadata (``lance-encoding:*``) steers encodings.
     ``blob_v2`` (2.2 only) writes blob columns as blob v2 descriptors with sidecar files,
     as ``lance.write_dataset`` does, instead of the file writer's 2.1-style blob layout.
+    ``lance_schema`` gives the field ids to store (a dataset writes its own ids into every
+    data file); by default ids are numbered from 0 in schema order.
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class LanceFileWriter:
         version: str = "2.2",
         max_page_bytes: int = DEFAULT_PAGE_BYTES,
         blob_v2: bool = False,
+        lance_schema: LanceSchema | None = None,
         **options,
     ):
         if options:
@@ -116,6 +119,7 @@ class LanceFileWriter:
         if blob_v2 and self.version != "2.2":
             raise UnsupportedError("blob v2 needs Lance file version 2.2")
         self._blobs = BlobV2Writer(self.path) if blob_v2 else None
+        self._given_lance_schema = lance_schema  # field ids to store (a dataset's own ids)
         self._tmp = f"{self.path}.{uuid.uuid4().hex}.partial"
         try:
             self._f = open(self._tmp, "wb")  # noqa: SIM115 - closed in close()/abort()
@@ -151,7 +155,7 @@ class LanceFileWriter:
     def _set_schema(self, schema: pa.Schema) -> None:
         if not isinstance(schema, pa.Schema):
             raise InvalidArgumentError(f"schema must be a pyarrow.Schema, got {type(schema)}")
-        lance_schema = LanceSchema.from_arrow(schema)
+        lance_schema = self._given_lance_schema or LanceSchema.from_arrow(schema)
         self._schema = schema
         self._lance_schema = lance_schema
         self._file_schema = lance_schema

@@ -1,0 +1,263 @@
+"""Committing a transaction: the seed's "Committing Datasets" protocol, on a local file system.
+
+1. The data files are already written (staged).
+2. The transaction is written to ``_transactions/{read_version}-{uuid}.txn``.
+3. The next manifest is built by applying the transaction to the latest manifest and written
+   with put-if-not-exists semantics: a temporary file, then ``os.link`` to the final name,
+   which fails if another writer got there first (a manifest is never overwritten).
+4. If another writer won, the transactions committed since our read version are checked
+   against ours (:mod:`.conflicts`): compatible ones are rebased over (the transaction is
+   re-applied to the new latest manifest) and the commit retried; anything else raises
+   :class:`CommitConflictError`.
+5. ``latest_version_hint.json`` is updated for other tools (a hint only: readers list).
+
+Applying an operation to a manifest lives here too: fragment ids come from
+``max_fragment_id``, stable row ids from ``next_row_id``, feature flags follow the contents.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid as uuidlib
+
+import numpy as np
+from google.protobuf import timestamp_pb2
+
+from ..errors import CommitConflictError, CorruptFileError, InvalidArgumentError, LanceIOError
+from ..pb import table_pb2, transaction_pb2
+from . import conflicts, features, manifest, paths, rowids, transaction
+
+WRITER_LIBRARY = "lance-flight"
+WRITER_VERSION = "0.1.0"
+MAX_RETRIES = 50
+
+
+def new_transaction(read_version: int, **operation) -> transaction_pb2.Transaction:
+    """A transaction with a fresh uuid and exactly one operation, e.g. ``append=...``."""
+    ((kind, op),) = operation.items()
+    txn = transaction_pb2.Transaction(read_version=read_version, uuid=str(uuidlib.uuid4()))
+    getattr(txn, kind).CopyFrom(op)
+    return txn
+
+
+def commit(
+    root: str,
+    txn: transaction_pb2.Transaction,
+    *,
+    naming: paths.ManifestNaming | None = None,
+    stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
+    max_retries: int = MAX_RETRIES,
+) -> manifest.Manifest:
+    """Commit ``txn`` (based on ``txn.read_version``; 0 = creating the dataset)."""
+    os.makedirs(os.path.join(root, "_versions"), exist_ok=True)
+    txn_name = transaction.write_transaction_file(root, txn)
+    txn_bytes = txn.SerializeToString()
+    seen = txn.read_version
+    for _ in range(max_retries):
+        versions = paths.list_versions(root)
+        latest = manifest.read_manifest(versions[-1].path) if versions else None
+        if naming is None:
+            naming = versions[-1].naming if versions else paths.ManifestNaming.V2
+        if latest is not None:
+            features.check_writer_flags(latest)
+            for entry in versions:
+                if seen < entry.version <= latest.version and entry.version > txn.read_version:
+                    _check_against(root, txn, entry)
+            seen = latest.version
+        elif txn.read_version:
+            raise CommitConflictError(
+                f"the dataset at {root} has no version {txn.read_version} to commit against"
+            )
+        pb = build_manifest(
+            latest.pb if latest is not None else None,
+            txn,
+            txn_name,
+            stable_row_ids=stable_row_ids,
+            data_storage_version=data_storage_version,
+            root=root,
+        )
+        data = manifest.encode_manifest(pb, txn_bytes)
+        if _put_if_not_exists(root, paths.manifest_path(root, pb.version, naming), data):
+            paths.write_version_hint(root, pb.version)
+            return manifest.read_manifest(paths.manifest_path(root, pb.version, naming))
+    raise CommitConflictError(f"gave up committing to {root} after {max_retries} attempts")
+
+
+def _check_against(root: str, ours: transaction_pb2.Transaction, entry) -> None:
+    """Raise unless our transaction can be rebased over the one that made ``entry``."""
+    theirs_manifest = manifest.read_manifest(entry.path)
+    theirs = None
+    name = theirs_manifest.pb.transaction_file
+    if name:
+        try:
+            theirs = transaction.read_transaction_file(root, name)
+        except (LanceIOError, CorruptFileError, FileNotFoundError):
+            theirs = None
+    if theirs is None:
+        raise CommitConflictError(
+            f"version {entry.version} was committed concurrently without a readable "
+            "transaction; cannot tell whether it conflicts"
+        )
+    verdict = conflicts.check(ours, theirs)
+    if verdict != conflicts.COMPATIBLE:
+        raise CommitConflictError(
+            f"{_kind(ours)} conflicts with the concurrent {_kind(theirs)} committed as "
+            f"version {entry.version}"
+        )
+
+
+def _kind(txn: transaction_pb2.Transaction) -> str:
+    return txn.WhichOneof("operation") or "unknown operation"
+
+
+def _put_if_not_exists(root: str, final: str, data: bytes) -> bool:
+    """Write ``final`` atomically unless it exists (link(2) refuses existing names)."""
+    tmp = os.path.join(root, "_versions", f".tmp-{uuidlib.uuid4().hex}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, final)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+# -- applying an operation -------------------------------------------------------------------
+
+
+def build_manifest(
+    prev: table_pb2.Manifest | None,
+    txn: transaction_pb2.Transaction,
+    txn_name: str,
+    *,
+    stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
+    root: str = "",
+) -> table_pb2.Manifest:
+    """The manifest that results from applying ``txn`` to ``prev`` (None = no dataset yet)."""
+    kind = txn.WhichOneof("operation")
+    out = table_pb2.Manifest()
+    if prev is not None:
+        out.CopyFrom(prev)
+        out.ClearField("transaction_section")
+        out.ClearField("transaction_file")
+        out.ClearField("tag")
+    elif kind != "overwrite":
+        raise InvalidArgumentError(f"cannot {kind} a dataset that does not exist yet")
+    else:
+        fmt = data_storage_version or "2.2"
+        out.data_format.file_format = "lance"
+        out.data_format.version = "2.2" if fmt == "stable" else fmt
+        if stable_row_ids:
+            out.reader_feature_flags |= features.FLAG_STABLE_ROW_IDS
+            out.writer_feature_flags |= features.FLAG_STABLE_ROW_IDS
+    out.version = (prev.version if prev is not None else 0) + 1
+    out.writer_version.library = WRITER_LIBRARY
+    out.writer_version.version = WRITER_VERSION
+    ts = timestamp_pb2.Timestamp()
+    ts.FromNanoseconds(time.time_ns())
+    out.timestamp.CopyFrom(ts)
+    out.transaction_file = txn_name
+    op = getattr(txn, kind)
+    if kind == "append":
+        out.fragments.extend(_assign_ids(out, op.fragments))
+    elif kind == "overwrite":
+        del out.fragments[:]
+        out.fragments.extend(_assign_ids(out, op.fragments))
+        del out.fields[:]
+        out.fields.extend(op.schema)
+        out.schema_metadata.clear()
+        out.schema_metadata.update(dict(op.schema_metadata))
+    elif kind == "delete":
+        updated = {f.id: f for f in op.updated_fragments}
+        gone = set(op.deleted_fragment_ids)
+        kept = []
+        for f in out.fragments:
+            if f.id in gone:
+                continue
+            kept.append(updated.get(f.id, f))
+        del out.fragments[:]
+        out.fragments.extend(kept)
+    elif kind == "merge":
+        del out.fragments[:]
+        out.fragments.extend(op.fragments)
+        del out.fields[:]
+        out.fields.extend(op.schema)
+        if op.schema_metadata:
+            out.schema_metadata.clear()
+            out.schema_metadata.update(dict(op.schema_metadata))
+    elif kind == "project":
+        del out.fields[:]
+        out.fields.extend(op.schema)
+    elif kind == "rewrite":
+        _apply_rewrite(out, op)
+    elif kind == "restore":
+        old = manifest.read_manifest(paths.find_version(root, op.version).path).pb
+        del out.fragments[:]
+        out.fragments.extend(old.fragments)
+        del out.fields[:]
+        out.fields.extend(old.fields)
+    else:
+        raise InvalidArgumentError(f"committing a {kind} operation is not supported")
+    if out.fragments:
+        out.max_fragment_id = max([out.max_fragment_id, *(f.id for f in out.fragments)])
+    _set_flags(out)
+    return out
+
+
+def _assign_ids(m: table_pb2.Manifest, fragments) -> list[table_pb2.DataFragment]:
+    """New fragments get ids after ``max_fragment_id`` (ids are never reused; an unset
+    ``max_fragment_id`` means no fragment ever existed), and stable row ids from
+    ``next_row_id`` when the dataset has them."""
+    stable = bool(m.reader_feature_flags & features.FLAG_STABLE_ROW_IDS)
+    start = m.max_fragment_id + 1 if m.HasField("max_fragment_id") else 0
+    out = []
+    for i, f in enumerate(fragments):
+        g = table_pb2.DataFragment()
+        g.CopyFrom(f)
+        g.id = start + i
+        if stable:
+            first = m.next_row_id
+            g.inline_row_ids = rowids.encode_row_ids(
+                np.arange(first, first + g.physical_rows, dtype=np.uint64)
+            )
+            m.next_row_id = first + g.physical_rows
+        out.append(g)
+    if out:
+        m.max_fragment_id = out[-1].id
+    return out
+
+
+def _apply_rewrite(m: table_pb2.Manifest, op) -> None:
+    groups = list(op.groups) or [op]
+    replace: dict[int, list] = {}
+    removed: set[int] = set()
+    for g in groups:
+        olds = [f.id for f in g.old_fragments]
+        if not olds:
+            continue
+        new = _assign_ids(m, g.new_fragments)
+        replace[olds[0]] = new
+        removed.update(olds)
+    out = []
+    for f in m.fragments:
+        if f.id in replace:
+            out.extend(replace[f.id])
+        if f.id not in removed:
+            out.append(f)
+    del m.fragments[:]
+    m.fragments.extend(out)
+
+
+def _set_flags(m: table_pb2.Manifest) -> None:
+    has_deletions = any(f.HasField("deletion_file") for f in m.fragments)
+    for attr in ("reader_feature_flags", "writer_feature_flags"):
+        value = getattr(m, attr)
+        value = (value | features.FLAG_DELETION_FILES) if has_deletions else value
+        setattr(m, attr, value)

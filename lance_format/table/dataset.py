@@ -1,0 +1,359 @@
+"""``Dataset``: one version of a Lance dataset, with pylance's reading API.
+
+``dataset(uri, version=None)`` opens the latest version (found by listing ``_versions/``), a
+version number, or a tag.  Everything a version needs is in its manifest; a ``Dataset`` never
+changes once opened (a commit makes a new version, opened as a new ``Dataset``), which is what
+lets a server pin a version in a ticket.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..cache import SearchCache
+from ..errors import InvalidArgumentError, LanceIOError, UnsupportedError
+from ..pb import transaction_pb2
+from ..schema import LanceSchema
+from . import commit, deletion, features, manifest, paths, tags, write
+from .fragment import Fragment
+from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
+
+
+def dataset(
+    uri: str | os.PathLike[str],
+    version: int | str | None = None,
+    *,
+    cache: SearchCache | None = None,
+) -> Dataset:
+    """Open a dataset at its latest version, a version number or a tag name."""
+    root = os.fspath(uri)
+    if not os.path.isdir(os.path.join(root, "_versions")):
+        raise LanceIOError(f"{root} is not a Lance dataset (no _versions directory)")
+    if isinstance(version, str):
+        version = tags.list_tags(root).get(version)
+        if version is None:
+            raise InvalidArgumentError(f"no tag {version!r} in {root}")
+    return Dataset(root, _resolve(root, version), cache=cache)
+
+
+def _resolve(root: str, version: int | None) -> manifest.Manifest:
+    versions = paths.list_versions(root)
+    if not versions:
+        raise LanceIOError(f"{root} has no committed version")
+    if version is None:
+        entry = versions[-1]
+    else:
+        found = [v for v in versions if v.version == int(version)]
+        if not found:
+            raise InvalidArgumentError(
+                f"{root} has no version {version} (versions {versions[0].version}.."
+                f"{versions[-1].version})"
+            )
+        entry = found[0]
+    m = manifest.read_manifest(entry.path)
+    features.check_reader_flags(m)
+    return m
+
+
+class Dataset:
+    """One version of a dataset (read side; writes return a new ``Dataset``)."""
+
+    def __init__(self, root: str, m: manifest.Manifest, *, cache: SearchCache | None = None):
+        self.uri = root
+        self.manifest = m
+        self.cache = cache
+
+    # -- metadata -------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return int(self.manifest.version)
+
+    @property
+    def latest_version(self) -> int:
+        return paths.list_versions(self.uri)[-1].version
+
+    @functools.cached_property
+    def lance_schema(self) -> LanceSchema:
+        return self.manifest.schema
+
+    @functools.cached_property
+    def schema(self) -> pa.Schema:
+        return self.lance_schema.to_arrow()
+
+    @property
+    def data_storage_version(self) -> str:
+        return self.manifest.data_storage_version
+
+    @property
+    def stable_row_ids(self) -> bool:
+        return features.uses_stable_row_ids(self.manifest)
+
+    def versions(self) -> list[dict]:
+        out = []
+        for entry in paths.list_versions(self.uri):
+            m = manifest.read_manifest(entry.path)
+            out.append({"version": m.version, "timestamp": m.timestamp, "metadata": {}})
+        return out
+
+    @property
+    def tags(self) -> tags.Tags:
+        return tags.Tags(self.uri)
+
+    def checkout_version(self, version: int | str) -> Dataset:
+        return dataset(self.uri, version, cache=self.cache)
+
+    # -- fragments ------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _fragments(self) -> list[Fragment]:
+        return [
+            Fragment(self.uri, pb, self.lance_schema, self.cache) for pb in self.manifest.fragments
+        ]
+
+    def get_fragments(self) -> list[Fragment]:
+        return list(self._fragments)
+
+    def get_fragment(self, fragment_id: int) -> Fragment | None:
+        for f in self._fragments:
+            if f.fragment_id == fragment_id:
+                return f
+        return None
+
+    # -- changing (each returns the new version) -----------------------------------------
+
+    def delete(self, predicate: str | pc.Expression) -> Dataset:
+        """Delete the rows matching ``predicate`` (SQL string or Arrow expression)."""
+        return _delete(self, predicate)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def scanner(
+        self,
+        columns: list[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        batch_size: int | None = None,
+        fragments: Sequence[Fragment] | None = None,
+    ) -> Scanner:
+        opts = ScanOptions(
+            columns=columns,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            with_row_id=with_row_id,
+            with_row_address=with_row_address,
+            batch_size=batch_size or DEFAULT_BATCH_SIZE,
+            fragments=fragments,
+        )
+        return Scanner(self.lance_schema, self._fragments, opts, self.stable_row_ids)
+
+    def to_table(self, columns=None, filter=None, **kw) -> pa.Table:
+        return self.scanner(columns=columns, filter=filter, **kw).to_table()
+
+    def to_batches(self, columns=None, filter=None, **kw) -> Iterator[pa.RecordBatch]:
+        return self.scanner(columns=columns, filter=filter, **kw).to_batches()
+
+    def count_rows(self, filter: str | pc.Expression | None = None) -> int:
+        return self.scanner(filter=filter, columns=[]).count_rows()
+
+    @functools.cached_property
+    def _live_counts(self) -> np.ndarray:
+        counts = np.array([f.count_rows() for f in self._fragments], dtype=np.int64)
+        return np.concatenate([[0], np.cumsum(counts)])
+
+    def take(self, indices, columns: list[str] | None = None) -> pa.Table:
+        """Rows by position in the dataset (0 .. count_rows()-1), in the order asked."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        total = int(self._live_counts[-1])
+        if len(idx) and (idx.min() < 0 or idx.max() >= total):
+            raise InvalidArgumentError(f"take indices must be in [0, {total})")
+        frag_no = np.searchsorted(self._live_counts, idx, side="right") - 1
+        addresses = []
+        for i in np.unique(frag_no).tolist():
+            sel = frag_no == i
+            live = self._fragments[i].live_offsets[idx[sel] - self._live_counts[i]]
+            addresses.append((i, np.flatnonzero(sel), live))
+        return self._gather(addresses, len(idx), columns)
+
+    def take_rows(self, row_ids, columns: list[str] | None = None) -> pa.Table:
+        """Rows by row id (stable ids when the dataset has them, else row addresses)."""
+        ids = np.asarray(row_ids, dtype=np.uint64).reshape(-1)
+        if self.stable_row_ids:
+            addr = self._row_id_index(ids)
+        else:
+            addr = ids
+        frag_ids = (addr >> np.uint64(32)).astype(np.int64)
+        offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        by_id = {f.fragment_id: i for i, f in enumerate(self._fragments)}
+        addresses = []
+        for fid in np.unique(frag_ids).tolist():
+            sel = frag_ids == fid
+            i = by_id.get(fid)
+            frag = self._fragments[i] if i is not None else None
+            if frag is None or (offsets[sel] >= frag.physical_rows).any():
+                raise InvalidArgumentError(f"row ids refer to rows not in version {self.version}")
+            dead = np.isin(offsets[sel], frag.deleted_offsets)
+            if dead.any():
+                raise InvalidArgumentError("row ids refer to deleted rows")
+            addresses.append((i, np.flatnonzero(sel), offsets[sel]))
+        return self._gather(addresses, len(ids), columns)
+
+    @functools.cached_property
+    def _row_id_map(self) -> tuple[np.ndarray, np.ndarray]:
+        ids, addrs = [], []
+        for f in self._fragments:
+            rid = f.row_ids
+            if rid is None:
+                continue
+            ids.append(rid)
+            addrs.append(f.row_addresses(np.arange(f.physical_rows)))
+        if not ids:
+            return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+        ids_all, addrs_all = np.concatenate(ids), np.concatenate(addrs)
+        order = np.argsort(ids_all, kind="stable")
+        return ids_all[order], addrs_all[order]
+
+    def _row_id_index(self, ids: np.ndarray) -> np.ndarray:
+        keys, addrs = self._row_id_map
+        pos = np.searchsorted(keys, ids)
+        pos = np.minimum(pos, max(len(keys) - 1, 0))
+        if not len(keys) or (keys[pos] != ids).any():
+            raise InvalidArgumentError(f"row ids not in version {self.version}")
+        return addrs[pos]
+
+    def _gather(self, groups, n: int, columns: list[str] | None) -> pa.Table:
+        scanner = self.scanner(columns=columns)
+        fields = scanner.fields
+        schema = pa.schema([f.to_arrow() for f in fields])
+        if not groups:
+            return schema.empty_table()
+        parts, positions = [], []
+        for i, where, offsets in groups:
+            order = np.argsort(offsets, kind="stable")
+            frag = self._fragments[i]
+            uniq, inverse = np.unique(offsets[order], return_inverse=True)
+            table = frag.read(fields, uniq).take(pa.array(inverse))
+            parts.append(table)
+            positions.append(where[order])
+        table = pa.concat_tables(parts)
+        back = np.empty(n, dtype=np.int64)
+        back[np.concatenate(positions)] = np.arange(n)
+        return table.take(pa.array(back))
+
+
+__all__ = ["ROW_ADDRESS", "ROW_ID", "Dataset", "dataset"]
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+def _exists(root: str) -> bool:
+    return os.path.isdir(os.path.join(root, "_versions")) and bool(paths.list_versions(root))
+
+
+def write_dataset(
+    data,
+    uri: str | os.PathLike[str],
+    schema: pa.Schema | None = None,
+    mode: str = "create",
+    *,
+    max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+    data_storage_version: str = "stable",
+    enable_stable_row_ids: bool = False,
+    enable_v2_manifest_paths: bool = True,
+) -> Dataset:
+    """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
+    dataset (``create``), new fragments (``append``) or a new version replacing the rows
+    (``overwrite``), committed with a conflict-checked transaction."""
+    root = os.fspath(uri)
+    if mode not in ("create", "append", "overwrite"):
+        raise InvalidArgumentError(f"mode must be create, append or overwrite, not {mode!r}")
+    exists = _exists(root)
+    if mode == "create" and exists:
+        raise InvalidArgumentError(f"dataset already exists at {root} (use mode='append')")
+    reader = write.to_reader(data, schema)
+    if mode == "append" and exists:
+        current = dataset(root)
+        version = current.data_storage_version
+        if version not in write.WRITABLE_VERSIONS:
+            raise UnsupportedError(
+                f"cannot append to a dataset stored in Lance file version {version}: "
+                "this writer writes 2.1 and 2.2 files only"
+            )
+        fragments = write.write_fragments(
+            reader,
+            root,
+            current.lance_schema,
+            max_rows_per_file=max_rows_per_file,
+            data_storage_version=version,
+        )
+        txn = commit.new_transaction(
+            current.version, append=transaction_pb2.Transaction.Append(fragments=fragments)
+        )
+        commit.commit(root, txn)
+        return dataset(root)
+    read_version = dataset(root).version if exists else 0
+    write.storage_version(data_storage_version)
+    lance_schema = LanceSchema.from_arrow(reader.schema)
+    fragments = write.write_fragments(
+        reader,
+        root,
+        lance_schema,
+        max_rows_per_file=max_rows_per_file,
+        data_storage_version=data_storage_version,
+    )
+    op = transaction_pb2.Transaction.Overwrite(fragments=fragments, schema=lance_schema.to_protos())
+    for k, v in (reader.schema.metadata or {}).items():
+        op.schema_metadata[k.decode() if isinstance(k, bytes) else k] = v
+    txn = commit.new_transaction(read_version, overwrite=op)
+    naming = paths.ManifestNaming.V2 if enable_v2_manifest_paths else paths.ManifestNaming.V1
+    commit.commit(
+        root,
+        txn,
+        naming=None if exists else naming,
+        stable_row_ids=enable_stable_row_ids,
+        data_storage_version=data_storage_version,
+    )
+    return dataset(root)
+
+
+def _delete(ds: Dataset, predicate: str | pc.Expression) -> Dataset:
+    """Delete the rows matching ``predicate``: new deletion files, fully deleted fragments
+    dropped, committed as a Delete transaction."""
+    if predicate is None:
+        raise InvalidArgumentError("delete needs a predicate")
+    updated, gone = [], []
+    for frag in ds.get_fragments():
+        scan = ds.scanner(columns=[], filter=predicate, fragments=[frag], with_row_address=True)
+        addr = scan.to_table().column(ROW_ADDRESS).to_numpy()
+        if not len(addr):
+            continue
+        offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        all_deleted = np.union1d(frag.deleted_offsets, offsets)
+        if len(all_deleted) == frag.physical_rows:
+            gone.append(frag.fragment_id)
+            continue
+        new = type(frag.pb)()
+        new.CopyFrom(frag.pb)
+        new.deletion_file.CopyFrom(
+            deletion.write_deletion_file(ds.uri, frag.fragment_id, ds.version, all_deleted)
+        )
+        updated.append(new)
+    if not updated and not gone:
+        return ds
+    text = predicate if isinstance(predicate, str) else str(predicate)
+    op = transaction_pb2.Transaction.Delete(
+        updated_fragments=updated, deleted_fragment_ids=gone, predicate=text
+    )
+    commit.commit(ds.uri, commit.new_transaction(ds.version, delete=op))
+    return dataset(ds.uri, cache=ds.cache)

@@ -1,0 +1,194 @@
+"""A fragment: a horizontal slice of a dataset, made of data files that share its rows.
+
+A fragment lists one or more data files; each holds some of the dataset's fields for all of
+the fragment's physical rows (a column added later lives in a file of its own, and a field
+no file holds reads as nulls).  Deleted rows stay in the data files and are hidden by the
+fragment's deletion file.  Everything here works in *physical offsets* (row positions inside
+the data files); the scanner and the dataset translate to logical row numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..cache import SearchCache
+from ..errors import CorruptFileError, LanceError
+from ..pb import table_pb2
+from ..reader import LanceFileReader
+from ..schema import LanceField, LanceSchema
+from . import deletion, rowids
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where one top-level field of the dataset is read from in this fragment."""
+
+    file_index: int
+    name: str  # the field's name inside that data file
+
+
+class Fragment:
+    """One fragment of one dataset version (read side)."""
+
+    def __init__(
+        self,
+        root: str,
+        pb: table_pb2.DataFragment,
+        schema: LanceSchema,
+        cache: SearchCache | None = None,
+    ):
+        self.root = root
+        self.pb = pb
+        self.schema = schema
+        self.cache = cache
+
+    # -- metadata -------------------------------------------------------------------------
+
+    @property
+    def fragment_id(self) -> int:
+        return int(self.pb.id)
+
+    @property
+    def physical_rows(self) -> int:
+        return int(self.pb.physical_rows)
+
+    @property
+    def num_deletions(self) -> int:
+        if not self.pb.HasField("deletion_file"):
+            return 0
+        return int(self.pb.deletion_file.num_deleted_rows)
+
+    def count_rows(self) -> int:
+        if self.pb.HasField("deletion_file") and not self.pb.deletion_file.num_deleted_rows:
+            return self.physical_rows - len(self.deleted_offsets)
+        return self.physical_rows - self.num_deletions
+
+    def data_files(self) -> list[str]:
+        return [f.path for f in self.pb.files]
+
+    # -- deletions and row ids ------------------------------------------------------------
+
+    @functools.cached_property
+    def deleted_offsets(self) -> np.ndarray:
+        """Sorted physical offsets hidden by the deletion file (empty when none)."""
+        if not self.pb.HasField("deletion_file"):
+            return np.zeros(0, dtype=np.int64)
+        offsets = deletion.read_deletion_file(self.root, self.fragment_id, self.pb.deletion_file)
+        offsets = np.unique(np.asarray(offsets, dtype=np.int64))
+        if len(offsets) and (offsets[0] < 0 or offsets[-1] >= self.physical_rows):
+            raise CorruptFileError(
+                f"fragment {self.fragment_id}: deletion file names rows outside its "
+                f"{self.physical_rows} physical rows"
+            )
+        return offsets
+
+    def live_mask(self, start: int, stop: int) -> np.ndarray | None:
+        """Which physical rows in [start, stop) are not deleted (None = all of them)."""
+        deleted = self.deleted_offsets
+        if not len(deleted):
+            return None
+        lo, hi = np.searchsorted(deleted, [start, stop])
+        if lo == hi:
+            return None
+        mask = np.ones(stop - start, dtype=bool)
+        mask[deleted[lo:hi] - start] = False
+        return mask
+
+    @functools.cached_property
+    def live_offsets(self) -> np.ndarray:
+        """Physical offsets of the rows that are not deleted, ascending."""
+        all_rows = np.arange(self.physical_rows, dtype=np.int64)
+        if not len(self.deleted_offsets):
+            return all_rows
+        return np.setdiff1d(all_rows, self.deleted_offsets, assume_unique=True)
+
+    @functools.cached_property
+    def row_ids(self) -> np.ndarray | None:
+        """Stable row ids by physical offset (None when the dataset has no stable row ids)."""
+        ids = rowids.fragment_row_ids(self.root, self.pb)
+        if ids is None:
+            return None
+        ids = np.asarray(ids, dtype=np.uint64)
+        if len(ids) != self.physical_rows:
+            raise CorruptFileError(
+                f"fragment {self.fragment_id}: {len(ids)} row ids for "
+                f"{self.physical_rows} physical rows"
+            )
+        return ids
+
+    def row_addresses(self, offsets: np.ndarray) -> np.ndarray:
+        return (np.uint64(self.fragment_id) << np.uint64(32)) | np.asarray(offsets, np.uint64)
+
+    # -- data files -----------------------------------------------------------------------
+
+    @functools.cached_property
+    def _readers(self) -> list[LanceFileReader]:
+        out = []
+        for f in self.pb.files:
+            path = os.path.join(self.root, "data", f.path)
+            field_columns = None
+            if len(f.column_indices) and len(f.fields) == len(f.column_indices):
+                field_columns = {
+                    int(fid): int(col)
+                    for fid, col in zip(f.fields, f.column_indices, strict=True)
+                    if col >= 0
+                }
+            try:
+                out.append(LanceFileReader(path, cache=self.cache, field_columns=field_columns))
+            except FileNotFoundError:
+                raise CorruptFileError(
+                    f"fragment {self.fragment_id}: data file {f.path!r} is missing"
+                ) from None
+            except LanceError as e:
+                raise e.with_context(path=path) from None
+        return out
+
+    @functools.cached_property
+    def _sources(self) -> dict[int, _Source]:
+        """Top-level field id -> the data file holding it (the last one wins)."""
+        out: dict[int, _Source] = {}
+        for i, reader in enumerate(self._readers):
+            for f in reader.lance_schema.fields:
+                out[f.id] = _Source(i, f.name)
+        return out
+
+    def read(
+        self, fields: list[LanceField], rows: np.ndarray | tuple[int, int] | None = None
+    ) -> pa.Table:
+        """The given top-level fields for physical ``rows`` (an ascending offset array, a
+        ``(start, stop)`` range, or None for all), in the dataset's names and types."""
+        if rows is None:
+            rows = (0, self.physical_rows)
+        n = rows[1] - rows[0] if isinstance(rows, tuple) else len(rows)
+        by_file: dict[int, list[LanceField]] = {}
+        for f in fields:
+            src = self._sources.get(f.id)
+            if src is not None:
+                by_file.setdefault(src.file_index, []).append(f)
+        columns: dict[int, pa.Array | pa.ChunkedArray] = {}
+        for file_index, wanted in by_file.items():
+            reader = self._readers[file_index]
+            names = [self._sources[f.id].name for f in wanted]
+            if isinstance(rows, tuple):
+                table = reader.read_range(rows[0], rows[1], names) if n else None
+            else:
+                table = reader.take(rows, names) if n else None
+            for f, name in zip(wanted, names, strict=True):
+                columns[f.id] = table.column(name) if table is not None else None
+        arrays = []
+        out_fields = []
+        for f in fields:
+            af = f.to_arrow()
+            col = columns.get(f.id)
+            if col is None:
+                col = pa.nulls(n, af.type)
+            elif not col.type.equals(af.type):
+                col = col.cast(af.type)
+            arrays.append(col)
+            out_fields.append(af)
+        return pa.Table.from_arrays(arrays, schema=pa.schema(out_fields))

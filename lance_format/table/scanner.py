@@ -1,0 +1,187 @@
+"""Scanning a dataset version: projection, filter, limit/offset and row ids, in batches.
+
+A scan walks the fragments in order and each fragment in ranges of ``batch_size`` physical
+rows, so memory stays bounded by a batch whatever the dataset size.  With a filter, the
+filter's columns are read first; the other columns are then read only for the matching rows
+(a ``take`` of those offsets) when few rows match, or for the whole range when many do.
+Deleted rows are dropped before anything else sees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from ..errors import InvalidArgumentError, SchemaError
+from ..schema import LanceField, LanceSchema
+from .filters import parse_filter, referenced_columns
+from .fragment import Fragment
+
+DEFAULT_BATCH_SIZE = 8192
+ROW_ID = "_rowid"
+ROW_ADDRESS = "_rowaddr"
+# below this share of matching rows, the other columns are taken row by row
+TAKE_SELECTIVITY = 0.25
+
+
+@dataclass
+class ScanOptions:
+    columns: list[str] | None = None
+    filter: str | pc.Expression | None = None
+    limit: int | None = None
+    offset: int | None = None
+    with_row_id: bool = False
+    with_row_address: bool = False
+    batch_size: int = DEFAULT_BATCH_SIZE
+    fragments: Sequence[Fragment] | None = None
+
+
+class Scanner:
+    """A planned scan; :meth:`to_batches` runs it lazily, :meth:`to_table` collects it."""
+
+    def __init__(
+        self,
+        schema: LanceSchema,
+        fragments: Sequence[Fragment],
+        options: ScanOptions,
+        stable_row_ids: bool = False,
+    ):
+        self.options = options
+        self.lance_schema = schema
+        self.stable_row_ids = stable_row_ids
+        self.fragments = list(options.fragments if options.fragments is not None else fragments)
+        if options.batch_size is None or options.batch_size <= 0:
+            raise InvalidArgumentError("batch_size must be a positive integer")
+        for name, value in (("limit", options.limit), ("offset", options.offset)):
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")
+        self.fields = self._projection(options.columns)
+        arrow_schema = schema.to_arrow()
+        self.filter = parse_filter(options.filter, arrow_schema)
+        self.filter_fields: list[LanceField] = []
+        if self.filter is not None:
+            names = {c.split(".")[0] for c in referenced_columns(self.filter, arrow_schema)}
+            self.filter_fields = [f for f in schema.fields if f.name in names]
+
+    def _projection(self, columns: list[str] | None) -> list[LanceField]:
+        if columns is None:
+            return list(self.lance_schema.fields)
+        if isinstance(columns, str):
+            raise InvalidArgumentError("columns must be a list of column names")
+        by_name = {f.name: f for f in self.lance_schema.fields}
+        out = []
+        for c in columns:
+            if c not in by_name:
+                raise SchemaError(f"no column {c!r} in the dataset (has {list(by_name)})")
+            out.append(by_name[c])
+        return out
+
+    # -- output schema --------------------------------------------------------------------
+
+    @property
+    def schema(self) -> pa.Schema:
+        fields = [f.to_arrow() for f in self.fields]
+        if self.options.with_row_id:
+            fields.append(pa.field(ROW_ID, pa.uint64()))
+        if self.options.with_row_address:
+            fields.append(pa.field(ROW_ADDRESS, pa.uint64()))
+        return pa.schema(fields)
+
+    # -- running --------------------------------------------------------------------------
+
+    def to_table(self) -> pa.Table:
+        batches = list(self.to_batches())
+        return pa.Table.from_batches(batches, schema=self.schema)
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
+
+    def count_rows(self) -> int:
+        if self.filter is None and self.options.limit is None and not self.options.offset:
+            return sum(f.count_rows() for f in self.fragments)
+        return sum(b.num_rows for b in self._batches(count_only=True))
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        yield from self._batches(count_only=False)
+
+    def _batches(self, count_only: bool) -> Iterator[pa.RecordBatch]:
+        skip = self.options.offset or 0
+        remaining = self.options.limit
+        if remaining == 0:
+            return
+        step = self.options.batch_size
+        for frag in self.fragments:
+            for start in range(0, frag.physical_rows, step):
+                stop = min(start + step, frag.physical_rows)
+                offsets = self._matching(frag, start, stop)
+                if not len(offsets):
+                    continue
+                if skip:
+                    if skip >= len(offsets):
+                        skip -= len(offsets)
+                        continue
+                    offsets = offsets[skip:]
+                    skip = 0
+                if remaining is not None:
+                    offsets = offsets[:remaining]
+                    remaining -= len(offsets)
+                if count_only:
+                    yield pa.record_batch([pa.nulls(len(offsets))], names=["n"])
+                else:
+                    yield self._materialise(frag, offsets, start, stop)
+                if remaining == 0:
+                    return
+
+    def _matching(self, frag: Fragment, start: int, stop: int) -> np.ndarray:
+        """Physical offsets in [start, stop) that are live and pass the filter."""
+        offsets = np.arange(start, stop, dtype=np.int64)
+        live = frag.live_mask(start, stop)
+        if live is not None:
+            offsets = offsets[live]
+        if self.filter is None or not len(offsets):
+            return offsets
+        rows = (start, stop) if live is None else offsets
+        table = frag.read(self.filter_fields, rows)
+        hit = _evaluate(table, self.filter)
+        return offsets[hit]
+
+    def _materialise(
+        self, frag: Fragment, offsets: np.ndarray, start: int, stop: int
+    ) -> pa.RecordBatch:
+        n = len(offsets)
+        if n == stop - start:
+            table = frag.read(self.fields, (start, stop))
+        elif n < TAKE_SELECTIVITY * (stop - start):
+            table = frag.read(self.fields, offsets)
+        else:
+            table = frag.read(self.fields, (start, stop))
+            table = table.take(pa.array(offsets - start))
+        arrays = list(table.columns)
+        names = list(table.column_names)
+        if self.options.with_row_id:
+            ids = frag.row_ids
+            arrays.append(
+                pa.array(ids[offsets] if ids is not None else frag.row_addresses(offsets))
+            )
+            names.append(ROW_ID)
+        if self.options.with_row_address:
+            arrays.append(pa.array(frag.row_addresses(offsets)))
+            names.append(ROW_ADDRESS)
+        out = pa.Table.from_arrays(arrays, schema=self.schema)
+        return out.combine_chunks().to_batches()[0] if out.num_rows else _empty(self.schema)
+
+
+def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:
+    """Boolean mask of the rows where ``expr`` is true (null counts as false, as in SQL)."""
+    result = pads.dataset(table).to_table(columns={"m": expr}).column("m")
+    mask = pc.fill_null(result, False)
+    return np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _empty(schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=schema)

@@ -1,0 +1,186 @@
+"""Writing data into new fragments (not yet committed: a *staged* write).
+
+The stream of batches is encoded as it arrives into data files under ``data/``, rolling to a
+new file (and so a new fragment) every ``max_rows_per_file`` rows; only one data file is open
+at a time, so memory stays bounded whatever the input size.  The fragments come back with id
+0: ids are assigned by the commit (from the manifest's ``max_fragment_id``), which is what
+lets staged fragments from many writers be committed together later.  A failure removes every
+file this write created.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+
+from ..errors import InvalidArgumentError, SchemaError, UnsupportedError
+from ..pb import table_pb2
+from ..schema import LanceSchema
+from ..structural.column import leaf_fields
+from ..writer import LanceFileWriter
+from . import paths
+
+DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+WRITABLE_VERSIONS = {"2.1": (2, 1), "2.2": (2, 2), "stable": (2, 2)}
+
+
+def to_reader(data, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
+    """A Table, RecordBatch, RecordBatchReader or iterable of batches as one reader."""
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.Table):
+        return data.to_reader()
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatchReader.from_batches(data.schema, [data])
+    if isinstance(data, Iterable):
+        it = iter(data)
+        first = next(it, None)
+        if first is None:
+            if schema is None:
+                raise InvalidArgumentError("no data and no schema to write")
+            return pa.RecordBatchReader.from_batches(schema, [])
+        if isinstance(first, pa.Table):
+            first = first.combine_chunks().to_batches()
+
+            def batches() -> Iterator[pa.RecordBatch]:
+                yield from first
+                for t in it:
+                    yield from t.to_batches()
+
+            return pa.RecordBatchReader.from_batches(first[0].schema, batches())
+
+        def rest() -> Iterator[pa.RecordBatch]:
+            yield first
+            yield from it
+
+        return pa.RecordBatchReader.from_batches(first.schema, rest())
+    raise InvalidArgumentError(f"cannot write data of type {type(data).__name__}")
+
+
+def storage_version(version: str) -> tuple[int, int]:
+    v = WRITABLE_VERSIONS.get(str(version))
+    if v is None:
+        raise UnsupportedError(
+            f"cannot write data storage version {version!r} (supported: 2.1, 2.2, stable)"
+        )
+    return v
+
+
+def check_schema(expected: pa.Schema, got: pa.Schema) -> None:
+    """Appends must match the dataset's schema (names and types, in order)."""
+    if expected.names != got.names:
+        raise SchemaError(
+            f"the data's columns {got.names} differ from the dataset's {expected.names}"
+        )
+    for a, b in zip(expected, got, strict=True):
+        if not a.type.equals(b.type):
+            raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
+
+
+def write_fragments(
+    data,
+    root: str,
+    schema: LanceSchema,
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    data_storage_version: str = "2.2",
+) -> list[table_pb2.DataFragment]:
+    """Write ``data`` (matching ``schema``, whose field ids are stored) into new data files;
+    returns the uncommitted fragments (id 0), in order."""
+    if not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
+        raise InvalidArgumentError("max_rows_per_file must be a positive integer")
+    major, minor = storage_version(data_storage_version)
+    arrow_schema = schema.to_arrow()
+    reader = to_reader(data, arrow_schema)
+    check_schema(arrow_schema, reader.schema)
+    os.makedirs(os.path.join(root, "data"), exist_ok=True)
+    leaf_ids = [f.id for f in leaf_fields(schema.fields)]
+    fragments: list[table_pb2.DataFragment] = []
+    written: list[str] = []
+    writer: LanceFileWriter | None = None
+    name = ""
+    rows = 0
+
+    def finish() -> None:
+        nonlocal writer
+        result = writer.close()
+        writer = None
+        fragments.append(
+            table_pb2.DataFragment(
+                files=[
+                    table_pb2.DataFile(
+                        path=name,
+                        fields=leaf_ids,
+                        column_indices=list(range(len(leaf_ids))),
+                        file_major_version=major,
+                        file_minor_version=minor,
+                        file_size_bytes=result.num_bytes,
+                    )
+                ],
+                physical_rows=result.num_rows,
+            )
+        )
+
+    try:
+        for batch in reader:
+            pos = 0
+            while pos < batch.num_rows:
+                if writer is None:
+                    name = paths.new_data_file_name()
+                    path = os.path.join(root, "data", name)
+                    written.append(path)
+                    writer = LanceFileWriter(
+                        path,
+                        batch.schema,
+                        version=f"{major}.{minor}",
+                        lance_schema=schema,
+                    )
+                    rows = 0
+                take = min(batch.num_rows - pos, max_rows_per_file - rows)
+                writer.write_batch(batch.slice(pos, take))
+                pos += take
+                rows += take
+                if rows == max_rows_per_file:
+                    finish()
+        if writer is not None and rows:
+            finish()
+        elif writer is not None:
+            writer.abort()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        for path in written:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        raise
+    return fragments
+
+
+def fragment_to_json(fragment: table_pb2.DataFragment) -> str:
+    """Staged fragment metadata as JSON (for distributed writers to send to a committer)."""
+    from google.protobuf import json_format
+
+    return json_format.MessageToJson(fragment, indent=None)
+
+
+def fragment_from_json(text: str) -> table_pb2.DataFragment:
+    from google.protobuf import json_format
+
+    try:
+        return json_format.Parse(text, table_pb2.DataFragment())
+    except (json_format.ParseError, ValueError) as e:
+        raise InvalidArgumentError(f"not a fragment description: {e}") from e
+
+
+__all__ = [
+    "DEFAULT_MAX_ROWS_PER_FILE",
+    "check_schema",
+    "fragment_from_json",
+    "fragment_to_json",
+    "to_reader",
+    "write_fragments",
+]
