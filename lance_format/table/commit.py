@@ -78,10 +78,13 @@ def commit(
             data_storage_version=data_storage_version,
             root=root,
         )
-        data = manifest.encode_manifest(pb, txn_bytes)
-        if _put_if_not_exists(root, paths.manifest_path(root, pb.version, naming), data):
+        index_section = latest.index_section if latest is not None else None
+        written = manifest.write_manifest(
+            root, pb, naming, txn_bytes, index_section=index_section
+        )
+        if written is not None:
             paths.write_version_hint(root, pb.version)
-            return manifest.read_manifest(paths.manifest_path(root, pb.version, naming))
+            return manifest.read_manifest(written)
     raise CommitConflictError(f"gave up committing to {root} after {max_retries} attempts")
 
 
@@ -95,6 +98,8 @@ def _check_against(root: str, ours: transaction_pb2.Transaction, entry) -> None:
             theirs = transaction.read_transaction_file(root, name)
         except (LanceIOError, CorruptFileError, FileNotFoundError):
             theirs = None
+    if theirs is None:  # transaction files may be disabled: the manifest embeds it too
+        theirs = theirs_manifest.transaction
     if theirs is None:
         raise CommitConflictError(
             f"version {entry.version} was committed concurrently without a readable "
@@ -110,22 +115,6 @@ def _check_against(root: str, ours: transaction_pb2.Transaction, entry) -> None:
 
 def _kind(txn: transaction_pb2.Transaction) -> str:
     return txn.WhichOneof("operation") or "unknown operation"
-
-
-def _put_if_not_exists(root: str, final: str, data: bytes) -> bool:
-    """Write ``final`` atomically unless it exists (link(2) refuses existing names)."""
-    tmp = os.path.join(root, "_versions", f".tmp-{uuidlib.uuid4().hex}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    try:
-        os.link(tmp, final)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(tmp)
 
 
 # -- applying an operation -------------------------------------------------------------------
@@ -207,7 +196,7 @@ def build_manifest(
         raise InvalidArgumentError(f"committing a {kind} operation is not supported")
     if out.fragments:
         out.max_fragment_id = max([out.max_fragment_id, *(f.id for f in out.fragments)])
-    _set_flags(out)
+    features.apply_feature_flags(out)
     return out
 
 
@@ -253,11 +242,3 @@ def _apply_rewrite(m: table_pb2.Manifest, op) -> None:
             out.append(f)
     del m.fragments[:]
     m.fragments.extend(out)
-
-
-def _set_flags(m: table_pb2.Manifest) -> None:
-    has_deletions = any(f.HasField("deletion_file") for f in m.fragments)
-    for attr in ("reader_feature_flags", "writer_feature_flags"):
-        value = getattr(m, attr)
-        value = (value | features.FLAG_DELETION_FILES) if has_deletions else value
-        setattr(m, attr, value)

@@ -36,9 +36,7 @@ def dataset(
     if not os.path.isdir(os.path.join(root, "_versions")):
         raise LanceIOError(f"{root} is not a Lance dataset (no _versions directory)")
     if isinstance(version, str):
-        version = tags.list_tags(root).get(version)
-        if version is None:
-            raise InvalidArgumentError(f"no tag {version!r} in {root}")
+        version = tags.resolve_tag(root, version)
     return Dataset(root, _resolve(root, version), cache=cache)
 
 

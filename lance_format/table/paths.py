@@ -1,0 +1,346 @@
+"""Where a dataset keeps its files, how versions are named, and the few storage calls used.
+
+Layout (digest §2)::
+
+    <root>/_versions/<manifest>            one manifest per version (V1 or V2 names)
+    <root>/_versions/latest_version_hint.json   {"version":N}, a hint for other tools
+    <root>/data/<name>.lance               data files (the manifest stores the name)
+    <root>/_deletions/<frag>-<read_version>-<id>.arrow|.bin
+    <root>/_transactions/<read_version>-<uuid>.txn
+    <root>/_refs/tags/<tag>.json
+    <root>/_indices/<uuid>/...
+
+Only the local file system is supported.  Every byte that the table layer reads or writes
+outside data files goes through :func:`read_bytes`, :func:`list_names`,
+:func:`write_atomic`, :func:`put_if_not_exists` and :func:`remove`, so an object store can
+be plugged in by replacing those five calls.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+import secrets
+import uuid as uuidlib
+from typing import NamedTuple
+
+from ..errors import CorruptFileError, InvalidArgumentError, LanceIOError
+
+VERSIONS_DIR = "_versions"
+DATA_DIR = "data"
+DELETIONS_DIR = "_deletions"
+TRANSACTIONS_DIR = "_transactions"
+INDICES_DIR = "_indices"
+REFS_DIR = "_refs"
+TAGS_DIR = os.path.join(REFS_DIR, "tags")
+VERSION_HINT_FILE = "latest_version_hint.json"
+MANIFEST_SUFFIX = ".manifest"
+
+U64_MAX = (1 << 64) - 1
+# Detached versions have the top bit set and live under a "d" prefix; they are not part of
+# the version history, so listings skip them.
+DETACHED_VERSION_MASK = 1 << 63
+_V2_STEM_LEN = 20
+_DIGITS = re.compile(r"[0-9]+\Z")
+
+
+class ManifestNaming(enum.Enum):
+    """How manifest files are named in ``_versions/``.
+
+    V1 is ``{version}.manifest``.  V2 (pylance's default) is ``{u64::MAX - version:020}``,
+    so that the newest version sorts first in a lexical object-store listing.
+    """
+
+    V1 = "V1"
+    V2 = "V2"
+
+
+class VersionEntry(NamedTuple):
+    """One committed version found by listing ``_versions/``."""
+
+    version: int
+    path: str
+    naming: ManifestNaming
+
+
+# -- storage seam ---------------------------------------------------------------------------
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole file (metadata files are small)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError as exc:
+        raise LanceIOError("file not found", path=path) from exc
+    except OSError as exc:
+        raise LanceIOError(f"cannot read: {exc.strerror}", path=path) from exc
+
+
+def list_names(directory: str) -> list[str]:
+    """File names in ``directory`` (empty if it does not exist)."""
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    except NotADirectoryError as exc:
+        raise LanceIOError("not a directory", path=directory) from exc
+    except OSError as exc:
+        raise LanceIOError(f"cannot list: {exc.strerror}", path=directory) from exc
+
+
+def _write_temp(path: str, data: bytes) -> str:
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".tmp-{uuidlib.uuid4().hex}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Write or replace ``path`` so that readers see the old or the new bytes, never a mix."""
+    try:
+        tmp = _write_temp(path, data)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise LanceIOError(f"cannot write: {exc.strerror}", path=path) from exc
+
+
+def put_if_not_exists(path: str, data: bytes) -> bool:
+    """Create ``path`` with ``data`` atomically; False (and nothing written) if it exists.
+
+    ``link(2)`` refuses an existing name, which is the put-if-not-exists primitive the
+    commit protocol needs; the bytes appear complete or not at all.
+    """
+    try:
+        tmp = _write_temp(path, data)
+    except OSError as exc:
+        raise LanceIOError(f"cannot write: {exc.strerror}", path=path) from exc
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise LanceIOError(f"cannot create: {exc.strerror}", path=path) from exc
+    finally:
+        os.unlink(tmp)
+
+
+def remove(path: str, *, missing_ok: bool = False) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError as exc:
+        if not missing_ok:
+            raise LanceIOError("file not found", path=path) from exc
+    except OSError as exc:
+        raise LanceIOError(f"cannot remove: {exc.strerror}", path=path) from exc
+
+
+def exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError as exc:
+        raise LanceIOError(f"cannot stat: {exc.strerror}", path=path) from exc
+
+
+# -- manifest names -------------------------------------------------------------------------
+
+
+def versions_dir(root: str) -> str:
+    return os.path.join(root, VERSIONS_DIR)
+
+
+def manifest_name(version: int, naming: ManifestNaming) -> str:
+    """The file name of ``version``'s manifest under ``naming``."""
+    if not 0 <= version <= U64_MAX:
+        raise InvalidArgumentError(f"version {version} is outside 0..2^64-1")
+    if version & DETACHED_VERSION_MASK:
+        return f"d{version}{MANIFEST_SUFFIX}"
+    if naming is ManifestNaming.V1:
+        return f"{version}{MANIFEST_SUFFIX}"
+    return f"{U64_MAX - version:020d}{MANIFEST_SUFFIX}"
+
+
+def manifest_path(root: str, version: int, naming: ManifestNaming) -> str:
+    return os.path.join(versions_dir(root), manifest_name(version, naming))
+
+
+def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
+    """``(version, naming)`` for an attached manifest's file name, else None.
+
+    A 20-digit stem is V2 (as pylance decides); any other all-digit stem is V1.  Detached
+    manifests (``d`` prefix), temporary files and other names give None.
+    """
+    if not name.endswith(MANIFEST_SUFFIX):
+        return None
+    stem = name[: -len(MANIFEST_SUFFIX)]
+    if not _DIGITS.match(stem):
+        return None
+    number = int(stem)
+    if len(stem) == _V2_STEM_LEN:
+        if number > U64_MAX:
+            return None
+        return U64_MAX - number, ManifestNaming.V2
+    return number, ManifestNaming.V1
+
+
+def list_versions(root: str) -> list[VersionEntry]:
+    """Every committed version, oldest first, found by listing ``_versions/``.
+
+    A directory holding both naming schemes is corrupt (pylance refuses it too): which of
+    two manifests of one version is real cannot be told.
+    """
+    directory = versions_dir(root)
+    entries: dict[int, VersionEntry] = {}
+    schemes: set[ManifestNaming] = set()
+    for name in list_names(directory):
+        parsed = parse_manifest_name(name)
+        if parsed is None:
+            continue
+        version, naming = parsed
+        schemes.add(naming)
+        if version in entries:
+            raise CorruptFileError(
+                f"two manifests for version {version}: {os.path.basename(entries[version].path)}"
+                f" and {name}",
+                path=directory,
+            )
+        entries[version] = VersionEntry(version, os.path.join(directory, name), naming)
+    if len(schemes) > 1:
+        raise CorruptFileError(
+            "manifests use both the V1 ({version}.manifest) and the V2 (u64::MAX - version) "
+            "naming schemes; migrate or remove one set",
+            path=directory,
+        )
+    return [entries[v] for v in sorted(entries)]
+
+
+def latest_version(root: str) -> VersionEntry | None:
+    """The newest committed version (by listing; the hint file is not trusted), or None."""
+    versions = list_versions(root)
+    return versions[-1] if versions else None
+
+
+def find_version(root: str, version: int) -> VersionEntry:
+    """The manifest of ``version``; InvalidArgumentError if there is none."""
+    for entry in list_versions(root):
+        if entry.version == version:
+            return entry
+    raise InvalidArgumentError(f"{root} has no version {version}")
+
+
+def detect_naming(root: str) -> ManifestNaming | None:
+    """The naming scheme in use, or None for a dataset with no version yet."""
+    versions = list_versions(root)
+    return versions[-1].naming if versions else None
+
+
+# -- latest_version_hint.json ---------------------------------------------------------------
+
+
+def version_hint_path(root: str) -> str:
+    return os.path.join(versions_dir(root), VERSION_HINT_FILE)
+
+
+def read_version_hint(root: str) -> int | None:
+    """The version in ``latest_version_hint.json``; None if it is missing or unreadable
+    (it is only a hint, so a bad one is not an error)."""
+    try:
+        with open(version_hint_path(root), "rb") as f:
+            value = json.loads(f.read()).get("version")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def write_version_hint(root: str, version: int) -> None:
+    """Write ``{"version":N}`` (compact, no newline, as pylance 14 does), atomically.
+
+    A hint already naming a newer version is left alone, so a slow committer does not
+    move it backwards.
+    """
+    current = read_version_hint(root)
+    if current is not None and current > version:
+        return
+    data = json.dumps({"version": int(version)}, separators=(",", ":")).encode()
+    write_atomic(version_hint_path(root), data)
+
+
+# -- data, deletion and transaction file names ----------------------------------------------
+
+
+def new_data_file_name() -> str:
+    """A fresh data file name as pylance 14 makes them (relative to ``data/``).
+
+    The first 3 bytes of a random UUIDv4 as 24 binary digits, then the other 13 bytes as
+    26 lowercase hex digits, then ``.lance`` (50 + 6 characters).  The binary prefix
+    spreads files over object-store key prefixes.
+    """
+    raw = uuidlib.uuid4().bytes
+    return f"{int.from_bytes(raw[:3], 'big'):024b}{raw[3:].hex()}.lance"
+
+
+def data_file_path(root: str, relative: str) -> str:
+    """Absolute path of a ``DataFile.path`` (stored relative to ``data/``)."""
+    return os.path.join(root, DATA_DIR, relative)
+
+
+DELETION_SUFFIXES = {0: "arrow", 1: "bin"}  # DeletionFile.file_type: ARROW_ARRAY, BITMAP
+
+
+def new_deletion_id() -> int:
+    """The random u64 stored in ``DeletionFile.id`` and used in its file name."""
+    return secrets.randbits(64)
+
+
+def deletion_file_name(
+    fragment_id: int, read_version: int, deletion_id: int, file_type: int
+) -> str:
+    """``{fragment_id}-{read_version}-{id}.{arrow|bin}``; ``read_version`` is the version
+    the delete was based on.  The manifest stores no path: it is rebuilt from these."""
+    suffix = DELETION_SUFFIXES.get(int(file_type))
+    if suffix is None:
+        raise CorruptFileError(f"unknown deletion file type {file_type}")
+    return f"{fragment_id}-{read_version}-{deletion_id}.{suffix}"
+
+
+def deletion_file_path(root: str, fragment_id: int, deletion_file) -> str:
+    """Absolute path of a fragment's ``DeletionFile`` message."""
+    name = deletion_file_name(
+        fragment_id, deletion_file.read_version, deletion_file.id, deletion_file.file_type
+    )
+    return os.path.join(root, DELETIONS_DIR, name)
+
+
+def transaction_file_name(read_version: int, txn_uuid: str) -> str:
+    """``{read_version}-{uuid}.txn``: the transaction's own uuid (hyphenated) and the version
+    it read (0 when it creates the dataset)."""
+    return f"{read_version}-{txn_uuid}.txn"
+
+
+def transaction_file_path(root: str, name: str) -> str:
+    """Absolute path of ``Manifest.transaction_file`` (stored relative to
+    ``_transactions/``)."""
+    return os.path.join(root, TRANSACTIONS_DIR, name)
+
+
+def tags_dir(root: str) -> str:
+    return os.path.join(root, TAGS_DIR)
+
+
+def tag_path(root: str, name: str) -> str:
+    return os.path.join(tags_dir(root), f"{name}.json")
