@@ -79,9 +79,7 @@ def commit(
             root=root,
         )
         index_section = latest.index_section if latest is not None else None
-        written = manifest.write_manifest(
-            root, pb, naming, txn_bytes, index_section=index_section
-        )
+        written = manifest.write_manifest(root, pb, naming, txn_bytes, index_section=index_section)
         if written is not None:
             paths.write_version_hint(root, pb.version)
             return manifest.read_manifest(written)
