@@ -1,0 +1,1274 @@
+"""Dataset filters: SQL predicate strings, as pylance users write them, and Arrow expressions.
+
+A SQL filter is parsed with sqlglot (never by hand) in pylance's dialect and translated into a
+``pyarrow.compute.Expression`` that the scanner evaluates batch by batch.  The translation is
+typed: every sub-expression knows its Arrow type, so that literals can be cast to the type of
+the column they meet (``f32 = 0.1`` compares in float32, ``d = '2020-01-02'`` reads a date) and
+so that a filter that cannot run fails here, with the SQL text in the message, instead of in
+the middle of a scan.
+
+Semantics follow pylance (DataFusion under the hood):
+
+* three-valued logic: AND/OR are Arrow's Kleene kernels, a NULL predicate drops the row;
+* backticks quote identifiers, double quotes make a string literal (as in pylance), ``''``
+  escapes a quote, backslash is an ordinary character in strings and the LIKE escape;
+* unquoted names match exactly, or else case-insensitively; ``a.b`` reads struct field ``b``;
+* floats compare in total order: NaN equals NaN and sorts above every number, -0.0 = 0.0;
+* integer arithmetic wraps, integer division truncates, division by zero is an error.
+
+pyarrow has no public way to list the fields an expression reads, so the columns come from
+the translation itself (:class:`CompiledFilter`); for an expression built elsewhere they are
+found by binding it against narrowed schemas.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import sqlglot
+from sqlglot import exp, tokens
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ParseError, SqlglotError
+
+from ..errors import InvalidArgumentError, SchemaError
+
+__all__ = ["CompiledFilter", "compile_filter", "parse_filter", "referenced_columns"]
+
+
+class LanceFilterDialect(Dialect):
+    """pylance's filter dialect: `ident` quotes names, "text" is a string literal."""
+
+    class Tokenizer(tokens.Tokenizer):
+        QUOTES = ["'", '"']
+        IDENTIFIERS = ["`"]
+        STRING_ESCAPES = ["'"]
+
+
+@dataclass(frozen=True)
+class CompiledFilter:
+    """A translated filter: the expression and the field paths it reads."""
+
+    expression: pc.Expression
+    paths: tuple[tuple[str, ...], ...]
+    sql: str | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        """Field paths as strings (``st.x``); a part with a dot is quoted with backticks."""
+        return [format_path(p) for p in self.paths]
+
+    @property
+    def top_level_columns(self) -> list[str]:
+        """The top-level columns a scanner must read to evaluate the filter."""
+        return list(dict.fromkeys(p[0] for p in self.paths))
+
+
+def format_path(parts: Iterable[str]) -> str:
+    """``("st", "x")`` -> ``st.x``; parts holding ``.`` or a backtick are backtick-quoted."""
+    out = []
+    for part in parts:
+        if part == "" or "." in part or "`" in part:
+            part = "`" + part.replace("`", "``") + "`"
+        out.append(part)
+    return ".".join(out)
+
+
+# -- public API -----------------------------------------------------------------------------
+
+
+def parse_filter(filter: str | pc.Expression | None, schema: pa.Schema) -> pc.Expression | None:
+    """SQL string or Expression -> Expression, validated against ``schema``.
+
+    Unknown columns raise :class:`SchemaError` naming the column; syntax errors, unsupported
+    SQL and type errors raise :class:`InvalidArgumentError` quoting the SQL text.
+    """
+    compiled = compile_filter(filter, schema)
+    return None if compiled is None else compiled.expression
+
+
+def compile_filter(filter: str | pc.Expression | None, schema: pa.Schema) -> CompiledFilter | None:
+    """Translate and validate a filter, keeping the field paths it reads."""
+    if filter is None:
+        return None
+    if isinstance(filter, pc.Expression):
+        _validate_expression(filter, schema, text=str(filter))
+        paths = _probe_paths(filter, schema)
+        compiled = CompiledFilter(filter, paths, None)
+    elif isinstance(filter, str):
+        compiled = _Translator(filter, schema).compile()
+    else:
+        raise InvalidArgumentError(
+            f"a filter must be a SQL string or a pyarrow.compute.Expression, "
+            f"got {type(filter).__name__}"
+        )
+    _remember(compiled)
+    return compiled
+
+
+def referenced_columns(expr: pc.Expression, schema: pa.Schema) -> list[str]:
+    """Field paths (``col`` or ``struct.field``) that ``expr`` reads, sorted.
+
+    Exact for expressions made by :func:`parse_filter`; for others the paths are found by
+    binding the expression against schemas with fields taken away.
+    """
+    paths = _recall(expr)
+    if paths is None:
+        paths = _probe_paths(expr, schema)
+    return [format_path(p) for p in paths]
+
+
+# -- memory of compiled expressions (so referenced_columns need not guess) -----------------
+
+_MEMORY: OrderedDict[bytes, tuple[tuple[str, ...], ...]] = OrderedDict()
+_MEMORY_LOCK = threading.Lock()
+_MEMORY_SIZE = 512
+
+
+def _expression_key(expr: pc.Expression) -> bytes | None:
+    try:
+        return bytes(expr.__reduce__()[1][0])
+    except Exception:  # an expression Arrow cannot serialise: just not remembered
+        return None
+
+
+def _remember(compiled: CompiledFilter) -> None:
+    key = _expression_key(compiled.expression)
+    if key is None:
+        return
+    with _MEMORY_LOCK:
+        _MEMORY[key] = compiled.paths
+        _MEMORY.move_to_end(key)
+        while len(_MEMORY) > _MEMORY_SIZE:
+            _MEMORY.popitem(last=False)
+
+
+def _recall(expr: pc.Expression) -> tuple[tuple[str, ...], ...] | None:
+    key = _expression_key(expr)
+    if key is None:
+        return None
+    with _MEMORY_LOCK:
+        return _MEMORY.get(key)
+
+
+# -- binding against the schema -------------------------------------------------------------
+
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowKeyError)
+
+
+def _bind(expr: pc.Expression, schema: pa.Schema) -> pa.DataType:
+    """Type of ``expr`` over ``schema``; raises the Arrow error when it does not bind."""
+    table = schema.empty_table()
+    result = pads.dataset(table).to_table(columns={"_": expr})
+    return result.schema.field(0).type
+
+
+_NO_MATCH = re.compile(r"No match for (FieldRef\..*?) in ")
+_REF_NAME = re.compile(r"FieldRef\.Name\((.*?)\)(?= FieldRef|\)*$)")
+
+
+def _names(names: list[str], limit: int = 20) -> str:
+    """A column list for a message, cut short for wide schemas."""
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _validate_expression(expr: pc.Expression, schema: pa.Schema, text: str) -> None:
+    try:
+        out = _bind(expr, schema)
+    except _ARROW_ERRORS as e:
+        missing = _NO_MATCH.search(str(e))
+        if missing:
+            parts = _REF_NAME.findall(missing.group(1)) or [missing.group(1)]
+            name = format_path(parts)
+            raise SchemaError(
+                f"filter {text!r} references unknown field {name!r}; "
+                f"columns: {_names(schema.names)}",
+                column=name,
+            ) from None
+        raise InvalidArgumentError(f"filter {text!r} cannot be evaluated: {e}") from None
+    if not pa.types.is_boolean(out):
+        raise InvalidArgumentError(f"filter {text!r} does not return a boolean (it returns {out})")
+
+
+def _probe_paths(expr: pc.Expression, schema: pa.Schema) -> tuple[tuple[str, ...], ...]:
+    """Field paths an expression needs, found by group testing on narrowed schemas.
+
+    Binding succeeds exactly when every field the expression reads is present, so halving
+    the set of removable fields finds the needed ones in O(k log n) binds.
+    """
+    if "FieldPath(" in str(expr):  # positional refs shift when fields go: read everything
+        return tuple((name,) for name in schema.names)
+
+    def binds(fields: list[pa.Field]) -> bool:
+        try:
+            _bind(expr, pa.schema(fields))
+            return True
+        except _ARROW_ERRORS:
+            return False
+
+    def needed(fields: list[pa.Field], rebuild: Callable[[list[pa.Field]], list[pa.Field]]):
+        kept = list(range(len(fields)))
+
+        def prune(group: list[int]) -> None:
+            trial = [i for i in kept if i not in group]
+            if binds(rebuild([fields[i] for i in trial])):
+                kept[:] = trial
+            elif len(group) > 1:
+                half = len(group) // 2
+                prune(group[:half])
+                prune(group[half:])
+
+        if kept:
+            prune(list(kept))
+        return kept
+
+    text = str(expr)
+    top = [f for f in schema if f.name in text]  # every field read is printed by name
+    if not binds(top):
+        top = list(schema)
+        if not binds(top):
+            return tuple((name,) for name in schema.names)
+    keep_top = [top[i] for i in needed(top, lambda fs: fs)]
+    paths: list[tuple[str, ...]] = []
+
+    def descend(prefix: tuple[str, ...], field: pa.Field, place: Callable) -> None:
+        if not pa.types.is_struct(field.type) or field.type.num_fields == 0:
+            paths.append(prefix)
+            return
+        children = list(field.type)
+
+        def rebuild_child(kids: list[pa.Field]) -> list[pa.Field]:
+            return place(field.with_type(pa.struct(kids)))
+
+        kids = needed(children, rebuild_child)
+        if not kids:
+            paths.append(prefix)
+            return
+        kept_kids = [children[i] for i in kids]
+        for i in kids:
+            child = children[i]
+
+            def place_child(new_child: pa.Field, child=child) -> list[pa.Field]:
+                others = [new_child if k is child else k for k in kept_kids]
+                return place(field.with_type(pa.struct(others)))
+
+            descend(prefix + (child.name,), child, place_child)
+
+    for f in keep_top:
+
+        def place_top(new_field: pa.Field, f=f) -> list[pa.Field]:
+            return [new_field if k is f else k for k in keep_top]
+
+        descend((f.name,), f, place_top)
+    return tuple(sorted(paths))
+
+
+# -- literals -------------------------------------------------------------------------------
+
+_DATE_RE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
+_TS_RE = re.compile(
+    r"\s*(\d{4})-(\d{1,2})-(\d{1,2})"
+    r"(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?"
+    r"\s*(Z|[+-]\d{2}(?::?\d{2})?)?\s*",
+    re.IGNORECASE,
+)
+_EPOCH = _dt.date(1970, 1, 1).toordinal()
+_UNIT_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+_INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 19}
+
+
+def _parse_date(text: str) -> int:
+    """Days since the epoch of ``YYYY-MM-DD``."""
+    m = _DATE_RE.fullmatch(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a date (YYYY-MM-DD)")
+    return _dt.date(int(m[1]), int(m[2]), int(m[3])).toordinal() - _EPOCH
+
+
+def _parse_timestamp(text: str) -> int:
+    """Nanoseconds since the epoch, UTC, of an ISO-8601 date-time (offset optional)."""
+    m = _TS_RE.fullmatch(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a timestamp (YYYY-MM-DD HH:MM:SS[.f][+HH:MM])")
+    days = _dt.date(int(m[1]), int(m[2]), int(m[3])).toordinal() - _EPOCH
+    hour, minute, sec = int(m[4] or 0), int(m[5] or 0), int(m[6] or 0)
+    if hour > 23 or minute > 59 or sec > 59:
+        raise ValueError(f"{text!r} has an invalid time of day")
+    ns = (((days * 24 + hour) * 60 + minute) * 60 + sec) * 1_000_000_000
+    ns += int((m[7] or "").ljust(9, "0"))
+    offset = m[8]
+    if offset and offset.upper() != "Z":
+        sign = -1 if offset[0] == "-" else 1
+        digits = offset[1:].replace(":", "")
+        minutes = int(digits[:2]) * 60 + (int(digits[2:]) if len(digits) > 2 else 0)
+        ns -= sign * minutes * 60 * 1_000_000_000
+    return ns
+
+
+def _trunc_div(value: int, factor: int) -> int:
+    q = abs(value) // factor
+    return q if value >= 0 else -q
+
+
+def _int_fits(value: int, typ: pa.DataType) -> bool:
+    bits = typ.bit_width
+    if pa.types.is_signed_integer(typ):
+        return -(1 << (bits - 1)) <= value < (1 << (bits - 1))
+    return 0 <= value < (1 << bits)
+
+
+def _is_stringy(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _orderable(t: pa.DataType) -> bool:
+    """Types Arrow's comparison kernels take when both sides have that type."""
+    return (
+        _is_numeric(t)
+        or _is_stringy(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The type both sides of an operator are cast to, as DataFusion's coercion picks it.
+
+    Made explicit because Arrow's own dispatch narrows integer literals to the smallest type
+    that holds them, so ``int32_col * 1000000000`` would overflow in int32.
+    """
+    if a == b:
+        return None
+    if pa.types.is_null(a) or pa.types.is_null(b):
+        return None
+    if pa.types.is_integer(a) and pa.types.is_integer(b):
+        if pa.types.is_signed_integer(a) == pa.types.is_signed_integer(b):
+            return a if a.bit_width >= b.bit_width else b
+        signed, unsigned = (a, b) if pa.types.is_signed_integer(a) else (b, a)
+        if unsigned.bit_width < signed.bit_width:
+            return signed
+        return _SIGNED[min(64, 2 * unsigned.bit_width)]
+    if pa.types.is_floating(a) and pa.types.is_integer(b):
+        return a if a.bit_width >= 32 else pa.float32()
+    if pa.types.is_integer(a) and pa.types.is_floating(b):
+        return b if b.bit_width >= 32 else pa.float32()
+    if pa.types.is_floating(a) and pa.types.is_floating(b):
+        return a if a.bit_width >= b.bit_width else b
+    if (pa.types.is_decimal(a) and pa.types.is_floating(b)) or (
+        pa.types.is_floating(a) and pa.types.is_decimal(b)
+    ):
+        return pa.float64()
+    if _is_stringy(a) and _is_stringy(b):
+        return pa.large_string()
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
+        if a.tz != b.tz:
+            return None
+        unit = a.unit if _UNIT_NS[a.unit] <= _UNIT_NS[b.unit] else b.unit
+        return pa.timestamp(unit, a.tz)
+    if pa.types.is_timestamp(a) and pa.types.is_date(b):
+        return a
+    if pa.types.is_date(a) and pa.types.is_timestamp(b):
+        return b
+    return None
+
+
+_SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
+
+
+def _cast_term(term: _Term, target: pa.DataType) -> _Term:
+    if term.type == target:
+        return term
+    if term.const is not None:
+        value = term.const
+        if pa.types.is_timestamp(value.type) and pa.types.is_timestamp(target):
+            ns = value.cast(pa.int64()).as_py() * _UNIT_NS[value.type.unit]
+            factor = _UNIT_NS[target.unit]
+            if ns is not None and ns % factor == 0:
+                return _const(pa.scalar(ns // factor, target), term.number_text)
+        try:
+            return _const(value.cast(target, safe=False), term.number_text)
+        except _ARROW_ERRORS:
+            pass
+    options = pc.CastOptions(target, allow_float_truncate=True, allow_time_truncate=False)
+    return _Term(term.expr.cast(options=options), target)
+
+
+@dataclass
+class _Term:
+    """A translated sub-expression, its Arrow type and, for a constant, its value."""
+
+    expr: pc.Expression
+    type: pa.DataType
+    const: pa.Scalar | None = None
+    number_text: str | None = None  # the SQL spelling of a numeric literal, for decimals
+
+    @property
+    def is_null_const(self) -> bool:
+        return self.const is not None and not self.const.is_valid
+
+
+def _const(value: pa.Scalar, number_text: str | None = None) -> _Term:
+    return _Term(pc.scalar(value), value.type, value, number_text)
+
+
+_BOOL_NULL = pa.scalar(None, pa.bool_())
+
+# sqlglot type -> Arrow type for CAST and typed literals
+_SIMPLE_TYPES = {
+    "TINYINT": pa.int8(),
+    "SMALLINT": pa.int16(),
+    "INT": pa.int32(),
+    "BIGINT": pa.int64(),
+    "UTINYINT": pa.uint8(),
+    "USMALLINT": pa.uint16(),
+    "UINT": pa.uint32(),
+    "UBIGINT": pa.uint64(),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "TEXT": pa.string(),
+    "VARCHAR": pa.string(),
+    "NVARCHAR": pa.string(),
+    "CHAR": pa.string(),
+    "NCHAR": pa.string(),
+    "BINARY": pa.binary(),
+    "VARBINARY": pa.binary(),
+    "BLOB": pa.binary(),
+    "DATE": pa.date32(),
+}
+_TS_PRECISION = {0: "s", 3: "ms", 6: "us", 9: "ns"}
+
+_COMPARE = {
+    exp.EQ: "eq",
+    exp.NEQ: "ne",
+    exp.LT: "lt",
+    exp.LTE: "le",
+    exp.GT: "gt",
+    exp.GTE: "ge",
+}
+_ARITH = {exp.Add: "add", exp.Sub: "subtract", exp.Mul: "multiply", exp.Div: "divide"}
+
+
+# Three-valued helpers that fold Python constants (False/True) away.
+def _and(a, b):
+    if a is False or b is False:
+        return False
+    if a is True:
+        return b
+    if b is True:
+        return a
+    return pc.and_kleene(a, b)
+
+
+def _or(a, b):
+    if a is True or b is True:
+        return True
+    if a is False:
+        return b
+    if b is False:
+        return a
+    return pc.or_kleene(a, b)
+
+
+def _not(a):
+    return (not a) if isinstance(a, bool) else pc.invert(a)
+
+
+# -- the translator -------------------------------------------------------------------------
+
+
+class _Translator:
+    """Walks a sqlglot tree, producing typed Arrow expressions and the field paths read."""
+
+    def __init__(self, sql: str, schema: pa.Schema):
+        self.sql = sql
+        self.schema = schema
+        self.paths: dict[tuple[str, ...], None] = {}
+
+    # errors ------------------------------------------------------------------------------
+
+    def invalid(self, problem: str, node: exp.Expression | None = None) -> InvalidArgumentError:
+        where = f" in {node.sql(dialect=LanceFilterDialect)!r}" if node is not None else ""
+        return InvalidArgumentError(f"filter {self.sql!r}: {problem}{where}")
+
+    def unsupported(self, what: str, node: exp.Expression) -> InvalidArgumentError:
+        return self.invalid(f"unsupported SQL construct: {what}", node)
+
+    # entry point -------------------------------------------------------------------------
+
+    def compile(self) -> CompiledFilter:
+        if not self.sql.strip():
+            raise InvalidArgumentError("the filter is empty")
+        try:
+            tree = sqlglot.parse_one(self.sql, dialect=LanceFilterDialect, into=exp.Condition)
+        except ParseError as e:
+            detail = "; ".join(
+                f"{err.get('description')} (line {err.get('line')}, col {err.get('col')})"
+                for err in (e.errors or [])
+            )
+            raise InvalidArgumentError(
+                f"filter {self.sql!r} is not valid SQL: {detail or e}"
+            ) from None
+        except SqlglotError as e:
+            raise InvalidArgumentError(f"filter {self.sql!r} is not valid SQL: {e}") from None
+        except RecursionError:
+            raise InvalidArgumentError(
+                f"filter {self.sql[:200]!r}... is nested too deeply"
+            ) from None
+        try:
+            term = self.translate(tree)
+        except RecursionError:
+            raise InvalidArgumentError(
+                f"filter {self.sql[:200]!r}... is nested too deeply"
+            ) from None
+        out = self.type_of(term.expr, tree) if term.const is None else term.type
+        if not pa.types.is_boolean(out):
+            raise InvalidArgumentError(
+                f"filter {self.sql!r} does not return a boolean (it returns {out})"
+            )
+        # a struct read whole covers its fields: keep the outermost path only
+        paths = sorted(self.paths)
+        paths = [p for p in paths if not any(p[: len(q)] == q for q in paths if len(q) < len(p))]
+        return CompiledFilter(term.expr, tuple(paths), self.sql)
+
+    def type_of(self, expr: pc.Expression, node: exp.Expression) -> pa.DataType:
+        """Bind against the referenced columns only: cheap whatever the schema width."""
+        try:
+            return _bind(expr, self.bind_schema())
+        except _ARROW_ERRORS as e:
+            raise self.invalid(f"cannot evaluate ({_short(e)})", node) from None
+
+    def bind_schema(self) -> pa.Schema:
+        tops = dict.fromkeys(p[0] for p in self.paths)
+        return pa.schema([self.schema.field(name) for name in tops])
+
+    # dispatch ----------------------------------------------------------------------------
+
+    def translate(self, node: exp.Expression) -> _Term:
+        """Translate ``node``; a constant result (``s LIKE NULL``) reads no column."""
+        before = dict(self.paths)
+        term = self.translate_node(node)
+        if term.const is not None:
+            self.paths = before
+        return term
+
+    def translate_node(self, node: exp.Expression) -> _Term:
+        if isinstance(node, exp.Paren):
+            return self.translate(node.this)
+        if isinstance(node, (exp.Column, exp.Dot, exp.Bracket)):
+            return self.column(node)
+        if isinstance(node, exp.Literal):
+            return self.literal(node)
+        if isinstance(node, exp.Boolean):
+            return _const(pa.scalar(bool(node.this)))
+        if isinstance(node, exp.Null):
+            return _const(pa.scalar(None, pa.null()))
+        if isinstance(node, exp.Neg):
+            return self.negate(node)
+        if isinstance(node, (exp.And, exp.Or)):
+            # flattened and joined as a balanced tree: a chain of thousands of ORs must not
+            # exhaust the stack, here or when Arrow binds it
+            fn = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
+            terms = [self.boolean(operand).expr for operand in node.flatten()]
+            while len(terms) > 1:
+                pairs = [fn(a, b) for a, b in zip(terms[0::2], terms[1::2], strict=False)]
+                terms = pairs + ([terms[-1]] if len(terms) % 2 else [])
+            return _Term(terms[0], pa.bool_())
+        if isinstance(node, exp.Not):
+            inner = self.boolean(node.this)
+            return _Term(pc.invert(inner.expr), pa.bool_())
+        kind = _COMPARE.get(type(node))
+        if kind is not None:
+            left, right = self.translate(node.this), self.translate(node.expression)
+            return self.compare(kind, left, right, node)
+        if isinstance(node, exp.Is):
+            return self.is_(node)
+        if isinstance(node, exp.In):
+            return self.in_(node)
+        if isinstance(node, exp.Between):
+            return self.between(node)
+        if isinstance(node, (exp.Like, exp.ILike, exp.Escape)):
+            return self.like(node)
+        kind = _ARITH.get(type(node))
+        if kind is not None or isinstance(node, exp.Mod):
+            return self.arithmetic(node)
+        if isinstance(node, exp.DPipe):
+            return self.concat(node)
+        if isinstance(node, exp.TryCast):
+            raise self.unsupported("TRY_CAST", node)
+        if isinstance(node, exp.Cast):
+            return self.cast(node)
+        if isinstance(node, exp.Func):
+            return self.function(node)
+        raise self.unsupported(type(node).__name__.upper(), node)
+
+    def boolean(self, node: exp.Expression) -> _Term:
+        term = self.translate(node)
+        if term.is_null_const:
+            return _const(_BOOL_NULL)
+        if not pa.types.is_boolean(term.type):
+            raise self.invalid(f"expected a boolean, got {term.type}", node)
+        return term
+
+    # columns and literals ----------------------------------------------------------------
+
+    def column(self, node: exp.Expression) -> _Term:
+        parts = self.column_parts(node)
+        name, quoted = parts[0]
+        field = self.lookup(self.schema, name, quoted)
+        if field is None:
+            raise SchemaError(
+                f"filter {self.sql!r} references unknown column {name!r}; "
+                f"columns: {_names(self.schema.names)}",
+                column=name,
+            )
+        path = [field.name]
+        for child_name, child_quoted in parts[1:]:
+            if not pa.types.is_struct(field.type):
+                raise SchemaError(
+                    f"filter {self.sql!r}: {format_path(path)!r} is {field.type}, "
+                    f"not a struct, so it has no field {child_name!r}",
+                    column=format_path(path),
+                )
+            child = self.lookup(field.type, child_name, child_quoted)
+            if child is None:
+                raise SchemaError(
+                    f"filter {self.sql!r} references unknown field {child_name!r} of "
+                    f"{format_path(path)!r}; fields: {[f.name for f in field.type]}",
+                    column=format_path(path + [child_name]),
+                )
+            field = child
+            path.append(field.name)
+        self.paths[tuple(path)] = None
+        if pa.types.is_dictionary(field.type):  # compare and match on the decoded values
+            return _Term(pc.field(*path).cast(field.type.value_type), field.type.value_type)
+        return _Term(pc.field(*path), field.type)
+
+    def column_parts(self, node: exp.Expression) -> list[tuple[str, bool]]:
+        """Identifiers of a (possibly dotted or subscripted) column reference, outermost first."""
+        if isinstance(node, exp.Column):
+            parts = []
+            for key in ("catalog", "db", "table", "this"):
+                ident = node.args.get(key)
+                if ident is None:
+                    continue
+                if not isinstance(ident, exp.Identifier):
+                    raise self.unsupported(type(ident).__name__.upper(), node)
+                parts.append((ident.name, bool(ident.args.get("quoted"))))
+            return parts
+        if isinstance(node, exp.Dot):
+            right = node.expression
+            if not isinstance(right, exp.Identifier):
+                raise self.unsupported("field access", node)
+            return self.column_parts(node.this) + [(right.name, bool(right.args.get("quoted")))]
+        if isinstance(node, exp.Bracket):
+            keys = node.expressions
+            if len(keys) != 1 or not (isinstance(keys[0], exp.Literal) and keys[0].is_string):
+                raise self.unsupported("subscript other than a struct field name", node)
+            if not isinstance(node.this, (exp.Column, exp.Dot, exp.Bracket)):
+                raise self.unsupported("subscript of an expression", node)
+            return self.column_parts(node.this) + [(keys[0].this, True)]
+        raise self.unsupported(type(node).__name__.upper(), node)
+
+    @staticmethod
+    def lookup(container: pa.Schema | pa.StructType, name: str, quoted: bool) -> pa.Field | None:
+        """Exact match first; an unquoted name then matches ignoring case (as pylance)."""
+        fields = list(container)
+        for f in fields:
+            if f.name == name:
+                return f
+        if not quoted:
+            folded = name.casefold()
+            for f in fields:
+                if f.name.casefold() == folded:
+                    return f
+        return None
+
+    def literal(self, node: exp.Literal) -> _Term:
+        text = node.this
+        if node.is_string:
+            return _const(pa.scalar(text, pa.string()))
+        return self.number(text, node)
+
+    def number(self, text: str, node: exp.Expression) -> _Term:
+        if re.fullmatch(r"-?\d+", text):
+            value = int(text)
+            if -(1 << 63) <= value < (1 << 63):
+                return _const(pa.scalar(value, pa.int64()), text)
+            if 0 <= value < (1 << 64):
+                return _const(pa.scalar(value, pa.uint64()), text)
+        try:
+            return _const(pa.scalar(float(text), pa.float64()), text)
+        except ValueError:
+            raise self.invalid(f"{text!r} is not a number", node) from None
+
+    def negate(self, node: exp.Neg) -> _Term:
+        inner = self.translate(node.this)
+        if inner.number_text is not None and not inner.number_text.startswith("-"):
+            return self.number("-" + inner.number_text, node)
+        if inner.const is not None and inner.const.is_valid and _is_numeric(inner.type):
+            value = inner.const.as_py()
+            if isinstance(value, int) and not _int_fits(-value, inner.type):
+                return self.number(str(-value), node)
+            return _const(pa.scalar(-value, inner.type))
+        if inner.is_null_const:
+            return inner
+        if not _is_numeric(inner.type):
+            raise self.invalid(f"cannot negate {inner.type}", node)
+        return _Term(pc.negate(inner.expr), inner.type)
+
+    # coercion ----------------------------------------------------------------------------
+
+    def coerce(self, term: _Term, target: pa.DataType, node: exp.Expression) -> _Term:
+        """Cast a constant to ``target`` where that keeps its value (SQL literal typing)."""
+        value = term.const
+        if value is None or term.type == target or pa.types.is_null(target):
+            return term
+        if not value.is_valid:
+            try:
+                return _const(pa.scalar(None, target))
+            except _ARROW_ERRORS:
+                return term
+        src = value.type
+        py = value.as_py() if not pa.types.is_timestamp(src) else None
+        try:
+            if pa.types.is_integer(target):
+                if pa.types.is_integer(src) and _int_fits(py, target):
+                    return _const(pa.scalar(py, target))
+                if pa.types.is_floating(src) and py == py and float(py).is_integer():
+                    if _int_fits(int(py), target):
+                        return _const(pa.scalar(int(py), target))
+                return term
+            if pa.types.is_floating(target):
+                if pa.types.is_integer(src) or pa.types.is_floating(src):
+                    return _const(pa.scalar(float(py), target))
+                if pa.types.is_decimal(src):
+                    return _const(pa.scalar(float(py), target))
+                return term
+            if pa.types.is_decimal(target):
+                if pa.types.is_integer(src) or pa.types.is_floating(src):
+                    dec = Decimal(term.number_text) if term.number_text else Decimal(py)
+                    if not dec.is_finite():
+                        return term
+                    try:
+                        return _const(pa.scalar(dec, target))
+                    except _ARROW_ERRORS:
+                        return _const(pa.scalar(dec))  # its own precision: compares exactly
+                return term
+            if _is_stringy(target):
+                return _const(value.cast(target)) if _is_stringy(src) else term
+            if pa.types.is_date(target):
+                if _is_stringy(src):
+                    days = _parse_date(py)
+                    return _const(pa.scalar(days, pa.int32()).cast(pa.date32()).cast(target))
+                if pa.types.is_date(src):
+                    return _const(value.cast(target))
+                return term
+            if pa.types.is_timestamp(target):
+                return self.coerce_timestamp(term, target)
+        except (ValueError, InvalidOperation) as e:
+            raise self.invalid(f"cannot read {py!r} as {target}: {e}", node) from None
+        return term
+
+    def coerce_timestamp(self, term: _Term, target: pa.TimestampType) -> _Term:
+        value, src = term.const, term.const.type
+        if _is_stringy(src):
+            ns = _parse_timestamp(value.as_py())
+        elif pa.types.is_date(src):
+            ns = value.cast(pa.date32()).cast(pa.int32()).as_py() * 86_400 * 1_000_000_000
+        elif pa.types.is_timestamp(src):
+            ns = value.cast(pa.int64()).as_py() * _UNIT_NS[src.unit]
+        else:
+            return term
+        factor = _UNIT_NS[target.unit]
+        # a literal without a zone is read in the column's zone, as pylance does (UTC)
+        if ns % factor == 0:
+            return _const(pa.scalar(ns // factor, target))
+        return _const(pa.scalar(ns, pa.timestamp("ns", target.tz)))
+
+    def unify(
+        self, left: _Term, right: _Term, node: exp.Expression, arithmetic: bool = False
+    ) -> tuple[_Term, _Term]:
+        """Bring both sides of an operator to one type.
+
+        In a comparison a constant takes the other side's type (``f32 = 0.1`` compares in
+        float32, ``d = '2020-01-02'`` reads a date); in arithmetic it keeps its own, so that
+        ``u8 + 200`` is computed in int64 as DataFusion does.  Then both sides are cast to
+        the common type explicitly.
+        """
+        if arithmetic:
+            pass
+        elif left.const is not None and right.const is None:
+            left = self.coerce(left, right.type, node)
+        elif right.const is not None and left.const is None:
+            right = self.coerce(right, left.type, node)
+        if left.is_null_const and not right.is_null_const:
+            left = self.coerce(left, right.type, node)
+        elif right.is_null_const and not left.is_null_const:
+            right = self.coerce(right, left.type, node)
+        left = self.decimal_partner(left, right.type)
+        right = self.decimal_partner(right, left.type)
+        common = _common_type(left.type, right.type)
+        if common is not None:
+            left, right = _cast_term(left, common), _cast_term(right, common)
+        return left, right
+
+    @staticmethod
+    def decimal_partner(term: _Term, other: pa.DataType) -> _Term:
+        """Arrow cannot mix decimals with int64 of unknown magnitude: make the int a decimal."""
+        if not (pa.types.is_decimal(other) and pa.types.is_integer(term.type)):
+            return term
+        if term.const is not None:
+            value = term.const.as_py()
+            if value is None:
+                return _const(pa.scalar(None, other))
+            return _const(pa.scalar(Decimal(value)))
+        digits = _INT_DIGITS[term.type.bit_width] + (
+            1 if pa.types.is_unsigned_integer(term.type) and term.type.bit_width == 64 else 0
+        )
+        typ = pa.decimal128(digits, 0)
+        return _Term(term.expr.cast(typ), typ)
+
+    # predicates --------------------------------------------------------------------------
+
+    def compare(self, kind: str, left: _Term, right: _Term, node: exp.Expression) -> _Term:
+        left, right = self.unify(left, right, node)
+        for side in (left, right):
+            if pa.types.is_struct(side.type) or pa.types.is_list(side.type):
+                raise self.invalid(f"cannot compare values of type {side.type}", node)
+        fn = {
+            "eq": pc.equal,
+            "ne": pc.not_equal,
+            "lt": pc.less,
+            "le": pc.less_equal,
+            "gt": pc.greater,
+            "ge": pc.greater_equal,
+        }[kind]
+        base = fn(left.expr, right.expr)
+        if not (left.type == right.type and _orderable(left.type)):  # else it surely binds
+            try:
+                _bind(base, self.bind_schema())
+            except _ARROW_ERRORS:
+                problem = f"cannot compare {left.type} with {right.type}"
+                raise self.invalid(problem, node) from None
+        floating = pa.types.is_floating(left.type) or pa.types.is_floating(right.type)
+        if not floating or left.is_null_const or right.is_null_const:
+            return _Term(base, pa.bool_())
+        # total order as in pylance: NaN = NaN, NaN above every number
+        na, nb = self.nan_of(left), self.nan_of(right)
+        if kind in ("eq", "ne"):
+            eq = _or(base if kind == "eq" else pc.equal(left.expr, right.expr), _and(na, nb))
+            out = eq if kind == "eq" else _not(eq)
+        elif kind == "lt":
+            out = _or(base, _and(nb, _not(na)))
+        elif kind == "gt":
+            out = _or(base, _and(na, _not(nb)))
+        elif kind == "le":
+            out = _not(_or(pc.greater(left.expr, right.expr), _and(na, _not(nb))))
+        else:
+            out = _not(_or(pc.less(left.expr, right.expr), _and(nb, _not(na))))
+        if isinstance(out, bool):
+            out = pc.scalar(out)
+        return _Term(out, pa.bool_())
+
+    @staticmethod
+    def nan_of(term: _Term):
+        """``is_nan`` of a float side, as an expression or a folded Python bool."""
+        if not pa.types.is_floating(term.type):
+            return False
+        if term.const is not None:
+            value = term.const.as_py()
+            return value != value
+        return pc.is_nan(term.expr)
+
+    def is_(self, node: exp.Is) -> _Term:
+        target = node.expression
+        if isinstance(target, exp.Null):
+            inner = self.translate(node.this)
+            return _Term(pc.is_null(inner.expr), pa.bool_())
+        if isinstance(target, exp.Boolean):
+            inner = self.boolean(node.this)
+            value = inner.expr if target.this else pc.invert(inner.expr)
+            return _Term(pc.coalesce(value, pc.scalar(False)), pa.bool_())
+        raise self.unsupported("IS other than IS [NOT] NULL/TRUE/FALSE", node)
+
+    def in_(self, node: exp.In) -> _Term:
+        for key in ("query", "unnest", "field"):
+            if node.args.get(key) is not None:
+                raise self.unsupported(f"IN with a {key}", node)
+        if not node.expressions:
+            raise self.invalid("IN needs at least one value", node)
+        probe = self.translate(node.this)
+        items = [self.translate(e) for e in node.expressions]
+        if probe.const is None and all(i.const is not None for i in items):
+            coerced = [self.coerce(i, probe.type, node) for i in items]
+            if all(c.type == probe.type or c.is_null_const for c in coerced):
+                return self.in_set(probe, coerced, node)
+        out = None
+        for item in items:
+            eq = self.compare("eq", probe, item, node).expr
+            out = eq if out is None else pc.or_kleene(out, eq)
+        return _Term(out, pa.bool_())
+
+    def in_set(self, probe: _Term, items: list[_Term], node: exp.Expression) -> _Term:
+        values = [i.const for i in items if i.const.is_valid]
+        has_null = len(values) < len(items)
+        if pa.types.is_floating(probe.type):  # -0.0 and 0.0 are one value in SQL
+            zeros = [v for v in values if v.as_py() == 0.0]
+            if zeros:
+                values += [pa.scalar(0.0, probe.type), pa.scalar(-0.0, probe.type)]
+        value_set = pa.array(values, type=probe.type) if values else pa.array([], probe.type)
+        found = pc.is_in(probe.expr, value_set=value_set, skip_nulls=True)
+        # SQL: a NULL probe gives NULL; a NULL in the list turns "not found" into NULL
+        out = pc.if_else(pc.is_valid(probe.expr), found, pc.scalar(_BOOL_NULL))
+        if has_null:
+            out = pc.or_kleene(out, pc.scalar(_BOOL_NULL))
+        self.type_of(out, node)
+        return _Term(out, pa.bool_())
+
+    def between(self, node: exp.Between) -> _Term:
+        if node.args.get("symmetric"):
+            raise self.unsupported("BETWEEN SYMMETRIC", node)
+        subject = self.translate(node.this)
+        low = self.compare("ge", subject, self.translate(node.args["low"]), node)
+        high = self.compare("le", subject, self.translate(node.args["high"]), node)
+        return _Term(pc.and_kleene(low.expr, high.expr), pa.bool_())
+
+    def like(self, node: exp.Expression) -> _Term:
+        escape = None
+        if isinstance(node, exp.Escape):
+            esc = node.expression
+            if not (isinstance(esc, exp.Literal) and esc.is_string and len(esc.this) == 1):
+                raise self.invalid("ESCAPE needs a single character", node)
+            escape = esc.this
+            node = node.this
+            if not isinstance(node, (exp.Like, exp.ILike)):
+                raise self.unsupported("ESCAPE outside LIKE", node)
+        if node.args.get("quantifier") is not None:
+            raise self.unsupported("LIKE ANY/ALL", node)
+        subject = self.translate(node.this)
+        pattern = self.translate(node.expression)
+        if pattern.is_null_const:
+            return _const(_BOOL_NULL)
+        if pattern.const is None or not _is_stringy(pattern.type):
+            raise self.unsupported("LIKE with a pattern that is not a string literal", node)
+        if not (_is_stringy(subject.type) or subject.is_null_const):
+            raise self.invalid(f"LIKE needs a string, got {subject.type}", node)
+        text = pattern.const.as_py()
+        if escape is not None and escape != "\\":
+            text = _reescape(text, escape)
+        out = pc.match_like(subject.expr, text, ignore_case=isinstance(node, exp.ILike))
+        if node.args.get("negate"):
+            out = pc.invert(out)
+        return _Term(out, pa.bool_())
+
+    # values ------------------------------------------------------------------------------
+
+    def arithmetic(self, node: exp.Expression) -> _Term:
+        left, right = self.translate(node.this), self.translate(node.expression)
+        left, right = self.unify(left, right, node, arithmetic=True)
+        for side in (left, right):
+            if not (_is_numeric(side.type) or side.is_null_const):
+                raise self.invalid(f"arithmetic on {side.type} is not supported", node)
+        if isinstance(node, exp.Mod):
+            out = self.modulo(left, right, node)
+        else:
+            fn = getattr(pc, _ARITH[type(node)])  # wrapping kernels, as DataFusion
+            out = fn(left.expr, right.expr)
+        return _Term(out, self.type_of(out, node))
+
+    def modulo(self, left: _Term, right: _Term, node: exp.Expression) -> pc.Expression:
+        """Truncated remainder (sign of the dividend), as SQL and Rust define ``%``."""
+        quotient = pc.divide(left.expr, right.expr)
+        qtype = self.type_of(quotient, node)
+        if not pa.types.is_integer(qtype):
+            quotient = pc.trunc(quotient)
+        return pc.subtract(left.expr, pc.multiply(quotient, right.expr))
+
+    def concat(self, node: exp.DPipe) -> _Term:
+        left, right = self.translate(node.this), self.translate(node.expression)
+        left, right = self.unify(left, right, node)
+        for side in (left, right):
+            if not (_is_stringy(side.type) or side.is_null_const):
+                raise self.invalid(f"|| needs strings, got {side.type}", node)
+        if left.is_null_const or right.is_null_const:
+            return _const(pa.scalar(None, pa.string()))
+        separator = pc.scalar(pa.scalar("", left.type))
+        out = pc.binary_join_element_wise(left.expr, right.expr, separator)
+        return _Term(out, self.type_of(out, node))
+
+    def sql_type(self, dtype: exp.DataType, node: exp.Expression) -> pa.DataType:
+        name = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
+        params = [p.sql() for p in dtype.expressions]
+        if name in _SIMPLE_TYPES and not (params and name not in _PARAM_OK):
+            return _SIMPLE_TYPES[name]
+        if name in ("TIMESTAMP", "DATETIME", "TIMESTAMPTZ"):
+            precision = int(params[0]) if params else 6
+            unit = _TS_PRECISION.get(precision)
+            if unit is None or len(params) > 1:
+                raise self.invalid(f"timestamp precision must be 0, 3, 6 or 9, got {params}", node)
+            return pa.timestamp(unit, "UTC" if name == "TIMESTAMPTZ" else None)
+        if name == "DECIMAL" and len(params) == 2:
+            precision, scale = int(params[0]), int(params[1])
+            if not 1 <= precision <= 76:
+                raise self.invalid(f"decimal precision {precision} is out of range", node)
+            return (pa.decimal128 if precision <= 38 else pa.decimal256)(precision, scale)
+        raise self.unsupported(f"type {dtype.sql()}", node)
+
+    def cast(self, node: exp.Cast) -> _Term:
+        inner = self.translate(node.this)
+        to = node.to
+        if inner.const is not None and to.this == exp.DataType.Type.DECIMAL and not to.expressions:
+            if inner.is_null_const or _is_stringy(inner.type) or _is_numeric(inner.type):
+                return self.decimal_literal(inner, node)
+        target = self.sql_type(to, node)
+        if inner.const is not None:
+            return self.cast_constant(inner, target, node)
+        if inner.type == target:
+            return inner
+        src = inner.type
+        if pa.types.is_floating(src) and (
+            pa.types.is_integer(target) or pa.types.is_decimal(target)
+        ):
+            expr = pc.trunc(inner.expr) if pa.types.is_integer(target) else inner.expr
+            out = expr.cast(options=pc.CastOptions(target, allow_decimal_truncate=True))
+        else:
+            lossy_ok = pa.types.is_integer(src) and pa.types.is_floating(target)
+            options = pc.CastOptions(
+                target,
+                allow_time_truncate=True,
+                allow_decimal_truncate=True,
+                allow_float_truncate=lossy_ok,
+            )
+            out = inner.expr.cast(options=options)
+        return _Term(out, self.type_of(out, node))
+
+    def decimal_literal(self, inner: _Term, node: exp.Expression) -> _Term:
+        if inner.is_null_const:
+            return _const(pa.scalar(None, pa.decimal128(38, 10)))
+        text = inner.number_text or str(inner.const.as_py())
+        try:
+            value = Decimal(text.strip())
+        except InvalidOperation:
+            raise self.invalid(f"{text!r} is not a decimal number", node) from None
+        if not value.is_finite():
+            raise self.invalid(f"{text!r} is not a finite decimal", node)
+        return _const(pa.scalar(value))
+
+    def cast_constant(self, inner: _Term, target: pa.DataType, node: exp.Expression) -> _Term:
+        value = inner.const
+        if not value.is_valid:
+            return _const(pa.scalar(None, target))
+        if _is_stringy(value.type) and (pa.types.is_date(target) or pa.types.is_timestamp(target)):
+            text = value.as_py()
+            try:
+                if pa.types.is_date(target):
+                    days = _parse_date(text)
+                    return _const(pa.scalar(days, pa.int32()).cast(pa.date32()).cast(target))
+                ns = _parse_timestamp(text)
+            except ValueError as e:
+                raise self.invalid(str(e), node) from None
+            # a cast truncates to the type's unit, as DataFusion's string cast does
+            return _const(pa.scalar(_trunc_div(ns, _UNIT_NS[target.unit]), target))
+        if pa.types.is_decimal(target) and (_is_numeric(value.type) or _is_stringy(value.type)):
+            text = inner.number_text or str(value.as_py())
+            try:
+                exact = Decimal(text.strip())
+                rounded = exact.quantize(Decimal(1).scaleb(-target.scale), ROUND_HALF_UP)
+                return _const(pa.scalar(rounded, target))
+            except (InvalidOperation, *_ARROW_ERRORS):
+                raise self.invalid(f"cannot cast {text!r} to {target}", node) from None
+        if pa.types.is_floating(value.type) and pa.types.is_integer(target):
+            value = pc.trunc(value)
+        try:
+            return _const(value.cast(target))
+        except _ARROW_ERRORS as e:
+            problem = f"cannot cast {value.as_py()!r} to {target}: {_short(e)}"
+            raise self.invalid(problem, node) from None
+
+    def function(self, node: exp.Func) -> _Term:
+        name = node.name.lower() if isinstance(node, exp.Anonymous) else type(node).__name__
+        handler = _FUNCTIONS.get(name)
+        if handler is None:
+            shown = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
+            raise self.unsupported(f"function {shown}()", node)
+        return handler(self, node)
+
+    def args(self, node: exp.Func) -> list[exp.Expression]:
+        if isinstance(node, exp.Anonymous):
+            return list(node.expressions)
+        out = []
+        for key in node.arg_types:
+            value = node.args.get(key)
+            if value is None:
+                continue
+            out.extend(value if isinstance(value, list) else [value])
+        return out
+
+    def string_arg(self, node: exp.Func, count: int) -> list[_Term]:
+        args = [self.translate(a) for a in self.args(node)]
+        if len(args) != count:
+            raise self.invalid(f"{node.sql_name()} takes {count} argument(s)", node)
+        if not (_is_stringy(args[0].type) or args[0].is_null_const):
+            raise self.invalid(f"{node.sql_name()} needs a string, got {args[0].type}", node)
+        for extra in args[1:]:
+            if extra.const is None or not _is_stringy(extra.type):
+                raise self.unsupported(f"{node.sql_name()} with a non-literal pattern", node)
+        return args
+
+
+_PARAM_OK = {"VARCHAR", "NVARCHAR", "CHAR", "NCHAR", "BINARY", "VARBINARY"}
+
+
+def _short(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def _reescape(pattern: str, escape: str) -> str:
+    """Rewrite a LIKE pattern with a custom ESCAPE character into backslash escapes."""
+    out = []
+    chars = iter(pattern)
+    for ch in chars:
+        if ch == escape:
+            nxt = next(chars, None)
+            if nxt is None:
+                raise InvalidArgumentError(f"LIKE pattern {pattern!r} ends with its escape")
+            out.append("\\" + nxt)
+        elif ch == "\\":
+            out.append("\\\\")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+# -- functions ------------------------------------------------------------------------------
+
+
+def _fn_unary_string(kernel: str, out_type: pa.DataType | None = None):
+    def handler(t: _Translator, node: exp.Func) -> _Term:
+        (arg,) = t.string_arg(node, 1)
+        if arg.is_null_const:
+            return _const(pa.scalar(None, out_type or pa.string()))
+        out = getattr(pc, kernel)(arg.expr)
+        return _Term(out, t.type_of(out, node))
+
+    return handler
+
+
+def _fn_trim(t: _Translator, node: exp.Trim) -> _Term:
+    if node.args.get("expression") is not None or node.args.get("collation") is not None:
+        raise t.unsupported("TRIM with characters", node)
+    arg = t.translate(node.this)
+    if not _is_stringy(arg.type):
+        raise t.invalid(f"TRIM needs a string, got {arg.type}", node)
+    position = (node.args.get("position") or "BOTH").upper()
+    kernel = {"BOTH": pc.utf8_trim, "LEADING": pc.utf8_ltrim, "TRAILING": pc.utf8_rtrim}
+    out = kernel[position](arg.expr, characters=" ")
+    return _Term(out, arg.type)
+
+
+def _fn_abs(t: _Translator, node: exp.Abs) -> _Term:
+    arg = t.translate(node.this)
+    if not _is_numeric(arg.type):
+        raise t.invalid(f"abs needs a number, got {arg.type}", node)
+    out = pc.abs(arg.expr)
+    return _Term(out, t.type_of(out, node))
+
+
+def _fn_coalesce(t: _Translator, node: exp.Coalesce) -> _Term:
+    args = [t.translate(a) for a in [node.this, *node.expressions]]
+    typed = next((a.type for a in args if a.const is None), None)
+    if typed is not None:
+        args = [t.coerce(a, typed, node) for a in args]
+    out = pc.coalesce(*[a.expr for a in args])
+    return _Term(out, t.type_of(out, node))
+
+
+def _fn_substring_match(kernel: Callable):
+    def handler(t: _Translator, node: exp.Func) -> _Term:
+        subject, pattern = t.string_arg(node, 2)
+        if subject.is_null_const:
+            return _const(_BOOL_NULL)
+        return _Term(kernel(subject.expr, pattern.const.as_py()), pa.bool_())
+
+    return handler
+
+
+def _fn_regexp_like(t: _Translator, node: exp.Func) -> _Term:
+    args = t.args(node)
+    flags = ""
+    if len(args) == 3:
+        flag = t.translate(args[2])
+        if flag.const is None or not _is_stringy(flag.type):
+            raise t.unsupported("regexp_like flags that are not a string literal", node)
+        flags = flag.const.as_py()
+        if set(flags) - set("ims"):
+            raise t.invalid(f"regexp flags must be among 'i', 'm', 's', got {flags!r}", node)
+    elif len(args) != 2:
+        raise t.invalid("regexp_like takes 2 or 3 arguments", node)
+    subject, pattern = (t.translate(a) for a in args[:2])
+    if subject.is_null_const:
+        return _const(_BOOL_NULL)
+    if not _is_stringy(subject.type):
+        raise t.invalid(f"regexp_like needs a string, got {subject.type}", node)
+    if pattern.const is None or not _is_stringy(pattern.type):
+        raise t.unsupported("regexp_like with a non-literal pattern", node)
+    regex = pattern.const.as_py()
+    if flags:
+        regex = f"(?{''.join(sorted(set(flags)))}){regex}"
+    return _Term(pc.match_substring_regex(subject.expr, regex), pa.bool_())
+
+
+def _fn_regexp_match(t: _Translator, node: exp.Func) -> _Term:
+    # pylance reads regexp_match as "has a match": false, never NULL, for a NULL string
+    found = _fn_regexp_like(t, node)
+    return _Term(pc.coalesce(found.expr, pc.scalar(False)), pa.bool_())
+
+
+def _fn_isnan(t: _Translator, node: exp.Func) -> _Term:
+    args = [t.translate(a) for a in t.args(node)]
+    if len(args) != 1 or not pa.types.is_floating(args[0].type):
+        raise t.invalid("isnan takes one floating-point argument", node)
+    return _Term(pc.is_nan(args[0].expr), pa.bool_())
+
+
+def _fn_is_valid(t: _Translator, node: exp.Func) -> _Term:
+    args = [t.translate(a) for a in t.args(node)]
+    if len(args) != 1:
+        raise t.invalid("is_valid takes one argument", node)
+    return _Term(pc.is_valid(args[0].expr), pa.bool_())
+
+
+_FUNCTIONS: dict[str, Callable[[_Translator, exp.Func], _Term]] = {
+    "Lower": _fn_unary_string("utf8_lower"),
+    "Upper": _fn_unary_string("utf8_upper"),
+    "Length": _fn_unary_string("utf8_length", pa.int32()),
+    "Trim": _fn_trim,
+    "Abs": _fn_abs,
+    "Coalesce": _fn_coalesce,
+    "StartsWith": _fn_substring_match(pc.starts_with),
+    "EndsWith": _fn_substring_match(pc.ends_with),
+    "Contains": _fn_substring_match(pc.match_substring),
+    "RegexpLike": _fn_regexp_like,
+    "regexp_like": _fn_regexp_like,
+    "regexp_match": _fn_regexp_match,
+    "IsNan": _fn_isnan,
+    "isnan": _fn_isnan,
+    "is_valid": _fn_is_valid,
+}
