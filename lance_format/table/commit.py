@@ -137,10 +137,11 @@ def build_manifest(
         out.ClearField("tag")
     elif kind != "overwrite":
         raise InvalidArgumentError(f"cannot {kind} a dataset that does not exist yet")
-    else:
+    if kind == "overwrite" and (prev is None or data_storage_version is not None):
         fmt = data_storage_version or "2.2"
         out.data_format.file_format = "lance"
         out.data_format.version = "2.2" if fmt == "stable" else fmt
+    if prev is None:
         if stable_row_ids:
             out.reader_feature_flags |= features.FLAG_STABLE_ROW_IDS
             out.writer_feature_flags |= features.FLAG_STABLE_ROW_IDS

@@ -266,13 +266,16 @@ def write_dataset(
     mode: str = "create",
     *,
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
-    data_storage_version: str = "stable",
+    data_storage_version: str | None = None,
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
 ) -> Dataset:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``) or a new version replacing the rows
-    (``overwrite``), committed with a conflict-checked transaction."""
+    (``overwrite``), committed with a conflict-checked transaction.
+
+    ``data_storage_version`` ("2.1", "2.2" or "stable" = 2.2) defaults to the existing
+    dataset's file version, or to "stable" for a new dataset."""
     root = os.fspath(uri)
     if mode not in ("create", "append", "overwrite"):
         raise InvalidArgumentError(f"mode must be create, append or overwrite, not {mode!r}")
@@ -300,7 +303,10 @@ def write_dataset(
         )
         commit.commit(root, txn)
         return dataset(root)
-    read_version = dataset(root).version if exists else 0
+    previous = dataset(root) if exists else None
+    read_version = previous.version if previous is not None else 0
+    if data_storage_version is None:  # an overwrite keeps the dataset's file version
+        data_storage_version = previous.data_storage_version if previous else "stable"
     write.storage_version(data_storage_version)
     lance_schema = LanceSchema.from_arrow(reader.schema)
     fragments = write.write_fragments(

