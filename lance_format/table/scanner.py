@@ -23,6 +23,7 @@ from .filters import parse_filter, referenced_columns
 from .fragment import Fragment
 
 DEFAULT_BATCH_SIZE = 8192
+READ_ROWS = 128 * 1024  # physical rows decoded per step (bounded memory, whole pages)
 ROW_ID = "_rowid"
 ROW_ADDRESS = "_rowaddr"
 # below this share of matching rows, the other columns are taken row by row
@@ -114,7 +115,11 @@ class Scanner:
         remaining = self.options.limit
         if remaining == 0:
             return
-        step = self.options.batch_size
+        # decode in ranges of READ_ROWS (one pass over whole pages is far cheaper than many
+        # small ranges), hand out batch_size rows at a time
+        step = max(self.options.batch_size, READ_ROWS)
+        if remaining is not None:
+            step = min(step, max(self.options.batch_size, remaining + skip))
         for frag in self.fragments:
             for start in range(0, frag.physical_rows, step):
                 stop = min(start + step, frag.physical_rows)
@@ -133,7 +138,8 @@ class Scanner:
                 if count_only:
                     yield pa.record_batch([pa.nulls(len(offsets))], names=["n"])
                 else:
-                    yield self._materialise(frag, offsets, start, stop)
+                    table = self._materialise(frag, offsets, start, stop)
+                    yield from table.to_batches(max_chunksize=self.options.batch_size)
                 if remaining == 0:
                     return
 
@@ -152,7 +158,7 @@ class Scanner:
 
     def _materialise(
         self, frag: Fragment, offsets: np.ndarray, start: int, stop: int
-    ) -> pa.RecordBatch:
+    ) -> pa.Table:
         n = len(offsets)
         if n == stop - start:
             table = frag.read(self.fields, (start, stop))
@@ -172,8 +178,7 @@ class Scanner:
         if self.options.with_row_address:
             arrays.append(pa.array(frag.row_addresses(offsets)))
             names.append(ROW_ADDRESS)
-        out = pa.Table.from_arrays(arrays, schema=self.schema)
-        return out.combine_chunks().to_batches()[0] if out.num_rows else _empty(self.schema)
+        return pa.Table.from_arrays(arrays, schema=self.schema).combine_chunks()
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:
@@ -181,7 +186,3 @@ def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:
     result = pads.dataset(table).to_table(columns={"m": expr}).column("m")
     mask = pc.fill_null(result, False)
     return np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def _empty(schema: pa.Schema) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=schema)
