@@ -61,3 +61,35 @@ def check_size(value: int, limit: int, what: str) -> int:
     if value < 0 or value > limit:
         raise CorruptFileError(f"{what} is {value}, outside the valid range 0..{limit}")
     return value
+
+
+class CommitConflictError(LanceError):
+    """A commit lost against a concurrent one that it cannot be rebased over.
+
+    Mirrors pylance's ``CommitConflictError``: ``retryable`` is False when the two
+    transactions are incompatible (re-running ours cannot help, e.g. anything against a
+    concurrent overwrite or restore), True when ours was merely preempted and re-running the
+    operation against the newer version may succeed (see :class:`RetryableCommitConflictError`).
+    ``version`` is the concurrently committed version that caused the conflict, if known.
+    """
+
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        version: int | None = None,
+        path: str | None = None,
+        column: str | None = None,
+    ):
+        self.version = version
+        super().__init__(message, path=path, column=column)
+
+
+class RetryableCommitConflictError(CommitConflictError):
+    """Ours was preempted (e.g. a delete against a compaction of the same fragment): the
+    transaction as written cannot be rebased, but re-running the operation against the newer
+    version may succeed."""
+
+    retryable = True

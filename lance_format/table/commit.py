@@ -50,26 +50,31 @@ def commit(
     data_storage_version: str | None = None,
     max_retries: int = MAX_RETRIES,
 ) -> manifest.Manifest:
-    """Commit ``txn`` (based on ``txn.read_version``; 0 = creating the dataset)."""
+    """Commit ``txn`` (based on ``txn.read_version``; 0 = creating the dataset).
+
+    Raises :class:`CommitConflictError` (``RetryableCommitConflictError`` when redoing the
+    operation against the new version may succeed) if a concurrent commit is incompatible.
+    """
     os.makedirs(os.path.join(root, "_versions"), exist_ok=True)
+    read_version = txn.read_version
     txn_name = transaction.write_transaction_file(root, txn)
-    txn_bytes = txn.SerializeToString()
-    seen = txn.read_version
     for _ in range(max_retries):
         versions = paths.list_versions(root)
         latest = manifest.read_manifest(versions[-1].path) if versions else None
         if naming is None:
             naming = versions[-1].naming if versions else paths.ManifestNaming.V2
+        if latest is None and read_version:
+            raise CommitConflictError(
+                f"the dataset at {root} has no version {read_version} to commit against"
+            )
         if latest is not None:
             features.check_writer_flags(latest)
-            for entry in versions:
-                if seen < entry.version <= latest.version and entry.version > txn.read_version:
-                    _check_against(root, txn, entry)
-            seen = latest.version
-        elif txn.read_version:
-            raise CommitConflictError(
-                f"the dataset at {root} has no version {txn.read_version} to commit against"
-            )
+            if latest.version > read_version:
+                if read_version == 0 and txn.WhichOneof("operation") == "overwrite":
+                    if txn.read_version == 0:
+                        raise InvalidArgumentError(f"dataset already exists at {root}")
+                txn, txn_name = _rebase(root, txn, txn_name, read_version, versions, latest)
+                read_version = latest.version
         pb = build_manifest(
             latest.pb if latest is not None else None,
             txn,
@@ -79,40 +84,58 @@ def commit(
             root=root,
         )
         index_section = latest.index_section if latest is not None else None
-        written = manifest.write_manifest(root, pb, naming, txn_bytes, index_section=index_section)
+        written = manifest.write_manifest(
+            root, pb, naming, txn.SerializeToString(), index_section=index_section
+        )
         if written is not None:
             paths.write_version_hint(root, pb.version)
             return manifest.read_manifest(written)
     raise CommitConflictError(f"gave up committing to {root} after {max_retries} attempts")
 
 
-def _check_against(root: str, ours: transaction_pb2.Transaction, entry) -> None:
-    """Raise unless our transaction can be rebased over the one that made ``entry``."""
-    theirs_manifest = manifest.read_manifest(entry.path)
-    theirs = None
-    name = theirs_manifest.pb.transaction_file
-    if name:
+def _rebase(root: str, txn, txn_name: str, read_version: int, versions, latest):
+    """Check ``txn`` against everything committed after ``read_version``; returns the
+    transaction to commit now (a delete over concurrent deletes of the same fragments gets
+    merged deletion vectors and moves to the latest version, as pylance does)."""
+    committed = []
+    for entry in versions:
+        if read_version < entry.version <= latest.version:
+            committed.append((entry.version, _committed_transaction(root, entry)))
+    initial = None
+    first = txn.read_version
+    if first:
+        initial = {
+            f.id: f for f in manifest.read_manifest(paths.find_version(root, first).path).fragments
+        }
+    plan = conflicts.plan_rebase(
+        txn, committed, latest_version=latest.version, initial_fragments=initial
+    )
+    if not plan.merge_fragment_ids:
+        rebased = plan.transaction.to_pb()
+        if rebased.read_version == txn.read_version:
+            return txn, txn_name
+        return rebased, transaction.write_transaction_file(root, rebased)
+    merged = conflicts.merge_concurrent_deletions(
+        root,
+        plan.transaction,
+        plan.merge_fragment_ids,
+        initial_fragments=initial or {},
+        latest_fragments={f.id: f for f in latest.fragments},
+        latest_version=latest.version,
+    )
+    new_pb = merged.to_pb()
+    return new_pb, transaction.write_transaction_file(root, new_pb)
+
+
+def _committed_transaction(root: str, entry):
+    """The transaction that made version ``entry`` (None when it cannot be found)."""
+    m = manifest.read_manifest(entry.path)
+    if m.pb.transaction_file:
         try:
-            theirs = transaction.read_transaction_file(root, name)
-        except (LanceIOError, CorruptFileError, FileNotFoundError):
-            theirs = None
-    if theirs is None:  # transaction files may be disabled: the manifest embeds it too
-        theirs = theirs_manifest.transaction
-    if theirs is None:
-        raise CommitConflictError(
-            f"version {entry.version} was committed concurrently without a readable "
-            "transaction; cannot tell whether it conflicts"
-        )
-    verdict = conflicts.check(ours, theirs)
-    if verdict != conflicts.COMPATIBLE:
-        raise CommitConflictError(
-            f"{_kind(ours)} conflicts with the concurrent {_kind(theirs)} committed as "
-            f"version {entry.version}"
-        )
-
-
-def _kind(txn: transaction_pb2.Transaction) -> str:
-    return txn.WhichOneof("operation") or "unknown operation"
+            return transaction.read_transaction_file(root, m.pb.transaction_file)
+        except (LanceIOError, CorruptFileError):
+            pass
+    return m.transaction  # transaction files may be disabled: the manifest embeds it too
 
 
 # -- applying an operation -------------------------------------------------------------------
