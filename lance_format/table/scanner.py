@@ -156,9 +156,7 @@ class Scanner:
         hit = _evaluate(table, self.filter)
         return offsets[hit]
 
-    def _materialise(
-        self, frag: Fragment, offsets: np.ndarray, start: int, stop: int
-    ) -> pa.Table:
+    def _materialise(self, frag: Fragment, offsets: np.ndarray, start: int, stop: int) -> pa.Table:
         n = len(offsets)
         if n == stop - start:
             table = frag.read(self.fields, (start, stop))
