@@ -2,6 +2,7 @@
 
 from .cache import SearchCache
 from .errors import (
+    CommitConflictError,
     CorruptFileError,
     InvalidArgumentError,
     LanceError,
@@ -11,9 +12,12 @@ from .errors import (
 )
 from .io import IOStats
 from .reader import LanceFileReader
+from .table.dataset import Dataset, dataset, write_dataset
 from .writer import LanceFileWriter, WriteResult
 
 __all__ = [
+    "Dataset",
+    "CommitConflictError",
     "CorruptFileError",
     "IOStats",
     "InvalidArgumentError",
@@ -25,4 +29,6 @@ __all__ = [
     "SearchCache",
     "UnsupportedError",
     "WriteResult",
+    "dataset",
+    "write_dataset",
 ]
