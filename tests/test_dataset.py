@@ -132,3 +132,30 @@ def test_bad_input(tmp_path):
         open_dataset(str(tmp_path / "missing"))
     assert open_dataset(uri).version == 1  # nothing half-committed
     assert lance_format  # the package imports cleanly with the table layer
+
+
+def test_drop_columns_restore_and_staged_commits_with_pylance(tmp_path):
+    from lance_format.table.dataset import write_fragments
+
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_table(1200), uri, max_rows_per_file=500)
+    ours = open_dataset(uri).drop_columns(["x"])
+    assert lance.dataset(uri).schema.names == ["id", "s", "l"]
+    _same_as_pylance(uri)
+    # fragments staged by two "workers", committed once by a third
+    staged = write_fragments(
+        _table(300, 1, start=1200).drop_columns(["x"]), uri, max_rows_per_file=200
+    )
+    staged += write_fragments(_table(100, 2, start=1500).drop_columns(["x"]), uri)
+    assert lance.dataset(uri).version == ours.version  # staging commits nothing
+    committed = open_dataset(uri).commit_fragments(staged)
+    assert committed.version == ours.version + 1
+    assert len(committed.get_fragments()) == 3 + 2 + 1
+    _same_as_pylance(uri)
+    # restore the first version (with x) as the newest one
+    restored = committed.restore(1)
+    assert restored.version == committed.version + 1
+    assert lance.dataset(uri).to_table().equals(lance.dataset(uri, version=1).to_table())
+    _same_as_pylance(uri)
+    with pytest.raises(SchemaError):
+        restored.drop_columns(["nope"])

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..cache import SearchCache
-from ..errors import InvalidArgumentError, LanceIOError, UnsupportedError
+from ..errors import InvalidArgumentError, LanceIOError, SchemaError, UnsupportedError
 from ..pb import transaction_pb2
 from ..schema import LanceSchema
 from . import commit, deletion, features, manifest, paths, tags, write
@@ -129,6 +129,40 @@ class Dataset:
     def delete(self, predicate: str | pc.Expression) -> Dataset:
         """Delete the rows matching ``predicate`` (SQL string or Arrow expression)."""
         return _delete(self, predicate)
+
+    def drop_columns(self, columns: list[str]) -> Dataset:
+        """A new version without ``columns`` (data files are untouched: the fields simply
+        leave the schema, as pylance's Project does)."""
+        names = [f.name for f in self.lance_schema.fields]
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise SchemaError(f"cannot drop unknown columns {missing} (has {names})")
+        kept = [f for f in self.lance_schema.fields if f.name not in set(columns)]
+        if not kept:
+            raise InvalidArgumentError("cannot drop every column of a dataset")
+        schema = LanceSchema(kept, dict(self.lance_schema.metadata))
+        op = transaction_pb2.Transaction.Project(
+            schema=schema.to_protos(), preserves_nullability=True
+        )
+        commit.commit(self.uri, commit.new_transaction(self.version, project=op))
+        return dataset(self.uri, cache=self.cache)
+
+    def restore(self, version: int | str | None = None) -> Dataset:
+        """Make ``version`` (default: this dataset's version) the latest again, as a new
+        version with that version's fragments and schema."""
+        target = self if version is None else self.checkout_version(version)
+        latest = self.latest_version
+        op = transaction_pb2.Transaction.Restore(version=target.version)
+        commit.commit(self.uri, commit.new_transaction(latest, restore=op))
+        return dataset(self.uri, cache=self.cache)
+
+    def commit_fragments(self, fragments: list) -> Dataset:
+        """Commit staged fragments (from :func:`write_fragments`, possibly written by many
+        processes) in ONE Append transaction against this version."""
+        frags = [write.fragment_from_json(f) if isinstance(f, str) else f for f in fragments]
+        op = transaction_pb2.Transaction.Append(fragments=frags)
+        commit.commit(self.uri, commit.new_transaction(self.version, append=op))
+        return dataset(self.uri, cache=self.cache)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -361,3 +395,23 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> Dataset:
     )
     commit.commit(ds.uri, commit.new_transaction(ds.version, delete=op))
     return dataset(ds.uri, cache=ds.cache)
+
+
+def write_fragments(
+    data,
+    uri: str | os.PathLike[str],
+    *,
+    max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+) -> list[str]:
+    """Stage ``data`` as new fragments of the existing dataset at ``uri`` without committing;
+    returns their metadata as JSON strings, to be committed later (by anyone) with
+    :meth:`Dataset.commit_fragments`."""
+    ds = dataset(uri)
+    frags = write.write_fragments(
+        data,
+        ds.uri,
+        ds.lance_schema,
+        max_rows_per_file=max_rows_per_file,
+        data_storage_version=ds.data_storage_version,
+    )
+    return [write.fragment_to_json(f) for f in frags]
