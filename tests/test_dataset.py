@@ -159,3 +159,29 @@ def test_drop_columns_restore_and_staged_commits_with_pylance(tmp_path):
     _same_as_pylance(uri)
     with pytest.raises(SchemaError):
         restored.drop_columns(["nope"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_add_columns_both_ways(tmp_path, version):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_table(1500), uri, data_storage_version=version, max_rows_per_file=600)
+    lance.dataset(uri).delete("id % 9 = 0")  # computed over deleted rows too
+    ours = open_dataset(uri).add_columns({"id2": "id * 2 + 1", "up": "upper(s)"})
+    assert [df for df in ours.get_fragments()[0].data_files()][1:]  # a second data file
+    _same_as_pylance(uri)
+    theirs = lance.dataset(uri).to_table(columns=["id", "id2", "up"])
+    ids = theirs.column("id").to_numpy()
+    assert np.array_equal(theirs.column("id2").to_numpy(), ids * 2 + 1)
+    # a schema-only column: no data file, nulls everywhere
+    open_dataset(uri).add_columns(pa.field("note", pa.string()))
+    assert lance.dataset(uri).to_table(columns=["note"]).column(0).null_count == theirs.num_rows
+    _same_as_pylance(uri)
+    # pylance adds a column, we read it; then we append rows including all columns
+    lance.dataset(uri).add_columns({"x3": "x * 3"})
+    _same_as_pylance(uri)
+    cols = lance.dataset(uri).schema.names
+    more = lance.dataset(uri).to_table(limit=10).select(cols)
+    write_dataset(more, uri, mode="append")
+    _same_as_pylance(uri)
+    with pytest.raises(SchemaError):
+        open_dataset(uri).add_columns({"id": "id + 1"})

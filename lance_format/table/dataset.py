@@ -15,12 +15,15 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 
 from ..cache import SearchCache
 from ..errors import InvalidArgumentError, LanceIOError, SchemaError, UnsupportedError
 from ..pb import transaction_pb2
 from ..schema import LanceSchema
-from . import commit, deletion, features, manifest, paths, tags, write
+from ..structural.column import leaf_fields
+from ..writer import LanceFileWriter
+from . import commit, deletion, features, filters, manifest, paths, tags, write
 from .fragment import Fragment
 from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
 
@@ -146,6 +149,12 @@ class Dataset:
         )
         commit.commit(self.uri, commit.new_transaction(self.version, project=op))
         return dataset(self.uri, cache=self.cache)
+
+    def add_columns(self, transforms: dict[str, str] | pa.Field | list | pa.Schema) -> Dataset:
+        """New columns: ``{"name": "SQL expression over existing columns"}`` computes them
+        into one new data file per fragment; a field, list of fields or schema adds all-null
+        columns with no data file at all (as pylance does).  Committed as a Merge."""
+        return _add_columns(self, transforms)
 
     def restore(self, version: int | str | None = None) -> Dataset:
         """Make ``version`` (default: this dataset's version) the latest again, as a new
@@ -415,3 +424,93 @@ def write_fragments(
         data_storage_version=ds.data_storage_version,
     )
     return [write.fragment_to_json(f) for f in frags]
+
+
+ADD_COLUMNS_ROWS = 128 * 1024  # rows evaluated per step (bounded memory)
+
+
+def _add_columns(ds: Dataset, transforms) -> Dataset:
+    names = {f.name for f in ds.lance_schema.fields}
+    first_id = _next_field_id(ds)
+    if isinstance(transforms, dict):
+        arrow_schema = ds.schema
+        compiled = {}
+        for name, sql in transforms.items():
+            if name in names:
+                raise SchemaError(f"column {name!r} already exists")
+            compiled[name] = filters.compile_value(sql, arrow_schema)
+        used = sorted({c for cf in compiled.values() for c in cf.top_level_columns})
+        source = [f for f in ds.lance_schema.fields if f.name in used]
+        probe = _evaluate_columns(ds.scanner(columns=used).schema.empty_table(), compiled)
+        new_schema = LanceSchema.from_arrow(probe.schema, first_id=first_id)
+        fragments = [
+            _write_column_file(ds, frag, source, compiled, new_schema)
+            for frag in ds.get_fragments()
+        ]
+    else:
+        fields = [transforms] if isinstance(transforms, pa.Field) else list(transforms)
+        for f in fields:
+            if f.name in names:
+                raise SchemaError(f"column {f.name!r} already exists")
+            if not f.nullable:
+                raise SchemaError(f"an added column without data must be nullable ({f.name!r})")
+        new_schema = LanceSchema.from_arrow(pa.schema(fields), first_id=first_id)
+        fragments = [f.pb for f in ds.get_fragments()]
+    schema = LanceSchema(
+        list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
+    )
+    op = transaction_pb2.Transaction.Merge(
+        fragments=fragments, schema=schema.to_protos(), preserves_nullability=True
+    )
+    commit.commit(ds.uri, commit.new_transaction(ds.version, merge=op))
+    return dataset(ds.uri, cache=ds.cache)
+
+
+def _next_field_id(ds: Dataset) -> int:
+    """Field ids are never reused: after every id in the schema and in any data file."""
+    ids = [f.id for f in ds.lance_schema.walk()]
+    for frag in ds.manifest.fragments:
+        for df in frag.files:
+            ids.extend(df.fields)
+    return max(ids, default=-1) + 1
+
+
+def _evaluate_columns(table: pa.Table, compiled: dict) -> pa.Table:
+    return pads.dataset(table).to_table(
+        columns={name: cf.expression for name, cf in compiled.items()}
+    )
+
+
+def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema: LanceSchema):
+    """One new data file holding the computed columns for every physical row of ``frag``."""
+    version = ds.data_storage_version
+    if version not in write.WRITABLE_VERSIONS:
+        raise UnsupportedError(f"cannot add columns to a Lance {version} dataset")
+    major, minor = write.storage_version(version)
+    name = paths.new_data_file_name()
+    path = os.path.join(ds.uri, "data", name)
+    arrow_schema = new_schema.to_arrow()
+    writer = LanceFileWriter(
+        path, arrow_schema, version=f"{major}.{minor}", lance_schema=new_schema
+    )
+    try:
+        for start in range(0, frag.physical_rows, ADD_COLUMNS_ROWS):
+            stop = min(start + ADD_COLUMNS_ROWS, frag.physical_rows)
+            values = _evaluate_columns(frag.read(source, (start, stop)), compiled)
+            writer.write_table(values.cast(arrow_schema))
+        size = writer.close().num_bytes
+    except BaseException:
+        writer.abort()
+        raise
+    leaf_ids = [f.id for f in leaf_fields(new_schema.fields)]
+    out = type(frag.pb)()
+    out.CopyFrom(frag.pb)
+    out.files.add(
+        path=name,
+        fields=leaf_ids,
+        column_indices=list(range(len(leaf_ids))),
+        file_major_version=major,
+        file_minor_version=minor,
+        file_size_bytes=size,
+    )
+    return out

@@ -114,6 +114,14 @@ def compile_filter(filter: str | pc.Expression | None, schema: pa.Schema) -> Com
     return compiled
 
 
+def compile_value(sql: str, schema: pa.Schema) -> CompiledFilter:
+    """A SQL value expression of any type (e.g. ``"price * 2"`` for ``add_columns``), with
+    the field paths it reads; the same dialect and typing rules as filters."""
+    if not isinstance(sql, str):
+        raise InvalidArgumentError(f"a column expression must be SQL text, got {type(sql)}")
+    return _Translator(sql, schema, boolean=False).compile()
+
+
 def referenced_columns(expr: pc.Expression, schema: pa.Schema) -> list[str]:
     """Field paths (``col`` or ``struct.field``) that ``expr`` reads, sorted.
 
@@ -496,9 +504,10 @@ def _not(a):
 class _Translator:
     """Walks a sqlglot tree, producing typed Arrow expressions and the field paths read."""
 
-    def __init__(self, sql: str, schema: pa.Schema):
+    def __init__(self, sql: str, schema: pa.Schema, *, boolean: bool = True):
         self.sql = sql
         self.schema = schema
+        self.require_boolean = boolean  # False: a value expression (``add_columns``)
         self.paths: dict[tuple[str, ...], None] = {}
 
     # errors ------------------------------------------------------------------------------
@@ -538,7 +547,7 @@ class _Translator:
                 f"filter {self.sql[:200]!r}... is nested too deeply"
             ) from None
         out = self.type_of(term.expr, tree) if term.const is None else term.type
-        if not pa.types.is_boolean(out):
+        if self.require_boolean and not pa.types.is_boolean(out):
             raise InvalidArgumentError(
                 f"filter {self.sql!r} does not return a boolean (it returns {out})"
             )
