@@ -185,3 +185,35 @@ def test_add_columns_both_ways(tmp_path, version):
     _same_as_pylance(uri)
     with pytest.raises(SchemaError):
         open_dataset(uri).add_columns({"id": "id + 1"})
+
+
+def test_cleanup_old_versions_keeps_what_pylance_needs(tmp_path):
+    import datetime as dt
+    import os
+
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_table(1000), uri, max_rows_per_file=400)  # v1
+    write_dataset(_table(100, 1, start=1000), uri, mode="append")  # v2
+    open_dataset(uri).tags.create("keep", 2)
+    open_dataset(uri).delete("id % 2 = 0")  # v3
+    write_dataset(_table(50, 2, start=5000), uri, mode="overwrite")  # v4: v1-3 files orphaned
+    before = {v: lance.dataset(uri, version=v).to_table() for v in (2, 4)}
+    orphan = os.path.join(uri, "data", "orphan-from-a-killed-writer.lance")
+    with open(orphan, "wb") as f:
+        f.write(b"x" * 100)
+    # tagged old versions are refused unless asked to keep them
+    with pytest.raises(InvalidArgumentError):
+        open_dataset(uri).cleanup_old_versions(dt.timedelta(0))
+    stats = open_dataset(uri).cleanup_old_versions(
+        dt.timedelta(0), error_if_tagged_old_versions=False
+    )
+    assert stats.old_versions == 2  # v1 and v3
+    assert os.path.exists(orphan)  # too young to be sure it is not a write in progress
+    stats = open_dataset(uri).cleanup_old_versions(
+        dt.timedelta(0), delete_unverified=True, error_if_tagged_old_versions=False
+    )
+    assert not os.path.exists(orphan) and stats.data_files_removed >= 1
+    assert [v["version"] for v in lance.dataset(uri).versions()] == [2, 4]
+    for v, table in before.items():
+        assert lance.dataset(uri, version=v).to_table().equals(table)
+        _same_as_pylance(uri, v)

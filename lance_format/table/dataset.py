@@ -23,7 +23,7 @@ from ..pb import transaction_pb2
 from ..schema import LanceSchema
 from ..structural.column import leaf_fields
 from ..writer import LanceFileWriter
-from . import commit, deletion, features, filters, manifest, paths, tags, write
+from . import cleanup, commit, deletion, features, filters, manifest, paths, tags, write
 from .fragment import Fragment
 from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
 
@@ -155,6 +155,22 @@ class Dataset:
         into one new data file per fragment; a field, list of fields or schema adds all-null
         columns with no data file at all (as pylance does).  Committed as a Merge."""
         return _add_columns(self, transforms)
+
+    def cleanup_old_versions(
+        self,
+        older_than=cleanup.DEFAULT_OLDER_THAN,
+        *,
+        delete_unverified: bool = False,
+        error_if_tagged_old_versions: bool = True,
+    ) -> cleanup.CleanupStats:
+        """Remove versions older than ``older_than`` (not the latest, not tagged ones) and
+        the files nothing kept references (see :mod:`.cleanup`)."""
+        return cleanup.cleanup_old_versions(
+            self.uri,
+            older_than,
+            delete_unverified=delete_unverified,
+            error_if_tagged_old_versions=error_if_tagged_old_versions,
+        )
 
     def restore(self, version: int | str | None = None) -> Dataset:
         """Make ``version`` (default: this dataset's version) the latest again, as a new

@@ -1,0 +1,113 @@
+"""Removing old versions and the files only they (or nobody) reference.
+
+A version is kept when it is the latest, is tagged, or is newer than ``older_than``.  Every
+file a kept version references (data files, blob sidecar directories, deletion files, its
+transaction file) survives; the manifests of the other versions go first, then their
+unreferenced files.  Unreferenced files younger than ``UNVERIFIED_AGE`` may belong to a write
+in progress, so they are left alone unless ``delete_unverified`` is set (which is also how
+the leftovers of a killed writer are reclaimed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from dataclasses import dataclass
+
+from ..errors import InvalidArgumentError
+from . import manifest, paths, tags
+
+UNVERIFIED_AGE = dt.timedelta(days=7)
+DEFAULT_OLDER_THAN = dt.timedelta(days=14)
+
+
+@dataclass
+class CleanupStats:
+    bytes_removed: int = 0
+    old_versions: int = 0
+    data_files_removed: int = 0
+
+
+def cleanup_old_versions(
+    root: str,
+    older_than: dt.timedelta = DEFAULT_OLDER_THAN,
+    *,
+    delete_unverified: bool = False,
+    error_if_tagged_old_versions: bool = True,
+) -> CleanupStats:
+    if not isinstance(older_than, dt.timedelta) or older_than < dt.timedelta(0):
+        raise InvalidArgumentError("older_than must be a non-negative timedelta")
+    now = time.time()
+    cutoff_ns = int((now - older_than.total_seconds()) * 1e9)
+    versions = paths.list_versions(root)
+    if not versions:
+        return CleanupStats()
+    tagged = set(tags.list_tags(root).values())
+    keep, drop = [], []
+    for i, entry in enumerate(versions):
+        m = manifest.read_manifest(entry.path)
+        latest = i == len(versions) - 1
+        old = (m.timestamp_ns or 0) < cutoff_ns
+        if latest or not old:
+            keep.append(m)
+        elif entry.version in tagged:
+            if error_if_tagged_old_versions:
+                raise InvalidArgumentError(
+                    f"version {entry.version} is tagged; delete the tag or pass "
+                    "error_if_tagged_old_versions=False to keep it"
+                )
+            keep.append(m)
+        else:
+            drop.append(entry)
+    referenced: set[str] = set()
+    for m in keep:
+        for frag in m.fragments:
+            for df in frag.files:
+                path = os.path.normpath(paths.data_file_path(root, df.path))
+                referenced.add(path)
+                referenced.add(os.path.splitext(path)[0])  # blob sidecar directory
+            if frag.HasField("deletion_file"):
+                referenced.add(
+                    os.path.normpath(paths.deletion_file_path(root, frag.id, frag.deletion_file))
+                )
+        if m.pb.transaction_file:
+            referenced.add(
+                os.path.normpath(paths.transaction_file_path(root, m.pb.transaction_file))
+            )
+    stats = CleanupStats()
+    for entry in drop:
+        stats.bytes_removed += _remove(entry.path)
+        stats.old_versions += 1
+    unverified_before = now - UNVERIFIED_AGE.total_seconds()
+    for sub in (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR):
+        directory = os.path.join(root, sub)
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            path = os.path.normpath(os.path.join(directory, name))
+            if path in referenced:
+                continue
+            if not delete_unverified and os.path.getmtime(path) > unverified_before:
+                continue
+            removed = _remove(path)
+            stats.bytes_removed += removed
+            if sub == paths.DATA_DIR and path.endswith(".lance"):
+                stats.data_files_removed += 1
+    return stats
+
+
+def _remove(path: str) -> int:
+    """Delete a file or a sidecar directory; bytes freed (0 when already gone)."""
+    try:
+        if os.path.isdir(path):
+            total = 0
+            for entry in os.scandir(path):
+                total += _remove(entry.path)
+            os.rmdir(path)
+            return total
+        size = os.path.getsize(path)
+        os.unlink(path)
+        return size
+    except FileNotFoundError:
+        return 0
