@@ -30,7 +30,6 @@ from .blocks import (
     FixedWidthBlock,
     StructBlock,
     VariableWidthBlock,
-    gather_ranges,
 )
 
 CHUNK_BYTES = 4096  # what pylance aims a mini-block chunk at
@@ -150,11 +149,16 @@ def uniform_counts(n: int, per_chunk: int) -> np.ndarray:
     return np.append(counts, rest) if rest else counts
 
 
+def _values_per_chunk(bits: int) -> int:
+    """The largest power of two of ``bits``-wide values that fits a ~4 KiB chunk (at least
+    one value, at most 4096)."""
+    return min(MAX_CHUNK_VALUES, max(1, _pow2_floor(CHUNK_BYTES * 8 // max(bits, 1))))
+
+
 def _flat_chunks(block: FixedWidthBlock) -> Chunked:
+    """Flat values (also packed-struct rows) in ~4 KiB chunks."""
     bits = block.bits_per_value
-    per = MAX_CHUNK_VALUES if bits == 1 else max(1, _pow2_floor(CHUNK_BYTES * 8 // bits))
-    per = min(per, MAX_CHUNK_VALUES)
-    counts = uniform_counts(block.num_values, per)
+    counts = uniform_counts(block.num_values, _values_per_chunk(bits))
     data = flat.encode(block)
     sizes = (counts * bits + 7) // 8
     return Chunked(flat_enc(bits), counts, [(data, sizes)])
@@ -179,8 +183,7 @@ def _rle_chunks(block: FixedWidthBlock) -> Chunked:
 
 
 def _bss_chunks(block: FixedWidthBlock) -> Chunked:
-    per = max(1, _pow2_floor(CHUNK_BYTES * 8 // block.bits_per_value))
-    counts = uniform_counts(block.num_values, min(per, MAX_CHUNK_VALUES))
+    counts = uniform_counts(block.num_values, _values_per_chunk(block.bits_per_value))
     data, sizes = bss.encode_chunks(block, counts)
     enc = pb.CompressiveEncoding(
         byte_stream_split=pb.ByteStreamSplit(values=flat_enc(block.bits_per_value))
@@ -307,8 +310,7 @@ def _fsl_chunks(block: FixedSizeListBlock) -> Chunked:
     for layer in layers:
         items_per_row *= layer.dimension
     row_bits = items_per_row * node.bits_per_value
-    per = min(MAX_CHUNK_VALUES, max(1, _pow2_floor(CHUNK_BYTES * 8 // max(row_bits, 1))))
-    counts = uniform_counts(n, per)
+    counts = uniform_counts(n, _values_per_chunk(row_bits))
     buffers = []
     cum = 1
     for layer in layers:
@@ -340,24 +342,13 @@ def _packed_chunks(block: StructBlock) -> Chunked:
             raise UnsupportedError("a packed struct in a mini-block needs byte-wide fixed children")
         children.append(c)
     rows = packed.pack_fixed(children)
-    inner = _flat_chunks_rows(rows)
+    inner = _flat_chunks(rows)
     enc = pb.CompressiveEncoding(
         packed_struct=pb.PackedStruct(
             bits_per_value=[c.bits_per_value for c in children], values=inner.encoding
         )
     )
     return Chunked(enc, inner.counts, inner.buffers)
-
-
-def _flat_chunks_rows(block: FixedWidthBlock) -> Chunked:
-    """Flat chunks for wide rows (packed structs): ~4 KiB, at least one row per chunk."""
-    per = min(MAX_CHUNK_VALUES, max(1, _pow2_floor(CHUNK_BYTES * 8 // block.bits_per_value)))
-    counts = uniform_counts(block.num_values, per)
-    return Chunked(
-        flat_enc(block.bits_per_value),
-        counts,
-        [(flat.encode(block), counts * block.bits_per_value // 8)],
-    )
 
 
 def _string_chunks(block: VariableWidthBlock, opts: ColumnOptions) -> Chunked:
@@ -541,5 +532,4 @@ __all__ = [
     "compress_levels",
     "compress_miniblock",
     "compress_per_value",
-    "gather_ranges",
 ]

@@ -70,9 +70,8 @@ def commit(
         if latest is not None:
             features.check_writer_flags(latest)
             if latest.version > read_version:
-                if read_version == 0 and txn.WhichOneof("operation") == "overwrite":
-                    if txn.read_version == 0:
-                        raise InvalidArgumentError(f"dataset already exists at {root}")
+                if txn.read_version == 0 and txn.WhichOneof("operation") == "overwrite":
+                    raise InvalidArgumentError(f"dataset already exists at {root}")
                 txn, txn_name = _rebase(root, txn, txn_name, read_version, versions, latest)
                 read_version = latest.version
         pb = build_manifest(
