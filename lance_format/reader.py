@@ -160,6 +160,30 @@ class LanceFileReader:
                 for page in reader.column.pages:
                     reader.meta(page)
 
+    def page_boundaries(self, columns: Sequence[str] | None = None) -> np.ndarray:
+        """Row numbers where a page of the heaviest projected column starts, plus the total.
+
+        Readers that split a file into row ranges (Flight endpoints, Spark partitions) cut
+        at these rows so that the column costing most to decode is never decoded twice;
+        lighter columns may straddle a cut by at most one page each.
+        """
+        best: tuple[int, np.ndarray] | None = None
+        for f in self._project(columns):
+            for leaf in _leaves(f) if self.version != "2.0" else [f]:
+                col = self._field_columns.get(leaf.id)
+                if col is None:
+                    continue
+                info = self._meta.columns[col]
+                starts = info.page_starts()
+                if starts[-1] != self.num_rows:  # 2.0 nested columns count items, not rows
+                    continue
+                size = sum(s for p in info.pages for _, s in p.buffers)
+                if best is None or size > best[0]:
+                    best = (size, starts)
+        if best is None:
+            return np.array([0, self.num_rows], dtype=np.int64)
+        return np.unique(best[1])
+
     # -- internals -------------------------------------------------------------------------
 
     def _default_columns(self) -> dict[int, int]:

@@ -207,6 +207,10 @@ def build_manifest(
         out.fields.extend(op.schema)
     elif kind == "rewrite":
         _apply_rewrite(out, op)
+    elif kind == "reserve_fragments":
+        # claim ids for fragments written later (compaction): they are never reused
+        first = out.max_fragment_id + 1 if out.HasField("max_fragment_id") else 0
+        out.max_fragment_id = first + op.num_fragments - 1
     elif kind == "restore":
         old = manifest.read_manifest(paths.find_version(root, op.version).path).pb
         del out.fragments[:]
@@ -215,7 +219,7 @@ def build_manifest(
         out.fields.extend(old.fields)
     else:
         raise InvalidArgumentError(f"committing a {kind} operation is not supported")
-    if out.fragments:
+    if out.fragments and kind != "reserve_fragments":
         out.max_fragment_id = max([out.max_fragment_id, *(f.id for f in out.fragments)])
     features.apply_feature_flags(out)
     return out
@@ -252,7 +256,10 @@ def _apply_rewrite(m: table_pb2.Manifest, op) -> None:
         olds = [f.id for f in g.old_fragments]
         if not olds:
             continue
-        new = _assign_ids(m, g.new_fragments)
+        if all(f.id for f in g.new_fragments):
+            new = list(g.new_fragments)  # ids reserved beforehand; row ids carried over
+        else:
+            new = _assign_ids(m, g.new_fragments)
         replace[olds[0]] = new
         removed.update(olds)
     out = []

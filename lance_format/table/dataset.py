@@ -23,7 +23,7 @@ from ..pb import transaction_pb2
 from ..schema import LanceSchema
 from ..structural.column import leaf_fields
 from ..writer import LanceFileWriter
-from . import cleanup, commit, deletion, features, filters, manifest, paths, tags, write
+from . import cleanup, commit, compaction, deletion, features, filters, manifest, paths, tags, write
 from .fragment import Fragment
 from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
 
@@ -156,6 +156,16 @@ class Dataset:
         columns with no data file at all (as pylance does).  Committed as a Merge."""
         return _add_columns(self, transforms)
 
+    @property
+    def optimize(self) -> _Optimize:
+        """pylance's spelling: ``ds.optimize.compact_files(...)``."""
+        return _Optimize(self)
+
+    def compact_files(self, **options) -> compaction.CompactionMetrics:
+        """Rewrite small or heavily deleted fragments (see :mod:`.compaction`); options as
+        pylance's ``target_rows_per_fragment``, ``materialize_deletions(_threshold)``."""
+        return compaction.compact_files(self, **options)
+
     def cleanup_old_versions(
         self,
         older_than=cleanup.DEFAULT_OLDER_THAN,
@@ -201,6 +211,7 @@ class Dataset:
         with_row_address: bool = False,
         batch_size: int | None = None,
         fragments: Sequence[Fragment] | None = None,
+        ranges: dict[int, tuple[int, int]] | None = None,
     ) -> Scanner:
         opts = ScanOptions(
             columns=columns,
@@ -211,6 +222,7 @@ class Dataset:
             with_row_address=with_row_address,
             batch_size=batch_size or DEFAULT_BATCH_SIZE,
             fragments=fragments,
+            ranges=ranges,
         )
         return Scanner(self.lance_schema, self._fragments, opts, self.stable_row_ids)
 
@@ -309,6 +321,14 @@ class Dataset:
 
 
 __all__ = ["ROW_ADDRESS", "ROW_ID", "Dataset", "dataset"]
+
+
+class _Optimize:
+    def __init__(self, ds: Dataset):
+        self._ds = ds
+
+    def compact_files(self, **options) -> compaction.CompactionMetrics:
+        return compaction.compact_files(self._ds, **options)
 
 
 # -- writing ---------------------------------------------------------------------------------

@@ -140,11 +140,12 @@ class Fragment:
                 }
             try:
                 out.append(LanceFileReader(path, cache=self.cache, field_columns=field_columns))
-            except FileNotFoundError:
-                raise CorruptFileError(
-                    f"fragment {self.fragment_id}: data file {f.path!r} is missing"
-                ) from None
             except LanceError as e:
+                if not os.path.exists(path):  # the manifest names a file that is gone
+                    raise CorruptFileError(
+                        f"fragment {self.fragment_id}: data file {f.path!r} is missing",
+                        path=path,
+                    ) from None
                 raise e.with_context(path=path) from None
         return out
 
@@ -156,6 +157,24 @@ class Fragment:
             for f in reader.lance_schema.fields:
                 out[f.id] = _Source(i, f.name)
         return out
+
+    def page_boundaries(self, fields: list[LanceField] | None = None) -> np.ndarray:
+        """Physical rows where pages start (plus the total), for cutting the fragment into
+        page-aligned ranges: those of the data file whose heaviest column has the finest
+        pages among the files holding the projected fields."""
+        fields = list(self.schema.fields) if fields is None else fields
+        best = np.array([0, self.physical_rows], dtype=np.int64)
+        for i, reader in enumerate(self._readers):
+            names = [
+                self._sources[f.id].name
+                for f in fields
+                if f.id in self._sources and self._sources[f.id].file_index == i
+            ]
+            if names:
+                starts = reader.page_boundaries(names)
+                if len(starts) > len(best) and starts[-1] == self.physical_rows:
+                    best = starts
+        return best
 
     def read(
         self, fields: list[LanceField], rows: np.ndarray | tuple[int, int] | None = None

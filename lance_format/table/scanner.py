@@ -40,6 +40,9 @@ class ScanOptions:
     with_row_address: bool = False
     batch_size: int = DEFAULT_BATCH_SIZE
     fragments: Sequence[Fragment] | None = None
+    # physical row range [start, stop) to scan in some fragments (by fragment id): how a
+    # Flight endpoint or a Spark partition reads its share of a large fragment
+    ranges: dict[int, tuple[int, int]] | None = None
 
 
 class Scanner:
@@ -58,16 +61,29 @@ class Scanner:
         self.fragments = list(options.fragments if options.fragments is not None else fragments)
         if options.batch_size is None or options.batch_size <= 0:
             raise InvalidArgumentError("batch_size must be a positive integer")
+        for fid, (lo, hi) in (options.ranges or {}).items():
+            frag = next((f for f in self.fragments if f.fragment_id == fid), None)
+            if frag is None or not 0 <= lo <= hi <= frag.physical_rows:
+                raise InvalidArgumentError(
+                    f"row range [{lo}, {hi}) is not inside a fragment {fid} of this scan"
+                )
         for name, value in (("limit", options.limit), ("offset", options.offset)):
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")
         self.fields = self._projection(options.columns)
         arrow_schema = schema.to_arrow()
+        # filters may name the row id and address (``_rowid IN (...)``) as pylance allows
+        for meta in (ROW_ID, ROW_ADDRESS):
+            if meta not in arrow_schema.names:
+                arrow_schema = arrow_schema.append(pa.field(meta, pa.uint64()))
         self.filter = parse_filter(options.filter, arrow_schema)
         self.filter_fields: list[LanceField] = []
+        self.filter_meta: list[str] = []
         if self.filter is not None:
             names = {c.split(".")[0] for c in referenced_columns(self.filter, arrow_schema)}
             self.filter_fields = [f for f in schema.fields if f.name in names]
+            real = {f.name for f in schema.fields}
+            self.filter_meta = [m for m in (ROW_ID, ROW_ADDRESS) if m in names and m not in real]
 
     def _projection(self, columns: list[str] | None) -> list[LanceField]:
         if columns is None:
@@ -103,7 +119,12 @@ class Scanner:
         return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
 
     def count_rows(self) -> int:
-        if self.filter is None and self.options.limit is None and not self.options.offset:
+        if (
+            self.filter is None
+            and self.options.limit is None
+            and not self.options.offset
+            and not self.options.ranges
+        ):
             return sum(f.count_rows() for f in self.fragments)
         return sum(b.num_rows for b in self._batches(count_only=True))
 
@@ -120,9 +141,11 @@ class Scanner:
         step = max(self.options.batch_size, READ_ROWS)
         if remaining is not None:
             step = min(step, max(self.options.batch_size, remaining + skip))
+        ranges = self.options.ranges or {}
         for frag in self.fragments:
-            for start in range(0, frag.physical_rows, step):
-                stop = min(start + step, frag.physical_rows)
+            lo, hi = ranges.get(frag.fragment_id, (0, frag.physical_rows))
+            for start in range(lo, hi, step):
+                stop = min(start + step, hi)
                 offsets = self._matching(frag, start, stop)
                 if not len(offsets):
                     continue
@@ -152,7 +175,13 @@ class Scanner:
         if self.filter is None or not len(offsets):
             return offsets
         rows = (start, stop) if live is None else offsets
-        table = frag.read(self.filter_fields, rows)
+        metas = {m: pa.array(self._meta_column(frag, m, offsets)) for m in self.filter_meta}
+        if self.filter_fields or not metas:
+            table = frag.read(self.filter_fields, rows)
+            for name, values in metas.items():
+                table = table.append_column(name, values)
+        else:  # only row ids or addresses: nothing to read from the data files
+            table = pa.table(metas)
         hit = _evaluate(table, self.filter)
         return offsets[hit]
 
@@ -167,16 +196,22 @@ class Scanner:
             table = table.take(pa.array(offsets - start))
         arrays = list(table.columns)
         names = list(table.column_names)
-        if self.options.with_row_id:
-            ids = frag.row_ids
-            arrays.append(
-                pa.array(ids[offsets] if ids is not None else frag.row_addresses(offsets))
-            )
-            names.append(ROW_ID)
-        if self.options.with_row_address:
-            arrays.append(pa.array(frag.row_addresses(offsets)))
-            names.append(ROW_ADDRESS)
+        for meta, wanted in (
+            (ROW_ID, self.options.with_row_id),
+            (ROW_ADDRESS, self.options.with_row_address),
+        ):
+            if wanted:
+                arrays.append(pa.array(self._meta_column(frag, meta, offsets)))
+                names.append(meta)
         return pa.Table.from_arrays(arrays, schema=self.schema).combine_chunks()
+
+    @staticmethod
+    def _meta_column(frag: Fragment, name: str, offsets: np.ndarray) -> np.ndarray:
+        """``_rowid`` (stable ids when the dataset has them, else addresses) or
+        ``_rowaddr`` (fragment id << 32 | offset) of the given physical offsets."""
+        if name == ROW_ID and frag.row_ids is not None:
+            return frag.row_ids[offsets]
+        return frag.row_addresses(offsets)
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:

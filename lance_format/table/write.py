@@ -160,6 +160,14 @@ def write_fragments(
     return fragments
 
 
+def remove_fragment_files(root: str, fragments) -> None:
+    """Delete the data files of fragments that will never be committed (a failed or
+    abandoned write), so no orphan is left behind; already-missing files are fine."""
+    for frag in fragments:
+        for f in frag.files:
+            paths.remove(os.path.join(root, "data", f.path), missing_ok=True)
+
+
 def fragment_to_json(fragment: table_pb2.DataFragment) -> str:
     """Staged fragment metadata as JSON (for distributed writers to send to a committer)."""
     from google.protobuf import json_format
