@@ -5,7 +5,8 @@ file a kept version references (data files, blob sidecar directories, deletion f
 transaction file) survives; the manifests of the other versions go first, then their
 unreferenced files.  Unreferenced files younger than ``UNVERIFIED_AGE`` may belong to a write
 in progress, so they are left alone unless ``delete_unverified`` is set (which is also how
-the leftovers of a killed writer are reclaimed).
+the leftovers of a killed writer are reclaimed: partial data files, transaction files of
+commits that never landed, temporary manifests).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def cleanup_old_versions(
         stats.bytes_removed += _remove(entry.path)
         stats.old_versions += 1
     unverified_before = now - UNVERIFIED_AGE.total_seconds()
-    for sub in (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR):
+    for sub in (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR, paths.VERSIONS_DIR):
         directory = os.path.join(root, sub)
         if not os.path.isdir(directory):
             continue
@@ -88,6 +89,8 @@ def cleanup_old_versions(
             path = os.path.normpath(os.path.join(directory, name))
             if path in referenced:
                 continue
+            if sub == paths.VERSIONS_DIR and not name.startswith(".tmp-"):
+                continue  # manifests and the hint; only a killed commit's temp files go
             if not delete_unverified and os.path.getmtime(path) > unverified_before:
                 continue
             removed = _remove(path)
