@@ -83,8 +83,29 @@ def unpack_blocks(words: np.ndarray, width: int, t: int) -> np.ndarray:
     val = words[:, w0, :] >> shift
     hi = words[:, nxt, :] << back
     val = np.where(straddle, val | hi, val) & dtype.type((1 << width) - 1)
-    out[:, idx] = val
+    _scatter_rows(out, val, t)
     return out
+
+
+def _scatter_rows(out: np.ndarray, val: np.ndarray, t: int) -> None:
+    """``out[:, _row_index(t)] = val`` as one strided copy: output position
+    ``(r % 8) * 128 + FL_ORDER[r // 8] * 16 + lane`` splits into axes (r % 8, slot, lane),
+    so reorder the row groups into slot order and transpose (a fancy scatter of every
+    value costs several times more)."""
+    lanes = BLOCK // t
+    groups = t // 8
+    n = len(out)
+    order = _SLOT_ORDER.get(t)
+    if order is None:
+        slot = np.array(FL_ORDER)[:groups] * 16 // lanes
+        order = _SLOT_ORDER[t] = np.argsort(slot)
+    v = val.reshape(n, groups, 8, lanes)
+    if groups > 1:
+        v = v[:, order]
+    out.reshape(n, 8, groups, lanes)[...] = v.transpose(0, 2, 1, 3)
+
+
+_SLOT_ORDER: dict[int, np.ndarray] = {}
 
 
 _PLAN_CACHE: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}

@@ -138,6 +138,33 @@ def take_block(block: Block, indices: np.ndarray) -> Block:
     raise TypeError(f"cannot take from {type(block).__name__}")
 
 
+def slice_block(block: Block, start: int, stop: int) -> Block:
+    """Values [start, stop) as views where the layout allows (a range read of part of a
+    page must not pay for a gather of every value)."""
+    n = stop - start
+    if isinstance(block, FixedWidthBlock):
+        bits = block.bits_per_value
+        if bits == 1:
+            if start % 8 == 0:
+                return FixedWidthBlock(block.data[start // 8 : (stop + 7) // 8], 1, n)
+            return take_block(block, np.arange(start, stop, dtype=np.int64))
+        if bits == 0:
+            return FixedWidthBlock(block.data[:0], 0, n)
+        width = bits // 8
+        return FixedWidthBlock(block.data[start * width : stop * width], bits, n)
+    if isinstance(block, VariableWidthBlock):
+        offsets = block.offsets[start : stop + 1]
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        return VariableWidthBlock(offsets - lo, block.data[lo:hi], block.bits_per_offset)
+    if isinstance(block, FixedSizeListBlock):
+        dim = block.dimension
+        validity = block.validity[start * dim : stop * dim] if block.validity is not None else None
+        return FixedSizeListBlock(slice_block(block.child, start * dim, stop * dim), dim, validity)
+    if isinstance(block, StructBlock):
+        return StructBlock([slice_block(c, start, stop) for c in block.children], n)
+    raise TypeError(f"cannot slice {type(block).__name__}")
+
+
 def concat_blocks(blocks: list[Block]) -> Block:
     """Concatenate blocks of the same kind (vectorised per kind)."""
     first = blocks[0]

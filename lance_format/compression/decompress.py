@@ -15,7 +15,7 @@ low-level failure on bad bytes (IndexError, ValueError from a reshape, ...) is r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -149,6 +149,25 @@ def decompress_miniblock(enc, buffers: list[ChunkRanges], counts: np.ndarray) ->
     with _guard(enc, "mini-block"):
         block = _miniblock(enc, list(buffers), counts)
         return _check_count(block, int(counts.sum()), enc)
+
+
+def deferred_miniblock(enc) -> tuple[object, Callable[[Block], Block] | None]:
+    """Split off a final per-value step that can run after rows are selected.
+
+    FSST compresses each string on its own, so a take can pick the wanted compressed
+    strings first and decompress only those; returns (the encoding to decode first,
+    the step to apply to the selected values) or (enc, None) when nothing can wait.
+    """
+    if enc is not None and enc.WhichOneof("compression") == "fsst":
+        m = enc.fsst
+        table = fsst.parse_symbol_table(m.symbol_table)
+
+        def finish(block: Block) -> Block:
+            with _guard(enc, "mini-block"):
+                return fsst.decompress(_as_variable(block, enc), table)
+
+        return m.values, finish
+    return enc, None
 
 
 def _miniblock(enc, buffers: list[ChunkRanges], counts: np.ndarray) -> Block:

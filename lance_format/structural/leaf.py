@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..compression.blocks import Block, take_block
+from ..compression.blocks import Block, slice_block, take_block
 from ..errors import CorruptFileError
 
 
@@ -57,6 +57,18 @@ def select_rows(
         # every group begins on a row boundary: all decoded levels are wanted (full scans)
         num_rows = num_levels if max_rep == 0 else int(np.count_nonzero(rep == max_rep))
         return rep, defs, num_levels, values, num_rows
+    if max_rep == 0 and wanted is not None and _contiguous(wanted):
+        # a row range inside one group (range reads of part of a page): slice, no gather
+        g0, g1 = np.searchsorted(group_first_row, wanted[[0, -1]], side="right") - 1
+        end = group_starts[g0 + 1] if g0 + 1 < len(group_starts) else num_levels
+        lv0 = int(group_starts[g0] + (wanted[0] - group_first_row[g0])) if g0 >= 0 else -1
+        n = len(wanted)
+        if g0 == g1 and g0 >= 0 and lv0 + n <= end:
+            if isinstance(values, pa.Array):
+                values = values.slice(lv0, n)
+            else:
+                values = slice_block(values, lv0, lv0 + n)
+            return None, defs[lv0 : lv0 + n] if defs is not None else None, n, values, n
     if max_rep == 0 and wanted is not None:
         # without lists a level is a row and every level has a value: index directly
         g = np.searchsorted(group_first_row, wanted, side="right") - 1
@@ -100,3 +112,8 @@ def select_rows(
     rep = rep[keep] if rep is not None else None
     defs = defs[keep] if defs is not None else None
     return rep, defs, int(np.count_nonzero(keep)), values, num_rows
+
+
+def _contiguous(rows: np.ndarray) -> bool:
+    """Sorted unique rows that form one run (a range read)."""
+    return len(rows) > 1 and int(rows[-1]) - int(rows[0]) + 1 == len(rows)

@@ -22,6 +22,7 @@ from ..compression.decompress import (
     decompress_block,
     decompress_levels_chunks,
     decompress_miniblock,
+    deferred_miniblock,
 )
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_1_pb2 as pb
@@ -152,6 +153,13 @@ class MiniBlockPage:
             return []
         if rows is None or (self.max_rep and self.rep_index_depth == 0):
             return [(0, n - 1)]
+        if len(rows) > 1 and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+            # a range: one group from the chunk of its first row to that of its last
+            a = int(np.searchsorted(meta.started_through, rows[0], side="right"))
+            b = int(np.searchsorted(meta.completed, rows[-1], side="right"))
+            if b >= n:
+                raise CorruptFileError("row is beyond the last mini-block chunk")
+            return [(a, b)]
         first = np.searchsorted(meta.started_through, rows, side="right")
         last = np.searchsorted(meta.completed, rows, side="right")
         if (last >= n).any():
@@ -194,7 +202,12 @@ class MiniBlockPage:
         counts = meta.chunk_values[chunk_ids]
         sizes = meta.chunk_sizes[chunk_ids]
         rep, defs, levels_per_chunk, value_bufs = self._parse_chunks(base, starts, sizes, counts)
-        values = decompress_miniblock(self.layout.value_compression, value_bufs, counts)
+        enc, finish = self.layout.value_compression, None
+        if rows is not None and self.max_rep == 0:
+            # a take (levels = rows = values): decompress per-value codecs (FSST) only for
+            # the rows kept
+            enc, finish = deferred_miniblock(enc)
+        values = decompress_miniblock(enc, value_bufs, counts)
         if values.num_values != int(counts.sum()):
             raise CorruptFileError(
                 f"decoded {values.num_values} values, the chunks say {int(counts.sum())}"
@@ -217,6 +230,8 @@ class MiniBlockPage:
             group_first_row=group_first_row,
             wanted=rows,
         )
+        if finish is not None:
+            values = finish(values)
         return LeafPiece(rep, defs, num_levels, values, num_rows, meta.dictionary)
 
     def _empty(self, meta: MiniBlockMeta) -> LeafPiece:
