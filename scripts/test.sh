@@ -3,6 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# the Spark tests run PySpark in local mode, which needs a Java runtime (17 or newer)
+if ! command -v java >/dev/null 2>&1; then
+  echo "error: Java (17+) is not installed; the Spark tests need it (apt-get install openjdk-17-jre-headless)" >&2
+  exit 1
+fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/python -m pytest -q -n 2 "$@"
