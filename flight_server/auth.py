@@ -1,0 +1,649 @@
+"""Optional authentication for the Flight server: HTTP Basic through the handshake, bearer tokens.
+
+How clients authenticate (what pyarrow's ``client.authenticate_basic_token(user, password)`` and
+the ADBC Flight SQL driver's ``db_kwargs={"username": ..., "password": ...}`` do):
+
+1. ``Handshake`` with header ``authorization: Basic base64(user:password)``.  The server checks
+   the password against the users file and answers with header ``authorization: Bearer
+   <token>``.
+2. Every later call carries ``authorization: Bearer <token>``.
+
+Tokens are HMAC-SHA256 signed ``(user, role, expiry)`` claims, so any server process holding the
+same secret accepts them: the CLI's worker processes share the parent's secret (constructor
+argument, or the ``LANCE_FLIGHT_SECRET`` environment variable).  Static tokens from a tokens
+file are accepted as well, for services that cannot do a handshake.
+
+pyarrow answers UNIMPLEMENTED to ``Handshake`` unless the server has a ``ServerAuthHandler``,
+so :class:`HandshakeAuthHandler` is installed only for that; every check happens in
+:class:`AuthMiddlewareFactory`, which sees the headers of every call.  Build the server's
+keyword arguments with :func:`auth_server_options`.
+
+Roles: ``read`` (the default) may call everything that does not change data; ``write`` may also
+put and run mutating actions.  Handlers call :func:`require_write` before changing anything.
+Missing or bad credentials are *unauthenticated* errors; a read-only user attempting a write is
+an *unauthorized* error.
+
+Files (``#`` starts a comment line; blank lines are ignored):
+
+- users file, one ``user:password-hash[:role]`` per line, hashes from :func:`hash_password` or
+  ``python -m flight_server.auth hash --user NAME [--role write]``;
+- tokens file, one ``TOKEN [USER [ROLE]]`` per line (whitespace separated), tokens from
+  ``python -m flight_server.auth token``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import getpass
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import secrets
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+import pyarrow.flight as flight
+
+from lance_format.errors import InvalidArgumentError
+
+__all__ = [
+    "AUTH_MIDDLEWARE_KEY",
+    "ROLES",
+    "SECRET_ENV",
+    "AuthConfigError",
+    "AuthMiddlewareFactory",
+    "AuthObserver",
+    "Authenticator",
+    "HandshakeAuthHandler",
+    "Identity",
+    "auth_server_options",
+    "current_user",
+    "generate_secret",
+    "hash_password",
+    "require_write",
+    "verify_password",
+]
+
+log = logging.getLogger(__name__)
+
+#: Key of the auth middleware in ``FlightServerBase(middleware=...)``; :func:`current_user` and
+#: :func:`require_write` look it up under this key, so always register it through
+#: :func:`auth_server_options`.
+AUTH_MIDDLEWARE_KEY = "auth"
+#: Environment variable read when no secret is passed to :class:`Authenticator`.
+SECRET_ENV = "LANCE_FLIGHT_SECRET"
+ROLES = ("read", "write")
+DEFAULT_ROLE = "read"
+DEFAULT_TOKEN_TTL = 12 * 3600.0
+
+_HASH_SCHEME = "pbkdf2_sha256"
+DEFAULT_ITERATIONS = 600_000  # OWASP's 2023 figure for PBKDF2-HMAC-SHA256
+_MAX_ITERATIONS = 10_000_000  # a bad file must not make one login take minutes
+_SALT_BYTES = 16
+_TOKEN_PREFIX = "lf1."
+_MAX_TOKEN_CHARS = 4096  # checked before any decoding
+_MAX_FILE_BYTES = 16 * 1024 * 1024
+_MIN_SECRET_BYTES = 16
+_MIN_STATIC_TOKEN_CHARS = 16
+_USER_RE = re.compile(r"[^\s:]{1,128}")
+_STATIC_TOKEN_RE = re.compile(r"[!-~]+")  # printable ASCII, no spaces: header-safe
+
+
+class AuthConfigError(InvalidArgumentError):
+    """A users file, tokens file or secret is unusable (reported at startup, with the line)."""
+
+
+class Identity(NamedTuple):
+    """Who made a call: the user name and its role (``read`` or ``write``)."""
+
+    user: str
+    role: str
+
+
+# ---------------------------------------------------------------------------------------------
+# password hashes
+
+
+def hash_password(
+    password: str, *, iterations: int = DEFAULT_ITERATIONS, salt: bytes | None = None
+) -> str:
+    """A salted PBKDF2-HMAC-SHA256 hash: ``pbkdf2_sha256$ITERATIONS$SALT$HASH`` (base64url).
+
+    The iteration count travels with the hash, so it can be raised later without breaking
+    existing lines.
+    """
+    if not 1 <= iterations <= _MAX_ITERATIONS:
+        raise AuthConfigError(f"iterations must be within 1..{_MAX_ITERATIONS}")
+    salt = secrets.token_bytes(_SALT_BYTES) if salt is None else salt
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), salt, iterations)
+    return f"{_HASH_SCHEME}${iterations}${_b64e(salt)}${_b64e(digest)}"
+
+
+def verify_password(password: str, encoded: str) -> bool:
+    """True when ``password`` matches a :func:`hash_password` string (constant-time compare)."""
+    iterations, salt, expected = _parse_hash(encoded)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), salt, iterations)
+    return hmac.compare_digest(digest, expected)
+
+
+def _parse_hash(encoded: str) -> tuple[int, bytes, bytes]:
+    parts = encoded.split("$")
+    if len(parts) != 4 or parts[0] != _HASH_SCHEME:
+        raise AuthConfigError(f"password hash must look like {_HASH_SCHEME}$ITERATIONS$SALT$HASH")
+    try:
+        iterations = int(parts[1])
+        salt, digest = _b64d(parts[2]), _b64d(parts[3])
+    except (ValueError, binascii.Error) as exc:
+        raise AuthConfigError(f"malformed password hash: {exc}") from None
+    if not 1 <= iterations <= _MAX_ITERATIONS:
+        raise AuthConfigError(f"password hash iterations {iterations} outside 1..{_MAX_ITERATIONS}")
+    if not salt or len(digest) != hashlib.sha256().digest_size:
+        raise AuthConfigError("malformed password hash: empty salt or wrong digest length")
+    return iterations, salt, digest
+
+
+def _b64e(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _b64d(text: str) -> bytes:
+    if len(text) % 4 == 1 or not re.fullmatch(r"[A-Za-z0-9_-]*", text):
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def generate_secret() -> str:
+    """A random signing secret (for ``LANCE_FLIGHT_SECRET`` or the parent of worker processes)."""
+    return secrets.token_urlsafe(32)
+
+
+# ---------------------------------------------------------------------------------------------
+# the authenticator
+
+
+@dataclass(frozen=True)
+class _User:
+    name: str
+    password_hash: str
+    iterations: int
+    role: str
+
+
+class Authenticator:
+    """Checks credentials and issues/validates signed bearer tokens.
+
+    ``users`` maps a user name to ``(password_hash, role)``; ``static_tokens`` maps a token to an
+    :class:`Identity`.  ``secret`` signs tokens (str or bytes, >= 16 bytes); without it the
+    ``LANCE_FLIGHT_SECRET`` environment variable is used, and without that a random secret, in
+    which case tokens are only valid in this process (a warning says so).  ``clock`` is
+    injectable for tests.
+    """
+
+    def __init__(
+        self,
+        users: Mapping[str, tuple[str, str]] | None = None,
+        static_tokens: Mapping[str, Identity] | None = None,
+        *,
+        secret: str | bytes | None = None,
+        token_ttl: float = DEFAULT_TOKEN_TTL,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._users: dict[str, _User] = {}
+        for name, (password_hash, role) in (users or {}).items():
+            _check_user_name(name)
+            _check_role(role)
+            iterations, _, _ = _parse_hash(password_hash)
+            self._users[name] = _User(name, password_hash, iterations, role)
+        # keyed by the token's SHA-256: the table never holds the tokens themselves
+        self._static: dict[bytes, Identity] = {}
+        for token, identity in (static_tokens or {}).items():
+            _check_static_token(token)
+            _check_role(identity.role)
+            self._static[hashlib.sha256(token.encode("ascii")).digest()] = identity
+        if not self._users and not self._static:
+            raise AuthConfigError("authentication needs at least one user or static token")
+        if not token_ttl > 0:
+            raise AuthConfigError("token_ttl must be positive")
+        self.token_ttl = float(token_ttl)
+        self._clock = clock
+        self.secret_is_ephemeral = False
+        if secret is None:
+            secret = os.environ.get(SECRET_ENV) or None
+        if secret is None:
+            secret = generate_secret()
+            self.secret_is_ephemeral = True
+            log.warning(
+                "no %s set: bearer tokens are valid only in this server process", SECRET_ENV
+            )
+        self._secret = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
+        if len(self._secret) < _MIN_SECRET_BYTES:
+            raise AuthConfigError(f"the token secret must be at least {_MIN_SECRET_BYTES} bytes")
+        # unknown users still cost one PBKDF2 run, so timing does not reveal who exists
+        slowest = max((u.iterations for u in self._users.values()), default=1)
+        self._dummy_hash = hash_password(secrets.token_hex(8), iterations=slowest)
+
+    @classmethod
+    def from_files(
+        cls,
+        users_file: str | os.PathLike[str] | None = None,
+        tokens_file: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> Authenticator:
+        """Load a users file and/or a tokens file (see the module docstring for the formats)."""
+        if users_file is None and tokens_file is None:
+            raise AuthConfigError("authentication needs a users file or a tokens file")
+        users = load_users_file(users_file) if users_file is not None else None
+        tokens = load_tokens_file(tokens_file) if tokens_file is not None else None
+        return cls(users, tokens, **kwargs)
+
+    @property
+    def secret(self) -> bytes:
+        """The signing secret, for handing to worker processes."""
+        return self._secret
+
+    @property
+    def has_users(self) -> bool:
+        return bool(self._users)
+
+    # -- credentials ------------------------------------------------------------------------
+
+    def check_password(self, user: str, password: str) -> Identity:
+        """The identity of ``user`` if ``password`` is right, else an unauthenticated error."""
+        record = self._users.get(user)
+        ok = verify_password(password, record.password_hash if record else self._dummy_hash)
+        if record is None or not ok:
+            raise flight.FlightUnauthenticatedError("invalid user name or password")
+        return Identity(record.name, record.role)
+
+    def issue_token(self, identity: Identity, ttl: float | None = None) -> str:
+        """A bearer token for ``identity``, valid for ``ttl`` seconds in every process sharing
+        the secret."""
+        _check_role(identity.role)
+        expires = int(self._clock() + (self.token_ttl if ttl is None else ttl))
+        claims = {"u": identity.user, "r": identity.role, "exp": expires, "n": secrets.token_hex(6)}
+        body = _b64e(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode("utf-8"))
+        return f"{_TOKEN_PREFIX}{body}.{self._sign(body)}"
+
+    def verify_token(self, token: str) -> Identity:
+        """The identity a bearer token stands for, or an unauthenticated error."""
+        if len(token) > _MAX_TOKEN_CHARS:
+            raise flight.FlightUnauthenticatedError("invalid bearer token")
+        if token.startswith(_TOKEN_PREFIX):
+            return self._verify_signed(token[len(_TOKEN_PREFIX) :])
+        digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+        found = None
+        for known, identity in self._static.items():  # no early exit: constant time
+            if hmac.compare_digest(known, digest):
+                found = identity
+        if found is None:
+            raise flight.FlightUnauthenticatedError("invalid bearer token")
+        return found
+
+    def _sign(self, body: str) -> str:
+        mac = hmac.new(self._secret, (_TOKEN_PREFIX + body).encode("ascii"), hashlib.sha256)
+        return _b64e(mac.digest())
+
+    def _verify_signed(self, rest: str) -> Identity:
+        body, dot, signature = rest.partition(".")
+        if not dot or not body.isascii() or not signature.isascii():
+            raise flight.FlightUnauthenticatedError("invalid bearer token")
+        if not hmac.compare_digest(self._sign(body), signature):
+            raise flight.FlightUnauthenticatedError("invalid bearer token")
+        try:  # signed by us, so well-formed unless the secret leaked; check anyway
+            claims = json.loads(_b64d(body))
+            user, role, expires = claims["u"], claims["r"], claims["exp"]
+        except (ValueError, KeyError, TypeError):
+            raise flight.FlightUnauthenticatedError("invalid bearer token") from None
+        if not isinstance(user, str) or role not in ROLES or not isinstance(expires, int):
+            raise flight.FlightUnauthenticatedError("invalid bearer token")
+        if self._clock() >= expires:
+            raise flight.FlightUnauthenticatedError("bearer token expired: authenticate again")
+        if self._users:
+            # a user removed from the file (and the server restarted) loses its tokens, and a
+            # user demoted to read loses write at once
+            record = self._users.get(user)
+            if record is None:
+                raise flight.FlightUnauthenticatedError("invalid bearer token")
+            if record.role != "write":
+                role = record.role
+        return Identity(user, role)
+
+    # -- headers ----------------------------------------------------------------------------
+
+    def authenticate(
+        self, headers: Mapping[str, list[Any]], *, handshake: bool
+    ) -> tuple[Identity, str | None]:
+        """Check the ``authorization`` header of a call.
+
+        Returns the caller's identity and, for a Basic handshake, the bearer token to send
+        back.  Basic credentials are accepted only by the handshake (one PBKDF2 run per login,
+        not per call).
+        """
+        scheme, credentials = _authorization(headers)
+        if scheme == "basic":
+            if not handshake:
+                raise flight.FlightUnauthenticatedError(
+                    "Basic credentials are only accepted by the Handshake; send the bearer "
+                    "token it returns"
+                )
+            if not self._users:
+                raise flight.FlightUnauthenticatedError("password login is not enabled")
+            user, password = _decode_basic(credentials)
+            identity = self.check_password(user, password)
+            return identity, self.issue_token(identity)
+        if scheme == "bearer":
+            return self.verify_token(credentials), None
+        raise flight.FlightUnauthenticatedError(
+            "unsupported authorization scheme (use Basic in the Handshake, then Bearer)"
+        )
+
+    def claimed_user(self, headers: Mapping[str, list[Any]]) -> str | None:
+        """The user a call claims to be, unverified, for logging rejected calls."""
+        try:
+            scheme, credentials = _authorization(headers)
+            if scheme == "basic":
+                return _decode_basic(credentials)[0]
+            if scheme == "bearer" and credentials.startswith(_TOKEN_PREFIX):
+                claims = json.loads(_b64d(credentials[len(_TOKEN_PREFIX) :].partition(".")[0]))
+                return claims["u"] if isinstance(claims.get("u"), str) else None
+        except (flight.FlightError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return None
+
+
+def _authorization(headers: Mapping[str, list[Any]]) -> tuple[str, str]:
+    values = headers.get("authorization") or []
+    if not values:
+        raise flight.FlightUnauthenticatedError(
+            "authentication required: Handshake with Basic credentials, then send "
+            "'authorization: Bearer <token>'"
+        )
+    if len(set(values)) > 1:
+        raise flight.FlightUnauthenticatedError("conflicting authorization headers")
+    value = values[0]
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    scheme, _, credentials = value.strip().partition(" ")
+    return scheme.lower(), credentials.strip()
+
+
+def _decode_basic(credentials: str) -> tuple[str, str]:
+    # Go's Flight client (the ADBC driver) sends base64 without '=' padding; accept both
+    bare = credentials.rstrip("=")
+    try:
+        if len(bare) % 4 == 1 or len(credentials) - len(bare) > 2:
+            raise ValueError("bad base64 length")
+        raw = base64.b64decode(bare + "=" * (-len(bare) % 4), validate=True)
+        decoded = raw.decode("utf-8")
+    except (ValueError, binascii.Error, UnicodeError):
+        raise flight.FlightUnauthenticatedError("malformed Basic credentials") from None
+    user, colon, password = decoded.partition(":")
+    if not colon or not user:
+        raise flight.FlightUnauthenticatedError("malformed Basic credentials")
+    return user, password
+
+
+def _check_user_name(name: str) -> None:
+    if not isinstance(name, str) or not _USER_RE.fullmatch(name):
+        raise AuthConfigError(f"bad user name {name!r}: 1-128 characters, no ':' or spaces")
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise AuthConfigError(f"unknown role {role!r}: expected one of {', '.join(ROLES)}")
+
+
+def _check_static_token(token: str) -> None:
+    if not isinstance(token, str) or not _STATIC_TOKEN_RE.fullmatch(token):
+        raise AuthConfigError("a static token must be printable ASCII without spaces")
+    if len(token) < _MIN_STATIC_TOKEN_CHARS:
+        raise AuthConfigError(f"a static token must be at least {_MIN_STATIC_TOKEN_CHARS} chars")
+    if token.startswith(_TOKEN_PREFIX):
+        raise AuthConfigError(f"static tokens must not start with {_TOKEN_PREFIX!r} (reserved)")
+
+
+# ---------------------------------------------------------------------------------------------
+# files
+
+
+def _config_lines(path: str | os.PathLike[str], what: str) -> Iterable[tuple[int, str]]:
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > _MAX_FILE_BYTES:
+            raise AuthConfigError(f"{what} is {size} bytes, larger than allowed", path=str(p))
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AuthConfigError(f"{what} not found", path=str(p)) from None
+    except (OSError, UnicodeError) as exc:
+        raise AuthConfigError(f"cannot read {what}: {exc}", path=str(p)) from None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            yield number, line
+
+
+def load_users_file(path: str | os.PathLike[str]) -> dict[str, tuple[str, str]]:
+    """Parse ``user:password-hash[:role]`` lines into ``{user: (hash, role)}``."""
+    users: dict[str, tuple[str, str]] = {}
+    for number, line in _config_lines(path, "users file"):
+        try:
+            parts = line.split(":")
+            if len(parts) not in (2, 3):
+                raise AuthConfigError("expected user:password-hash[:role]")
+            name, password_hash = parts[0], parts[1]
+            role = parts[2] if len(parts) == 3 else DEFAULT_ROLE
+            _check_user_name(name)
+            _check_role(role)
+            _parse_hash(password_hash)
+            if name in users:
+                raise AuthConfigError(f"user {name!r} appears twice")
+        except AuthConfigError as exc:
+            raise AuthConfigError(f"line {number}: {exc.problem}", path=str(path)) from None
+        users[name] = (password_hash, role)
+    return users
+
+
+def load_tokens_file(path: str | os.PathLike[str]) -> dict[str, Identity]:
+    """Parse ``TOKEN [USER [ROLE]]`` lines; a token without a user is named after its line."""
+    tokens: dict[str, Identity] = {}
+    for number, line in _config_lines(path, "tokens file"):
+        try:
+            parts = line.split()
+            if len(parts) > 3:
+                raise AuthConfigError("expected TOKEN [USER [ROLE]]")
+            token = parts[0]
+            user = parts[1] if len(parts) > 1 else f"token-line-{number}"
+            role = parts[2] if len(parts) > 2 else DEFAULT_ROLE
+            _check_static_token(token)
+            _check_user_name(user)
+            _check_role(role)
+            if token in tokens:
+                raise AuthConfigError("the same token appears twice")
+        except AuthConfigError as exc:
+            raise AuthConfigError(f"line {number}: {exc.problem}", path=str(path)) from None
+        tokens[token] = Identity(user, role)
+    return tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# pyarrow plumbing
+
+
+class HandshakeAuthHandler(flight.ServerAuthHandler):
+    """Makes pyarrow accept the ``Handshake`` RPC; the middleware does the real checks.
+
+    pyarrow calls ``is_valid`` with the legacy ``auth-token-bin`` header *before* any
+    middleware runs, so it cannot decide anything useful and accepts everything.
+    """
+
+    def authenticate(self, outgoing: flight.ServerAuthSender, incoming: flight.ServerAuthReader):
+        return None
+
+    def is_valid(self, token: bytes) -> str:
+        return ""
+
+
+class AuthObserver(Protocol):
+    """A middleware factory that wants to hear the auth decision of every call.
+
+    pyarrow bundles all Python middleware into one, so when the auth factory rejects a call by
+    raising in ``start_call``, the instances other factories already made for that call are
+    dropped without ``call_completed``: metrics and request logs would never see failed
+    logins.  The auth factory therefore reports every outcome to its observers (same thread as
+    the call, right after they started their instance for it: ``headers`` is the very dict they
+    received).
+    """
+
+    def auth_outcome(
+        self,
+        info: flight.CallInfo,
+        headers: Mapping[str, list[Any]],
+        user: str | None,
+        error: Exception | None,
+    ) -> None: ...
+
+
+class _AuthMiddleware(flight.ServerMiddleware):
+    def __init__(self, identity: Identity, token: str | None):
+        self.identity = identity
+        self._token = token
+
+    def sending_headers(self) -> dict[str, str] | None:
+        # only a successful Basic handshake answers with a token
+        return {"authorization": f"Bearer {self._token}"} if self._token else None
+
+    def call_completed(self, exception: Exception | None) -> None:
+        return None
+
+
+class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
+    """Authenticates every call (Handshake included) from its ``authorization`` header."""
+
+    def __init__(self, authenticator: Authenticator, observers: Iterable[AuthObserver] = ()):
+        self.authenticator = authenticator
+        self.observers = tuple(observers)
+
+    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> _AuthMiddleware:
+        handshake = info.method == flight.FlightMethod.HANDSHAKE
+        try:
+            identity, token = self.authenticator.authenticate(headers, handshake=handshake)
+        except flight.FlightError as exc:
+            self._tell(info, headers, self.authenticator.claimed_user(headers), exc)
+            log.debug("rejected %s: %s", info.method.name, exc)
+            raise
+        except Exception as exc:  # a bug here must not look like bad credentials
+            log.exception("authentication failed internally")
+            error = flight.FlightInternalError(f"authentication failed internally: {exc}")
+            self._tell(info, headers, None, error)
+            raise error from exc
+        self._tell(info, headers, identity.user, None)
+        return _AuthMiddleware(identity, token)
+
+    def _tell(self, info, headers, user, error) -> None:
+        for observer in self.observers:
+            try:
+                observer.auth_outcome(info, headers, user, error)
+            except Exception:  # observers must never change the auth decision
+                log.exception("auth observer %r failed", observer)
+
+
+def auth_server_options(
+    authenticator: Authenticator,
+    observers: Mapping[str, flight.ServerMiddlewareFactory] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for ``FlightServerBase.__init__`` that turn authentication on.
+
+    ``observers`` are the other middleware (e.g. ``{"requestlog": ..., "metrics": ...}``); they
+    are placed *before* the auth middleware, and those with an ``auth_outcome`` method are told
+    about rejected calls (see :class:`AuthObserver`).  Pass the returned ``middleware`` dict
+    whole; add nothing after it.
+    """
+    observers = dict(observers or {})
+    if AUTH_MIDDLEWARE_KEY in observers:
+        raise ValueError(f"middleware key {AUTH_MIDDLEWARE_KEY!r} is reserved for auth")
+    watching = [f for f in observers.values() if hasattr(f, "auth_outcome")]
+    middleware = {**observers, AUTH_MIDDLEWARE_KEY: AuthMiddlewareFactory(authenticator, watching)}
+    return {"auth_handler": HandshakeAuthHandler(), "middleware": middleware}
+
+
+def current_user(context: flight.ServerCallContext) -> Identity | None:
+    """The authenticated caller, or None when the server runs without authentication."""
+    middleware = context.get_middleware(AUTH_MIDDLEWARE_KEY)
+    return None if middleware is None else middleware.identity
+
+
+def require_write(context: flight.ServerCallContext) -> None:
+    """Refuse a data-changing call from a read-only user (no-op when auth is off)."""
+    identity = current_user(context)
+    if identity is not None and identity.role != "write":
+        raise flight.FlightUnauthorizedError(
+            f"user {identity.user!r} has read-only access; this call needs the write role"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# python -m flight_server.auth
+
+
+def _read_password(from_stdin: bool) -> str:
+    if from_stdin or not sys.stdin.isatty():
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = getpass.getpass("password: ")
+        if getpass.getpass("again: ") != password:
+            raise SystemExit("error: the passwords differ")
+    if not password:
+        raise SystemExit("error: empty password")
+    return password
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m flight_server.auth", description="make lines for the auth files"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("hash", help="hash a password (read from the terminal or stdin)")
+    p.add_argument("--user", help="print a whole users-file line for this user")
+    p.add_argument("--role", choices=ROLES, help="role for the users-file line")
+    p.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS)
+    p.add_argument("--stdin", action="store_true", help="read the password from stdin")
+    p = sub.add_parser("token", help="make a random static token (a tokens-file line)")
+    p.add_argument("--user")
+    p.add_argument("--role", choices=ROLES)
+    sub.add_parser("secret", help=f"make a random token-signing secret for {SECRET_ENV}")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "hash":
+            if args.role and not args.user:
+                parser.error("--role needs --user")
+            if args.user:
+                _check_user_name(args.user)
+            encoded = hash_password(_read_password(args.stdin), iterations=args.iterations)
+            fields = [args.user, encoded, args.role] if args.user else [encoded]
+            print(":".join(f for f in fields if f))
+        elif args.command == "token":
+            if args.role and not args.user:
+                parser.error("--role needs --user")
+            if args.user:
+                _check_user_name(args.user)
+            print(" ".join(f for f in (secrets.token_urlsafe(32), args.user, args.role) if f))
+        else:
+            print(generate_secret())
+    except AuthConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
