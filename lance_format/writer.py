@@ -1,4 +1,4 @@
-"""``LanceFileWriter``: write Arrow data as a Lance 2.1 or 2.2 data file.
+"""``LanceFileWriter``: write Arrow data as a Lance 2.0, 2.1 or 2.2 data file.
 
 Named and shaped like pylance's ``lance.file.LanceFileWriter``.  Writing is streaming: each
 top-level column buffers incoming arrays until about ``max_page_bytes`` of Arrow data has
@@ -8,6 +8,9 @@ and written out at once, so memory stays bounded by roughly one page per column.
 Pages are written to a temporary file beside the target, which is renamed into place by
 :meth:`close`; a failure (bad batch, error while encoding, an exception in a ``with`` block)
 removes it, so a half-written file never appears at the final path.
+
+Version 2.0 has a column per field (parents too) and encodes pages differently: that is
+:mod:`.v2_0.encoder`; the buffering, page cutting and container are the same.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ from .structural.arrow import arrow_to_block
 from .structural.blob import BlobV2Writer
 from .structural.column import leaf_fields
 from .structural.page import EncodedPage
+from .v2_0 import encoder as v20
+from .v2_0 import page_meta as v20_meta
+from .v2_0.decoder import v20_column_fields
 from .workers import pool
 
 DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
@@ -50,7 +56,7 @@ DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
 MAX_LEVELS_PER_PAGE = 65535
 MAX_INFLIGHT = 2 * (os.cpu_count() or 2)  # column encodings waiting to be written
 FULLZIP_MIN_VALUE_BYTES = 256  # values this wide or wider are full-zipped (digest §5.4)
-WRITE_VERSIONS = {"2.1": "2.1", "2.2": "2.2", "stable": "2.2", "next": "2.2"}
+WRITE_VERSIONS = {"2.0": "2.0", "2.1": "2.1", "2.2": "2.2", "stable": "2.2", "next": "2.2"}
 _PAD = b"\x48" * 64  # pylance's padding byte between buffers
 
 
@@ -80,10 +86,10 @@ class _Leaf:
 
 
 class LanceFileWriter:
-    """Write a Lance data file (2.1 or 2.2) from Arrow record batches.
+    """Write a Lance data file (2.0, 2.1 or 2.2) from Arrow record batches.
 
     ``schema`` may be omitted: the first batch's schema is used.  Options: ``version``
-    ("2.1", "2.2" (default) or "stable"), ``max_page_bytes`` (Arrow bytes buffered per
+    ("2.0", "2.1", "2.2" (default) or "stable"), ``max_page_bytes`` (Arrow bytes buffered per
     column before a page is cut).  Field metadata (``lance-encoding:*``) steers encodings.
     ``blob_v2`` (2.2 only) writes blob columns as blob v2 descriptors with sidecar files,
     as ``lance.write_dataset`` does, instead of the file writer's 2.1-style blob layout.
@@ -163,7 +169,8 @@ class LanceFileWriter:
             self._file_schema = blob_v2_file_schema(lance_schema)
         for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
             leaves = []
-            for lf in leaf_fields([top]):
+            columns = v20_column_fields([top]) if self.version == "2.0" else leaf_fields([top])
+            for lf in columns:
                 md = _field_metadata(schema, top, lf)
                 opts = cz.ColumnOptions.from_metadata(md)
                 if opts.packed and self.version == "2.1" and _has_variable_child(lf):
@@ -174,7 +181,10 @@ class LanceFileWriter:
                 leaves.append(_Leaf(lf, _leaf_path(top, lf), opts, _str_dict(md)))
                 if opts.blob and self._blobs is not None:
                     self._blobs.add_column(leaves[-1].path, lf.arrow_type, leaves[-1].metadata)
-            problem = _unstorable(arrow_field.type, self.version)
+            if self.version == "2.0":
+                problem = v20.unstorable(top, arrow_field.type)
+            else:
+                problem = _unstorable(arrow_field.type, self.version)
             if problem is not None:
                 raise UnsupportedError(f"field {arrow_field.name!r}: {problem}")
             self._leaves.append(leaves)
@@ -242,6 +252,8 @@ class LanceFileWriter:
 
     def _write_pages(self, pages: list) -> None:
         for leaf, page in pages:
+            if isinstance(page, v20.PendingBlobPage):
+                page = page.place(self._write_external)
             if isinstance(page, repdef.Raveled):  # blobs: bytes go in while writing
                 if self._blobs is not None:
                     page = self._blobs.encode_page(leaf.path, page, self._write_external)
@@ -257,6 +269,14 @@ class LanceFileWriter:
         return out
 
     def _encode_field_pages(self, i: int, arr: pa.Array, top: pa.Field, out: list) -> None:
+        if self.version == "2.0":
+            leaves = self._leaves[i]
+            try:
+                pages = v20.encode_field(leaves[0].field, arr, [c.options for c in leaves])
+            except LanceError as e:
+                raise type(e)(f"column {top.name!r}: {e}") from e
+            out.extend((leaves[c], page) for c, page in pages)
+            return
         raveled = repdef.ravel(_storage_deep(arr), top.metadata)
         leaves = self._leaves[i]
         if len(raveled) != len(leaves):
@@ -397,7 +417,10 @@ class LanceFileWriter:
             self._align()
             locs.append((self._pos, len(buf)))
             self._write(buf)
-        leaf.pages.append(page_entry(page.layout, locs, page.num_rows, leaf.rows))
+        if self.version == "2.0":
+            leaf.pages.append(v20_meta.page_entry(page.layout, locs, page.num_rows))
+        else:
+            leaf.pages.append(page_entry(page.layout, locs, page.num_rows, leaf.rows))
         leaf.rows += page.num_rows
         leaf.encodings.append(describe(page.layout))
 
@@ -414,7 +437,7 @@ class LanceFileWriter:
             descriptor = file_pb2.FileDescriptor(
                 schema=self._file_schema.to_proto_schema(), length=self._rows
             )
-            columns = [encode_column(leaf.pages) for leaves in self._leaves for leaf in leaves]
+            columns = [self._column_metadata(leaf) for leaves in self._leaves for leaf in leaves]
             tail = encode_tail(self._pos, [descriptor.SerializeToString()], columns, self.version)
             self._write(tail)
             self._f.flush()
@@ -434,6 +457,11 @@ class LanceFileWriter:
             {leaf.path: leaf.encodings for leaves in self._leaves for leaf in leaves},
             sidecars,
         )
+
+    def _column_metadata(self, leaf: _Leaf) -> bytes:
+        if self.version == "2.0":
+            return v20_meta.encode_column(leaf.field, leaf.pages)
+        return encode_column(leaf.pages)
 
     def abort(self) -> None:
         """Stop writing and remove the partial file (nothing appears at ``path``)."""

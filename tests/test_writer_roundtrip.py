@@ -741,7 +741,7 @@ def test_bad_options_are_invalid_argument(tmp_path, options) -> None:
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("version", ["2.0", "9.9", "0.1", "legacy", ""])
+@pytest.mark.parametrize("version", ["9.9", "0.1", "legacy", ""])
 def test_unsupported_versions(tmp_path, version: str) -> None:
     with pytest.raises(UnsupportedError):
         LanceFileWriter(str(tmp_path / "v.lance"), SCHEMA, version=version)

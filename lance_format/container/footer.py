@@ -137,7 +137,7 @@ def read_layout(file: RandomAccessFile, tail: Tail) -> ContainerLayout:
 
 # -- writer side -----------------------------------------------------------------------------
 
-_VERSION_NUMBERS = {"2.1": (2, 1), "2.2": (2, 2)}
+_VERSION_NUMBERS = {"2.0": (0, 3), "2.1": (2, 1), "2.2": (2, 2)}
 
 
 def encode_tail(

@@ -21,7 +21,6 @@ from ..cache import SearchCache
 from ..errors import InvalidArgumentError, LanceIOError, SchemaError, UnsupportedError
 from ..pb import transaction_pb2
 from ..schema import LanceSchema
-from ..structural.column import leaf_fields
 from ..writer import LanceFileWriter
 from . import cleanup, commit, compaction, deletion, features, filters, manifest, paths, tags, write
 from .fragment import Fragment
@@ -538,7 +537,7 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
     except BaseException:
         writer.abort()
         raise
-    leaf_ids = [f.id for f in leaf_fields(new_schema.fields)]
+    leaf_ids = write.column_field_ids(new_schema.fields, major, minor)
     out = type(frag.pb)()
     out.CopyFrom(frag.pb)
     out.files.add(

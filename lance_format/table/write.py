@@ -19,11 +19,12 @@ from ..errors import InvalidArgumentError, SchemaError, UnsupportedError
 from ..pb import table_pb2
 from ..schema import LanceSchema
 from ..structural.column import leaf_fields
+from ..v2_0.decoder import v20_column_fields
 from ..writer import LanceFileWriter
 from . import paths
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
-WRITABLE_VERSIONS = {"2.1": (2, 1), "2.2": (2, 2), "stable": (2, 2)}
+WRITABLE_VERSIONS = {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2), "stable": (2, 2)}
 
 
 def to_reader(data, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
@@ -96,7 +97,7 @@ def write_fragments(
     reader = to_reader(data, arrow_schema)
     check_schema(arrow_schema, reader.schema)
     os.makedirs(os.path.join(root, "data"), exist_ok=True)
-    leaf_ids = [f.id for f in leaf_fields(schema.fields)]
+    leaf_ids = column_field_ids(schema.fields, major, minor)
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
     writer: LanceFileWriter | None = None
@@ -166,6 +167,14 @@ def remove_fragment_files(root: str, fragments) -> None:
     for frag in fragments:
         for f in frag.files:
             paths.remove(os.path.join(root, "data", f.path), missing_ok=True)
+
+
+def column_field_ids(fields, major: int, minor: int) -> list[int]:
+    """The field ids a data file's columns hold, in column order (``DataFile.fields``): the
+    leaves in 2.1+, every field (parents too) in 2.0."""
+    if (major, minor) == (2, 0):
+        return [f.id for f in v20_column_fields(fields)]
+    return [f.id for f in leaf_fields(fields)]
 
 
 def fragment_to_json(fragment: table_pb2.DataFragment) -> str:
