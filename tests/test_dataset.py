@@ -18,7 +18,7 @@ from lance_format.errors import InvalidArgumentError, LanceError, SchemaError
 from lance_format.table.dataset import dataset as open_dataset
 from lance_format.table.dataset import write_dataset
 
-VERSIONS = ["2.1", "2.2"]
+VERSIONS = ["2.0", "2.1", "2.2"]
 
 
 def _table(n: int, seed: int = 0, start: int = 0) -> pa.Table:

@@ -28,7 +28,7 @@ from lance_format.table import compaction, paths
 from lance_format.table.dataset import dataset as open_dataset
 from lance_format.table.dataset import write_dataset
 
-VERSIONS = ["2.1", "2.2"]
+VERSIONS = ["2.0", "2.1", "2.2"]
 
 
 def _check_all_versions(uri: str) -> None:
