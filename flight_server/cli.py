@@ -1,7 +1,9 @@
 """The ``lance-flight`` command line.
 
-``inspect`` prints what a Lance data file holds: version, rows, schema and the encoding
-of every page.  ``serve`` (the Flight server) arrives with the server issue.
+``serve ROOT`` runs the Flight server over every dataset under ROOT (``--workers N``: N
+processes, one core each, on consecutive ports; endpoints are spread over all of them).
+``inspect`` prints what a Lance data file holds: version, rows, schema and the encoding of
+every page.
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ def _has_pandas() -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lance-flight", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    from .serve import add_serve_arguments, serve
+
+    s = sub.add_parser("serve", help="serve the Lance datasets under ROOT over Arrow Flight")
+    add_serve_arguments(s)
+    s.set_defaults(func=serve)
     p = sub.add_parser("inspect", help="describe a Lance data file")
     p.add_argument("path")
     p.add_argument("--head", type=int, default=5, help="print the first N rows (0: none)")

@@ -149,6 +149,10 @@ class Fragment:
                 raise e.with_context(path=path) from None
         return out
 
+    def readers(self) -> list[LanceFileReader]:
+        """The fragment's data-file readers (opened once; e.g. to warm the search cache)."""
+        return list(self._readers)
+
     @functools.cached_property
     def _sources(self) -> dict[int, _Source]:
         """Top-level field id -> the data file holding it (the last one wins)."""

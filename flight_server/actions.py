@@ -1,0 +1,336 @@
+"""``do_action``: administrative calls, JSON body in, one JSON result out.
+
+Each action is a function ``(server, body) -> result`` registered with its description (what
+``list_actions`` shows) and whether it changes data (those need the write role when auth
+is on).  Every mutating action commits through the datasets layer's conflict-checked
+transactions, so concurrent actions and puts never half-commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lance_format.container.describe import describe
+from lance_format.pb import transaction_pb2
+from lance_format.table import commit, write
+
+from .errors import BadRequest, NotFound
+from .ingest import overwrite_op, staged_schema
+from .query import non_negative_int, string_list, version_value
+
+if TYPE_CHECKING:
+    from .server import LanceFlightServer
+
+
+@dataclass
+class Action:
+    fn: Callable[[LanceFlightServer, dict], Any]
+    description: str
+    mutates: bool = False
+
+
+ACTIONS: dict[str, Action] = {}
+
+
+def action(name: str, description: str, mutates: bool = False):
+    def register(fn):
+        ACTIONS[name] = Action(fn, description, mutates)
+        return fn
+
+    return register
+
+
+def _name(body: dict) -> str:
+    name = body.get("dataset")
+    if not isinstance(name, str) or not name:
+        raise BadRequest("the action needs 'dataset': the dataset's name")
+    return name
+
+
+def _check_keys(body: dict, allowed: set[str]) -> None:
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise BadRequest(f"unknown key(s) {unknown} in the action body; known: {sorted(allowed)}")
+
+
+def _schema_json(schema: pa.Schema) -> list[dict]:
+    return [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema]
+
+
+@action("list_datasets", "Names of every dataset under the root (paths relative to it).")
+def list_datasets(server, body: dict) -> dict:
+    _check_keys(body, set())
+    return {"datasets": server.catalog.names()}
+
+
+@action(
+    "dataset_info",
+    "Schema, version, versions, fragments, rows, bytes and page encodings of a dataset "
+    '({"dataset", "version"?}).',
+)
+def dataset_info(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "version"})
+    ds = server.catalog.open(_name(body), version_value(body))
+    frags = ds.get_fragments()
+    encodings: dict[str, Counter] = {}
+    for frag in frags:
+        for reader in frag.readers():
+            for col, field in zip(reader.metadata.columns, _column_names(reader), strict=False):
+                counter = encodings.setdefault(field, Counter())
+                counter.update(describe(p.encoding) for p in col.pages)
+    return {
+        "dataset": _name(body),
+        "version": ds.version,
+        "latest_version": ds.latest_version,
+        "data_storage_version": ds.data_storage_version,
+        "schema": _schema_json(ds.schema),
+        "rows": sum(f.count_rows() for f in frags),
+        "bytes": sum(f.file_size_bytes for frag in frags for f in frag.pb.files),
+        "fragments": [
+            {
+                "id": f.fragment_id,
+                "physical_rows": f.physical_rows,
+                "rows": f.count_rows(),
+                "files": f.data_files(),
+            }
+            for f in frags
+        ],
+        "versions": [v["version"] for v in ds.versions()],
+        "tags": ds.tags.list(),
+        "encodings": {k: dict(v.most_common(5)) for k, v in encodings.items()},
+    }
+
+
+def _column_names(reader) -> list[str]:
+    from lance_format.structural.column import leaf_fields
+    from lance_format.v2_0.decoder import v20_column_fields
+
+    fields = reader.lance_schema.fields
+    cols = v20_column_fields(fields) if reader.version == "2.0" else leaf_fields(fields)
+    return [f.name for f in cols]
+
+
+@action("versions", 'Every version of a dataset with its timestamp ({"dataset"}).')
+def versions(server, body: dict) -> dict:
+    _check_keys(body, {"dataset"})
+    ds = server.catalog.open(_name(body))
+    out = [{"version": v["version"], "timestamp": str(v["timestamp"])} for v in ds.versions()]
+    return {"dataset": _name(body), "latest": ds.version, "versions": out}
+
+
+@action("create_tag", 'Tag a version ({"dataset", "tag", "version"?: latest}).', mutates=True)
+def create_tag(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "tag", "version"})
+    ds = server.catalog.open(_name(body))
+    tag = body.get("tag")
+    if not isinstance(tag, str) or not tag:
+        raise BadRequest("'tag' must be a non-empty string")
+    version = version_value(body) or ds.version
+    ds.tags.create(tag, version)
+    return {"dataset": _name(body), "tag": tag, "version": ds.tags.get_version(tag)}
+
+
+@action("delete_tag", 'Delete a tag ({"dataset", "tag"}).', mutates=True)
+def delete_tag(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "tag"})
+    ds = server.catalog.open(_name(body))
+    tag = body.get("tag")
+    if not isinstance(tag, str) or tag not in ds.tags.list():
+        raise NotFound(f"dataset {_name(body)!r} has no tag {tag!r}")
+    ds.tags.delete(tag)
+    return {"dataset": _name(body), "deleted": tag}
+
+
+@action("restore", 'Make an older version the latest ({"dataset", "version"}).', mutates=True)
+def restore(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "version"})
+    version = version_value(body)
+    if version is None:
+        raise BadRequest("'version' is required")
+    ds = server.catalog.open(_name(body), version)
+    new = ds.restore()
+    return {"dataset": _name(body), "restored": ds.version, "version": new.version}
+
+
+@action("delete", 'Delete the rows matching a SQL filter ({"dataset", "filter"}).', mutates=True)
+def delete(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "filter"})
+    flt = body.get("filter")
+    if not isinstance(flt, str) or not flt.strip():
+        raise BadRequest("'filter' must be a non-empty SQL predicate")
+    ds = server.catalog.open(_name(body))
+    before = ds.count_rows()
+    new = ds.delete(flt)
+    return {"dataset": _name(body), "version": new.version, "deleted": before - new.count_rows()}
+
+
+@action(
+    "add_columns",
+    'Add columns computed by SQL expressions ({"dataset", "columns": {"name": "expr"}}).',
+    mutates=True,
+)
+def add_columns(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "columns"})
+    cols = body.get("columns")
+    if (
+        not isinstance(cols, dict)
+        or not cols
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in cols.items())
+    ):
+        raise BadRequest("'columns' must be an object of column name -> SQL expression")
+    new = server.catalog.open(_name(body)).add_columns(cols)
+    return {"dataset": _name(body), "version": new.version, "schema": _schema_json(new.schema)}
+
+
+@action("drop_columns", 'Drop columns ({"dataset", "columns": [...]}).', mutates=True)
+def drop_columns(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "columns"})
+    cols = string_list(body, "columns")
+    if not cols:
+        raise BadRequest("'columns' must be a non-empty list of column names")
+    new = server.catalog.open(_name(body)).drop_columns(cols)
+    return {"dataset": _name(body), "version": new.version, "schema": _schema_json(new.schema)}
+
+
+@action(
+    "compact",
+    "Rewrite small or heavily deleted fragments "
+    '({"dataset", "target_rows_per_fragment"?, "materialize_deletions_threshold"?}).',
+    mutates=True,
+)
+def compact(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "target_rows_per_fragment", "materialize_deletions_threshold"})
+    opts: dict[str, Any] = {}
+    target = non_negative_int(body, "target_rows_per_fragment", positive=True)
+    if target:
+        opts["target_rows_per_fragment"] = target
+    threshold = body.get("materialize_deletions_threshold")
+    if threshold is not None:
+        if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
+            raise BadRequest("'materialize_deletions_threshold' must be a number in [0, 1]")
+        opts["materialize_deletions_threshold"] = float(threshold)
+    ds = server.catalog.open(_name(body))
+    m = ds.compact_files(**opts)
+    latest = server.catalog.latest_version(_name(body))
+    return {"dataset": _name(body), "version": latest, **m.__dict__}
+
+
+@action(
+    "cleanup",
+    "Remove old versions and unreferenced files "
+    '({"dataset", "older_than_seconds"?: 1209600, "delete_unverified"?: false}).',
+    mutates=True,
+)
+def cleanup(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "older_than_seconds", "delete_unverified"})
+    age = body.get("older_than_seconds", 14 * 86400)
+    if isinstance(age, bool) or not isinstance(age, (int, float)) or age < 0:
+        raise BadRequest("'older_than_seconds' must be a non-negative number")
+    unverified = body.get("delete_unverified", False)
+    if not isinstance(unverified, bool):
+        raise BadRequest("'delete_unverified' must be true or false")
+    stats = server.catalog.open(_name(body)).cleanup_old_versions(
+        dt.timedelta(seconds=age), delete_unverified=unverified, error_if_tagged_old_versions=False
+    )
+    return {"dataset": _name(body), **stats.__dict__}
+
+
+@action(
+    "commit_staged",
+    "Commit fragments from staged puts in ONE transaction against a pinned version "
+    '({"dataset", "fragments": [...], "read_version"?, "mode"?: "append"|"overwrite", '
+    '"schema"? (base64 IPC, needed to create or overwrite), "data_storage_version"?}).',
+    mutates=True,
+)
+def commit_staged(server, body: dict) -> dict:
+    from lance_format.schema import LanceSchema
+
+    _check_keys(
+        body, {"dataset", "fragments", "read_version", "mode", "schema", "data_storage_version"}
+    )
+    name = _name(body)
+    mode = body.get("mode", "append")
+    if mode not in ("append", "overwrite"):
+        raise BadRequest(f"'mode' must be 'append' or 'overwrite', got {mode!r}")
+    frags = _staged_fragments(body)
+    root = server.catalog.path_of(name)
+    exists = server.catalog.exists(name)
+    read_version = non_negative_int(body, "read_version")
+    if read_version is None:
+        read_version = server.catalog.latest_version(name) if exists else 0
+    rows = sum(f.physical_rows for f in frags)
+    if mode == "append" and exists:
+        op = {"append": transaction_pb2.Transaction.Append(fragments=frags)}
+        version = None
+    else:
+        if "schema" not in body:
+            raise BadRequest("creating or overwriting a dataset needs 'schema' from the put")
+        schema = staged_schema(body["schema"])
+        op = {"overwrite": overwrite_op(frags, LanceSchema.from_arrow(schema), schema)}
+        version = body.get("data_storage_version") or "stable"
+        if version not in write.WRITABLE_VERSIONS:
+            raise BadRequest(f"'data_storage_version' {version!r} is not writable")
+    txn = commit.new_transaction(read_version, **op)
+    m = commit.commit(root, txn, data_storage_version=version)
+    return {"dataset": name, "version": m.version, "rows_written": rows, "fragments": len(frags)}
+
+
+@action(
+    "discard_staged",
+    "Remove the files of staged fragments that will not be committed "
+    '({"dataset", "fragments": [...]}); files any version references are kept.',
+    mutates=True,
+)
+def discard_staged(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "fragments"})
+    name = _name(body)
+    frags = _staged_fragments(body)
+    root = server.catalog.path_of(name)
+    referenced = set()
+    if server.catalog.exists(name):
+        ds = server.catalog.open(name)
+        referenced = {p for f in ds.get_fragments() for p in f.data_files()}
+    doomed = []
+    for f in frags:
+        for df in f.files:
+            if df.path in referenced or "/" in df.path or df.path.startswith("."):
+                raise BadRequest(f"data file {df.path!r} is committed or not a staged file")
+        doomed.append(f)
+    write.remove_fragment_files(root, doomed)
+    return {"dataset": name, "removed": sum(len(f.files) for f in doomed)}
+
+
+def _staged_fragments(body: dict) -> list:
+    raw = body.get("fragments")
+    if not isinstance(raw, list) or not all(isinstance(f, str) for f in raw):
+        raise BadRequest(
+            "'fragments' must be the list of fragment JSON strings a staged put returned"
+        )
+    try:
+        return [write.fragment_from_json(f) for f in raw]
+    except Exception as exc:  # noqa: BLE001 - any parse failure is the client's input
+        raise BadRequest(f"a staged fragment does not parse: {exc}") from None
+
+
+@action("cache_stats", "Search-cache hits, misses, entries and bytes.")
+def cache_stats(server, body: dict) -> dict:
+    _check_keys(body, set())
+    return server.cache.stats()
+
+
+@action("health", "Liveness: status, datasets, cache, process id.")
+def health(server, body: dict) -> dict:
+    return {
+        "status": "ok",
+        "datasets": len(server.catalog.names()),
+        "cache": server.cache.stats(),
+        "pid": os.getpid(),
+        "locations": server.locations,
+    }

@@ -1,0 +1,138 @@
+"""The datasets under a root directory: names, confinement, opening, warming the cache.
+
+A dataset's name is its path relative to the root (``tpch/lineitem``); a dataset is a
+directory holding ``_versions/``.  Names come from clients, so they are checked before any
+file-system call: relative, no ``..``/empty/hidden parts, and the real path (symlinks
+resolved) must stay under the root.  Opened versions are kept in a small LRU: a version
+never changes, so any cached ``Dataset`` stays valid; "latest" is resolved per request by
+listing ``_versions/`` (cheap), which is what makes a commit visible at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import OrderedDict
+
+from lance_format.cache import SearchCache
+from lance_format.errors import InvalidArgumentError, LanceError
+from lance_format.table import paths
+from lance_format.table.dataset import Dataset
+from lance_format.table.dataset import dataset as open_dataset
+
+from .errors import BadRequest, NotFound
+
+MAX_NAME = 512
+_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]*$")
+OPEN_VERSIONS = 64  # Dataset objects kept (manifests parsed, readers open)
+
+
+class Catalog:
+    """The datasets under ``root``, sharing one search cache."""
+
+    def __init__(self, root: str, cache: SearchCache):
+        self.root = os.path.realpath(root)
+        if not os.path.isdir(self.root):
+            raise InvalidArgumentError(f"the dataset root {root!r} is not a directory")
+        self.cache = cache
+        self._open: OrderedDict[tuple[str, int], Dataset] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- names ----------------------------------------------------------------------------
+
+    def path_of(self, name: object) -> str:
+        """The directory of dataset ``name`` (which need not exist yet), confined to the root."""
+        if not isinstance(name, str) or not name or len(name) > MAX_NAME:
+            raise BadRequest(f"a dataset name must be a non-empty string, got {name!r}")
+        if name.startswith("/") or "\\" in name or "\x00" in name:
+            raise BadRequest(f"dataset name {name!r}: absolute paths are not allowed")
+        parts = name.split("/")
+        for part in parts:
+            if part in ("", ".", "..") or not _PART.match(part) or part.startswith("_"):
+                raise BadRequest(
+                    f"dataset name {name!r}: each part must be letters, digits, '_', '-', '.' "
+                    "or '=' (not '..', not starting with '_' or '.')"
+                )
+        path = os.path.join(self.root, *parts)
+        real = os.path.realpath(path)
+        if real != self.root and not real.startswith(self.root + os.sep):
+            raise BadRequest(f"dataset name {name!r} leads outside the root")
+        return real
+
+    def exists(self, name: str) -> bool:
+        return os.path.isdir(os.path.join(self.path_of(name), paths.VERSIONS_DIR))
+
+    def names(self) -> list[str]:
+        """Every dataset under the root (sorted), not following symlinks out of it."""
+        out = []
+        for dirpath, dirnames, _ in os.walk(self.root, followlinks=False):
+            if paths.VERSIONS_DIR in dirnames:
+                rel = os.path.relpath(dirpath, self.root)
+                if rel != ".":
+                    out.append(rel.replace(os.sep, "/"))
+                dirnames[:] = []  # a dataset's own directories hold no datasets
+                continue
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+        return sorted(out)
+
+    # -- opening --------------------------------------------------------------------------
+
+    def latest_version(self, name: str) -> int:
+        path = self.path_of(name)
+        versions = paths.list_versions(path) if os.path.isdir(path) else []
+        if not versions:
+            raise NotFound(f"no dataset named {name!r}")
+        return versions[-1].version
+
+    def open(self, name: str, version: int | str | None = None) -> Dataset:
+        """Dataset ``name`` at ``version`` (a number, a tag, or None for the latest)."""
+        path = self.path_of(name)
+        if version is None:
+            version = self.latest_version(name)
+        elif isinstance(version, str):
+            version = self._resolve_tag(name, path, version)
+        key = (name, int(version))
+        with self._lock:
+            ds = self._open.get(key)
+            if ds is not None:
+                self._open.move_to_end(key)
+                return ds
+        if not os.path.isdir(os.path.join(path, paths.VERSIONS_DIR)):
+            raise NotFound(f"no dataset named {name!r}")
+        try:
+            ds = open_dataset(path, int(version), cache=self.cache)
+        except InvalidArgumentError as exc:
+            raise NotFound(f"dataset {name!r} has no version {version}: {exc.problem}") from None
+        with self._lock:
+            self._open[key] = ds
+            while len(self._open) > OPEN_VERSIONS:
+                self._open.popitem(last=False)
+        return ds
+
+    def _resolve_tag(self, name: str, path: str, tag: str) -> int:
+        try:
+            return open_dataset(path, tag).version
+        except LanceError as exc:
+            raise NotFound(f"dataset {name!r} has no tag or version {tag!r}: {exc}") from None
+
+    # -- warming --------------------------------------------------------------------------
+
+    def warm(self, budget_bytes: int | None = None) -> dict[str, int]:
+        """Load page metadata of every dataset's latest version into the search cache, until
+        ``budget_bytes`` (default: 90% of the cache) is used; returns what was warmed."""
+        budget = int(budget_bytes if budget_bytes is not None else 0.9 * self.cache.capacity_bytes)
+        warmed = {"datasets": 0, "files": 0}
+        for name in self.names():
+            try:
+                ds = self.open(name)
+                for frag in ds.get_fragments():
+                    for reader in frag.readers():
+                        if self.cache.currsize >= budget:
+                            return warmed
+                        reader.warm()
+                        warmed["files"] += 1
+            except LanceError:  # a broken dataset must not stop the server from starting
+                continue
+            warmed["datasets"] += 1
+        return warmed

@@ -1,0 +1,196 @@
+"""``lance-flight serve``: run the server, alone or as N worker processes.
+
+Python's GIL caps one process at about one core of decoding, so ``--workers N`` starts N
+processes on consecutive ports (free ones with ``--port 0``); each knows every sibling's
+location, so the endpoints of one ``FlightInfo`` spread over all of them.  The parent
+supervises: it prints one listening line once every worker is up, forwards SIGTERM/SIGINT,
+and exits 0 when they all stopped cleanly.  Auth tokens are signed with one secret made by
+the parent, so a token issued by any worker is accepted by all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing as mp
+import os
+import signal
+import socket
+import sys
+import threading
+
+log = logging.getLogger("lance_flight")
+
+
+def _bytes(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().rstrip("b").rstrip("i")
+    if t and t[-1] in units:
+        return int(float(t[:-1]) * units[t[-1]])
+    return int(t)
+
+
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("root", help="directory holding the datasets (names are paths under it)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8815, help="0: a free port")
+    p.add_argument("--public-host", help="host name clients use in endpoint locations")
+    p.add_argument("--cache-bytes", type=_bytes, default="256M", help="search cache budget")
+    p.add_argument("--workers", type=int, default=1, help="server processes (one core each)")
+    p.add_argument(
+        "--advertise", nargs="*", default=[], help="more locations that serve the same root"
+    )
+    p.add_argument("--no-warm", action="store_true", help="skip warming the search cache")
+    p.add_argument("--tls-cert", help="PEM certificate: serve grpc+tls")
+    p.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    p.add_argument("--auth-users", help="users file (user:pbkdf2-hash[:role]): Basic auth")
+    p.add_argument("--auth-tokens", help="static bearer tokens file")
+    p.add_argument("--metrics-port", type=int, help="Prometheus metrics (worker i: port + i)")
+    p.add_argument("--log-level", default="INFO")
+
+
+def serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    if args.workers < 1:
+        print("error: --workers must be at least 1", file=sys.stderr)
+        return 2
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    secret = None
+    if args.auth_users or args.auth_tokens:
+        from .auth import generate_secret
+
+        secret = os.environ.get("LANCE_FLIGHT_SECRET") or generate_secret()
+    scheme = "grpc+tls" if args.tls_cert else "grpc"
+    public = args.public_host or (socket.getfqdn() if args.host == "0.0.0.0" else args.host)
+    ports = _ports(args.host, args.port, args.workers)
+    locations = [f"{scheme}://{public}:{p}" for p in ports] + list(args.advertise)
+    if args.workers == 1:
+        return _run(vars(args), ports[0], locations if len(locations) > 1 else None, secret, None)
+    return _supervise(args, ports, locations, secret)
+
+
+def _ports(host: str, port: int, n: int) -> list[int]:
+    if port:
+        return [port + i for i in range(n)]
+    if n == 1:
+        return [0]
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _build(opts: dict, port: int, locations: list[str] | None, secret: str | None, index: int):
+    from .server import LanceFlightServer
+
+    authenticator = None
+    if opts.get("auth_users") or opts.get("auth_tokens"):
+        from .auth import Authenticator
+
+        authenticator = Authenticator.from_files(
+            opts.get("auth_users"), opts.get("auth_tokens"), secret=secret
+        )
+    metrics = None
+    if opts.get("metrics_port") is not None:
+        from .metrics import ServerMetrics
+
+        metrics = ServerMetrics()
+    scheme = "grpc+tls" if opts.get("tls_cert") else "grpc"
+    server = LanceFlightServer(
+        opts["root"],
+        f"{scheme}://{opts['host']}:{port}",
+        cache_bytes=opts["cache_bytes"],
+        locations=locations,
+        warm=not opts.get("no_warm"),
+        authenticator=authenticator,
+        tls_cert=opts.get("tls_cert"),
+        tls_key=opts.get("tls_key"),
+        metrics=metrics,
+    )
+    endpoint = None
+    if metrics is not None:
+        from .metrics import serve_metrics
+
+        endpoint = serve_metrics(metrics, opts["host"], opts["metrics_port"] + index)
+        log.info("metrics on %s", endpoint.url)
+    return server, endpoint
+
+
+def _run(opts, port, locations, secret, ready, index: int = 0) -> int:
+    """One server process: build, announce, serve until a signal asks it to stop."""
+    from lance_format.errors import LanceError
+
+    try:
+        server, endpoint = _build(opts, port, locations, secret, index)
+    except (LanceError, OSError) as exc:
+        if ready is not None:
+            ready.put(("error", str(exc)))
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    def stop(signum, frame) -> None:
+        log.info("signal %s: shutting down", signum)
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if ready is not None:
+        ready.put(("ok", server.location))
+    else:
+        print(f"lance-flight listening on {server.location}", flush=True)
+    server.serve()
+    server.wait() if hasattr(server, "wait") else None
+    if endpoint is not None:
+        endpoint.close()
+    return 0
+
+
+def _worker(opts, port, locations, secret, ready, index) -> None:
+    sys.exit(_run(opts, port, locations, secret, ready, index))
+
+
+def _supervise(args, ports: list[int], locations: list[str], secret: str | None) -> int:
+    ctx = mp.get_context("spawn")
+    ready = ctx.Queue()
+    opts = vars(args)
+    procs = [
+        ctx.Process(target=_worker, args=(opts, p, locations, secret, ready, i), daemon=False)
+        for i, p in enumerate(ports)
+    ]
+    for p in procs:
+        p.start()
+    started = []
+    for _ in procs:
+        status, what = ready.get()
+        if status != "ok":
+            print(f"error: a worker failed to start: {what}", file=sys.stderr)
+            for p in procs:
+                p.terminate()
+            return 2
+        started.append(what)
+
+    def forward(signum, frame) -> None:
+        for p in procs:
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    first = locations[0]
+    print(f"lance-flight listening on {first}", flush=True)
+    print(f"workers: {' '.join(locations[: len(procs)])}", flush=True)
+    for p in procs:
+        p.join()
+    return 0 if all(p.exitcode == 0 for p in procs) else 1

@@ -1,0 +1,268 @@
+"""``LanceFlightServer``: every Lance dataset under a root, served over Arrow Flight.
+
+The handlers are thin: descriptors are parsed in :mod:`.query`, planned into tickets in
+:mod:`.planning` (:mod:`.tickets` makes them self-contained), streamed from the datasets
+layer's scanner, written through :mod:`.ingest`, administered through :mod:`.actions`.  Every
+handler maps errors through :mod:`.errors`; auth, request logs and metrics are middleware
+(:mod:`.auth`, :mod:`.requestlog`, :mod:`.metrics`).  Flight SQL commands (protobuf ``Any``
+messages) go to the Flight SQL service when one is attached.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from lance_format.cache import SearchCache
+
+from . import auth as auth_mod
+from . import requestlog, tls
+from .actions import ACTIONS
+from .catalog import Catalog
+from .errors import BadRequest, NotFound, flight_errors, guarded
+from .ingest import PutOptions, ingest, parse_put
+from .planning import flight_info, plan
+from .query import Query, parse_descriptor, parse_json
+from .tickets import Ticket
+
+log = logging.getLogger("lance_flight")
+DEFAULT_CACHE_BYTES = 256 << 20
+
+
+class LanceFlightServer(flight.FlightServerBase):
+    """Serve the datasets under ``root``.
+
+    ``locations``: where endpoints may be read (this process first, then sibling worker
+    processes and advertised servers); default: this server alone.  ``authenticator``
+    (:class:`.auth.Authenticator`) turns authentication on for every call; ``tls_cert`` and
+    ``tls_key`` turn on TLS; ``metrics`` is a :class:`.metrics.ServerMetrics` to update.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        location: str = "grpc://127.0.0.1:8815",
+        *,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        locations: list[str] | None = None,
+        warm: bool = True,
+        authenticator: auth_mod.Authenticator | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        metrics: Any = None,
+        sql: bool = False,
+        **kwargs: Any,
+    ):
+        self.cache = SearchCache(cache_bytes)
+        self.catalog = Catalog(root, self.cache)
+        self.metrics = metrics
+        self.authenticator = authenticator
+        observers: dict[str, flight.ServerMiddlewareFactory] = {
+            requestlog.REQUEST_LOG_KEY: requestlog.RequestLogMiddlewareFactory()
+        }
+        if metrics is not None:
+            metrics.watch_cache(self.cache.stats)
+            observers["metrics"] = metrics.middleware()
+        if authenticator is not None:
+            options = auth_mod.auth_server_options(authenticator, observers)
+        else:
+            options = {"middleware": observers}
+        if tls_cert or tls_key:
+            options |= tls.tls_server_options(tls_cert, tls_key)
+        options |= kwargs
+        super().__init__(location, **options)
+        scheme = location.split("://", 1)[0]
+        host = location.split("://", 1)[1].rsplit(":", 1)[0]
+        self.location = f"{scheme}://{host}:{self.port}"
+        self.locations = list(locations) if locations else [self.location]
+        self.sql = None
+        if sql:
+            self.sql = _sql_service(self)
+        if warm:
+            started = time.perf_counter()
+            warmed = self.catalog.warm()
+            log.info(
+                "warmed search cache: %s in %.2fs, %s",
+                warmed,
+                time.perf_counter() - started,
+                self.cache.stats(),
+            )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _require_write(self, context: flight.ServerCallContext) -> None:
+        if self.authenticator is not None:
+            auth_mod.require_write(context)
+
+    def _is_sql(self, command: bytes) -> bool:
+        return self.sql is not None and self.sql.handles(command)
+
+    def _plan(self, q: Query):
+        ds = self.catalog.open(q.dataset, q.version)
+        return plan(ds, q.dataset, q)
+
+    # -- discovery -------------------------------------------------------------------------
+
+    @flight_errors
+    def list_flights(self, context, criteria) -> Iterator[flight.FlightInfo]:
+        infos = []
+        for name in self.catalog.names():
+            descriptor = flight.FlightDescriptor.for_path(name)
+            infos.append(flight_info(descriptor, self._plan(Query(name)), self.locations))
+        return iter(infos)
+
+    @flight_errors
+    def get_flight_info(self, context, descriptor) -> flight.FlightInfo:
+        if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
+            descriptor.command
+        ):
+            return self.sql.get_flight_info(context, descriptor)
+        q = parse_descriptor(descriptor)
+        requestlog.annotate(context, dataset=q.dataset)
+        p = self._plan(q)
+        return flight_info(descriptor, p, self.locations)
+
+    @flight_errors
+    def get_schema(self, context, descriptor) -> flight.SchemaResult:
+        if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
+            descriptor.command
+        ):
+            return self.sql.get_schema(context, descriptor)
+        q = parse_descriptor(descriptor)
+        return flight.SchemaResult(self._plan(q).schema)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @flight_errors
+    def do_get(self, context, ticket) -> flight.FlightDataStream:
+        raw = ticket.ticket
+        if self._is_sql(raw):
+            return self.sql.do_get(context, ticket)
+        t = Ticket.decode(raw)
+        requestlog.annotate(context, dataset=t.dataset, version=t.version)
+        ds = self.catalog.open(t.dataset, t.version)
+        if t.row_ids is not None:
+            table = ds.take_rows(t.row_ids, columns=t.columns)
+            batches = iter(table.to_batches(max_chunksize=t.batch_size))
+            schema = table.schema
+        else:
+            fragments = ranges = None
+            if t.fragment is not None:
+                frag = ds.get_fragment(t.fragment)
+                if frag is None:
+                    raise NotFound(f"version {t.version} has no fragment {t.fragment}")
+                fragments = [frag]
+                if t.start is not None:
+                    ranges = {t.fragment: (t.start, t.stop)}
+            scanner = ds.scanner(
+                columns=t.columns,
+                filter=t.filter,
+                limit=t.limit,
+                offset=t.offset,
+                with_row_id=t.with_row_id,
+                batch_size=t.batch_size,
+                fragments=fragments,
+                ranges=ranges,
+            )
+            schema = scanner.schema
+            batches = scanner.to_batches()
+        return flight.GeneratorStream(schema, guarded(self._stream(context, batches)))
+
+    def _stream(self, context, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Lazily hand batches to gRPC: pulled one at a time, so a slow client slows decoding
+        down and a cancelled one stops it."""
+        while True:
+            started = time.perf_counter()
+            batch = next(batches, None)
+            if batch is None:
+                return
+            if self.metrics is not None:
+                self.metrics.record_decode(time.perf_counter() - started)
+                self.metrics.record_served(batch.num_rows, batch.nbytes)
+            requestlog.accumulate(context, rows=batch.num_rows, bytes=batch.nbytes)
+            if context.is_cancelled():
+                return
+            yield batch
+
+    # -- writing ---------------------------------------------------------------------------
+
+    @flight_errors
+    def do_put(self, context, descriptor, reader, writer) -> None:
+        if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
+            descriptor.command
+        ):
+            return self.sql.do_put(context, descriptor, reader, writer)
+        self._require_write(context)
+        if descriptor.descriptor_type == flight.DescriptorType.PATH:
+            q = parse_descriptor(descriptor)
+            opts = PutOptions(dataset=q.dataset, mode="append")
+        else:
+            opts = parse_put(parse_json(descriptor.command, "the put command"))
+        requestlog.annotate(context, dataset=opts.dataset, mode=opts.mode)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for chunk in reader:
+                if context.is_cancelled():
+                    raise flight.FlightCancelledError("the client cancelled the put")
+                if chunk.data is not None and chunk.data.num_rows:
+                    yield chunk.data
+
+        def on_rows(rows: int, nbytes: int) -> None:
+            requestlog.accumulate(context, rows=rows, bytes=nbytes)
+            if self.metrics is not None:
+                self.metrics.record_written(rows, nbytes)
+
+        try:
+            result = ingest(self.catalog, opts, reader.schema, batches(), on_rows=on_rows)
+        except Exception as exc:
+            if self.metrics is not None and type(exc).__name__.endswith("CommitConflictError"):
+                self.metrics.record_commit_conflict()
+            raise
+        writer.write(pa.py_buffer(json.dumps(result).encode()))
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def list_actions(self, context) -> list[tuple[str, str]]:
+        out = [(name, a.description) for name, a in ACTIONS.items()]
+        if self.sql is not None:
+            out += self.sql.list_actions()
+        return out
+
+    @flight_errors
+    def do_action(self, context, action) -> Iterator[flight.Result]:
+        kind = action.type
+        if self.sql is not None and self.sql.handles_action(kind):
+            return self.sql.do_action(context, action)
+        entry = ACTIONS.get(kind)
+        if entry is None:
+            raise NotFound(f"unknown action {kind!r}; list_actions names them")
+        body = parse_json(action.body.to_pybytes() if action.body else b"", "the action body")
+        if entry.mutates:
+            self._require_write(context)
+        if "dataset" in body:
+            requestlog.annotate(context, dataset=str(body["dataset"])[:200])
+        if self.metrics is not None:
+            self.metrics.record_action(kind)
+        result = entry.fn(self, body)
+        return iter([flight.Result(pa.py_buffer(json.dumps(result, default=str).encode()))])
+
+
+def _sql_service(server: LanceFlightServer):
+    """The Flight SQL service over the same catalog, when the package is present."""
+    try:
+        from .sql.service import FlightSqlService
+    except ImportError:
+        return None
+    try:
+        return FlightSqlService(server.catalog, server=server)
+    except TypeError:
+        return FlightSqlService(server.catalog)
+
+
+__all__ = ["LanceFlightServer", "BadRequest"]
