@@ -212,6 +212,10 @@ class LanceFlightServer(flight.FlightServerBase):
                     raise flight.FlightCancelledError("the client cancelled the put")
                 if chunk.data is not None and chunk.data.num_rows:
                     yield chunk.data
+            # a client that vanished mid-stream looks like the end of the stream to the
+            # reader; only the call's cancellation tells it apart from done_writing()
+            if context.is_cancelled():
+                raise flight.FlightCancelledError("the client went away during the put")
 
         def on_rows(rows: int, nbytes: int) -> None:
             requestlog.accumulate(context, rows=rows, bytes=nbytes)

@@ -347,13 +347,16 @@ def write_dataset(
     data_storage_version: str | None = None,
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
+    max_page_bytes: int | None = None,
 ) -> Dataset:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``) or a new version replacing the rows
     (``overwrite``), committed with a conflict-checked transaction.
 
     ``data_storage_version`` ("2.1", "2.2" or "stable" = 2.2) defaults to the existing
-    dataset's file version, or to "stable" for a new dataset."""
+    dataset's file version, or to "stable" for a new dataset.  ``max_page_bytes`` (not in
+    pylance) caps the Arrow bytes per page: smaller pages mean finer page-aligned splits
+    and cheaper random access."""
     root = os.fspath(uri)
     if mode not in ("create", "append", "overwrite"):
         raise InvalidArgumentError(f"mode must be create, append or overwrite, not {mode!r}")
@@ -375,6 +378,7 @@ def write_dataset(
             current.lance_schema,
             max_rows_per_file=max_rows_per_file,
             data_storage_version=version,
+            max_page_bytes=max_page_bytes,
         )
         txn = commit.new_transaction(
             current.version, append=transaction_pb2.Transaction.Append(fragments=fragments)
@@ -393,6 +397,7 @@ def write_dataset(
         lance_schema,
         max_rows_per_file=max_rows_per_file,
         data_storage_version=data_storage_version,
+        max_page_bytes=max_page_bytes,
     )
     op = transaction_pb2.Transaction.Overwrite(fragments=fragments, schema=lance_schema.to_protos())
     for k, v in (reader.schema.metadata or {}).items():

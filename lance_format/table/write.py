@@ -87,6 +87,7 @@ def write_fragments(
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     data_storage_version: str = "2.2",
+    max_page_bytes: int | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write ``data`` (matching ``schema``, whose field ids are stored) into new data files;
     returns the uncommitted fragments (id 0), in order."""
@@ -137,6 +138,7 @@ def write_fragments(
                         batch.schema,
                         version=f"{major}.{minor}",
                         lance_schema=schema,
+                        **({"max_page_bytes": max_page_bytes} if max_page_bytes else {}),
                     )
                     rows = 0
                 take = min(batch.num_rows - pos, max_rows_per_file - rows)
