@@ -1,0 +1,228 @@
+#!/usr/bin/env python
+"""Flight benchmark: our server against two baselines, end to end, in one run.
+
+Servers (each its own process, on 127.0.0.1):
+* ``ours``: ``lance-flight serve`` over the data root;
+* ``memory``: a minimal pyarrow.flight server holding the same tables in memory, the
+  transport ceiling (no decoding at all);
+* ``pylance``: a minimal pyarrow.flight server that wraps pylance (one endpoint per
+  fragment, ``fragment.to_batches()`` streamed), the baseline the issue compares with.
+
+Workloads: reading TPC-H ``lineitem`` (--scale) and a vectors table (--vectors rows x
+--dim float32) end to end with 1 and 2 concurrent clients (each reads every endpoint of the
+dataset; endpoints of one client are read in order), and do_put of lineitem's first 10%.
+Printed: GB/s of Arrow data received, and ours/baseline ratios (>1: we are faster).
+
+Example (smoke):  python scripts/bench_flight.py --scale 0.01 --vectors 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as fl
+import pyarrow.parquet as pq
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+
+
+# -- the baseline servers (run with --serve) ---------------------------------------------------
+
+
+class MemoryServer(fl.FlightServerBase):
+    def __init__(self, location: str, root: str, names: list[str]):
+        super().__init__(location)
+        import lance
+
+        self.tables = {n: lance.dataset(os.path.join(root, n)).to_table() for n in names}
+
+    def get_flight_info(self, context, descriptor):
+        name = descriptor.path[0].decode()
+        t = self.tables[name]
+        ep = fl.FlightEndpoint(name.encode(), [])
+        return fl.FlightInfo(t.schema, descriptor, [ep], t.num_rows, t.nbytes)
+
+    def do_get(self, context, ticket):
+        t = self.tables[ticket.ticket.decode()]
+        return fl.RecordBatchStream(t)
+
+    def do_put(self, context, descriptor, reader, writer):
+        for _ in reader:
+            pass
+
+
+class PylanceServer(fl.FlightServerBase):
+    def __init__(self, location: str, root: str):
+        super().__init__(location)
+        self.root = root
+
+    def get_flight_info(self, context, descriptor):
+        import lance
+
+        name = descriptor.path[0].decode()
+        ds = lance.dataset(os.path.join(self.root, name))
+        eps = [
+            fl.FlightEndpoint(json.dumps([name, ds.version, f.fragment_id]).encode(), [])
+            for f in ds.get_fragments()
+        ]
+        return fl.FlightInfo(ds.schema, descriptor, eps, ds.count_rows(), -1)
+
+    def do_get(self, context, ticket):
+        import lance
+
+        name, version, fid = json.loads(ticket.ticket)
+        ds = lance.dataset(os.path.join(self.root, name), version=version)
+        frag = ds.get_fragment(fid)
+        return fl.GeneratorStream(ds.schema, frag.to_batches(batch_size=65536))
+
+    def do_put(self, context, descriptor, reader, writer):
+        import lance
+
+        name = descriptor.path[0].decode()
+        batches = (chunk.data for chunk in reader)
+        rbr = pa.RecordBatchReader.from_batches(reader.schema, batches)
+        lance.write_dataset(rbr, os.path.join(self.root, name), mode="append")
+
+
+def _serve(kind: str, root: str, names: list[str]) -> None:
+    server = (
+        MemoryServer("grpc://127.0.0.1:0", root, names)
+        if kind == "memory"
+        else PylanceServer("grpc://127.0.0.1:0", root)
+    )
+    print(f"listening grpc://127.0.0.1:{server.port}", flush=True)
+    server.serve()
+
+
+# -- the harness -------------------------------------------------------------------------------
+
+
+def start(kind: str, root: str, names: list[str]) -> tuple[subprocess.Popen, str]:
+    if kind == "ours":
+        cmd = [sys.executable, "-m", "flight_server.cli", "serve", root, "--port", "0"]
+        cmd += ["--log-level", "WARNING", "--cache-bytes", "1G"]
+    else:
+        cmd = [sys.executable, __file__, "--serve", kind, "--root", root, "--names", *names]
+    env = {**os.environ, "PYTHONPATH": REPO}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    line = proc.stdout.readline()
+    if not line:
+        raise RuntimeError(f"{kind} server did not start")
+    return proc, line.split()[-1]
+
+
+def read_all(location: str, name: str) -> int:
+    c = fl.connect(location)
+    info = c.get_flight_info(fl.FlightDescriptor.for_path(name))
+    nbytes = 0
+    for e in info.endpoints:
+        for chunk in c.do_get(e.ticket):
+            nbytes += chunk.data.nbytes
+    c.close()
+    return nbytes
+
+
+def timed_read(location: str, name: str, clients: int) -> float:
+    """GB/s of Arrow data received by ``clients`` concurrent full reads."""
+    totals = [0] * clients
+
+    def run(i: int) -> None:
+        totals[i] = read_all(location, name)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(totals) / (time.perf_counter() - t0) / 1e9
+
+
+def timed_put(location: str, name: str, table: pa.Table, ours: bool) -> float:
+    c = fl.connect(location)
+    desc = (
+        fl.FlightDescriptor.for_command(json.dumps({"dataset": name, "mode": "append"}).encode())
+        if ours
+        else fl.FlightDescriptor.for_path(name)
+    )
+    t0 = time.perf_counter()
+    w, r = c.do_put(desc, table.schema)
+    w.write_table(table, max_chunksize=65536)
+    w.done_writing()
+    r.read()
+    w.close()
+    c.close()
+    return table.nbytes / (time.perf_counter() - t0) / 1e9
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--vectors", type=int, default=200_000)
+    p.add_argument("--dim", type=int, default=768)
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "bench-data"))
+    p.add_argument("--serve", help=argparse.SUPPRESS)
+    p.add_argument("--root", help=argparse.SUPPRESS)
+    p.add_argument("--names", nargs="*", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.serve:
+        return _serve(args.serve, args.root, args.names)
+
+    import lance
+    from bench_read import _plain_schema, lineitem_parquet
+
+    root = tempfile.mkdtemp(prefix="bench-flight-")
+    li = pq.read_table(lineitem_parquet(args.data_dir, args.scale))
+    li = li.cast(_plain_schema(li.schema))
+    lance.write_dataset(li, os.path.join(root, "lineitem"), max_rows_per_file=1 << 20)
+    rng = np.random.default_rng(0)
+    vec = pa.table(
+        {
+            "id": np.arange(args.vectors),
+            "v": pa.FixedSizeListArray.from_arrays(
+                rng.random(args.vectors * args.dim, dtype=np.float32), args.dim
+            ),
+        }
+    )
+    lance.write_dataset(vec, os.path.join(root, "vectors"), max_rows_per_file=50_000)
+    names = ["lineitem", "vectors"]
+    servers = {k: start(k, root, names) for k in ("ours", "memory", "pylance")}
+    try:
+        print(f"{'workload':22} {'ours GB/s':>10} {'memory':>8} {'pylance':>8} "
+              f"{'ours/memory':>12} {'ours/pylance':>13}")  # fmt: skip
+        for name in names:
+            for clients in (1, 2):
+                best = {}
+                for kind, (_, loc) in servers.items():
+                    best[kind] = max(timed_read(loc, name, clients) for _ in range(args.repeat))
+                _row(f"read {name} x{clients}", best)
+        part = li.slice(0, max(1, li.num_rows // 10))
+        best = {}
+        for kind, (_, loc) in servers.items():
+            best[kind] = timed_put(loc, "lineitem", part, kind == "ours")
+        _row("put lineitem 10%", best)
+    finally:
+        for proc, _ in servers.values():
+            proc.terminate()
+            proc.wait()
+
+
+def _row(label: str, gbps: dict) -> None:
+    o, m, b = gbps["ours"], gbps["memory"], gbps["pylance"]
+    print(f"{label:22} {o:10.3f} {m:8.3f} {b:8.3f} {o / m:11.2f}x {o / b:12.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
