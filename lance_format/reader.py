@@ -1,4 +1,4 @@
-"""``LanceFileReader``: the public reader of one Lance data file (2.0, 2.1, 2.2).
+"""``LanceFileReader``: the public reader of one Lance data file (legacy 0.1, 2.0, 2.1, 2.2).
 
 Named like pylance's ``lance.file.LanceFileReader`` so its users feel at home, with the
 reads the Flight server needs: row ranges (for page-aligned endpoints), ``take`` (random
@@ -18,6 +18,7 @@ from .cache import SearchCache
 from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError
 from .io import IOStats, RandomAccessFile, open_file
+from .legacy.container import LEGACY_VERSION
 from .schema import LanceField, LanceSchema
 from .structural.column import LeafColumnReader, build_array, leaf_fields, owns_column
 from .workers import pool
@@ -89,6 +90,13 @@ class LanceFileReader:
     def metadata(self) -> FileMetadata:
         return self._meta
 
+    @functools.cached_property
+    def _legacy(self):
+        """The v1 ("legacy", version 0.1) read path; only used for such files."""
+        from .legacy.reader import LegacyReader
+
+        return LegacyReader(self._file, self._meta, self._field_columns, self.path)
+
     @property
     def io_stats(self) -> IOStats:
         return self._file.stats
@@ -152,6 +160,8 @@ class LanceFileReader:
         """Load the random-access metadata of every page into the cache (initialization)."""
         if self.cache is None:
             self.cache = SearchCache()
+        if self.version == LEGACY_VERSION:
+            return self._legacy.warm(self._project(columns), self.cache)
         if self.version == "2.0":
             return
         for f in self._project(columns):
@@ -167,6 +177,8 @@ class LanceFileReader:
         at these rows so that the column costing most to decode is never decoded twice;
         lighter columns may straddle a cut by at most one page each.
         """
+        if self.version == LEGACY_VERSION:  # every column's pages are the row groups
+            return self._legacy.page_boundaries()
         best: tuple[int, np.ndarray] | None = None
         for f in self._project(columns):
             for leaf in _leaves(f) if self.version != "2.0" else [f]:
@@ -188,6 +200,10 @@ class LanceFileReader:
 
     def _default_columns(self) -> dict[int, int]:
         fields = self._lance_schema.fields
+        if self.version == LEGACY_VERSION:
+            from .legacy.reader import default_field_rows
+
+            return default_field_rows(self._meta)
         if self.version == "2.0":
             from .v2_0.decoder import v20_column_fields
 
@@ -238,6 +254,9 @@ class LanceFileReader:
 
     def _read_fields(self, fields, rows: np.ndarray | None, start: int, stop: int) -> pa.Table:
         n = len(rows) if rows is not None else stop - start
+        if self.version == LEGACY_VERSION:
+            meta = self.schema.metadata
+            return self._legacy.read_table(fields, rows, start, stop, self.cache, meta)
         results = {}
         if n and self.version != "2.0":
             leaves = [leaf for f in fields for leaf in _leaves(f)]

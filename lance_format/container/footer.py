@@ -84,8 +84,8 @@ def _reject_legacy(tail: bytes) -> None:
         major, minor = struct.unpack("<HH", tail[-8:-4])
         if major == 0 and minor in (0, 1, 2):
             raise UnsupportedError(
-                f"this is a legacy (v1, footer version 0.{minor}) Lance file; "
-                "reading legacy files is not supported yet"
+                f"this is a legacy (v1, footer version 0.{minor}) Lance file, not a v2 "
+                "container: read it with read_file_metadata (lance_format.legacy)"
             )
 
 

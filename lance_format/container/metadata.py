@@ -118,8 +118,15 @@ def parse_column(raw: bytes, col: int, file_size: int) -> ColumnInfo:
 
 
 def read_file_metadata(file) -> FileMetadata:
-    """Read everything but the data: footer, schema, column and page metadata."""
+    """Read everything but the data: footer, schema, column and page metadata.
+
+    A legacy (v1) file gives a :class:`lance_format.legacy.container.LegacyMetadata`
+    instead (same ``version``/``num_rows``/``schema``/``columns`` attributes)."""
     tail = Tail(file)
+    from ..legacy.container import is_legacy_footer, read_legacy_metadata
+
+    if is_legacy_footer(tail.data, file.size):
+        return read_legacy_metadata(file, tail)
     layout = read_layout(file, tail)
     gb_pos, gb_size = layout.global_buffers[0]
     descriptor = parse_message(

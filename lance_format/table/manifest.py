@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError, Message
 
-from ..errors import CorruptFileError, InvalidArgumentError, LanceError
+from ..errors import CorruptFileError, InvalidArgumentError, LanceError, UnsupportedError
 from ..pb import table_pb2, transaction_pb2
 from ..schema import LanceSchema
 from . import features, paths
@@ -317,9 +317,10 @@ def encode_manifest(
     for fld in pb.fields:
         if fld.HasField("dictionary") and (fld.dictionary.offset or fld.dictionary.length):
             # Legacy (0.1) manifests keep dictionary values in the manifest file itself.
-            raise InvalidArgumentError(
-                f"field {fld.name!r} has legacy dictionary values stored in the manifest file, "
-                "which this writer does not carry over"
+            raise UnsupportedError(
+                f"field {fld.name!r} has legacy (0.1) dictionary values stored in the manifest "
+                "file; committing a new version of such a dataset (delete, tags aside) is not "
+                "supported: this writer does not carry those values over"
             )
 
     out = bytearray()
