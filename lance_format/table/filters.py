@@ -1281,3 +1281,79 @@ _FUNCTIONS: dict[str, Callable[[_Translator, exp.Func], _Term]] = {
     "isnan": _fn_isnan,
     "is_valid": _fn_is_valid,
 }
+
+
+# -- statistics pruning --------------------------------------------------------------------
+
+_PRUNE_OPS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def conjunct_terms(filter: str | pc.Expression | None) -> list[tuple[str, str, object]]:
+    """The top-level AND terms of a SQL filter that page statistics can judge:
+    ``column <op> literal`` (either side), ``column IN (literals)``, ``column IS [NOT] NULL``.
+    Other terms are left out, which only means less pruning (the filter still runs)."""
+    if not isinstance(filter, str):
+        return []
+    try:
+        tree = sqlglot.parse_one(filter, dialect=LanceFilterDialect, into=exp.Condition)
+    except SqlglotError:
+        return []
+    terms: list[tuple[str, str, object]] = []
+    for node in tree.flatten() if isinstance(tree, exp.And) else [tree]:
+        while isinstance(node, exp.Paren):
+            node = node.this
+        term = _prunable(node)
+        if term is not None:
+            terms.append(term)
+    return terms
+
+
+def _literal(node: exp.Expression) -> tuple[bool, object]:
+    neg = isinstance(node, exp.Neg)
+    if neg:
+        node = node.this
+    if not isinstance(node, exp.Literal):
+        return False, None
+    if node.is_string:
+        return (not neg), node.this
+    try:
+        value = int(node.this)
+    except ValueError:
+        try:
+            value = float(node.this)
+        except ValueError:
+            return False, None
+    return True, -value if neg else value
+
+
+def _column(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Column) and not node.table:
+        return node.name
+    return None
+
+
+def _prunable(node: exp.Expression) -> tuple[str, str, object] | None:
+    for kind, op in _PRUNE_OPS.items():
+        if isinstance(node, kind):
+            left, right = node.this, node.expression
+            col, (ok, value) = _column(left), _literal(right)
+            if col is None:
+                col, (ok, value) = _column(right), _literal(left)
+                op = _FLIPPED[op]
+            return (col, op, value) if col is not None and ok else None
+    if isinstance(node, exp.In) and _column(node.this) and node.expressions:
+        values = [_literal(v) for v in node.expressions]
+        if all(ok for ok, _ in values):
+            return _column(node.this), "in", [v for _, v in values]
+        return None
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) and _column(node.this):
+        return _column(node.this), "is_null", None
+    if (
+        isinstance(node, exp.Not)
+        and isinstance(node.this, exp.Is)
+        and isinstance(node.this.expression, exp.Null)
+        and _column(node.this.this)
+    ):
+        return _column(node.this.this), "is_not_null", None
+    return None

@@ -162,6 +162,35 @@ class Fragment:
                 out[f.id] = _Source(i, f.name)
         return out
 
+    def may_match(self, terms: list[tuple[str, str, object]]) -> np.ndarray | None:
+        """Physical row ranges (``(k, 2)``) that page statistics say may hold rows matching
+        every term (``(column, op, literal)``, see :func:`.filters.conjunct_terms`); None
+        when no data file keeps statistics (only legacy files do).  Terms whose literal does
+        not fit the column's type are ignored: pruning must never drop a matching row."""
+        from ..legacy import rows_that_may_match
+        from ..legacy.container import LEGACY_VERSION
+
+        by_name = {f.name: f for f in self.schema.fields}
+        result: np.ndarray | None = None
+        for i, reader in enumerate(self._readers):
+            if reader.version != LEGACY_VERSION:
+                continue
+            mine = []
+            for col, op, value in terms:
+                f = by_name.get(col)
+                src = self._sources.get(f.id) if f is not None else None
+                if src is None or src.file_index != i or not _fits(f.arrow_type, op, value):
+                    continue
+                mine.append((src.name, op, value))
+            if not mine:
+                continue
+            try:
+                ranges = rows_that_may_match(reader, mine)
+            except (LanceError, TypeError, ValueError, pa.ArrowException):
+                continue  # statistics that cannot judge the term: no pruning
+            result = ranges if result is None else _intersect(result, ranges)
+        return result
+
     def page_boundaries(self, fields: list[LanceField] | None = None) -> np.ndarray:
         """Physical rows where pages start (plus the total), for cutting the fragment into
         page-aligned ranges: those of the data file whose heaviest column has the finest
@@ -215,3 +244,30 @@ class Fragment:
             arrays.append(col)
             out_fields.append(af)
         return pa.Table.from_arrays(arrays, schema=pa.schema(out_fields))
+
+
+def _fits(t: pa.DataType, op: str, value: object) -> bool:
+    """Whether a filter literal compares with a column of type ``t`` as statistics do."""
+    if op in ("is_null", "is_not_null"):
+        return True
+    values = value if op == "in" else [value]
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return all(isinstance(v, str) for v in values)
+    return False
+
+
+def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Intersection of two sorted lists of disjoint ``[start, stop)`` ranges."""
+    out = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return np.array(out, dtype=np.int64).reshape(-1, 2)

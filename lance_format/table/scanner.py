@@ -19,7 +19,7 @@ import pyarrow.dataset as pads
 
 from ..errors import InvalidArgumentError, SchemaError
 from ..schema import LanceField, LanceSchema
-from .filters import parse_filter, referenced_columns
+from .filters import conjunct_terms, parse_filter, referenced_columns
 from .fragment import Fragment
 
 DEFAULT_BATCH_SIZE = 8192
@@ -142,10 +142,10 @@ class Scanner:
         if remaining is not None:
             step = min(step, max(self.options.batch_size, remaining + skip))
         ranges = self.options.ranges or {}
+        terms = conjunct_terms(self.options.filter) if self.filter is not None else []
         for frag in self.fragments:
             lo, hi = ranges.get(frag.fragment_id, (0, frag.physical_rows))
-            for start in range(lo, hi, step):
-                stop = min(start + step, hi)
+            for start, stop in self._steps(frag, lo, hi, step, terms):
                 offsets = self._matching(frag, start, stop)
                 if not len(offsets):
                     continue
@@ -165,6 +165,19 @@ class Scanner:
                     yield from table.to_batches(max_chunksize=self.options.batch_size)
                 if remaining == 0:
                     return
+
+    @staticmethod
+    def _steps(frag: Fragment, lo: int, hi: int, step: int, terms) -> Iterator[tuple[int, int]]:
+        """The [start, stop) ranges to decode: [lo, hi) in steps, minus the pages whose
+        statistics rule the filter out (legacy files keep them)."""
+        spans = [(lo, hi)]
+        if terms:
+            kept = frag.may_match(terms)
+            if kept is not None:
+                spans = [(max(a, lo), min(b, hi)) for a, b in kept.tolist() if a < hi and b > lo]
+        for a, b in spans:
+            for start in range(a, b, step):
+                yield start, min(start + step, b)
 
     def _matching(self, frag: Fragment, start: int, stop: int) -> np.ndarray:
         """Physical offsets in [start, stop) that are live and pass the filter."""
