@@ -30,9 +30,17 @@ Do not edit the *_pb2 files by hand: change protos/*.proto and run scripts/gen_p
 
 Modules: file_pb2 (lance.file), file2_pb2 (lance.file.v2), encodings_v2_0_pb2
 (lance.encodings), encodings_v2_1_pb2 (lance.encodings21), table_pb2, transaction_pb2 and
-rowids_pb2 (lance.table).
+rowids_pb2 (lance.table); flight_sql_pb2 (arrow.flight.protocol.sql, in a private descriptor
+pool).
 """
 '''
+
+# Modules whose descriptors go into a private pool instead of the default one: Flight SQL's
+# message names are shared with other libraries (flightsql-dbapi registers the same names in
+# the default pool), and two registrations of one name in a pool are an import error.
+PRIVATE_POOL = {"flight_sql_pb2.py"}
+_DEFAULT_POOL = "DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile("
+_PRIVATE_POOL = "DESCRIPTOR = _descriptor_pool.DescriptorPool().AddSerializedFile("
 
 # `import foo_pb2 as foo__pb2` (.py) and `import foo_pb2 as _foo_pb2` (.pyi), at line start.
 _IMPORT_RE = re.compile(r"^import (\w+_pb2)( as \w+)?$", re.MULTILINE)
@@ -77,6 +85,8 @@ def generate(out_dir: Path) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         for src in sorted(Path(raw).iterdir()):
             text = src.read_text(encoding="utf-8")
+            if src.name in PRIVATE_POOL:
+                text = text.replace(_DEFAULT_POOL, _PRIVATE_POOL)
             (out_dir / src.name).write_text(_rewrite_imports(text, local), encoding="utf-8")
     (out_dir / "__init__.py").write_text(INIT_TEXT, encoding="utf-8")
 

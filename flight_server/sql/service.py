@@ -1,0 +1,410 @@
+"""The Flight SQL entry points the Flight server delegates to.
+
+``LanceFlightServer`` routes a call here when :meth:`FlightSqlService.handles` says its
+descriptor command or ticket is an Any-packed Flight SQL message, or when
+:meth:`FlightSqlService.handles_action` claims an action.  Every entry point turns errors
+into the Flight error kinds of :mod:`.errors`, so a bad statement never harms the server.
+
+Metadata commands are answered statelessly: GetFlightInfo returns one endpoint whose ticket
+is the command itself, and DoGet computes the answer.  Statement tickets are self-contained
+(see :mod:`.statements`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.flight as flight
+from google.protobuf.message import Message
+
+from flight_server import requestlog
+from flight_server.auth import require_write
+from flight_server.ingest import PutOptions
+from flight_server.ingest import ingest as server_ingest
+from lance_format.errors import InvalidArgumentError, UnsupportedError
+from lance_format.pb import flight_sql_pb2 as pb
+
+from . import metadata, protocol
+from .engine import Catalog, Execution, ScanLog, SqlEngine
+from .errors import to_flight
+from .ingest import plan_ingest
+from .naming import TableName
+from .sqlinfo import SQL_INFO_SCHEMA, info_table
+from .statements import Statements, read_params
+
+__all__ = ["FlightSqlService"]
+
+_METADATA = (
+    pb.CommandGetSqlInfo,
+    pb.CommandGetXdbcTypeInfo,
+    pb.CommandGetCatalogs,
+    pb.CommandGetDbSchemas,
+    pb.CommandGetTables,
+    pb.CommandGetTableTypes,
+    pb.CommandGetPrimaryKeys,
+    pb.CommandGetExportedKeys,
+    pb.CommandGetImportedKeys,
+    pb.CommandGetCrossReference,
+)
+_NO_TRANSACTIONS = "transactions are not supported: every statement commits on its own"
+
+
+class FlightSqlService:
+    """Flight SQL over the datasets of ``catalog`` (the server's :class:`.catalog.Catalog`:
+    ``names``, ``open``, and ``path_of``/``exists`` for bulk ingest).
+
+    ``server`` (the ``LanceFlightServer``, optional) lends its metrics to the result streams.
+    ``threads`` and ``memory_limit`` bound the engine's DuckDB, shared by all statements.
+    Writes (DELETE, ingest) call :func:`flight_server.auth.require_write`, a no-op when the
+    server runs without auth."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        server: Any = None,
+        threads: int = 2,
+        memory_limit: str | None = None,
+        result_batch_rows: int = 64 * 1024,
+        scan_batch_rows: int | None = None,
+        scan_log: ScanLog | None = None,
+    ):
+        self.catalog = catalog
+        self.server = server
+        self.engine = SqlEngine(
+            catalog,
+            threads=threads,
+            memory_limit=memory_limit,
+            result_batch_rows=result_batch_rows,
+            scan_batch_rows=scan_batch_rows,
+            log=scan_log,
+        )
+        self.statements = Statements(self.engine)
+        self._running: dict[bytes, set[Execution]] = {}
+        self._lock = threading.Lock()
+
+    def _fail(self, error: BaseException, context: flight.ServerCallContext) -> BaseException:
+        return to_flight(error, root=getattr(self.catalog, "root", None), context=context)
+
+    def close(self) -> None:
+        """Release the SQL engine (its DuckDB database); call when the server shuts down."""
+        self.engine.close()
+
+    @property
+    def scan_log(self) -> ScanLog:
+        """The recent scans (dataset, columns and filters pushed, rows read), for tests."""
+        return self.engine.log
+
+    # -- routing -----------------------------------------------------------------------------
+
+    @staticmethod
+    def handles(cmd: bytes) -> bool:
+        """Whether a descriptor command or ticket is an Any-packed Flight SQL message."""
+        return protocol.is_flight_sql(cmd)
+
+    @staticmethod
+    def handles_action(action_type: str, body: bytes | None = None) -> bool:
+        """Whether an action is Flight SQL's.  ``CancelFlightInfo`` (Flight's own action) is
+        claimed unless its ``body`` is given and names no Flight SQL ticket: the server's
+        plain streams are not cancellable this way."""
+        if action_type == "CancelFlightInfo" and body is not None:
+            try:
+                req = pb.ActionCancelQueryRequest.FromString(bytes(body))
+                info = flight.FlightInfo.deserialize(req.info)
+            except Exception:
+                return False
+            return any(protocol.is_flight_sql(e.ticket.ticket) for e in info.endpoints)
+        return action_type in protocol.ACTION_TYPES
+
+    @staticmethod
+    def list_actions() -> list[tuple[str, str]]:
+        return list(protocol.ACTION_TYPES.items())
+
+    # -- GetFlightInfo / GetSchema -----------------------------------------------------------
+
+    def get_flight_info(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    ) -> flight.FlightInfo:
+        try:
+            cmd = protocol.unpack(descriptor.command)
+            if isinstance(cmd, _METADATA):
+                schema = self._metadata_schema(cmd)
+                ticket = flight.Ticket(descriptor.command)
+                return flight.FlightInfo(
+                    schema, descriptor, [flight.FlightEndpoint(ticket, [])], -1, -1
+                )
+            sql, params = self._query_of(cmd)
+            return self.statements.flight_info(
+                sql, params, descriptor, on_delete=lambda: require_write(context)
+            )
+        except Exception as e:
+            raise self._fail(e, context) from None
+
+    def get_schema(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    ) -> flight.SchemaResult:
+        try:
+            cmd = protocol.unpack(descriptor.command)
+            if isinstance(cmd, _METADATA):
+                return flight.SchemaResult(self._metadata_schema(cmd))
+            sql, params = self._query_of(cmd)
+            return flight.SchemaResult(self.statements.schema(sql, params))
+        except Exception as e:
+            raise self._fail(e, context) from None
+
+    def _query_of(self, cmd: Message) -> tuple[str, pa.Table | None]:
+        if isinstance(cmd, pb.CommandStatementQuery):
+            if cmd.HasField("transaction_id"):
+                raise UnsupportedError(_NO_TRANSACTIONS)
+            return cmd.query, None
+        if isinstance(cmd, pb.CommandPreparedStatementQuery):
+            h = self.statements.resolve_handle(cmd.prepared_statement_handle)
+            return h.sql, h.params
+        if isinstance(cmd, pb.CommandStatementSubstraitPlan):
+            raise UnsupportedError("Substrait plans are not supported; send SQL")
+        raise InvalidArgumentError(
+            f"{cmd.DESCRIPTOR.name} is not a query: send it with "
+            + (
+                "DoPut"
+                if "Update" in cmd.DESCRIPTOR.name or "Ingest" in cmd.DESCRIPTOR.name
+                else "DoGet"
+            )
+        )
+
+    @staticmethod
+    def _metadata_schema(cmd: Message) -> pa.Schema:
+        if isinstance(cmd, pb.CommandGetSqlInfo):
+            return SQL_INFO_SCHEMA
+        if isinstance(cmd, pb.CommandGetXdbcTypeInfo):
+            return metadata.XDBC_TYPE_INFO_SCHEMA
+        if isinstance(cmd, pb.CommandGetCatalogs):
+            return metadata.CATALOGS_SCHEMA
+        if isinstance(cmd, pb.CommandGetDbSchemas):
+            return metadata.DB_SCHEMAS_SCHEMA
+        if isinstance(cmd, pb.CommandGetTables):
+            return (
+                metadata.TABLES_WITH_SCHEMA_SCHEMA if cmd.include_schema else metadata.TABLES_SCHEMA
+            )
+        if isinstance(cmd, pb.CommandGetTableTypes):
+            return metadata.TABLE_TYPES_SCHEMA
+        if isinstance(cmd, pb.CommandGetPrimaryKeys):
+            return metadata.PRIMARY_KEYS_SCHEMA
+        return metadata.KEYS_SCHEMA
+
+    def _metadata_table(self, cmd: Message) -> pa.Table:
+        def opt(name: str) -> str | None:
+            return getattr(cmd, name) if cmd.HasField(name) else None
+
+        if isinstance(cmd, pb.CommandGetSqlInfo):
+            return info_table(cmd.info)
+        if isinstance(cmd, pb.CommandGetXdbcTypeInfo):
+            return metadata.xdbc_type_info(opt("data_type"))
+        if isinstance(cmd, pb.CommandGetCatalogs):
+            return metadata.catalogs()
+        if isinstance(cmd, pb.CommandGetDbSchemas):
+            return metadata.db_schemas(
+                self.catalog.names(), opt("catalog"), opt("db_schema_filter_pattern")
+            )
+        if isinstance(cmd, pb.CommandGetTables):
+            return metadata.tables(
+                self.catalog.names(),
+                opt("catalog"),
+                opt("db_schema_filter_pattern"),
+                opt("table_name_filter_pattern"),
+                cmd.table_types,
+                self._table_schema if cmd.include_schema else None,
+            )
+        if isinstance(cmd, pb.CommandGetTableTypes):
+            return metadata.table_types()
+        return metadata.empty_keys(primary=isinstance(cmd, pb.CommandGetPrimaryKeys))
+
+    def _table_schema(self, name: TableName) -> pa.Schema:
+        return self.catalog.open(name.dataset).schema
+
+    # -- DoGet -------------------------------------------------------------------------------
+
+    def do_get(
+        self, context: flight.ServerCallContext, ticket: flight.Ticket
+    ) -> flight.FlightDataStream:
+        try:
+            msg = protocol.unpack(ticket.ticket)
+            if isinstance(msg, _METADATA):
+                return flight.RecordBatchStream(self._metadata_table(msg))
+            if not isinstance(msg, pb.TicketStatementQuery):
+                raise InvalidArgumentError(f"{msg.DESCRIPTOR.name} is not a ticket")
+            schema, batches, execution = self.statements.open_ticket(msg)
+        except Exception as e:
+            raise self._fail(e, context) from None
+        key = bytes(ticket.ticket)
+        if execution is not None:
+            with self._lock:
+                self._running.setdefault(key, set()).add(execution)
+        return flight.GeneratorStream(schema, self._stream(context, key, batches, execution))
+
+    def _stream(
+        self,
+        context: flight.ServerCallContext,
+        key: bytes,
+        batches: Iterator[pa.RecordBatch],
+        execution: Execution | None,
+    ) -> Iterator[pa.RecordBatch]:
+        metrics = getattr(self.server, "metrics", None)
+        try:
+            for batch in batches:
+                if context.is_cancelled():
+                    if execution is not None:
+                        execution.cancel()
+                    return
+                requestlog.accumulate(context, rows=batch.num_rows, bytes=batch.nbytes)
+                if metrics is not None:
+                    metrics.record_served(batch.num_rows, batch.nbytes)
+                yield batch
+        except Exception as e:
+            # DuckDB reports an interrupt through the Arrow stream as a plain error
+            if isinstance(e, duckdb.InterruptException) or (execution and execution.cancelled):
+                raise flight.FlightCancelledError("the query was cancelled") from None
+            raise self._fail(e, context) from None
+        finally:
+            if execution is not None:
+                execution.close()
+                with self._lock:
+                    running = self._running.get(key)
+                    if running is not None:
+                        running.discard(execution)
+                        if not running:
+                            del self._running[key]
+
+    # -- DoPut -------------------------------------------------------------------------------
+
+    def do_put(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        try:
+            cmd = protocol.unpack(descriptor.command)
+            if isinstance(cmd, pb.CommandPreparedStatementQuery):
+                handle = self.statements.bind_parameters(
+                    cmd.prepared_statement_handle, read_params(reader)
+                )
+                reply: Message = pb.DoPutPreparedStatementResult(prepared_statement_handle=handle)
+            elif isinstance(cmd, pb.CommandStatementUpdate):
+                if cmd.HasField("transaction_id"):
+                    raise UnsupportedError(_NO_TRANSACTIONS)
+                require_write(context)
+                params = read_params(reader)
+                count = self.statements.update(cmd.query, params if params.num_columns else None)
+                reply = pb.DoPutUpdateResult(record_count=count)
+            elif isinstance(cmd, pb.CommandPreparedStatementUpdate):
+                require_write(context)
+                h = self.statements.resolve_handle(cmd.prepared_statement_handle)
+                params = read_params(reader)
+                count = self.statements.update(h.sql, params if params.num_columns else h.params)
+                reply = pb.DoPutUpdateResult(record_count=count)
+            elif isinstance(cmd, pb.CommandStatementIngest):
+                require_write(context)
+                reply = pb.DoPutUpdateResult(record_count=self._ingest(context, cmd, reader))
+            else:
+                raise InvalidArgumentError(f"{cmd.DESCRIPTOR.name} cannot be sent with DoPut")
+            writer.write(pa.py_buffer(reply.SerializeToString()))
+        except Exception as e:
+            raise self._fail(e, context) from None
+
+    def _ingest(
+        self,
+        context: flight.ServerCallContext,
+        cmd: pb.CommandStatementIngest,
+        reader: flight.MetadataRecordBatchReader,
+    ) -> int:
+        """Through the server's do_put path: fragments written as the stream arrives, one
+        conflict-checked commit at its end, nothing left behind on failure."""
+        plan = plan_ingest(cmd, self.catalog.exists)
+        opts = PutOptions(dataset=plan.dataset, mode=plan.mode)
+        if "max_rows_per_file" in plan.options:
+            opts.max_rows_per_file = int(plan.options["max_rows_per_file"])
+        if "data_storage_version" in plan.options:
+            opts.data_storage_version = str(plan.options["data_storage_version"])
+        requestlog.annotate(context, dataset=plan.dataset, mode=plan.mode)
+        metrics = getattr(self.server, "metrics", None)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for chunk in reader:
+                if context.is_cancelled():
+                    raise flight.FlightCancelledError("the client cancelled the ingest")
+                if chunk.data is not None and chunk.data.num_rows:
+                    yield chunk.data
+            if context.is_cancelled():
+                raise flight.FlightCancelledError("the client went away during the ingest")
+
+        def on_rows(rows: int, nbytes: int) -> None:
+            requestlog.accumulate(context, rows=rows, bytes=nbytes)
+            if metrics is not None:
+                metrics.record_written(rows, nbytes)
+
+        result = server_ingest(self.catalog, opts, reader.schema, batches(), on_rows=on_rows)
+        return int(result["rows_written"])
+
+    # -- DoAction ----------------------------------------------------------------------------
+
+    def do_action(
+        self, context: flight.ServerCallContext, action: flight.Action
+    ) -> Iterator[flight.Result]:
+        try:
+            return iter(self._action(action.type, action.body.to_pybytes() if action.body else b""))
+        except Exception as e:
+            raise self._fail(e, context) from None
+
+    def _action(self, kind: str, body: bytes) -> list[flight.Result]:
+        if kind == "CreatePreparedStatement":
+            req = protocol.unpack(body)
+            if not isinstance(req, pb.ActionCreatePreparedStatementRequest):
+                raise InvalidArgumentError("CreatePreparedStatement needs its request message")
+            if req.HasField("transaction_id"):
+                raise UnsupportedError(_NO_TRANSACTIONS)
+            result = self.statements.prepare(req.query)
+            return [flight.Result(protocol.pack(result))]
+        if kind == "ClosePreparedStatement":
+            req = protocol.unpack(body)
+            if not isinstance(req, pb.ActionClosePreparedStatementRequest):
+                raise InvalidArgumentError("ClosePreparedStatement needs its request message")
+            self.statements.close(req.prepared_statement_handle)
+            return []
+        if kind == "CancelQuery":
+            req = protocol.unpack(body)
+            if not isinstance(req, pb.ActionCancelQueryRequest):
+                raise InvalidArgumentError("CancelQuery needs its request message")
+            status = self.cancel(flight.FlightInfo.deserialize(req.info))
+            return [flight.Result(protocol.pack(pb.ActionCancelQueryResult(result=status)))]
+        if kind == "CancelFlightInfo":
+            # Flight's CancelFlightInfoRequest/Result have the wire shape of CancelQuery's
+            # messages (field 1: the FlightInfo bytes / the status), unwrapped.
+            req = pb.ActionCancelQueryRequest.FromString(body)
+            status = self.cancel(flight.FlightInfo.deserialize(req.info))
+            return [flight.Result(pb.ActionCancelQueryResult(result=status).SerializeToString())]
+        if kind in ("BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint"):
+            raise UnsupportedError(_NO_TRANSACTIONS)
+        if kind == "CreatePreparedSubstraitPlan":
+            raise UnsupportedError("Substrait plans are not supported; send SQL")
+        raise InvalidArgumentError(f"unknown Flight SQL action {kind!r}")
+
+    def cancel(self, info: flight.FlightInfo) -> int:
+        """Cancel the running streams of ``info``'s tickets in this process.
+
+        CANCELLED when a stream was running and is now stopped; NOT_CANCELLABLE otherwise:
+        results are produced only while a DoGet reads them, so a query with no running
+        stream has either finished or not started (and a DELETE ran in GetFlightInfo)."""
+        stopped = False
+        for endpoint in info.endpoints:
+            with self._lock:
+                running = list(self._running.get(bytes(endpoint.ticket.ticket), ()))
+            for execution in running:
+                execution.cancel()
+                stopped = True
+        R = pb.ActionCancelQueryResult
+        return R.CANCEL_RESULT_CANCELLED if stopped else R.CANCEL_RESULT_NOT_CANCELLABLE
