@@ -1,0 +1,827 @@
+"""The ``lance_flight`` PySpark data source: Spark reads and writes Lance datasets over Flight.
+
+Reading (``spark.read.format("lance_flight").option("uri", ...).load("tpch/lineitem")``):
+``load()`` pins the DataFrame to the dataset's latest version (or the ``version`` option)
+and takes the schema of that version (``get_schema``).  At planning, the reader sends ONE
+``get_flight_info`` query (columns, pushed filter, version, split size); every Flight
+endpoint becomes one Spark partition carrying its self-contained ticket and its locations;
+executors redeem the tickets with ``do_get`` (trying the locations in order) and yield Arrow
+batches cast, one vectorised cast per column, to exactly the Arrow schema Spark expects.
+So one query reads one version, and so do all queries on one loaded DataFrame (as with
+Delta tables; load again to see newer commits).  With a user-given schema
+(``spark.read.schema(...)``) ``schema()`` is not called: each query then reads the version
+latest when it is planned.
+
+Filters Spark pushes (``spark.sql.python.filterPushdown.enabled=true``) are translated by
+:mod:`.filters` into the SQL predicate of the query, run by the server's scanner, and
+disappear from Spark's plan; those that cannot be translated exactly stay with Spark.
+Spark 4.3.0 caches the read plan of a pushed-down scan on the *loaded relation*
+(``PythonDataSourceV2.setReadInfo``): a later scan of the same DataFrame with no pushed
+filter, or two differently filtered scans of it in one query, reuse the wrong plan and see
+the filtered rows.  Load a DataFrame per differently filtered use while this holds.
+
+Spark gives Python data sources no projection pushdown (``reader()`` always gets the full
+schema), so narrow reads use ``.option("columns", "a,b")`` or a user schema
+(``spark.read.schema("a long, b string")``): only those columns travel.
+
+Writing (``df.write.format("lance_flight").mode("append"|"overwrite").save(name)``): the
+driver reads the dataset's version and schema once; every task streams its batches through
+a *staged* ``do_put`` (fragments written, nothing committed) and returns the staged
+fragments in its commit message; the driver commits them all in ONE ``commit_staged``
+transaction against the version it read (an absent dataset is created by that commit, in
+either mode).  A failed job commits nothing; the driver discards what the successful tasks
+staged, and a task whose input raises in its own worker discards its own stage.  Files
+staged by a task whose commit message Spark drops without the task seeing an error (its
+upstream failed in another worker, or it was killed mid-stage) cannot be named by anyone
+until the server scopes staging to a job.
+
+The classes here are pickled by Spark and run in Python workers on the driver and on the
+executors, so this package must be importable there (installed, or shipped with
+``--py-files``), with ``pyarrow``.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    NullType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from ..errors import error_kind
+from .filters import translate_filters
+
+__all__ = [
+    "FlightPartition",
+    "LanceFlightDataSource",
+    "LanceFlightReader",
+    "LanceFlightWriter",
+    "SparkSchemaError",
+    "StagedCommitMessage",
+    "arrow_to_spark_schema",
+    "conform_batch",
+    "register",
+]
+
+log = logging.getLogger(__name__)
+
+NAME = "lance_flight"
+ROW_ID = "_rowid"
+#: Reuse the connection the descriptor was sent on (Flight's spelling, in endpoint locations).
+_REUSE = "arrow-flight-reuse-connection://?"
+
+
+class SparkSchemaError(ValueError):
+    """A column's Arrow type has no Spark equivalent (select other columns to read)."""
+
+
+# -- options --------------------------------------------------------------------------------
+
+
+def _bool(value: str | None, name: str) -> bool:
+    if value is None:
+        return False
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise ValueError(f"option {name!r} must be true or false, got {value!r}")
+
+
+def _positive_int(value: str | None, name: str) -> int | None:
+    if value is None or str(value).strip() == "":
+        return None
+    try:
+        out = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"option {name!r} must be an integer, got {value!r}") from None
+    if out <= 0:
+        raise ValueError(f"option {name!r} must be positive, got {value!r}")
+    return out
+
+
+def _version(value: str | None) -> int | str | None:
+    """``"12"`` -> 12 (a version number); any other text is a tag name."""
+    if value is None or str(value).strip() == "":
+        return None
+    text = str(value).strip()
+    return int(text) if text.isdigit() else text
+
+
+def _dataset_name(options: Any) -> str:
+    name = options.get("dataset") or options.get("path")
+    if not name:
+        raise ValueError(
+            "lance_flight needs a dataset name: .load('name'), .save('name') or "
+            ".option('dataset', 'name')"
+        )
+    return str(name)
+
+
+# -- connections ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Everything an executor needs to reach the server: picklable, opened lazily.
+
+    Credentials are turned into a bearer token once, on the driver (a Basic handshake costs
+    the server a password hash); ``username``/``password`` are kept to log in again if the
+    token has expired by the time a task runs.
+    """
+
+    uri: str
+    headers: tuple[tuple[bytes, bytes], ...] = field(default=(), repr=False)  # secrets: no repr
+    tls_root_certs: bytes | None = field(default=None, repr=False)
+    override_hostname: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_options(cls, options: Any) -> Connection:
+        uri = options.get("uri")
+        if not uri:
+            raise ValueError("lance_flight needs .option('uri', 'grpc://host:port')")
+        certs = None
+        cert_path = options.get("tls_root_certs")
+        if cert_path:
+            with open(cert_path, "rb") as f:  # read on the driver: executors may lack the file
+                certs = f.read()
+        headers: tuple[tuple[bytes, bytes], ...] = ()
+        token = options.get("token")
+        username, password = options.get("username"), options.get("password")
+        if token and username:
+            raise ValueError("give either option 'token' or 'username'/'password', not both")
+        if token:
+            headers = ((b"authorization", f"Bearer {token}".encode()),)
+        conn = cls(
+            uri=str(uri),
+            headers=headers,
+            tls_root_certs=certs,
+            override_hostname=options.get("tls_override_hostname") or None,
+            username=username or None,
+            password=password,
+        )
+        return conn.login() if username else conn
+
+    def client(self, location: str | None = None) -> flight.FlightClient:
+        kwargs: dict[str, Any] = {}
+        if self.tls_root_certs is not None:
+            kwargs["tls_root_certs"] = self.tls_root_certs
+        if self.override_hostname:
+            kwargs["override_hostname"] = self.override_hostname
+        target = self.uri if location in (None, "", _REUSE) else location
+        return flight.FlightClient(target, **kwargs)
+
+    def call_options(self) -> flight.FlightCallOptions:
+        return flight.FlightCallOptions(headers=list(self.headers))
+
+    def login(self) -> Connection:
+        """A copy carrying a fresh bearer token from a Basic handshake."""
+        if not self.username:
+            return self
+        with self.client() as client:
+            key, value = client.authenticate_basic_token(self.username, self.password or "")
+        return Connection(
+            self.uri,
+            ((key, value),),
+            self.tls_root_certs,
+            self.override_hostname,
+            self.username,
+            self.password,
+        )
+
+    def action(self, name: str, body: dict | None = None) -> Any:
+        """Run a ``do_action`` whose body and result are JSON."""
+        payload = json.dumps(body or {}).encode()
+        with self.client() as client:
+            results = list(
+                client.do_action(flight.Action(name, payload), options=self.call_options())
+            )
+        if not results:
+            return None
+        raw = results[0].body.to_pybytes()
+        return json.loads(raw) if raw else None
+
+
+# -- the Flight protocol (issue 5) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query:
+    """A ``get_flight_info`` command: what to read, pinned to one version by the server."""
+
+    dataset: str
+    columns: list[str] | None = None
+    filter: str | None = None
+    version: int | str | None = None
+    split_rows: int | None = None
+    batch_size: int | None = None
+    with_row_id: bool = False
+
+    def with_columns(self, columns: list[str]) -> Query:
+        return _replace(self, columns=list(columns))
+
+    def and_filter(self, sql: str) -> Query:
+        combined = sql if not self.filter else f"({self.filter}) AND ({sql})"
+        return _replace(self, filter=combined)
+
+    def command(self) -> bytes:
+        body: dict[str, Any] = {"dataset": self.dataset}
+        for key in ("columns", "filter", "version", "split_rows", "batch_size"):
+            value = getattr(self, key)
+            if value is not None:
+                body[key] = value
+        if self.with_row_id:
+            body["with_row_id"] = True
+        return json.dumps(body).encode()
+
+    def descriptor(self) -> flight.FlightDescriptor:
+        return flight.FlightDescriptor.for_command(self.command())
+
+
+def _replace(query: Query, **changes: Any) -> Query:
+    fields = {k: getattr(query, k) for k in Query.__dataclass_fields__}
+    fields.update(changes)
+    return Query(**fields)
+
+
+def get_schema(conn: Connection, query: Query) -> pa.Schema:
+    with conn.client() as client:
+        return client.get_schema(query.descriptor(), conn.call_options()).schema
+
+
+def get_flight_info(conn: Connection, query: Query) -> flight.FlightInfo:
+    with conn.client() as client:
+        return client.get_flight_info(query.descriptor(), conn.call_options())
+
+
+def info_version(info: flight.FlightInfo) -> int | None:
+    """The version every ticket of ``info`` is pinned to (for logs and the pipeline)."""
+    for endpoint in info.endpoints:
+        try:
+            return int(json.loads(endpoint.ticket.ticket)["version"])
+        except (ValueError, KeyError, TypeError):
+            return None
+    return None
+
+
+def latest_version(conn: Connection, dataset: str) -> int:
+    """The dataset's latest version number (a NOT_FOUND error when it does not exist)."""
+    return int(conn.action("versions", {"dataset": dataset})["latest"])
+
+
+@dataclass(frozen=True)
+class DatasetState:
+    version: int
+    schema: pa.Schema
+
+
+def _is_not_found(error: flight.FlightError) -> bool:
+    return error_kind(error) == "NOT_FOUND" or str(error).startswith("[NOT_FOUND]")
+
+
+def dataset_state(conn: Connection, dataset: str) -> DatasetState | None:
+    """The dataset's latest version and its schema, or ``None`` when it does not exist."""
+    try:
+        latest = latest_version(conn, dataset)
+    except flight.FlightError as e:
+        if _is_not_found(e):
+            return None
+        raise
+    return DatasetState(latest, get_schema(conn, Query(dataset, version=latest)))
+
+
+def schema_b64(schema: pa.Schema) -> str:
+    """An Arrow schema as ``commit_staged`` takes it (base64 of the IPC message)."""
+    return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def staged_put(
+    conn: Connection,
+    dataset: str,
+    mode: str,
+    schema: pa.Schema,
+    batches: Iterable[pa.RecordBatch],
+    options: dict,
+) -> StagedCommitMessage:
+    """Stream ``batches`` into staged fragments (written, not committed).
+
+    pyarrow cannot cancel a ``do_put`` from the client, so when the input raises here the
+    stream is ended cleanly, which only *stages* what was sent; those fragments are then
+    discarded and the error re-raised.  A transport error fails the stream itself, and the
+    server removes what it wrote.
+    """
+    body = {"dataset": dataset, "mode": mode, "stage": True, **options}
+    descriptor = flight.FlightDescriptor.for_command(json.dumps(body).encode())
+    rows = 0
+    failure: Exception | None = None
+
+    def pulled() -> Iterator[pa.RecordBatch]:
+        """The input, ending (not raising) when it fails: the failure is kept for later."""
+        nonlocal failure
+        try:
+            yield from batches
+        except Exception as e:  # noqa: BLE001 - re-raised below, after the cleanup
+            failure = e
+
+    with conn.client() as client:
+        writer, results = client.do_put(descriptor, schema, conn.call_options())
+        for batch in pulled():  # a transport error raises here: the server drops the stream
+            writer.write_batch(batch)
+            rows += batch.num_rows
+        writer.done_writing()
+        meta = results.read()
+        writer.close()
+    out = json.loads(meta.to_pybytes()) if meta is not None else {}
+    fragments = list(out.get("fragments", []))
+    if failure is not None:
+        if fragments:
+            discard_staged(conn, dataset, fragments)
+        raise failure
+    return StagedCommitMessage(fragments, rows, out.get("data_storage_version"))
+
+
+def commit_staged(
+    conn: Connection,
+    dataset: str,
+    mode: str,
+    fragments: list,
+    read_version: int | None,
+    schema: pa.Schema,
+    data_storage_version: str | None,
+) -> dict:
+    """ONE transaction for every staged fragment: append, or overwrite (which also creates;
+    the schema is what the puts streamed)."""
+    body: dict[str, Any] = {
+        "dataset": dataset,
+        "mode": "append" if mode == "append" else "overwrite",
+        "fragments": fragments,
+        "schema": schema_b64(schema),
+    }
+    if read_version is not None:
+        body["read_version"] = read_version
+    if data_storage_version:
+        body["data_storage_version"] = data_storage_version
+    return conn.action("commit_staged", body)
+
+
+def discard_staged(conn: Connection, dataset: str, fragments: list) -> dict:
+    return conn.action("discard_staged", {"dataset": dataset, "fragments": fragments})
+
+
+# -- types ----------------------------------------------------------------------------------
+
+
+def _spark_type(typ: pa.DataType, where: str) -> DataType:
+    """Arrow -> Spark type; refuses what Spark cannot hold without changing values' meaning."""
+    t = pa.types
+    if t.is_dictionary(typ):
+        return _spark_type(typ.value_type, where)
+    simple = {
+        pa.bool_(): BooleanType(),
+        pa.int8(): ByteType(),
+        pa.int16(): ShortType(),
+        pa.int32(): IntegerType(),
+        pa.int64(): LongType(),
+        pa.uint8(): ShortType(),  # unsigned ints widen to the next signed type
+        pa.uint16(): IntegerType(),
+        pa.uint32(): LongType(),
+        pa.float16(): FloatType(),
+        pa.float32(): FloatType(),
+        pa.float64(): DoubleType(),
+        pa.date32(): DateType(),
+        pa.date64(): DateType(),
+        pa.null(): NullType(),
+    }
+    for arrow_type, spark_type in simple.items():
+        if typ == arrow_type:
+            return spark_type
+    if t.is_uint64(typ):
+        return DecimalType(20, 0)
+    if t.is_decimal128(typ):
+        return DecimalType(typ.precision, typ.scale)
+    if t.is_decimal(typ) and typ.precision <= 38:  # decimal256 of a small precision
+        return DecimalType(typ.precision, typ.scale)
+    if t.is_string(typ) or t.is_large_string(typ) or t.is_string_view(typ):
+        return StringType()
+    if t.is_binary(typ) or t.is_large_binary(typ) or t.is_fixed_size_binary(typ):
+        return BinaryType()
+    if t.is_binary_view(typ):
+        return BinaryType()
+    if t.is_timestamp(typ):
+        # nanoseconds are truncated to Spark's microseconds
+        return TimestampType() if typ.tz is not None else TimestampNTZType()
+    if t.is_list(typ) or t.is_large_list(typ) or t.is_fixed_size_list(typ) or t.is_list_view(typ):
+        element = _spark_type(typ.value_type, f"{where}[]")
+        return ArrayType(element, containsNull=typ.value_field.nullable)
+    if t.is_struct(typ):
+        return StructType(
+            [StructField(f.name, _spark_type(f.type, f"{where}.{f.name}"), f.nullable) for f in typ]
+        )
+    raise SparkSchemaError(
+        f"column {where!r} has Arrow type {typ}, which the lance_flight source does not map "
+        f"to a Spark type; read other columns with .option('columns', 'a,b,...')"
+    )
+
+
+def arrow_to_spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark schema of a dataset's Arrow schema.
+
+    Refused (``SparkSchemaError``): decimals wider than 38 digits, time-of-day, durations,
+    intervals, maps, unions and extension types; ``uint64`` becomes ``decimal(20,0)``, other
+    unsigned ints the next wider signed type, dictionaries their values, timestamps with a
+    zone ``timestamp`` and without one ``timestamp_ntz`` (nanoseconds truncated to micros).
+    """
+    return StructType(
+        [StructField(f.name, _spark_type(f.type, f.name), f.nullable) for f in schema]
+    )
+
+
+def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with exactly ``target``'s names, order and types (one vectorised cast per
+    column that differs; ``safe=False`` only truncates nanoseconds to microseconds)."""
+    arrays = []
+    for target_field in target:
+        column = batch.column(target_field.name)
+        if not column.type.equals(target_field.type):
+            column = column.cast(target_field.type, safe=_safe_cast(column.type))
+        arrays.append(column)
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _safe_cast(source: pa.DataType) -> bool:
+    """Unsafe casts only where precision is dropped on purpose (ns timestamps)."""
+
+    def has_ns(t: pa.DataType) -> bool:
+        if pa.types.is_timestamp(t):
+            return t.unit == "ns"
+        if pa.types.is_struct(t):
+            return any(has_ns(f.type) for f in t)
+        if hasattr(t, "value_type") and not pa.types.is_dictionary(t):
+            return has_ns(t.value_type)
+        return False
+
+    return not has_ns(source)
+
+
+def spark_arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark checks a Python data source's batches against."""
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+class FlightPartition(InputPartition):
+    """One Flight endpoint: a Spark task redeems ``ticket`` at the first reachable location."""
+
+    def __init__(self, index: int, ticket: bytes, locations: list[str], connection: Connection):
+        super().__init__(index)
+        self.index = index
+        self.ticket = ticket
+        self.locations = locations
+        self.connection = connection
+
+
+class LanceFlightDataSource(DataSource):
+    """``lance_flight``: Lance datasets served by a lance-flight server.
+
+    Options (names are case-insensitive): ``uri`` (required), ``dataset`` (or the path of
+    ``load``/``save``), ``version`` (number or tag), ``columns`` (comma-separated),
+    ``filter`` (SQL predicate run by the server), ``split_rows``, ``batch_size``,
+    ``with_row_id``; auth: ``username`` + ``password`` (Basic handshake -> bearer token) or
+    ``token``; TLS: ``tls_root_certs`` (PEM path), ``tls_override_hostname``; writes:
+    ``max_rows_per_file``, ``data_storage_version``.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    # the connection and the source schema are cached on the instance, which Spark pickles
+    # after schema(): the reader and writer then need no second handshake or schema call
+    def _connection(self) -> Connection:
+        conn = self.__dict__.get("_conn")
+        if conn is None:
+            conn = Connection.from_options(self.options)
+            self.__dict__["_conn"] = conn
+        return conn
+
+    def _query(self) -> Query:
+        columns = self.options.get("columns")
+        return Query(
+            dataset=_dataset_name(self.options),
+            columns=[c.strip() for c in columns.split(",") if c.strip()] if columns else None,
+            filter=self.options.get("filter") or None,
+            version=self.__dict__.get("_pinned") or _version(self.options.get("version")),
+            split_rows=_positive_int(self.options.get("split_rows"), "split_rows"),
+            batch_size=_positive_int(self.options.get("batch_size"), "batch_size"),
+            with_row_id=_bool(self.options.get("with_row_id"), "with_row_id"),
+        )
+
+    def source_schema(self) -> pa.Schema:
+        """The Arrow schema the server reports for this query (projection applied)."""
+        schema = self.__dict__.get("_arrow_schema")
+        if schema is None:
+            schema = get_schema(self._connection(), self._query())
+            self.__dict__["_arrow_schema"] = schema
+        return schema
+
+    def schema(self) -> StructType:
+        """Called once, by ``load()``: without a ``version`` option the DataFrame is pinned
+        here to the latest version, so that every query on it (Spark re-plans filtered
+        queries but caches unfiltered ones) reads the same snapshot, with this schema."""
+        if not self.options.get("version") and "_pinned" not in self.__dict__:
+            conn = self._connection()
+            self.__dict__["_pinned"] = latest_version(conn, _dataset_name(self.options))
+        return arrow_to_spark_schema(self.source_schema())
+
+    def reader(self, schema: StructType) -> LanceFlightReader:
+        return LanceFlightReader(self._connection(), self._query(), schema, self.source_schema())
+
+    def writer(self, schema: StructType, overwrite: bool) -> LanceFlightWriter:
+        conn = self._connection()
+        dataset = _dataset_name(self.options)
+        return LanceFlightWriter.start(
+            conn,
+            dataset,
+            schema,
+            overwrite,
+            max_rows_per_file=_positive_int(
+                self.options.get("max_rows_per_file"), "max_rows_per_file"
+            ),
+            data_storage_version=self.options.get("data_storage_version") or None,
+        )
+
+
+class LanceFlightReader(DataSourceReader):
+    """Plans one Flight query per Spark query; partitions are its endpoints."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        query: Query,
+        schema: StructType,
+        source_schema: pa.Schema,
+    ):
+        self.connection = connection
+        self.spark_schema = schema
+        # fetch exactly the columns Spark asks for (a user schema may name fewer); the row id
+        # is not a column: the server adds it for ``with_row_id``
+        names = [f.name for f in schema.fields]
+        if query.with_row_id:
+            names = [n for n in names if n != ROW_ID]
+        self.query = query.with_columns(names)
+        self.source_schema = source_schema
+        self.pushed_sql: str | None = None
+        self.read_version: int | None = None
+
+    def pushFilters(self, filters: list) -> Iterator:
+        """Translate what we can into the query's SQL filter; yield the rest back to Spark."""
+        result = translate_filters(filters, self.source_schema)
+        self.pushed_sql = result.sql
+        if result.sql:
+            self.query = self.query.and_filter(result.sql)
+        yield from result.rejected
+
+    def partitions(self) -> list[FlightPartition]:
+        info = get_flight_info(self.connection, self.query)
+        self.read_version = info_version(info)
+        parts = [
+            FlightPartition(
+                i,
+                endpoint.ticket.ticket,
+                [
+                    str(loc.uri.decode() if isinstance(loc.uri, bytes) else loc.uri)
+                    for loc in endpoint.locations
+                ],
+                self.connection,
+            )
+            for i, endpoint in enumerate(info.endpoints)
+        ]
+        log.info(
+            "lance_flight: %s version %s, %d endpoint(s), filter %r",
+            self.query.dataset,
+            self.read_version,
+            len(parts),
+            self.query.filter,
+        )
+        return parts
+
+    def read(self, partition: FlightPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, FlightPartition):  # Spark's stand-in for "no endpoints"
+            return
+        target = spark_arrow_schema(self.spark_schema)
+        for batch in _do_get(partition):
+            if batch.num_rows:
+                yield conform_batch(batch, target)
+
+
+def _open_stream(client: flight.FlightClient, ticket: bytes, conn: Connection):
+    """``do_get`` and its first chunk (``None``: an empty stream)."""
+    reader = client.do_get(flight.Ticket(ticket), conn.call_options())
+    try:
+        return reader, reader.read_chunk()
+    except StopIteration:
+        return reader, None
+
+
+def _do_get(partition: FlightPartition) -> Iterator[pa.RecordBatch]:
+    """Stream a ticket from its first reachable location (empty list: the query's uri).
+
+    Failing over is only safe before the first batch; a stream that breaks later fails the
+    task (Spark retries it from the start).
+    """
+    conn = partition.connection
+    last_error: Exception | None = None
+    for location in partition.locations or [None]:
+        client = conn.client(location)
+        try:
+            try:
+                reader, first = _open_stream(client, partition.ticket, conn)
+            except flight.FlightUnauthenticatedError:
+                if not conn.username:
+                    raise
+                conn = conn.login()  # the token expired since planning
+                reader, first = _open_stream(client, partition.ticket, conn)
+            except flight.FlightUnavailableError as e:
+                last_error = e
+                log.warning("lance_flight: %s unreachable, trying the next location", location)
+                continue
+            if first is None:
+                return
+            yield first.data
+            for chunk in reader:
+                yield chunk.data
+            return
+        finally:
+            client.close()
+    raise last_error or RuntimeError("no location to read from")
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+@dataclass
+class StagedCommitMessage(WriterCommitMessage):
+    """What one write task staged: fragment metadata for ``commit_staged``, rows, and the
+    Lance file version the server wrote them in."""
+
+    fragments: list = field(default_factory=list)
+    rows: int = 0
+    data_storage_version: str | None = None
+
+
+class LanceFlightWriter(DataSourceArrowWriter):
+    """Staged puts on executors, ONE ``commit_staged`` on the driver.
+
+    Spark pickles the writer after :meth:`start` (driver), runs :meth:`write` in every task
+    and :meth:`commit` or :meth:`abort` on the driver, so the version read at the start is
+    the one the commit is checked against: a concurrent incompatible commit fails the job.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        dataset: str,
+        target: pa.Schema,
+        mode: str,
+        read_version: int | None,
+        put_options: dict,
+    ):
+        self.connection = connection
+        self.dataset = dataset
+        self.target = target
+        self.mode = mode
+        self.read_version = read_version
+        self.put_options = put_options
+
+    @classmethod
+    def start(
+        cls,
+        connection: Connection,
+        dataset: str,
+        schema: StructType,
+        overwrite: bool,
+        *,
+        max_rows_per_file: int | None = None,
+        data_storage_version: str | None = None,
+    ) -> LanceFlightWriter:
+        """Read the dataset's latest version and schema once, when the job starts.
+
+        Absent dataset: the tasks stage with mode ``create`` and the commit (an Overwrite
+        transaction against version 0) creates it, whatever Spark's save mode.  Appends are
+        cast to the dataset's own Arrow types (Spark sends ``string``, the dataset may hold
+        ``large_string``); an overwrite stores Spark's schema.
+        """
+        current = dataset_state(connection, dataset)
+        spark_target = spark_arrow_schema(schema)
+        if current is None:
+            mode, version, target = "create", None, spark_target
+        elif overwrite:
+            mode, version, target = "overwrite", current.version, spark_target
+        else:
+            mode, version, target = "append", current.version, current.schema
+            if target.names != spark_target.names:
+                raise ValueError(
+                    f"cannot append columns {spark_target.names} to {dataset!r}, whose "
+                    f"columns are {target.names}"
+                )
+        put_options: dict[str, Any] = {}
+        if max_rows_per_file is not None:
+            put_options["max_rows_per_file"] = max_rows_per_file
+        if data_storage_version is not None:
+            put_options["data_storage_version"] = data_storage_version
+        return cls(connection, dataset, target, mode, version, put_options)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommitMessage:
+        batches = (conform_batch(b, self.target) for b in iterator if b.num_rows)
+        first = next(batches, None)
+        if first is None:  # an empty partition stages nothing
+            return StagedCommitMessage()
+        return staged_put(
+            self.connection,
+            self.dataset,
+            self.mode,
+            self.target,
+            itertools.chain([first], batches),
+            self.put_options,
+        )
+
+    def commit(self, messages: list[StagedCommitMessage | None]) -> None:
+        done = [m for m in messages if m is not None]
+        fragments = [f for m in done for f in m.fragments]
+        rows = sum(m.rows for m in done)
+        if self.mode == "append" and not fragments:
+            log.info("lance_flight: nothing to append to %s", self.dataset)
+            return
+        storage = next((m.data_storage_version for m in done if m.data_storage_version), None)
+        result = commit_staged(
+            self.connection,
+            self.dataset,
+            self.mode,
+            fragments,
+            self.read_version,
+            self.target,
+            storage or self.put_options.get("data_storage_version"),
+        )
+        log.info(
+            "lance_flight: %s %s: %d rows in %d fragment(s), version %s",
+            self.mode,
+            self.dataset,
+            rows,
+            len(fragments),
+            (result or {}).get("version"),
+        )
+
+    def abort(self, messages: list[StagedCommitMessage | None]) -> None:
+        """Commit nothing; remove what the successful tasks staged (failed tasks removed
+        their own in :func:`staged_put`)."""
+        fragments = [f for m in messages if m is not None for f in m.fragments]
+        if fragments:
+            discard_staged(self.connection, self.dataset, fragments)
+        log.warning(
+            "lance_flight: write to %s aborted: nothing committed, %d staged fragment(s) removed",
+            self.dataset,
+            len(fragments),
+        )
+
+
+def register(spark: Any) -> None:
+    """Register ``lance_flight`` with a SparkSession (``spark.dataSource.register``)."""
+    spark.dataSource.register(LanceFlightDataSource)
