@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lance_format.container.describe import describe
-from lance_format.pb import transaction_pb2
-from lance_format.table import commit, write
+from lance_format.schema import LanceSchema
+from lance_format.table import manifest, paths, staging, write
 
-from .errors import BadRequest, NotFound
-from .ingest import overwrite_op, staged_schema
+from .errors import AlreadyExists, BadRequest, NotFound, Unimplemented
+from .ingest import staged_schema
 from .query import non_negative_int, string_list, version_value
 
 if TYPE_CHECKING:
@@ -128,13 +129,15 @@ def versions(server, body: dict) -> dict:
 @action("create_tag", 'Tag a version ({"dataset", "tag", "version"?: latest}).', mutates=True)
 def create_tag(server, body: dict) -> dict:
     _check_keys(body, {"dataset", "tag", "version"})
-    ds = server.catalog.open(_name(body))
+    name = _name(body)
     tag = body.get("tag")
     if not isinstance(tag, str) or not tag:
         raise BadRequest("'tag' must be a non-empty string")
-    version = version_value(body) or ds.version
-    ds.tags.create(tag, version)
-    return {"dataset": _name(body), "tag": tag, "version": ds.tags.get_version(tag)}
+    target = server.catalog.open(name, version_value(body))  # NOT_FOUND for a missing one
+    if tag in target.tags.list():
+        raise AlreadyExists(f"dataset {name!r} already has a tag {tag!r}")
+    target.tags.create(tag, target.version)
+    return {"dataset": name, "tag": tag, "version": target.tags.get_version(tag)}
 
 
 @action("delete_tag", 'Delete a tag ({"dataset", "tag"}).', mutates=True)
@@ -217,6 +220,8 @@ def compact(server, body: dict) -> dict:
             raise BadRequest("'materialize_deletions_threshold' must be a number in [0, 1]")
         opts["materialize_deletions_threshold"] = float(threshold)
     ds = server.catalog.open(_name(body))
+    if not hasattr(ds, "compact_files"):
+        raise Unimplemented("compaction is not available in this version of the datasets layer")
     m = ds.compact_files(**opts)
     latest = server.catalog.latest_version(_name(body))
     return {"dataset": _name(body), "version": latest, **m.__dict__}
@@ -250,8 +255,6 @@ def cleanup(server, body: dict) -> dict:
     mutates=True,
 )
 def commit_staged(server, body: dict) -> dict:
-    from lance_format.schema import LanceSchema
-
     _check_keys(
         body, {"dataset", "fragments", "read_version", "mode", "schema", "data_storage_version"}
     )
@@ -259,27 +262,50 @@ def commit_staged(server, body: dict) -> dict:
     mode = body.get("mode", "append")
     if mode not in ("append", "overwrite"):
         raise BadRequest(f"'mode' must be 'append' or 'overwrite', got {mode!r}")
-    frags = _staged_fragments(body)
     root = server.catalog.path_of(name)
+    frags = _staged_fragments(body, root)
     exists = server.catalog.exists(name)
     read_version = non_negative_int(body, "read_version")
     if read_version is None:
         read_version = server.catalog.latest_version(name) if exists else 0
     rows = sum(f.physical_rows for f in frags)
+    if mode == "append" and exists and not frags:  # nothing to append: no new version
+        return {"dataset": name, "version": read_version, "rows_written": 0, "fragments": 0}
     if mode == "append" and exists:
-        op = {"append": transaction_pb2.Transaction.Append(fragments=frags)}
-        version = None
+        schema, storage = None, server.catalog.open(name).data_storage_version
     else:
         if "schema" not in body:
             raise BadRequest("creating or overwriting a dataset needs 'schema' from the put")
         schema = staged_schema(body["schema"])
-        op = {"overwrite": overwrite_op(frags, LanceSchema.from_arrow(schema), schema)}
-        version = body.get("data_storage_version") or "stable"
-        if version not in write.WRITABLE_VERSIONS:
-            raise BadRequest(f"'data_storage_version' {version!r} is not writable")
-    txn = commit.new_transaction(read_version, **op)
-    m = commit.commit(root, txn, data_storage_version=version)
+        storage = body.get("data_storage_version") or (
+            server.catalog.open(name).data_storage_version if exists else "stable"
+        )
+        if storage not in write.WRITABLE_VERSIONS:
+            raise BadRequest(f"'data_storage_version' {storage!r} is not writable")
+    _check_file_versions(frags, storage)
+    m = staging.commit_staged(
+        root,
+        frags,
+        mode="append" if schema is None else "overwrite",
+        read_version=read_version,
+        schema=None if schema is None else LanceSchema.from_arrow(schema),
+        schema_metadata=None if schema is None else schema.metadata,
+        data_storage_version=storage,
+    )
     return {"dataset": name, "version": m.version, "rows_written": rows, "fragments": len(frags)}
+
+
+def _check_file_versions(frags: list, storage: str) -> None:
+    """Staged files must be of the version the commit declares (a manifest saying 2.2 over
+    2.1 files would not read)."""
+    want = write.WRITABLE_VERSIONS.get(storage)
+    for f in frags:
+        for df in f.files:
+            if want is not None and (df.file_major_version, df.file_minor_version) != want:
+                raise BadRequest(
+                    f"staged file {df.path!r} is Lance {df.file_major_version}."
+                    f"{df.file_minor_version}, the commit is for {storage}"
+                )
 
 
 @action(
@@ -291,32 +317,48 @@ def commit_staged(server, body: dict) -> dict:
 def discard_staged(server, body: dict) -> dict:
     _check_keys(body, {"dataset", "fragments"})
     name = _name(body)
-    frags = _staged_fragments(body)
     root = server.catalog.path_of(name)
+    frags = _staged_fragments(body, root, must_exist=False)
     referenced = set()
-    if server.catalog.exists(name):
-        ds = server.catalog.open(name)
-        referenced = {p for f in ds.get_fragments() for p in f.data_files()}
+    if server.catalog.exists(name):  # every version's files, not only the latest's
+        for entry in paths.list_versions(root):
+            m = manifest.read_manifest(entry.path)
+            referenced |= {df.path for f in m.fragments for df in f.files}
     doomed = []
     for f in frags:
         for df in f.files:
-            if df.path in referenced or "/" in df.path or df.path.startswith("."):
-                raise BadRequest(f"data file {df.path!r} is committed or not a staged file")
+            if df.path in referenced:
+                raise BadRequest(f"data file {df.path!r} is committed: not removed")
         doomed.append(f)
     write.remove_fragment_files(root, doomed)
     return {"dataset": name, "removed": sum(len(f.files) for f in doomed)}
 
 
-def _staged_fragments(body: dict) -> list:
+_STAGED_FILE = re.compile(r"^[A-Za-z0-9_-]{1,200}\.lance$")
+
+
+def _staged_fragments(body: dict, root: str, *, must_exist: bool = True) -> list:
+    """The fragments a staged put returned; each data file must be a plain file name that
+    exists in the dataset's ``data/`` (a forged path must not make a manifest point
+    elsewhere)."""
     raw = body.get("fragments")
     if not isinstance(raw, list) or not all(isinstance(f, str) for f in raw):
         raise BadRequest(
-            "'fragments' must be the list of fragment JSON strings a staged put returned"
+            "'fragments' must be the list of fragment JSON strings staged puts returned"
         )
     try:
-        return [write.fragment_from_json(f) for f in raw]
+        frags = [write.fragment_from_json(f) for f in raw]
     except Exception as exc:  # noqa: BLE001 - any parse failure is the client's input
         raise BadRequest(f"a staged fragment does not parse: {exc}") from None
+    for f in frags:
+        if not f.files or f.physical_rows <= 0 or f.HasField("deletion_file"):
+            raise BadRequest("a staged fragment has no data files, no rows, or deletions")
+        for df in f.files:
+            if not _STAGED_FILE.match(df.path):
+                raise BadRequest(f"data file {df.path!r} is not a staged file name")
+            if must_exist and not os.path.isfile(os.path.join(root, paths.DATA_DIR, df.path)):
+                raise NotFound(f"staged data file {df.path!r} does not exist")
+    return frags
 
 
 @action("cache_stats", "Search-cache hits, misses, entries and bytes.")

@@ -16,8 +16,8 @@ import threading
 from collections import OrderedDict
 
 from lance_format.cache import SearchCache
-from lance_format.errors import InvalidArgumentError, LanceError
-from lance_format.table import paths
+from lance_format.errors import InvalidArgumentError, LanceError, LanceIOError
+from lance_format.table import paths, tags
 from lance_format.table.dataset import Dataset
 from lance_format.table.dataset import dataset as open_dataset
 
@@ -36,7 +36,9 @@ class Catalog:
         if not os.path.isdir(self.root):
             raise InvalidArgumentError(f"the dataset root {root!r} is not a directory")
         self.cache = cache
-        self._open: OrderedDict[tuple[str, int], Dataset] = OrderedDict()
+        # (name, version) -> (dataset, its manifest's path): the path is checked on every hit,
+        # so a version removed by ``cleanup`` is not served from the cache
+        self._open: OrderedDict[tuple[str, int], tuple[Dataset, str]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- names ----------------------------------------------------------------------------
@@ -94,27 +96,34 @@ class Catalog:
             version = self._resolve_tag(name, path, version)
         key = (name, int(version))
         with self._lock:
-            ds = self._open.get(key)
-            if ds is not None:
+            hit = self._open.get(key)
+            if hit is not None:
                 self._open.move_to_end(key)
-                return ds
+        if hit is not None:
+            if os.path.exists(hit[1]):
+                return hit[0]
+            with self._lock:
+                self._open.pop(key, None)
         if not os.path.isdir(os.path.join(path, paths.VERSIONS_DIR)):
             raise NotFound(f"no dataset named {name!r}")
         try:
+            entry = paths.find_version(path, int(version))
             ds = open_dataset(path, int(version), cache=self.cache)
-        except InvalidArgumentError as exc:
-            raise NotFound(f"dataset {name!r} has no version {version}: {exc.problem}") from None
+        except (InvalidArgumentError, LanceIOError):
+            raise NotFound(f"dataset {name!r} has no version {version}") from None
         with self._lock:
-            self._open[key] = ds
+            self._open[key] = (ds, entry.path)
             while len(self._open) > OPEN_VERSIONS:
                 self._open.popitem(last=False)
         return ds
 
     def _resolve_tag(self, name: str, path: str, tag: str) -> int:
+        if not os.path.isdir(os.path.join(path, paths.VERSIONS_DIR)):
+            raise NotFound(f"no dataset named {name!r}")
         try:
-            return open_dataset(path, tag).version
-        except LanceError as exc:
-            raise NotFound(f"dataset {name!r} has no tag or version {tag!r}: {exc}") from None
+            return tags.resolve_tag(path, tag)
+        except InvalidArgumentError as exc:
+            raise NotFound(f"dataset {name!r} has no tag {tag!r}: {exc.problem}") from None
 
     # -- warming --------------------------------------------------------------------------
 

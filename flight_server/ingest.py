@@ -9,23 +9,27 @@ commit many stages at once (``commit_staged``).
 
 Idempotency: the key is stored in the committed transaction's properties, so a retry that
 reaches any server process, even after a restart, finds it and commits nothing more.  The
-newest ``IDEMPOTENCY_WINDOW`` versions are searched.
+newest ``IDEMPOTENCY_WINDOW`` versions (100: retries come seconds or minutes later, not after
+a hundred commits) are searched before the stream is read and again just before committing;
+within one process, puts with the same key are serialised from that second check to the end
+of their commit, so only two processes committing the same key within milliseconds of each
+other could both commit.
 """
 
 from __future__ import annotations
 
 import base64
 import os
-import shutil
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
-from lance_format.errors import CommitConflictError
-from lance_format.pb import transaction_pb2
+from lance_format.errors import CommitConflictError, InvalidArgumentError, SchemaError
 from lance_format.schema import LanceSchema
-from lance_format.table import commit, manifest, paths, write
+from lance_format.table import manifest, paths, staging, write
 
 from .catalog import Catalog
 from .errors import AlreadyExists, BadRequest
@@ -37,6 +41,16 @@ IDEMPOTENCY_WINDOW = 100
 MODES = ("create", "append", "overwrite")
 _PUT_KEYS = {"dataset", "mode", "data_storage_version", "max_rows_per_file", "idempotency_key"}
 _PUT_KEYS |= {"stage"}
+_KEY_LOCKS: dict[tuple[str, str], threading.Lock] = {}
+_KEY_LOCKS_GUARD = threading.Lock()
+
+
+def _key_lock(root: str, key: str) -> threading.Lock:
+    with _KEY_LOCKS_GUARD:
+        if len(_KEY_LOCKS) > 10_000:  # forget idle locks now and then
+            for k in [k for k, lock in _KEY_LOCKS.items() if not lock.locked()]:
+                del _KEY_LOCKS[k]
+        return _KEY_LOCKS.setdefault((root, key), threading.Lock())
 
 
 @dataclass
@@ -86,20 +100,87 @@ def find_idempotent(root: str, key: str) -> dict | None:
     return None
 
 
+def _plain(t: pa.DataType) -> pa.DataType:
+    """``t`` with its string/binary/list representation variants (view, large) unified."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(_plain(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_plain(t.value_type)), t.list_size)
+    if pa.types.is_struct(t):
+        return pa.struct(
+            [t.field(i).with_type(_plain(t.field(i).type)) for i in range(t.num_fields)]
+        )
+    return t
+
+
+def needs_cast(target: pa.Schema, got: pa.Schema) -> bool:
+    """Whether the stream's batches must be cast to the dataset's types: a representation
+    change only (``string_view`` or ``large_string`` data for a ``string`` column, ...).
+    Other differences (names, order, types) are a SchemaError, raised before anything is
+    written."""
+    if target.names != got.names:
+        raise SchemaError(
+            f"the data's columns {got.names} differ from the dataset's {target.names}"
+        )
+    cast = False
+    for a, b in zip(target, got, strict=True):
+        if a.type.equals(b.type):
+            continue
+        if not _plain(a.type).equals(_plain(b.type)):
+            raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
+        cast = True
+    return cast
+
+
+def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` cast to ``target``'s types (see :func:`needs_cast`)."""
+    try:
+        arrays = [col.cast(f.type) for col, f in zip(batch.columns, target, strict=True)]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SchemaError(f"the data cannot be stored as {target}: {exc}") from None
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
 def aligned(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``batch`` with 8-byte aligned buffers: batches from a do_put stream may point into
-    the gRPC message at any offset, and native kernels assume alignment (copied only then)."""
-    for col in batch.columns:
-        if any(b is not None and b.address % 8 for b in _buffers(col)):
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, batch.schema) as w:
-                w.write_batch(batch)
-            return pa.ipc.open_stream(sink.getvalue()).read_next_batch()
-    return batch
+    """``batch`` with 8-byte aligned buffers: batches from a do_put stream point into the
+    gRPC message at any offset (pyarrow 26 hands them out 1 byte off), and native code
+    assumes alignment.  Only misaligned buffers are copied; flat columns buffer by buffer
+    (a memcpy), nested or dictionary ones through an IPC round trip of that column."""
+    columns = batch.columns
+    out = [_aligned_array(col) for col in columns]
+    if all(a is b for a, b in zip(out, columns, strict=True)):
+        return batch
+    return pa.RecordBatch.from_arrays(out, schema=batch.schema)
 
 
-def _buffers(arr: pa.Array) -> list:
-    return arr.buffers()
+def _misaligned(buf: pa.Buffer | None) -> bool:
+    return buf is not None and buf.address % 8 != 0
+
+
+def _aligned_array(arr: pa.Array) -> pa.Array:
+    buffers = arr.buffers()
+    if not any(_misaligned(b) for b in buffers):
+        return arr
+    t = arr.type
+    flat = t.num_fields == 0 and not (
+        pa.types.is_dictionary(t) or pa.types.is_string_view(t) or pa.types.is_binary_view(t)
+    )
+    if flat:
+        copied = [_copy(b) if _misaligned(b) else b for b in buffers]
+        return pa.Array.from_buffers(t, len(arr), copied, arr.null_count, arr.offset)
+    one = pa.RecordBatch.from_arrays([arr], names=["c"])
+    return pa.ipc.read_record_batch(one.serialize(), one.schema).column(0)
+
+
+def _copy(buf: pa.Buffer) -> pa.Buffer:
+    """A copy of ``buf`` in a fresh (64-byte aligned) allocation."""
+    out = pa.allocate_buffer(buf.size)
+    np.frombuffer(out, dtype=np.uint8)[:] = np.frombuffer(buf, dtype=np.uint8)
+    return out
 
 
 def ingest(
@@ -121,7 +202,7 @@ def ingest(
     exists = catalog.exists(opts.dataset)
     if opts.mode == "create" and exists:
         raise AlreadyExists(f"dataset {opts.dataset!r} already exists (use mode 'append')")
-    created_dir = not os.path.exists(root)
+    created_from = _first_missing(root)
     counted = {"rows": 0, "bytes": 0}
 
     def counting() -> Iterator[pa.RecordBatch]:
@@ -130,6 +211,8 @@ def ingest(
             counted["bytes"] += b.nbytes
             if on_rows is not None:
                 on_rows(b.num_rows, b.nbytes)
+            if must_cast:  # first: a cast makes new (aligned) buffers of its own
+                b = conform(b, target)
             yield aligned(b)
 
     current = catalog.open(opts.dataset) if exists else None
@@ -137,12 +220,14 @@ def ingest(
     if appending:
         lance_schema = current.lance_schema
         version = current.data_storage_version
-        write.check_schema(current.schema, schema)
+        target = current.schema
     else:
         lance_schema = LanceSchema.from_arrow(schema)
         version = opts.data_storage_version or (
             current.data_storage_version if current is not None else "stable"
         )
+        target = lance_schema.to_arrow().with_metadata(schema.metadata)
+    must_cast = needs_cast(target, schema)
     if opts.data_storage_version and appending and opts.data_storage_version != version:
         raise BadRequest(
             f"dataset {opts.dataset!r} stores Lance {version} files; cannot append "
@@ -154,7 +239,7 @@ def ingest(
     try:
         os.makedirs(root, exist_ok=True)
         fragments = write.write_fragments(
-            pa.RecordBatchReader.from_batches(schema, counting()),
+            pa.RecordBatchReader.from_batches(target, counting()),
             root,
             lance_schema,
             max_rows_per_file=opts.max_rows_per_file,
@@ -164,44 +249,88 @@ def ingest(
             return {
                 "staged": True,
                 "rows_written": counted["rows"],
+                "read_version": current.version if current is not None else 0,
                 "fragments": [write.fragment_to_json(f) for f in fragments],
-                "schema": base64.b64encode(schema.serialize().to_pybytes()).decode(),
+                "schema": base64.b64encode(target.serialize().to_pybytes()).decode(),
                 "data_storage_version": version,
             }
-        read_version = current.version if current is not None else 0
-        if appending:
-            txn = commit.new_transaction(
-                read_version, append=transaction_pb2.Transaction.Append(fragments=fragments)
-            )
-        else:
-            txn = commit.new_transaction(
-                read_version, overwrite=overwrite_op(fragments, lance_schema, schema)
-            )
+        if appending and not fragments:  # nothing arrived: nothing to commit
+            return {"version": current.version, "rows_written": 0}
+        properties = {ROWS_PROPERTY: str(counted["rows"])}
         if opts.idempotency_key:
-            txn.transaction_properties[IDEMPOTENCY_KEY] = opts.idempotency_key
-        txn.transaction_properties[ROWS_PROPERTY] = str(counted["rows"])
-        try:
-            m = commit.commit(root, txn, data_storage_version=None if appending else version)
-        except CommitConflictError:
-            if opts.idempotency_key:  # a concurrent retry of the same put won
-                earlier = find_idempotent(root, opts.idempotency_key)
-                if earlier is not None:
-                    write.remove_fragment_files(root, fragments)
-                    return earlier
-            raise
-        return {"version": m.version, "rows_written": counted["rows"]}
+            properties[IDEMPOTENCY_KEY] = opts.idempotency_key
+        staged = dict(
+            mode="append" if appending else "overwrite",
+            read_version=current.version if current is not None else 0,
+            schema=lance_schema,
+            schema_metadata=schema.metadata,
+            data_storage_version=None if appending else version,
+            properties=properties,
+        )
+        result = {"rows_written": counted["rows"]}
+        if not opts.idempotency_key:
+            return {"version": _commit(root, fragments, staged, opts, target), **result}
+        with _key_lock(root, opts.idempotency_key):
+            earlier = find_idempotent(root, opts.idempotency_key)
+            if earlier is None:
+                try:
+                    return {"version": _commit(root, fragments, staged, opts, target), **result}
+                except CommitConflictError:  # a concurrent retry of the same put won?
+                    earlier = find_idempotent(root, opts.idempotency_key)
+                    if earlier is None:
+                        raise
+            write.remove_fragment_files(root, fragments)
+            return earlier
     except BaseException:
         write.remove_fragment_files(root, fragments)
-        if created_dir:
-            shutil.rmtree(root, ignore_errors=True)
+        _remove_empty_dirs(root, created_from)
         raise
 
 
-def overwrite_op(fragments, lance_schema: LanceSchema, schema: pa.Schema):
-    op = transaction_pb2.Transaction.Overwrite(fragments=fragments, schema=lance_schema.to_protos())
-    for k, v in (schema.metadata or {}).items():
-        op.schema_metadata[k.decode() if isinstance(k, bytes) else k] = v
-    return op
+def _commit(root: str, fragments, staged: dict, opts: PutOptions, target: pa.Schema) -> int:
+    """Commit; a create that lost the race to another creator becomes an append to the
+    dataset the other one made (path puts and ``append``) or ALREADY_EXISTS (``create``)."""
+    try:
+        return staging.commit_staged(root, fragments, **staged).version
+    except InvalidArgumentError:
+        if staged["read_version"] != 0 or not paths.list_versions(root):
+            raise
+    if opts.mode != "append":
+        raise AlreadyExists(f"dataset {opts.dataset!r} was created by another writer meanwhile")
+    latest = paths.list_versions(root)[-1].version
+    theirs = manifest.read_manifest(paths.find_version(root, latest).path)
+    write.check_schema(theirs.schema.to_arrow(), target)  # our files hold these types
+    again = dict(staged, mode="append", read_version=latest, data_storage_version=None)
+    return staging.commit_staged(root, fragments, **again).version
+
+
+def _first_missing(path: str) -> str | None:
+    """The outermost directory of ``path`` that does not exist yet (None: it exists)."""
+    missing = None
+    while not os.path.exists(path):
+        missing, path = path, os.path.dirname(path)
+    return missing
+
+
+def _remove_empty_dirs(root: str, created_from: str | None) -> None:
+    """After a failed put that created ``root``: remove the directories it made, if empty.
+    Never a recursive delete: another writer may be creating the same dataset."""
+    if created_from is None:
+        return
+    for sub in (paths.DATA_DIR, paths.VERSIONS_DIR, paths.TRANSACTIONS_DIR):
+        try:
+            os.rmdir(os.path.join(root, sub))
+        except OSError:
+            pass
+    path = root
+    while True:
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+        if path == created_from:
+            return
+        path = os.path.dirname(path)
 
 
 def staged_schema(text: str) -> pa.Schema:

@@ -20,6 +20,8 @@ DEFAULT_BATCH_SIZE = 64 * 1024
 MAX_BATCH_SIZE = 1 << 24
 MAX_ROW_IDS = 10_000_000
 MAX_COMMAND_BYTES = 64 << 20
+MAX_INT = (1 << 63) - 1  # counts and offsets; row ids are uint64
+MAX_ROW_ID = (1 << 64) - 1
 
 
 @dataclass
@@ -71,7 +73,8 @@ def non_negative_int(obj: dict, key: str, *, positive: bool = False, limit: int 
     if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
         kind = "a positive" if positive else "a non-negative"
         raise BadRequest(f"{key!r} must be {kind} integer, got {value!r}")
-    if limit is not None and value > limit:
+    limit = MAX_INT if limit is None else limit
+    if value > limit:
         raise BadRequest(f"{key!r} must be at most {limit}, got {value}")
     return value
 
@@ -125,10 +128,13 @@ def parse_command(cmd: dict[str, Any]) -> Query:
         if (
             not isinstance(row_ids, list)
             or len(row_ids) > MAX_ROW_IDS
-            or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in row_ids)
+            or not all(
+                isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_ROW_ID
+                for r in row_ids
+            )
         ):
             raise BadRequest(
-                f"'row_ids' must be a list of at most {MAX_ROW_IDS} non-negative integers"
+                f"'row_ids' must be a list of at most {MAX_ROW_IDS} integers in [0, 2**64)"
             )
         if flt is not None or cmd.get("limit") is not None or cmd.get("offset") is not None:
             raise BadRequest("'row_ids' cannot be combined with 'filter', 'limit' or 'offset'")

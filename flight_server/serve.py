@@ -13,13 +13,18 @@ from __future__ import annotations
 import argparse
 import logging
 import multiprocessing as mp
+import multiprocessing.connection
 import os
+import queue
 import signal
 import socket
 import sys
 import threading
+import time
 
 log = logging.getLogger("lance_flight")
+EXTRA_SECONDS = 2.0  # after the grace period: for aborting puts to clean up
+MAX_RESTARTS, RESTART_WINDOW = 5, 60.0  # more worker deaths than this per window: give up
 
 
 def _bytes(text: str) -> int:
@@ -41,6 +46,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--advertise", nargs="*", default=[], help="more locations that serve the same root"
     )
     p.add_argument("--no-warm", action="store_true", help="skip warming the search cache")
+    p.add_argument("--no-sql", action="store_true", help="do not answer Flight SQL commands")
+    p.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=10.0,
+        help="seconds running calls get to finish after SIGTERM/SIGINT",
+    )
     p.add_argument("--tls-cert", help="PEM certificate: serve grpc+tls")
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")
     p.add_argument("--auth-users", help="users file (user:pbkdf2-hash[:role]): Basic auth")
@@ -118,6 +130,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         tls_cert=opts.get("tls_cert"),
         tls_key=opts.get("tls_key"),
         metrics=metrics,
+        sql=not opts.get("no_sql"),
     )
     endpoint = None
     if metrics is not None:
@@ -128,21 +141,26 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
     return server, endpoint
 
 
-def _run(opts, port, locations, secret, ready, index: int = 0) -> int:
-    """One server process: build, announce, serve until a signal asks it to stop."""
+def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | None = None) -> int:
+    """One server process: build, announce, serve until a signal asks it to stop (or, for a
+    worker, until its supervisor is gone)."""
+    import pyarrow as pa
+
     from lance_format.errors import LanceError
 
     try:
         server, endpoint = _build(opts, port, locations, secret, index)
-    except (LanceError, OSError) as exc:
+    except (LanceError, OSError, pa.ArrowException) as exc:  # bad root, port taken, TLS files
         if ready is not None:
             ready.put(("error", str(exc)))
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
+    stopping = threading.Event()
+
     def stop(signum, frame) -> None:
-        log.info("signal %s: shutting down", signum)
-        threading.Thread(target=server.shutdown, daemon=True).start()
+        log.info("signal %s: shutting down (grace %.1fs)", signum, opts["shutdown_grace"])
+        stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -150,47 +168,113 @@ def _run(opts, port, locations, secret, ready, index: int = 0) -> int:
         ready.put(("ok", server.location))
     else:
         print(f"lance-flight listening on {server.location}", flush=True)
-    server.serve()
-    server.wait() if hasattr(server, "wait") else None
+    # the server runs from its construction; the main thread only waits for a signal (a
+    # pyarrow ``serve()`` would shut down without a deadline: one stalled client would keep
+    # the process alive for ever)
+    while not stopping.wait(0.5):
+        if parent is not None and os.getppid() != parent:
+            log.warning("the supervisor is gone: shutting down")
+            stopping.set()
+    return _shutdown(server, endpoint, float(opts["shutdown_grace"]))
+
+
+def _shutdown(server, endpoint, grace: float) -> int:
+    """Stop taking calls, give running ones ``grace`` seconds, then end the rest: streams
+    that still pull batches fail with UNAVAILABLE, puts abort and remove their files; a call
+    blocked on a client that neither reads nor sends ends with the process."""
+    server.begin_shutdown(grace)
+    closer = threading.Thread(target=server.shutdown, daemon=True)
+    closer.start()
+    closer.join(grace + EXTRA_SECONDS)
     if endpoint is not None:
         endpoint.close()
+    if closer.is_alive():
+        log.warning("calls still open %.1fs after the grace period; exiting", EXTRA_SECONDS)
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(0)
+    log.info("stopped")
     return 0
 
 
 def _worker(opts, port, locations, secret, ready, index) -> None:
-    sys.exit(_run(opts, port, locations, secret, ready, index))
+    sys.exit(_run(opts, port, locations, secret, ready, index, parent=os.getppid()))
 
 
 def _supervise(args, ports: list[int], locations: list[str], secret: str | None) -> int:
+    """Start one worker per port, announce once all listen, restart a worker that dies on its
+    own (its location is in every sibling's endpoints), forward SIGTERM/SIGINT, exit 0 when
+    every worker stopped cleanly."""
     ctx = mp.get_context("spawn")
     ready = ctx.Queue()
     opts = vars(args)
-    procs = [
-        ctx.Process(target=_worker, args=(opts, p, locations, secret, ready, i), daemon=False)
-        for i, p in enumerate(ports)
-    ]
-    for p in procs:
-        p.start()
-    started = []
-    for _ in procs:
-        status, what = ready.get()
-        if status != "ok":
-            print(f"error: a worker failed to start: {what}", file=sys.stderr)
-            for p in procs:
-                p.terminate()
-            return 2
-        started.append(what)
+    stopping = threading.Event()
 
     def forward(signum, frame) -> None:
+        stopping.set()
         for p in procs:
             if p.is_alive():
                 os.kill(p.pid, signal.SIGTERM)
 
+    def start(i: int):
+        p = ctx.Process(target=_worker, args=(opts, ports[i], locations, secret, ready, i))
+        p.start()
+        return p
+
+    procs: list = []
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    first = locations[0]
-    print(f"lance-flight listening on {first}", flush=True)
+    procs.extend(start(i) for i in range(len(ports)))
+    if not _await_ready(ready, procs, len(procs), stopping):
+        for p in procs:
+            p.terminate()
+        return 2
+    print(f"lance-flight listening on {locations[0]}", flush=True)
     print(f"workers: {' '.join(locations[: len(procs)])}", flush=True)
-    for p in procs:
-        p.join()
-    return 0 if all(p.exitcode == 0 for p in procs) else 1
+    restarts: list[float] = []
+    failed = False
+    while True:
+        mp.connection.wait([p.sentinel for p in procs], timeout=0.5)
+        if stopping.is_set():
+            if all(not p.is_alive() for p in procs):
+                break
+            continue
+        for i, p in enumerate(procs):
+            # a Ctrl-C reaches the workers too: give the signal time to reach us as well
+            if p.is_alive() or stopping.wait(0.2):
+                continue
+            now = time.monotonic()
+            restarts = [t for t in restarts if now - t < RESTART_WINDOW] + [now]
+            if len(restarts) > MAX_RESTARTS:
+                log.error(
+                    "workers keep dying (%d restarts in %.0fs): stopping",
+                    MAX_RESTARTS,
+                    RESTART_WINDOW,
+                )
+                failed = True
+                forward(signal.SIGTERM, None)
+                break
+            log.warning("worker %d (pid %s) exited with %s; restarting", i, p.pid, p.exitcode)
+            procs[i] = start(i)
+            if not _await_ready(ready, [procs[i]], 1, stopping):
+                failed = True
+                forward(signal.SIGTERM, None)
+    return 0 if not failed and all(p.exitcode == 0 for p in procs) else 1
+
+
+def _await_ready(ready, procs: list, n: int, stopping: threading.Event) -> bool:
+    """Wait for ``n`` workers to report; False if one failed or died first."""
+    got = 0
+    while got < n:
+        try:
+            status, what = ready.get(timeout=0.5)
+        except queue.Empty:
+            if stopping.is_set() or any(p.exitcode not in (None, 0) for p in procs):
+                print("error: a worker stopped before listening", file=sys.stderr)
+                return False
+            continue
+        if status != "ok":
+            print(f"error: a worker failed to start: {what}", file=sys.stderr)
+            return False
+        got += 1
+    return True

@@ -16,18 +16,21 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from lance_format.cache import SearchCache
+from lance_format.errors import LanceError
+from lance_format.table.scanner import ROW_ID
 
 from . import auth as auth_mod
 from . import requestlog, tls
 from .actions import ACTIONS
 from .catalog import Catalog
-from .errors import BadRequest, NotFound, flight_errors, guarded
+from .errors import BadRequest, NotFound, Unavailable, flight_errors, guarded, schema_errors
 from .ingest import PutOptions, ingest, parse_put
-from .planning import flight_info, plan
+from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
 from .tickets import Ticket
 
@@ -42,6 +45,9 @@ class LanceFlightServer(flight.FlightServerBase):
     processes and advertised servers); default: this server alone.  ``authenticator``
     (:class:`.auth.Authenticator`) turns authentication on for every call; ``tls_cert`` and
     ``tls_key`` turn on TLS; ``metrics`` is a :class:`.metrics.ServerMetrics` to update.
+    ``middleware`` adds factories to the server's own (request log, metrics, auth); further
+    keyword arguments (``auth_handler``, ``tls_certificates``, ``verify_client``, ...) go to
+    ``FlightServerBase`` unchanged.
     """
 
     def __init__(
@@ -57,14 +63,17 @@ class LanceFlightServer(flight.FlightServerBase):
         tls_key: str | None = None,
         metrics: Any = None,
         sql: bool = False,
+        middleware: dict[str, flight.ServerMiddlewareFactory] | None = None,
         **kwargs: Any,
     ):
         self.cache = SearchCache(cache_bytes)
         self.catalog = Catalog(root, self.cache)
         self.metrics = metrics
         self.authenticator = authenticator
+        self._deadline: float | None = None  # set by begin_shutdown
         observers: dict[str, flight.ServerMiddlewareFactory] = {
-            requestlog.REQUEST_LOG_KEY: requestlog.RequestLogMiddlewareFactory()
+            requestlog.REQUEST_LOG_KEY: requestlog.RequestLogMiddlewareFactory(),
+            **(middleware or {}),
         }
         if metrics is not None:
             metrics.watch_cache(self.cache.stats)
@@ -96,6 +105,21 @@ class LanceFlightServer(flight.FlightServerBase):
 
     # -- helpers ---------------------------------------------------------------------------
 
+    def shutdown(self) -> None:
+        super().shutdown()
+        if self.sql is not None:
+            self.sql.close()  # the engine's DuckDB, now that no call can use it
+
+    def begin_shutdown(self, grace_seconds: float) -> None:
+        """Let running calls go on for ``grace_seconds``; after that, streams still running
+        end with UNAVAILABLE (their tickets stay valid at any location serving the root) and
+        puts still receiving abort, removing their files.  Call before ``shutdown()``."""
+        self._deadline = time.monotonic() + max(0.0, grace_seconds)
+
+    def _check_running(self) -> None:
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            raise Unavailable("the server is shutting down; retry the call (at another location)")
+
     def _require_write(self, context: flight.ServerCallContext) -> None:
         if self.authenticator is not None:
             auth_mod.require_write(context)
@@ -111,10 +135,19 @@ class LanceFlightServer(flight.FlightServerBase):
 
     @flight_errors
     def list_flights(self, context, criteria) -> Iterator[flight.FlightInfo]:
+        """Every dataset (whose name starts with ``criteria``, when given) at its latest
+        version, with the FlightInfo of the whole dataset."""
+        prefix = criteria.decode("utf-8", "replace") if criteria else ""
+        requestlog.annotate(context)
         infos = []
         for name in self.catalog.names():
+            if not name.startswith(prefix):
+                continue
             descriptor = flight.FlightDescriptor.for_path(name)
-            infos.append(flight_info(descriptor, self._plan(Query(name)), self.locations))
+            try:
+                infos.append(flight_info(descriptor, self._plan(Query(name)), self.locations))
+            except LanceError as exc:  # one broken dataset must not hide the others
+                log.warning("list_flights: skipping dataset %r: %s", name, exc)
         return iter(infos)
 
     @flight_errors
@@ -128,14 +161,16 @@ class LanceFlightServer(flight.FlightServerBase):
         p = self._plan(q)
         return flight_info(descriptor, p, self.locations)
 
-    @flight_errors
+    @schema_errors
     def get_schema(self, context, descriptor) -> flight.SchemaResult:
         if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
             descriptor.command
         ):
             return self.sql.get_schema(context, descriptor)
         q = parse_descriptor(descriptor)
-        return flight.SchemaResult(self._plan(q).schema)
+        requestlog.annotate(context, dataset=q.dataset)
+        ds = self.catalog.open(q.dataset, q.version)
+        return flight.SchemaResult(checked_scanner(ds, q).schema)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -148,9 +183,8 @@ class LanceFlightServer(flight.FlightServerBase):
         requestlog.annotate(context, dataset=t.dataset, version=t.version)
         ds = self.catalog.open(t.dataset, t.version)
         if t.row_ids is not None:
-            table = ds.take_rows(t.row_ids, columns=t.columns)
-            batches = iter(table.to_batches(max_chunksize=t.batch_size))
-            schema = table.schema
+            schema = ds.scanner(columns=t.columns, with_row_id=t.with_row_id).schema
+            batches = _take_batches(ds, t)
         else:
             fragments = ranges = None
             if t.fragment is not None:
@@ -172,12 +206,14 @@ class LanceFlightServer(flight.FlightServerBase):
             )
             schema = scanner.schema
             batches = scanner.to_batches()
-        return flight.GeneratorStream(schema, guarded(self._stream(context, batches)))
+        stream = guarded(self._stream(context, batches), self, context)
+        return flight.GeneratorStream(schema, stream)
 
     def _stream(self, context, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Lazily hand batches to gRPC: pulled one at a time, so a slow client slows decoding
-        down and a cancelled one stops it."""
+        down, a cancelled one stops it, and memory holds a batch or two whatever the size."""
         while True:
+            self._check_running()
             started = time.perf_counter()
             batch = next(batches, None)
             if batch is None:
@@ -210,6 +246,7 @@ class LanceFlightServer(flight.FlightServerBase):
             for chunk in reader:
                 if context.is_cancelled():
                     raise flight.FlightCancelledError("the client cancelled the put")
+                self._check_running()
                 if chunk.data is not None and chunk.data.num_rows:
                     yield chunk.data
             # a client that vanished mid-stream looks like the end of the stream to the
@@ -255,6 +292,17 @@ class LanceFlightServer(flight.FlightServerBase):
             self.metrics.record_action(kind)
         result = entry.fn(self, body)
         return iter([flight.Result(pa.py_buffer(json.dumps(result, default=str).encode()))])
+
+
+def _take_batches(ds, t: Ticket) -> Iterator[pa.RecordBatch]:
+    """Rows by row id, ``batch_size`` ids at a time (bounded memory), in the order asked."""
+    ids = np.asarray(t.row_ids, dtype=np.uint64)
+    for i in range(0, len(ids), t.batch_size):
+        chunk = ids[i : i + t.batch_size]
+        table = ds.take_rows(chunk, columns=t.columns)
+        if t.with_row_id:
+            table = table.append_column(ROW_ID, pa.array(chunk, pa.uint64()))
+        yield from table.combine_chunks().to_batches()
 
 
 def _sql_service(server: LanceFlightServer):

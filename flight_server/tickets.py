@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import pyarrow.flight as flight
 
 from .errors import BadRequest
-from .query import MAX_BATCH_SIZE, MAX_ROW_IDS
+from .query import MAX_BATCH_SIZE, MAX_INT, MAX_ROW_ID, MAX_ROW_IDS
 
 TICKET_VERSION = 1
 MAX_TICKET_BYTES = 128 << 20
@@ -61,13 +61,18 @@ class Ticket:
         return t
 
     def _check(self) -> None:
-        def is_int(v: object, lo: int = 0) -> bool:
-            return isinstance(v, int) and not isinstance(v, bool) and v >= lo
+        def is_int(v: object, lo: int = 0, hi: int = MAX_INT) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
 
         ok = (
             isinstance(self.dataset, str)
             and is_int(self.version, 1)
-            and (self.columns is None or all(isinstance(c, str) for c in self.columns))
+            and (
+                self.columns is None
+                or (
+                    isinstance(self.columns, list) and all(isinstance(c, str) for c in self.columns)
+                )
+            )
             and (self.filter is None or isinstance(self.filter, str))
             and isinstance(self.with_row_id, bool)
             and is_int(self.batch_size, 1)
@@ -77,10 +82,14 @@ class Ticket:
                 for v in (self.fragment, self.start, self.stop, self.limit, self.offset)
             )
             and (self.start is None) == (self.stop is None)
-            and (self.start is None or self.start <= self.stop)
+            and (self.start is None or (self.start <= self.stop and self.fragment is not None))
             and (
                 self.row_ids is None
-                or (len(self.row_ids) <= MAX_ROW_IDS and all(is_int(r) for r in self.row_ids))
+                or (
+                    isinstance(self.row_ids, list)
+                    and len(self.row_ids) <= MAX_ROW_IDS
+                    and all(is_int(r, hi=MAX_ROW_ID) for r in self.row_ids)
+                )
             )
         )
         if not ok:

@@ -1,19 +1,27 @@
 """Start ``lance-flight serve`` in a subprocess for tests and always stop it.
 
 The server prints ``lance-flight listening on LOCATION`` once it serves (with the real port
-when asked for port 0); everything else it logs goes to a file the test can read.
+when asked for port 0); everything else it logs goes to a file the test can read.  Also the
+small client helpers the Flight test modules share.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.flight as fl
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 START_TIMEOUT = 60
@@ -76,3 +84,67 @@ def serve(root: str, *args: str, env: dict | None = None) -> Iterator[RunningSer
             proc.kill()
             proc.wait()
         os.unlink(log.name)
+
+
+# -- helpers shared by the Flight test modules ---------------------------------------------
+
+
+def make_table(n: int, start: int = 0, seed: int = 0) -> pa.Table:
+    """``n`` rows: a unique ``id`` from ``start``, a float and a nullable string."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(start, start + n)
+    strings = pa.array([f"s{i % 17}" for i in ids.tolist()])
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "x": pa.array(rng.random(n)),
+            "s": pc.if_else(pa.array(ids % 11 == 0), pa.scalar(None, pa.string()), strings),
+        }
+    )
+
+
+def cmd(**kw) -> fl.FlightDescriptor:
+    """A command descriptor holding ``kw`` as JSON."""
+    return fl.FlightDescriptor.for_command(json.dumps(kw).encode())
+
+
+def read_info(client: fl.FlightClient, info: fl.FlightInfo, parallel: bool = False) -> pa.Table:
+    """Every endpoint of ``info`` read (in threads when ``parallel``) and concatenated in
+    endpoint order."""
+
+    def one(endpoint: fl.FlightEndpoint) -> pa.Table:
+        return client.do_get(endpoint.ticket).read_all()
+
+    if parallel:
+        with ThreadPoolExecutor(4) as pool:
+            tables = list(pool.map(one, info.endpoints))
+    else:
+        tables = [one(e) for e in info.endpoints]
+    if not tables:
+        return info.schema.empty_table()
+    return pa.concat_tables(tables).combine_chunks()
+
+
+def action(client: fl.FlightClient, kind: str, **body) -> dict:
+    """Run action ``kind`` with a JSON body; its one JSON result."""
+    results = list(client.do_action(fl.Action(kind, json.dumps(body).encode())))
+    assert len(results) == 1
+    return json.loads(results[0].body.to_pybytes())
+
+
+def put(client: fl.FlightClient, descriptor: fl.FlightDescriptor, table: pa.Table, **kw) -> dict:
+    """do_put ``table`` (in batches of ``max_chunksize`` rows); the PutResult JSON."""
+    writer, reader = client.do_put(descriptor, table.schema)
+    try:
+        writer.write_table(table, **kw)
+        writer.done_writing()
+        buf = reader.read()
+    finally:
+        writer.close()
+    return json.loads(buf.to_pybytes())
+
+
+def data_files(uri: str) -> set[str]:
+    """Names of the files in a dataset's ``data/`` directory (empty when there is none)."""
+    path = os.path.join(uri, "data")
+    return set(os.listdir(path)) if os.path.isdir(path) else set()

@@ -1,53 +1,72 @@
-"""The Flight server through a real ``pyarrow.flight`` client, against a server process.
+"""The Flight server's read side through a real ``pyarrow.flight`` client.
 
-Truth is pylance's read of the same dataset (``lance.dataset(...)``): every endpoint of a
-FlightInfo read and concatenated in endpoint order must equal pylance's table.
+Most tests talk to ``lance-flight serve`` running in a subprocess; truth is pylance's read of
+the same dataset (``lance.dataset(...)``): every endpoint of a FlightInfo read and concatenated
+in endpoint order must equal pylance's table.  A few tests run the server in-process where
+they need to look inside it (laziness of do_get, the error mapping).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import logging
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
-import textwrap
-from concurrent.futures import ThreadPoolExecutor
+import time
 
+import grpc
 import lance
+import lance.file
 import numpy as np
 import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
-from flight_fixtures import REPO, serve
+from flight_fixtures import REPO, action, cmd, make_table, read_info, serve
 
 import lance_format
-from flight_server.errors import error_kind
-
-
-def _table(n: int, start: int = 0, seed: int = 0) -> pa.Table:
-    rng = np.random.default_rng(seed)
-    ids = np.arange(start, start + n)
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "x": pa.array(rng.random(n)),
-            "s": pa.array([None if i % 11 == 0 else f"s{i % 17}" for i in ids]),
-        }
-    )
+from flight_server.catalog import Catalog
+from flight_server.errors import (
+    AlreadyExists,
+    BadRequest,
+    Forbidden,
+    NotFound,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+    error_kind,
+    flight_errors,
+)
+from flight_server.server import LanceFlightServer
+from lance_format.cache import SearchCache
+from lance_format.errors import (
+    CommitConflictError,
+    CorruptFileError,
+    RetryableCommitConflictError,
+    SchemaError,
+    UnsupportedError,
+)
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("root")
     items = str(root / "tpch" / "items")
-    lance.write_dataset(_table(10_000), items, max_rows_per_file=3000)  # v1: 4 fragments
+    lance.write_dataset(make_table(10_000), items, max_rows_per_file=3000)  # v1: 4 fragments
     lance.dataset(items).tags.create("first", 1)
     lance.dataset(items).delete("id % 10 = 3")  # v2
     paged = str(root / "big" / "paged")
     lance_format.write_dataset(
-        _table(120_000, seed=1), paged, max_rows_per_file=60_000, max_page_bytes=32 * 1024
+        make_table(120_000, seed=1), paged, max_rows_per_file=60_000, max_page_bytes=32 * 1024
     )
+    lance.dataset(paged).delete("id % 1000 = 7 OR (id >= 50000 AND id < 50500)")
+    broken = root / "broken" / "ds" / "_versions"  # a manifest that does not parse
+    broken.mkdir(parents=True)
+    (broken / "1.manifest").write_bytes(b"\x00" * 64)
     return str(root)
 
 
@@ -65,305 +84,548 @@ def client(server):
     c.close()
 
 
-def _cmd(**kw) -> fl.FlightDescriptor:
-    return fl.FlightDescriptor.for_command(json.dumps(kw).encode())
+def _theirs(root: str, name: str, **kw) -> lance.LanceDataset:
+    return lance.dataset(os.path.join(root, name), **kw)
 
 
-def _read(client, info: fl.FlightInfo, parallel: bool = False) -> pa.Table:
-    def one(endpoint):
-        return client.do_get(endpoint.ticket).read_all()
-
-    if parallel:
-        with ThreadPoolExecutor(4) as pool:
-            tables = list(pool.map(one, info.endpoints))
-    else:
-        tables = [one(e) for e in info.endpoints]
-    return pa.concat_tables(tables).combine_chunks() if tables else None
+# -- discovery ---------------------------------------------------------------------------
 
 
-def _action(client, kind: str, **body) -> dict:
-    results = list(client.do_action(fl.Action(kind, json.dumps(body).encode())))
-    return json.loads(results[0].body.to_pybytes())
-
-
-def test_list_flights_and_whole_dataset(client, root):
+def test_list_flights_every_dataset_and_criteria(client, root):
     infos = {tuple(p.decode() for p in i.descriptor.path): i for i in client.list_flights()}
-    assert set(infos) == {("tpch/items",), ("big/paged",)}
+    assert {("tpch/items",), ("big/paged",)} <= set(infos)
+    for (name,), info in infos.items():
+        assert info.total_records == _theirs(root, name).count_rows()
+    only = [i.descriptor.path[0].decode() for i in client.list_flights(b"tpch/")]
+    assert only == ["tpch/items"]
+    # a broken dataset is left out of the listing; asking for it is an internal error
+    assert ("broken/ds",) not in infos
+    with pytest.raises(fl.FlightInternalError) as e:
+        client.get_flight_info(fl.FlightDescriptor.for_path("broken/ds"))
+    assert error_kind(e.value) == "INTERNAL" and root not in str(e.value)
+
+
+def test_whole_dataset_path_descriptor(client, root):
     info = client.get_flight_info(fl.FlightDescriptor.for_path("tpch/items"))
-    theirs = lance.dataset(os.path.join(root, "tpch/items"))
+    theirs = _theirs(root, "tpch/items")
     assert info.total_records == theirs.count_rows()
     assert len(info.endpoints) == len(theirs.get_fragments())
+    assert not info.ordered
+    assert all(len(e.locations) == 0 for e in info.endpoints)  # one server: "this connection"
     assert info.schema.equals(theirs.schema)
-    assert _read(client, info).equals(theirs.to_table().combine_chunks())
+    assert read_info(client, info).equals(theirs.to_table().combine_chunks())
     schema = client.get_schema(fl.FlightDescriptor.for_path("tpch/items")).schema
     assert schema.equals(theirs.schema)
 
 
-def test_projection_filter_row_ids(client, root):
-    theirs = lance.dataset(os.path.join(root, "tpch/items"))
+def test_total_bytes_are_the_projected_pages_on_disk(client, root):
+    theirs = _theirs(root, "big/paged")
+    names = theirs.schema.names
+
+    def page_bytes(columns: list[str]) -> int:
+        total = 0
+        for frag in theirs.get_fragments():
+            for df in frag.data_files():
+                path = os.path.join(root, "big/paged/data", df.path)
+                meta = lance.file.LanceFileReader(path).metadata()
+                for c in columns:  # flat schema: column i holds field i
+                    col = meta.columns[names.index(c)]
+                    total += sum(b.size for p in col.pages for b in p.buffers)
+        return total
+
+    whole = client.get_flight_info(fl.FlightDescriptor.for_path("big/paged"))
+    assert whole.total_bytes == page_bytes(names)
+    part = client.get_flight_info(cmd(dataset="big/paged", columns=["x"]))
+    assert part.total_bytes == page_bytes(["x"]) < whole.total_bytes
+    assert client.get_flight_info(cmd(dataset="big/paged", filter="id > 5")).total_bytes == -1
+
+
+# -- queries -----------------------------------------------------------------------------
+
+
+def test_projection_filter_with_row_id(client, root):
+    theirs = _theirs(root, "tpch/items")
     flt = "x > 0.5 AND s IS NOT NULL"
-    info = client.get_flight_info(
-        _cmd(dataset="tpch/items", columns=["s", "id"], filter=flt, with_row_id=True)
-    )
+    d = cmd(dataset="tpch/items", columns=["s", "id"], filter=flt, with_row_id=True)
+    info = client.get_flight_info(d)
     assert info.total_records == -1  # unknown before the filter runs
     expected = theirs.to_table(columns=["s", "id"], filter=flt, with_row_id=True)
-    assert _read(client, info).equals(expected.combine_chunks())
-    ids = expected.column("_rowid").to_pylist()[::7]
-    info = client.get_flight_info(_cmd(dataset="tpch/items", row_ids=ids, columns=["id", "x"]))
-    assert _read(client, info).equals(theirs._take_rows(ids, columns=["id", "x"]))
+    assert info.schema.equals(expected.schema)
+    assert client.get_schema(d).schema.equals(expected.schema)
+    assert read_info(client, info).equals(expected.combine_chunks())
 
 
-def test_limit_offset_is_one_ordered_endpoint(client, root):
-    theirs = lance.dataset(os.path.join(root, "tpch/items"))
-    info = client.get_flight_info(_cmd(dataset="tpch/items", limit=1234, offset=2900))
-    assert len(info.endpoints) == 1 and info.ordered and info.total_records == 1234
-    assert _read(client, info).equals(theirs.to_table(limit=1234, offset=2900))
+def test_row_ids_in_the_order_asked(client, root):
+    theirs = _theirs(root, "tpch/items")
+    all_ids = theirs.to_table(columns=["id"], with_row_id=True).column("_rowid").to_numpy()
+    ids = np.random.default_rng(3).choice(all_ids, 500, replace=False).tolist()
+    ids += ids[:5]  # repeats are returned again
+    d = cmd(dataset="tpch/items", row_ids=ids, columns=["id", "x"], with_row_id=True, batch_size=64)
+    info = client.get_flight_info(d)
+    assert info.total_records == len(ids) and info.ordered
+    reader = client.do_get(info.endpoints[0].ticket)
+    batches = [chunk.data for chunk in reader]
+    assert len(batches) > 1 and all(b.num_rows <= 64 for b in batches)
+    got = pa.Table.from_batches(batches)
+    expected = theirs._take_rows(ids, columns=["id", "x"])
+    assert got.drop_columns(["_rowid"]).equals(expected)
+    assert got.column("_rowid").to_pylist() == ids
+    assert got.schema.equals(info.schema)
+    empty = client.get_flight_info(cmd(dataset="tpch/items", row_ids=[]))
+    assert empty.total_records == 0 and read_info(client, empty).num_rows == 0
+    assert 3 not in all_ids  # row 3 of fragment 0 (id 3) is deleted
+    info = client.get_flight_info(cmd(dataset="tpch/items", row_ids=[3]))
+    with pytest.raises(fl.FlightServerError) as e:
+        read_info(client, info)
+    assert error_kind(e.value) == "INVALID_ARGUMENT"
 
 
-def test_versions_tags_and_pinned_tickets(client, root, tmp_path):
-    theirs = lance.dataset(os.path.join(root, "tpch/items"), version=1)
+@pytest.mark.parametrize(
+    "limit,offset,flt",
+    [(3000, 2000, None), (50, 0, None), (None, 8000, None), (0, 10, None), (100, 99_999, None)]
+    + [(300, 40, "x < 0.3")],
+    ids=["middle", "head", "tail", "zero", "past-end", "filtered"],
+)
+def test_limit_offset_in_row_order(client, root, limit, offset, flt):
+    theirs = _theirs(root, "tpch/items")
+    kw = {k: v for k, v in (("limit", limit), ("offset", offset), ("filter", flt)) if v is not None}
+    info = client.get_flight_info(
+        cmd(dataset="tpch/items", split_rows=1000, with_row_id=True, **kw)
+    )
+    assert info.ordered
+    expected = theirs.to_table(limit=limit, offset=offset, filter=flt, with_row_id=True)
+    got = read_info(client, info, parallel=True)  # endpoint order, whatever the read order
+    assert got.equals(expected.combine_chunks())
+    if flt is None:
+        assert info.total_records == expected.num_rows
+        if limit == 3000:
+            assert len(info.endpoints) > 1  # no filter: one endpoint per fragment it spans
+    else:
+        assert len(info.endpoints) == 1 and info.total_records == -1
+
+
+def test_versions_tags_and_pinned_tickets(client, root):
+    theirs = _theirs(root, "tpch/items", version=1)
     for version in (1, "first"):
-        info = client.get_flight_info(_cmd(dataset="tpch/items", version=version))
-        assert _read(client, info).equals(theirs.to_table().combine_chunks())
+        info = client.get_flight_info(cmd(dataset="tpch/items", version=version))
+        assert read_info(client, info).equals(theirs.to_table().combine_chunks())
     # a commit after get_flight_info does not change what its tickets return
     uri = os.path.join(root, "big", "pinned")
-    lance.write_dataset(_table(500), uri)
+    lance.write_dataset(make_table(500), uri)
     info = client.get_flight_info(fl.FlightDescriptor.for_path("big/pinned"))
-    lance.write_dataset(_table(100, start=500), uri, mode="append")
+    lance.write_dataset(make_table(100, start=500), uri, mode="append")
     lance.dataset(uri).delete("id < 50")
-    assert _read(client, info).equals(lance.dataset(uri, version=1).to_table())
+    assert read_info(client, info).equals(lance.dataset(uri, version=1).to_table())
     latest = client.get_flight_info(fl.FlightDescriptor.for_path("big/pinned"))
-    assert _read(client, latest).equals(lance.dataset(uri).to_table().combine_chunks())
+    assert read_info(client, latest).equals(lance.dataset(uri).to_table().combine_chunks())
+    # once cleanup removed the version, its tickets are NOT_FOUND (not a read of the files)
+    lance.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    with pytest.raises(fl.FlightServerError) as e:
+        client.do_get(info.endpoints[0].ticket).read_all()
+    assert error_kind(e.value) == "NOT_FOUND"
+
+
+def _page_starts(root: str, name: str, fragment) -> set[int]:
+    """Rows where pages start in a fragment's data file, from the file's metadata."""
+    path = os.path.join(root, name, "data", fragment.data_files()[0].path)
+    meta = lance_format.LanceFileReader(path).metadata
+    return {p.first_row for c in meta.columns for p in c.pages}
 
 
 def test_split_endpoints_read_in_parallel(client, root):
-    theirs = lance.dataset(os.path.join(root, "big/paged"))
+    theirs = _theirs(root, "big/paged")
     for flt in (None, "id % 3 = 0"):
         kw = {"filter": flt} if flt else {}
-        info = client.get_flight_info(_cmd(dataset="big/paged", split_rows=15_000, **kw))
+        info = client.get_flight_info(cmd(dataset="big/paged", split_rows=15_000, **kw))
         assert len(info.endpoints) > 2 * len(theirs.get_fragments())
         tickets = [json.loads(e.ticket.ticket) for e in info.endpoints]
-        # ranges tile each fragment exactly, cut at page starts
+        # ranges tile each fragment exactly, cut where pages start
         for frag in theirs.get_fragments():
             ranges = [(t["start"], t["stop"]) for t in tickets if t["fragment"] == frag.fragment_id]
             assert ranges[0][0] == 0 and ranges[-1][1] == frag.physical_rows
             assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
-        got = _read(client, info, parallel=True)
+            assert {a for a, _ in ranges} <= _page_starts(root, "big/paged", frag)
+        got = read_info(client, info, parallel=True)
         assert got.equals(theirs.to_table(filter=flt).combine_chunks())
 
 
-def test_do_put_modes(client, root):
-    uri = os.path.join(root, "put", "modes")
-    t1, t2 = _table(2500), _table(700, start=2500)
-    # a path descriptor appends, creating the dataset when absent
-    w, r = client.do_put(fl.FlightDescriptor.for_path("put/modes"), t1.schema)
-    w.write_table(t1, max_chunksize=1000)
-    w.done_writing()
-    result = json.loads(r.read().to_pybytes())
-    w.close()
-    assert result == {"version": 1, "rows_written": 2500}
-    w, r = client.do_put(_cmd(dataset="put/modes", mode="append", max_rows_per_file=300), t2.schema)
-    w.write_table(t2)
-    w.done_writing()
-    assert json.loads(r.read().to_pybytes())["version"] == 2
-    w.close()
-    assert lance.dataset(uri).to_table().equals(pa.concat_tables([t1, t2]))
-    assert len(lance.dataset(uri).get_fragments()) == 1 + 3
-    w, r = client.do_put(_cmd(dataset="put/modes", mode="overwrite"), t2.schema)
-    w.write_table(t2)
-    w.done_writing()
-    w.close()
-    assert lance.dataset(uri).to_table().equals(t2)
-    # create over an existing dataset, and an append with the wrong schema: refused
-    for cmd, data, kind in (
-        ({"mode": "create"}, t2, "ALREADY_EXISTS"),
-        ({"mode": "append"}, t2.drop_columns(["x"]), "INVALID_ARGUMENT"),
-    ):
-        with pytest.raises(fl.FlightServerError) as e:
-            w, r = client.do_put(_cmd(dataset="put/modes", **cmd), data.schema)
-            w.write_table(data)
-            w.done_writing()
-            w.close()
-        assert error_kind(e.value) == kind
-    assert lance.dataset(uri).version == 3
+def test_batch_size_bounds_every_batch(client, root):
+    info = client.get_flight_info(cmd(dataset="big/paged", batch_size=5000, columns=["id"]))
+    sizes = [c.data.num_rows for c in client.do_get(info.endpoints[0].ticket)]
+    first = _theirs(root, "big/paged").get_fragments()[0]
+    assert max(sizes) <= 5000 and sum(sizes) == first.count_rows()
 
 
-def test_staged_puts_commit_once_and_idempotency(client, root):
-    uri = os.path.join(root, "put", "staged")
-    lance.write_dataset(_table(100), uri)
-    staged = []
-    for i in range(3):
-        t = _table(200, start=1000 * (i + 1))
-        w, r = client.do_put(_cmd(dataset="put/staged", stage=True), t.schema)
-        w.write_table(t)
-        w.done_writing()
-        staged.append(json.loads(r.read().to_pybytes()))
-        w.close()
-    assert lance.dataset(uri).version == 1  # nothing committed yet
-    frags = [f for s in staged for f in s["fragments"]]
-    out = _action(client, "commit_staged", dataset="put/staged", fragments=frags, read_version=1)
-    assert out["version"] == 2 and lance.dataset(uri).count_rows() == 700
-    # the same idempotency key twice commits once
-    t = _table(50, start=9000)
-    versions = []
-    for _ in range(2):
-        w, r = client.do_put(_cmd(dataset="put/staged", idempotency_key="k-1"), t.schema)
-        w.write_table(t)
-        w.done_writing()
-        versions.append(json.loads(r.read().to_pybytes())["version"])
-        w.close()
-    assert versions == [3, 3] and lance.dataset(uri).count_rows() == 750
-    # staged files of an abandoned job are removed on request, committed ones never
-    w, r = client.do_put(_cmd(dataset="put/staged", stage=True), t.schema)
-    w.write_table(t)
-    w.done_writing()
-    abandoned = json.loads(r.read().to_pybytes())["fragments"]
-    w.close()
-    data = os.path.join(uri, "data")
-    before = len(os.listdir(data))
-    assert (
-        _action(client, "discard_staged", dataset="put/staged", fragments=abandoned)["removed"] == 1
+@pytest.fixture(scope="module")
+def wide_root(tmp_path_factory) -> str:
+    """One fragment of 24 batches of 32Ki rows x 2 doubles (1 MiB each): more than gRPC's
+    flow-control window holds."""
+    root = tmp_path_factory.mktemp("wide")
+    n = 24 * 32768
+    rng = np.random.default_rng(0)
+    lance.write_dataset(pa.table({"a": rng.random(n), "b": rng.random(n)}), str(root / "wide"))
+    return str(root)
+
+
+def test_stream_is_lazy_and_stops_when_cancelled(wide_root):
+    """The client reads one batch: the server decodes a few more (gRPC's window), not the
+    whole endpoint; after a cancel it decodes nothing more."""
+    pulled: list[int] = []
+
+    class Counting(LanceFlightServer):
+        def _stream(self, context, batches):
+            for b in super()._stream(context, batches):
+                pulled.append(b.num_rows)
+                yield b
+
+    server = Counting(wide_root, "grpc://127.0.0.1:0", warm=False)
+    try:
+        with fl.connect(f"grpc://127.0.0.1:{server.port}") as c:
+            info = c.get_flight_info(cmd(dataset="wide", batch_size=32768))
+            reader = c.do_get(info.endpoints[0].ticket)
+            reader.read_chunk()
+            time.sleep(1.0)  # give a runaway producer the time to run away
+            assert 1 <= len(pulled) <= 12  # of 24 batches (1 MiB each)
+            reader.cancel()
+            time.sleep(0.5)
+            seen = len(pulled)
+            time.sleep(0.5)
+            assert len(pulled) == seen < 24
+    finally:
+        server.shutdown()
+
+
+def test_warm_stays_within_its_budget(root):
+    catalog = Catalog(root, SearchCache(64 << 20))
+    files = sum(
+        len(f.data_files())
+        for name in ("tpch/items", "big/paged", "big/pinned")
+        if os.path.isdir(os.path.join(root, name))
+        for f in lance.dataset(os.path.join(root, name)).get_fragments()
     )
-    assert len(os.listdir(data)) == before - 1
-    with pytest.raises(fl.FlightServerError):
-        _action(client, "discard_staged", dataset="put/staged", fragments=frags)
-    assert lance.dataset(uri).count_rows() == 750
+    assert catalog.warm(budget_bytes=1) == {"datasets": 0, "files": 1}
+    warmed = Catalog(root, SearchCache(64 << 20)).warm()
+    assert warmed["files"] == files and warmed["datasets"] == len(catalog.names()) - 1  # broken
 
 
-_DISCONNECTING_CLIENT = textwrap.dedent(
-    """
-    import json, sys, time
-    import numpy as np, pyarrow as pa, pyarrow.flight as fl
-    c = fl.connect(sys.argv[1])
-    t = pa.table({"id": pa.array(np.arange(10000), pa.int64())})
-    d = fl.FlightDescriptor.for_command(json.dumps({"dataset": "put/cut"}).encode())
-    w, r = c.do_put(d, t.schema)
-    for i in range(1000):
-        w.write_table(t)
-        if i == 20:
-            print("sent", flush=True)
-        time.sleep(0.01)
-    """
-)
+class _Counting(fl.ServerMiddlewareFactory):
+    def __init__(self) -> None:
+        self.methods: list[str] = []
+
+    def start_call(self, info, headers):
+        self.methods.append(str(info.method))
+        return None
 
 
-def test_client_disconnect_mid_put_commits_nothing(server, root):
-    uri = os.path.join(root, "put", "cut")
-    lance.write_dataset(pa.table({"id": pa.array(np.arange(10), pa.int64())}), uri)
-    files_before = set(os.listdir(os.path.join(uri, "data")))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _DISCONNECTING_CLIENT, server.location],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout.readline().strip() == "sent"
-    proc.kill()
-    proc.wait()
-    c = fl.connect(server.location)
-    for _ in range(100):  # the server notices the broken stream, then cleans up
-        _action(c, "health")
-        if set(os.listdir(os.path.join(uri, "data"))) == files_before:
-            break
-        import time
-
-        time.sleep(0.1)
-    assert set(os.listdir(os.path.join(uri, "data"))) == files_before
-    assert lance.dataset(uri).version == 1 and lance.dataset(uri).count_rows() == 10
+def test_extra_middleware_joins_the_servers_own(root, caplog):
+    extra = _Counting()
+    server = LanceFlightServer(root, "grpc://127.0.0.1:0", warm=False, middleware={"n": extra})
+    try:
+        with caplog.at_level(logging.INFO, logger="flight_server.requests"):
+            with fl.connect(f"grpc://127.0.0.1:{server.port}") as c:
+                c.get_flight_info(fl.FlightDescriptor.for_path("tpch/items"))
+    finally:
+        server.shutdown()
+    assert len(extra.methods) == 1 and "GET_FLIGHT_INFO" in extra.methods[0]
+    lines = [r.getMessage() for r in caplog.records if r.name == "flight_server.requests"]
+    assert any("method=GetFlightInfo" in line and "dataset=tpch/items" in line for line in lines)
 
 
-def test_actions(client, root):
-    names = {a.type for a in client.list_actions()}
-    expected = {"list_datasets", "dataset_info", "versions", "create_tag", "delete_tag"}
-    expected |= {"restore", "delete", "add_columns", "drop_columns", "compact", "cleanup"}
-    expected |= {"commit_staged", "cache_stats", "health"}
-    assert expected <= names
-    uri = os.path.join(root, "act", "ds")
-    lance.write_dataset(_table(3000), uri, max_rows_per_file=500)
-    assert "act/ds" in _action(client, "list_datasets")["datasets"]
-    info = _action(client, "dataset_info", dataset="act/ds")
-    assert info["rows"] == 3000 and len(info["fragments"]) == 6 and info["encodings"]
-    out = _action(client, "delete", dataset="act/ds", filter="id < 1200")
-    assert out["deleted"] == 1200 and lance.dataset(uri).count_rows() == 1800
-    _action(client, "create_tag", dataset="act/ds", tag="before", version=1)
-    assert lance.dataset(uri).tags.list()["before"]["version"] == 1
-    out = _action(client, "add_columns", dataset="act/ds", columns={"y": "id * 2"})
-    assert "y" in lance.dataset(uri).schema.names
-    _action(client, "drop_columns", dataset="act/ds", columns=["x"])
-    assert lance.dataset(uri).schema.names == ["id", "s", "y"]
-    out = _action(client, "compact", dataset="act/ds", target_rows_per_fragment=1000)
-    assert out["fragments_removed"] > 0
-    assert lance.dataset(uri).to_table(columns=["id"])["id"].to_pylist() == list(range(1200, 3000))
-    versions = _action(client, "versions", dataset="act/ds")["versions"]
-    assert [v["version"] for v in versions] == [v["version"] for v in lance.dataset(uri).versions()]
-    restored = _action(client, "restore", dataset="act/ds", version="before")
-    assert lance.dataset(uri).count_rows() == 3000 and restored["restored"] == 1
-    _action(client, "delete_tag", dataset="act/ds", tag="before")
-    assert lance.dataset(uri).tags.list() == {}
-    stats = _action(client, "cleanup", dataset="act/ds", older_than_seconds=0)
-    assert stats["old_versions"] >= 1
-    assert lance.dataset(uri).count_rows() == 3000
-    assert _action(client, "cache_stats")["capacity_bytes"] == 64 << 20
-    assert _action(client, "health")["status"] == "ok"
+# -- errors ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: _cmd(dataset="tpch/items", bogus=1),
-        lambda: _cmd(dataset="tpch/items", limit=-1),
-        lambda: _cmd(dataset="tpch/items", columns="id"),
-        lambda: _cmd(dataset="tpch/items", columns=["nope"]),
-        lambda: _cmd(dataset="tpch/items", filter="nope > 1"),
-        lambda: _cmd(dataset="tpch/items", filter="id >"),
+        lambda: cmd(dataset="tpch/items", bogus=1),
+        lambda: cmd(dataset="tpch/items", limit=-1),
+        lambda: cmd(dataset="tpch/items", offset="3"),
+        lambda: cmd(dataset="tpch/items", batch_size=0),
+        lambda: cmd(dataset="tpch/items", split_rows=True),
+        lambda: cmd(dataset="tpch/items", version=[1]),
+        lambda: cmd(dataset="tpch/items", version=0),
+        lambda: cmd(dataset="tpch/items", with_row_id="yes"),
+        lambda: cmd(dataset="tpch/items", row_ids=[1, -2]),
+        lambda: cmd(dataset="tpch/items", row_ids=[1 << 64]),
+        lambda: cmd(dataset="tpch/items", limit=1 << 63),
+        lambda: cmd(dataset="tpch/items", row_ids=[1], filter="id > 1"),
+        lambda: cmd(dataset="tpch/items", columns="id"),
+        lambda: cmd(dataset="tpch/items", columns=["nope"]),
+        lambda: cmd(dataset="tpch/items", filter="nope > 1"),
+        lambda: cmd(dataset="tpch/items", filter="id >"),
+        lambda: cmd(dataset="tpch/items", filter=""),
+        lambda: cmd(columns=["id"]),
         lambda: fl.FlightDescriptor.for_command(b"not json"),
-        lambda: _cmd(dataset="../outside"),
-        lambda: _cmd(dataset="/etc"),
+        lambda: fl.FlightDescriptor.for_command(b"[1, 2]"),
+        lambda: cmd(dataset="../outside"),
+        lambda: cmd(dataset="/etc"),
+        lambda: cmd(dataset="tpch//items"),
         lambda: fl.FlightDescriptor.for_path("tpch/../../x"),
+        lambda: fl.FlightDescriptor.for_path("tpch", "items"),
     ],
     ids=[
-        "key",
+        "unknown-key",
         "negative",
+        "offset-type",
+        "zero-batch",
+        "bool-split",
+        "version-type",
+        "version-zero",
+        "row-id-flag",
+        "negative-row-id",
+        "huge-row-id",
+        "huge-limit",
+        "row-ids-and-filter",
         "columns-type",
         "column",
         "filter-col",
         "filter-sql",
+        "filter-empty",
+        "no-dataset",
         "json",
+        "not-object",
         "dots",
         "abs",
-        "path",
+        "empty-part",
+        "path-dots",
+        "path-parts",
     ],
 )
 def test_bad_requests_are_invalid_argument(client, make):
     with pytest.raises(fl.FlightServerError) as e:
         client.get_flight_info(make())
     assert error_kind(e.value) == "INVALID_ARGUMENT"
+    assert str(e.value).startswith("[INVALID_ARGUMENT] ")
     assert "Traceback" not in str(e.value)
-    assert _action(client, "health")["status"] == "ok"  # the server still answers
+    # get_schema: pyarrow appends a traceback whatever is raised (see test_pyarrow_error_facts);
+    # the code is right and the traceback names no file of the server
+    with pytest.raises(pa.ArrowInvalid) as e:
+        client.get_schema(make())
+    assert error_kind(e.value) == "INVALID_ARGUMENT"
+    assert '.py"' not in str(e.value) and "flight_server" not in str(e.value)
+    assert action(client, "health")["status"] == "ok"  # the server still answers
+
+
+def test_messages_name_the_wrong_key(client):
+    for body, key in (
+        ({"limit": -1}, "'limit'"),
+        ({"columns": ["nope"]}, "'columns'"),
+        ({"filter": "nope > 1"}, "'filter'"),
+        ({"bogus": 1}, "bogus"),
+    ):
+        with pytest.raises(fl.FlightServerError) as e:
+            client.get_flight_info(cmd(dataset="tpch/items", **body))
+        assert key in str(e.value)
 
 
 def test_not_found_and_bad_tickets(client, root, tmp_path):
-    for d in (_cmd(dataset="no/such"), _cmd(dataset="tpch/items", version=99)):
+    for d in (
+        cmd(dataset="no/such"),
+        cmd(dataset="tpch/items", version=99),
+        cmd(dataset="tpch/items", version="no-such-tag"),
+    ):
         with pytest.raises(fl.FlightServerError) as e:
             client.get_flight_info(d)
         assert error_kind(e.value) == "NOT_FOUND"
+        assert root not in str(e.value)  # the server's paths stay private
+        with pytest.raises(pa.ArrowKeyError) as e:
+            client.get_schema(d)
+        assert error_kind(e.value) == "NOT_FOUND"
     with pytest.raises(fl.FlightServerError) as e:
-        _action(client, "no_such_action")
+        action(client, "no_such_action")
     assert error_kind(e.value) == "NOT_FOUND"
-    for raw in (b"garbage", b'{"v":1}', b'{"v":1,"dataset":"tpch/items","version":1,"start":5}'):
+    good = json.loads(
+        client.get_flight_info(fl.FlightDescriptor.for_path("tpch/items"))
+        .endpoints[0]
+        .ticket.ticket
+    )
+    forged = [
+        b"garbage",
+        b"\xff\xfe",
+        b"[]",
+        b'{"v":1}',
+        b'{"v":2,"dataset":"tpch/items","version":1}',
+        b'{"v":1,"dataset":"tpch/items","version":1,"start":5}',
+        b'{"v":1,"dataset":"tpch/items","version":"1"}',
+        b'{"v":1,"dataset":"tpch/items","version":1,"extra":1}',
+        json.dumps({**good, "start": 10, "stop": 5}).encode(),
+        json.dumps({**good, "stop": 10**9}).encode(),
+        json.dumps({**good, "dataset": "../x"}).encode(),
+        json.dumps({**good, "columns": ["nope"]}).encode(),
+        json.dumps({**good, "columns": "id"}).encode(),
+        json.dumps({**good, "row_ids": [1 << 64]}).encode(),
+        json.dumps({k: v for k, v in good.items() if k != "fragment"}).encode(),
+    ]
+    for raw in forged:
         with pytest.raises(fl.FlightServerError) as e:
             client.do_get(fl.Ticket(raw)).read_all()
-        assert error_kind(e.value) == "INVALID_ARGUMENT"
+        assert error_kind(e.value) == "INVALID_ARGUMENT", raw
+    for raw in (json.dumps({**good, "fragment": 77}), json.dumps({**good, "version": 50})):
+        with pytest.raises(fl.FlightServerError) as e:
+            client.do_get(fl.Ticket(raw.encode())).read_all()
+        assert error_kind(e.value) == "NOT_FOUND"
     # a symlink inside the root that points outside it is not followed
     outside = tmp_path / "outside"
-    lance.write_dataset(_table(10), str(outside))
+    lance.write_dataset(make_table(10), str(outside))
     os.symlink(outside, os.path.join(root, "escape"))
     try:
         with pytest.raises(fl.FlightServerError) as e:
             client.get_flight_info(fl.FlightDescriptor.for_path("escape"))
         assert error_kind(e.value) == "INVALID_ARGUMENT"
-        assert "escape" not in _action(client, "list_datasets")["datasets"]
+        assert "escape" not in action(client, "list_datasets")["datasets"]
     finally:
         os.unlink(os.path.join(root, "escape"))
+    assert action(client, "health")["status"] == "ok"
+
+
+def _grpc_code(port: int, action_type: str) -> str:
+    """DoAction over plain gRPC (no pyarrow): the status code name the server sent."""
+    body = action_type.encode()
+    request = bytes([0x0A, len(body)]) + body  # Action{type}
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_stream(
+            "/arrow.flight.protocol.FlightService/DoAction",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        try:
+            list(call(request, timeout=10))
+        except grpc.RpcError as exc:
+            return exc.code().name
+    return "OK"
+
+
+_RAISE = {
+    "ValueError": lambda: ValueError("m"),
+    "ArrowInvalid": lambda: pa.ArrowInvalid("m"),
+    "KeyError": lambda: KeyError("m"),
+    "NotImplementedError": lambda: NotImplementedError("m"),
+    "RuntimeError": lambda: RuntimeError("m"),
+    "ArrowCancelled": lambda: pa.ArrowCancelled("m"),
+    "FlightServerError": lambda: fl.FlightServerError("m", b"x"),
+    "FlightInternalError": lambda: fl.FlightInternalError("m", b"x"),
+    "FlightUnauthenticatedError": lambda: fl.FlightUnauthenticatedError("m"),
+    "FlightUnauthorizedError": lambda: fl.FlightUnauthorizedError("m"),
+    "FlightUnavailableError": lambda: fl.FlightUnavailableError("m"),
+    "FlightCancelledError": lambda: fl.FlightCancelledError("m"),
+}
+# raised by a handler -> (gRPC code, what the pyarrow client raises, traceback in the message)
+_FACTS = {
+    "ValueError": ("INVALID_ARGUMENT", pa.ArrowInvalid, True),
+    "ArrowInvalid": ("INVALID_ARGUMENT", pa.ArrowInvalid, True),
+    "KeyError": ("NOT_FOUND", pa.ArrowKeyError, True),
+    "NotImplementedError": ("UNIMPLEMENTED", pa.ArrowNotImplementedError, True),
+    "RuntimeError": ("UNKNOWN", fl.FlightServerError, True),
+    "ArrowCancelled": ("UNKNOWN", fl.FlightServerError, True),
+    "FlightServerError": ("UNKNOWN", fl.FlightServerError, False),
+    "FlightInternalError": ("INTERNAL", fl.FlightInternalError, False),
+    "FlightUnauthenticatedError": ("UNAUTHENTICATED", fl.FlightUnauthenticatedError, False),
+    "FlightUnauthorizedError": ("PERMISSION_DENIED", fl.FlightUnauthorizedError, False),
+    "FlightUnavailableError": ("UNAVAILABLE", fl.FlightUnavailableError, False),
+    "FlightCancelledError": ("CANCELLED", fl.FlightCancelledError, False),
+}
+
+
+class _Raising(fl.FlightServerBase):
+    def do_action(self, context, action):
+        raise _RAISE[action.type]()
+
+    def get_schema(self, context, descriptor):
+        raise _RAISE[descriptor.path[0].decode()]()
+
+
+def test_pyarrow_error_facts():
+    """What pyarrow does with what a handler raises: why errors.py maps as it does."""
+    server = _Raising("grpc://127.0.0.1:0")
+    try:
+        with fl.connect(f"grpc://127.0.0.1:{server.port}") as c:
+            for name, (code, cls, traceback) in _FACTS.items():
+                assert _grpc_code(server.port, name) == code, name
+                with pytest.raises(cls) as e:
+                    list(c.do_action(fl.Action(name, b"")))
+                assert type(e.value) is cls, name
+                assert ("Traceback" in str(e.value)) == traceback, name
+                if name in ("FlightServerError", "FlightInternalError"):
+                    assert e.value.extra_info == b"x"
+            # get_schema (pyarrow 26) drops the Flight classes: the client gets a plain
+            # ArrowException with the traceback, the other classes map as everywhere
+            for name in ("FlightServerError", "FlightUnauthenticatedError"):
+                with pytest.raises(pa.ArrowException) as e:
+                    c.get_schema(fl.FlightDescriptor.for_path(name))
+                assert not isinstance(e.value, fl.FlightError)
+                assert "Traceback" in str(e.value)
+            for name in ("ArrowInvalid", "KeyError"):
+                with pytest.raises(_FACTS[name][1]):
+                    c.get_schema(fl.FlightDescriptor.for_path(name))
+    finally:
+        server.shutdown()
+
+
+# project error -> (kind, pyarrow client class, gRPC code)
+_MAPPED = {
+    "bad": (lambda: BadRequest("m"), "INVALID_ARGUMENT", fl.FlightServerError, "UNKNOWN"),
+    "schema": (lambda: SchemaError("m"), "INVALID_ARGUMENT", fl.FlightServerError, "UNKNOWN"),
+    "missing": (lambda: NotFound("m"), "NOT_FOUND", fl.FlightServerError, "UNKNOWN"),
+    "exists": (lambda: AlreadyExists("m"), "ALREADY_EXISTS", fl.FlightServerError, "UNKNOWN"),
+    "conflict": (lambda: CommitConflictError("m"), "ABORTED", fl.FlightServerError, "UNKNOWN"),
+    "unsupported": (
+        lambda: UnsupportedError("m"),
+        "UNIMPLEMENTED",
+        fl.FlightServerError,
+        "UNKNOWN",
+    ),
+    "unimplemented": (lambda: Unimplemented("m"), "UNIMPLEMENTED", fl.FlightServerError, "UNKNOWN"),
+    "corrupt": (lambda: CorruptFileError("m"), "INTERNAL", fl.FlightInternalError, "INTERNAL"),
+    "bug": (lambda: IndexError("m"), "INTERNAL", fl.FlightInternalError, "INTERNAL"),
+    "unauthenticated": (
+        lambda: Unauthenticated("m"),
+        "UNAUTHENTICATED",
+        fl.FlightUnauthenticatedError,
+        "UNAUTHENTICATED",
+    ),
+    "forbidden": (
+        lambda: Forbidden("m"),
+        "PERMISSION_DENIED",
+        fl.FlightUnauthorizedError,
+        "PERMISSION_DENIED",
+    ),
+    "stopping": (lambda: Unavailable("m"), "UNAVAILABLE", fl.FlightUnavailableError, "UNAVAILABLE"),
+    "retry": (
+        lambda: RetryableCommitConflictError("m"),
+        "ABORTED",
+        fl.FlightServerError,
+        "UNKNOWN",
+    ),
+}
+
+
+class _Mapped(fl.FlightServerBase):
+    @flight_errors
+    def do_action(self, context, action):
+        raise _MAPPED[action.type][0]()
+
+
+def test_every_error_kind_reaches_the_client_without_a_traceback():
+    server = _Mapped("grpc://127.0.0.1:0")
+    try:
+        with fl.connect(f"grpc://127.0.0.1:{server.port}") as c:
+            for name, (_, kind, cls, code) in _MAPPED.items():
+                with pytest.raises(cls) as e:
+                    list(c.do_action(fl.Action(name, b"")))
+                assert type(e.value) is cls, name
+                assert error_kind(e.value) == kind, name
+                assert str(e.value).startswith(f"[{kind}] "), name
+                assert "Traceback" not in str(e.value) and ".py" not in str(e.value), name
+                assert _grpc_code(server.port, name) == code, name
+            for name, retryable in (("conflict", False), ("retry", True), ("stopping", True)):
+                with pytest.raises(fl.FlightError) as e:
+                    list(c.do_action(fl.Action(name, b"")))
+                assert json.loads(e.value.extra_info)["retryable"] is retryable
+    finally:
+        server.shutdown()
+
+
+# -- processes ---------------------------------------------------------------------------
 
 
 def test_workers_spread_endpoints(root):
@@ -372,22 +634,93 @@ def test_workers_spread_endpoints(root):
         assert len(workers) == 2 and s.location == workers[0]
         c = fl.connect(s.location)
         info = c.get_flight_info(fl.FlightDescriptor.for_path("tpch/items"))
-        firsts = {e.locations[0].uri.decode() for e in info.endpoints}
-        assert firsts == set(workers)
+        firsts = [e.locations[0].uri.decode() for e in info.endpoints]
+        assert set(firsts) == set(workers) and firsts[0] != firsts[1]  # round robin
         theirs = lance.dataset(os.path.join(root, "tpch/items")).to_table().combine_chunks()
         # every ticket can be redeemed at its first location and at the other one
+        pids = set()
         for shift in (0, 1):
             tables = []
             for e in info.endpoints:
                 loc = e.locations[shift].uri.decode()
                 with fl.connect(loc) as other:
                     tables.append(other.do_get(e.ticket).read_all())
+                    pids.add(action(other, "health")["pid"])
             assert pa.concat_tables(tables).combine_chunks().equals(theirs)
+        assert len(pids) == 2 and s.process.pid not in pids
         c.close()
+        # a worker that dies is restarted on its port (its location is in every FlightInfo)
+        with fl.connect(workers[1]) as w:
+            victim = action(w, "health")["pid"]
+        os.kill(victim, signal.SIGKILL)
+
+        def replaced() -> bool:
+            try:
+                with fl.connect(workers[1]) as w:
+                    return action(w, "health")["pid"] not in (victim, None)
+            except fl.FlightError:
+                return False
+
+        deadline = time.monotonic() + 60
+        while not replaced() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert replaced()
+        with fl.connect(workers[1]) as w:
+            assert w.do_get(info.endpoints[1].ticket).read_all().num_rows > 0
     assert s.process.returncode == 0
+
+
+def test_serve_refuses_a_missing_root_and_a_taken_port(root, tmp_path):
+    def serve_args(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "flight_server.cli", "serve", *args, "--no-warm"]
+        env = {**os.environ, "PYTHONPATH": REPO}
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
+
+    missing = serve_args(str(tmp_path / "nope"), "--port", "0")
+    assert missing.returncode == 2 and "not a directory" in missing.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for extra in ([], ["--workers", "2"]):
+            busy = serve_args(root, "--port", port, *extra)
+            assert busy.returncode == 2 and "error:" in busy.stderr
+            assert "listening" not in busy.stdout
 
 
 def test_sigint_stops_gracefully(root):
     with serve(root, "--no-warm") as s:
         assert s.stop(signal.SIGINT) == 0
-    assert REPO  # the fixture module resolved the repository
+
+
+def test_sigterm_with_a_stalled_reader_still_exits_cleanly(wide_root):
+    """A client that stops reading cannot hold the server: after the grace period its stream
+    ends with UNAVAILABLE and the process exits 0."""
+    with serve(wide_root, "--no-warm", "--shutdown-grace", "1") as s:
+        c = fl.connect(s.location)
+        info = c.get_flight_info(cmd(dataset="wide", batch_size=32768))
+        reader = c.do_get(info.endpoints[0].ticket)
+        reader.read_chunk()
+        assert s.stop(signal.SIGTERM) == 0
+        with pytest.raises(fl.FlightUnavailableError):
+            for _ in reader:
+                pass
+        c.close()
+        assert "exiting" in s.log() or "stopped" in s.log()
+
+
+def test_readme_flight_protocol_examples_run(tmp_path, capsys):
+    """The README's Flight protocol examples, run in order against a fresh server."""
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("## Flight protocol") :]
+    nxt = section.find("\n## ", 5)
+    section = section if nxt < 0 else section[:nxt]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) >= 4
+    with serve(str(tmp_path), "--no-warm") as s:
+        code = "\n".join(blocks).replace("grpc://127.0.0.1:8815", s.location)
+        exec(compile(code, "README.md", "exec"), {})  # noqa: S102
+    assert s.process.returncode == 0
+    out = capsys.readouterr().out
+    assert "{'version': 1, 'rows_written': 10000}" in out and "NOT_FOUND" in out
+    assert lance.dataset(str(tmp_path / "demo" / "points")).count_rows() == 10_000

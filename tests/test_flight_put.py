@@ -1,0 +1,505 @@
+"""``do_put`` through a real ``pyarrow.flight`` client against ``lance-flight serve``.
+
+Truth is pylance: what a put committed is read back with ``lance.dataset(...)``, and the data
+directory is listed to prove that refused, failed and abandoned puts leave no file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
+from flight_fixtures import action, cmd, data_files, make_table, put, serve
+
+from flight_server.catalog import Catalog
+from flight_server.errors import AlreadyExists, error_kind
+from flight_server.ingest import PutOptions, aligned, ingest
+from lance_format.cache import SearchCache
+from lance_format.errors import InvalidArgumentError
+from lance_format.schema import LanceSchema
+from lance_format.table import staging, write
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("root"))
+
+
+@pytest.fixture(scope="module")
+def server(root):
+    with serve(root, "--no-warm") as s:
+        yield s
+    assert s.process.returncode == 0
+
+
+@pytest.fixture
+def client(server):
+    c = fl.connect(server.location)
+    yield c
+    c.close()
+
+
+def _refused(client, descriptor, table: pa.Table) -> fl.FlightError:
+    with pytest.raises(fl.FlightError) as e:
+        put(client, descriptor, table)
+    assert "Traceback" not in str(e.value)
+    return e.value
+
+
+def test_path_put_creates_then_appends(client, root):
+    uri = os.path.join(root, "path", "ds")
+    t1, t2 = make_table(2500), make_table(700, start=2500)
+    out = put(client, fl.FlightDescriptor.for_path("path/ds"), t1, max_chunksize=1000)
+    assert out == {"version": 1, "rows_written": 2500}
+    out = put(client, fl.FlightDescriptor.for_path("path/ds"), t2)
+    assert out == {"version": 2, "rows_written": 700}
+    assert lance.dataset(uri).to_table().equals(pa.concat_tables([t1, t2]))
+
+
+def test_every_mode(client, root):
+    uri = os.path.join(root, "modes")
+    t1, t2 = make_table(1000), make_table(700, start=1000)
+    # create rolls files at max_rows_per_file: one fragment each
+    out = put(client, cmd(dataset="modes", mode="create", max_rows_per_file=300), t1)
+    assert out["version"] == 1
+    assert [f.count_rows() for f in lance.dataset(uri).get_fragments()] == [300, 300, 300, 100]
+    files = data_files(uri)
+    e = _refused(client, cmd(dataset="modes", mode="create"), t2)
+    assert isinstance(e, fl.FlightServerError) and error_kind(e) == "ALREADY_EXISTS"
+    assert data_files(uri) == files and lance.dataset(uri).version == 1
+    assert put(client, cmd(dataset="modes", mode="append"), t2)["version"] == 2
+    assert lance.dataset(uri).to_table().equals(pa.concat_tables([t1, t2]))
+    # overwrite may change the schema; older versions stay readable
+    t3 = pa.table({"k": pa.array(["a", "b", None]), "v": pa.array([1.5, None, 3.0])})
+    assert put(client, cmd(dataset="modes", mode="overwrite"), t3)["version"] == 3
+    assert lance.dataset(uri).to_table().equals(t3)
+    assert lance.dataset(uri, version=2).count_rows() == 1700
+    # overwrite of a dataset that does not exist creates it
+    assert put(client, cmd(dataset="fresh/ow", mode="overwrite"), t3)["version"] == 1
+    assert lance.dataset(os.path.join(root, "fresh/ow")).to_table().equals(t3)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"], ids=["v2.0", "v2.1", "v2.2"])
+def test_data_storage_versions(client, root, version):
+    name = f"dsv/{version.replace('.', '_')}"
+    uri = os.path.join(root, name)
+    t = make_table(500)
+    put(client, cmd(dataset=name, mode="create", data_storage_version=version), t)
+    put(client, cmd(dataset=name), make_table(10, start=500))
+    ds = lance.dataset(uri)
+    assert ds.data_storage_version == version
+    assert ds.to_table().equals(pa.concat_tables([t, make_table(10, start=500)]))
+    other = "2.1" if version != "2.1" else "2.0"
+    e = _refused(client, cmd(dataset=name, data_storage_version=other), t)
+    assert error_kind(e) == "INVALID_ARGUMENT"
+
+
+def test_nested_types_round_trip(client, root):
+    n = 300
+    rng = np.random.default_rng(1)
+    t = pa.table(
+        {
+            "id": pa.array(np.arange(n), pa.int32()),
+            "vec": pa.FixedSizeListArray.from_arrays(
+                pa.array(rng.random(n * 4, dtype=np.float32)), 4
+            ),
+            "tags": pa.array([[f"t{j}" for j in range(i % 4)] or None for i in range(n)]),
+            "point": pa.StructArray.from_arrays(
+                [pa.array(rng.random(n)), pa.array(np.arange(n) % 7, pa.int16())], ["x", "y"]
+            ),
+            "ts": pa.array(np.arange(n) * 10**9, pa.timestamp("us")),
+        }
+    )
+    put(client, cmd(dataset="nested", mode="create"), t, max_chunksize=77)
+    assert lance.dataset(os.path.join(root, "nested")).to_table().equals(t)
+
+
+def test_view_and_large_string_data_is_stored_as_the_datasets_types(client, root):
+    """Producers (DuckDB, Polars, Parquet readers) send string_view; a string column takes
+    string, large_string or string_view data alike."""
+    uri = os.path.join(root, "views")
+    t = make_table(100)
+    views = t.cast(pa.schema([("id", pa.int64()), ("x", pa.float64()), ("s", pa.string_view())]))
+    put(client, cmd(dataset="views", mode="create"), views)
+    assert lance.dataset(uri).schema == t.schema  # string_view is stored as string
+    large = make_table(10, start=100)
+    large = large.cast(
+        pa.schema([("id", pa.int64()), ("x", pa.float64()), ("s", pa.large_string())])
+    )
+    put(client, cmd(dataset="views"), large)
+    assert lance.dataset(uri).to_table().equals(pa.concat_tables([t, make_table(10, start=100)]))
+
+
+def test_refused_appends_write_nothing(client, root):
+    uri = os.path.join(root, "strict")
+    t = make_table(100)
+    put(client, cmd(dataset="strict"), t)
+    files = data_files(uri)
+    bad = [
+        t.drop_columns(["x"]),
+        t.select(["x", "id", "s"]),
+        t.set_column(0, "id", t.column("id").cast(pa.int32())),
+    ]
+    for data in bad:
+        e = _refused(client, cmd(dataset="strict", mode="append"), data)
+        assert error_kind(e) == "INVALID_ARGUMENT"
+    assert data_files(uri) == files
+    assert lance.dataset(uri).version == 1 and lance.dataset(uri).to_table().equals(t)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"dataset": "bad/x", "bogus": 1},
+        {"dataset": "bad/x", "mode": "upsert"},
+        {"dataset": "bad/x", "data_storage_version": "0.1"},
+        {"dataset": "bad/x", "stage": "yes"},
+        {"dataset": "bad/x", "max_rows_per_file": 0},
+        {"dataset": "bad/x", "max_rows_per_file": "10"},
+        {"dataset": "bad/x", "idempotency_key": 123},
+        {"dataset": "bad/x", "idempotency_key": ""},
+        {"mode": "create"},
+        {"dataset": "../escape"},
+        {"dataset": "/abs"},
+    ],
+    ids=[
+        "key",
+        "mode",
+        "version",
+        "stage",
+        "rows-zero",
+        "rows-type",
+        "key-type",
+        "key-empty",
+        "no-dataset",
+        "dots",
+        "abs",
+    ],
+)
+def test_bad_put_commands(client, root, body):
+    e = _refused(client, cmd(**body), make_table(10))
+    assert error_kind(e) == "INVALID_ARGUMENT"
+    assert not os.path.exists(os.path.join(root, "bad"))
+    assert not os.path.exists(os.path.join(os.path.dirname(root), "escape"))
+    assert action(client, "health")["status"] == "ok"
+
+
+def test_empty_streams(client, root):
+    schema = make_table(1).schema
+    out = put(client, cmd(dataset="empty", mode="create"), schema.empty_table())
+    assert out == {"version": 1, "rows_written": 0}
+    ds = lance.dataset(os.path.join(root, "empty"))
+    assert ds.count_rows() == 0 and ds.schema.names == schema.names
+    put(client, cmd(dataset="empty"), make_table(5))
+    out = put(client, cmd(dataset="empty"), schema.empty_table())
+    assert out == {"version": 2, "rows_written": 0}  # nothing to commit: no new version
+    assert lance.dataset(os.path.join(root, "empty")).version == 2
+
+
+def test_staged_puts_commit_in_one_transaction(client, root):
+    uri = os.path.join(root, "staged")
+    lance.write_dataset(make_table(100), uri)
+    staged = []
+    for i in range(3):
+        t = make_table(200, start=1000 * (i + 1))
+        out = put(client, cmd(dataset="staged", stage=True, max_rows_per_file=150), t)
+        assert out["staged"] and out["rows_written"] == 200 and out["read_version"] == 1
+        assert len(out["fragments"]) == 2
+        staged.append(out)
+    assert lance.dataset(uri).version == 1  # nothing committed yet
+    frags = [f for s in staged for f in s["fragments"]]
+    out = action(client, "commit_staged", dataset="staged", fragments=frags, read_version=1)
+    assert out["version"] == 2 and out["rows_written"] == 600
+    ds = lance.dataset(uri)
+    assert ds.version == 2 and len(ds.get_fragments()) == 1 + 6
+    expected = [make_table(100)] + [make_table(200, start=1000 * (i + 1)) for i in range(3)]
+    assert ds.to_table().sort_by("id").equals(pa.concat_tables(expected).sort_by("id"))
+
+
+def test_staged_create_and_overwrite(client, root):
+    uri = os.path.join(root, "staged_new")
+    t = make_table(120)
+    out = put(client, cmd(dataset="staged_new", stage=True), t)
+    assert out["read_version"] == 0 and not os.path.isdir(os.path.join(uri, "_versions"))
+    body = {"dataset": "staged_new", "fragments": out["fragments"]}
+    e = pytest.raises(fl.FlightServerError, action, client, "commit_staged", **body)
+    assert error_kind(e.value) == "INVALID_ARGUMENT"  # creating needs the schema
+    e = pytest.raises(
+        fl.FlightServerError,
+        action,
+        client,
+        "commit_staged",
+        **body,
+        schema=out["schema"],
+        data_storage_version="2.1",
+    )
+    assert error_kind(e.value) == "INVALID_ARGUMENT"  # the staged files are 2.2
+    done = action(client, "commit_staged", **body, schema=out["schema"])
+    assert done["version"] == 1 and lance.dataset(uri).to_table().equals(t)
+    t2 = make_table(30, start=500)
+    out = put(client, cmd(dataset="staged_new", stage=True), t2)
+    done = action(
+        client,
+        "commit_staged",
+        dataset="staged_new",
+        fragments=out["fragments"],
+        mode="overwrite",
+        schema=out["schema"],
+    )
+    assert done["version"] == 2 and lance.dataset(uri).to_table().equals(t2)
+    # nothing staged: an append commits nothing, an overwrite empties the dataset
+    nothing = {"dataset": "staged_new", "fragments": [], "schema": out["schema"]}
+    assert action(client, "commit_staged", **nothing)["version"] == 2
+    assert action(client, "commit_staged", **nothing, mode="overwrite")["version"] == 3
+    assert lance.dataset(uri).count_rows() == 0 and lance.dataset(uri).schema == t2.schema
+
+
+def test_commit_staged_is_checked(client, root):
+    uri = os.path.join(root, "staged_chk")
+    lance.write_dataset(make_table(10), uri)
+    out = put(client, cmd(dataset="staged_chk", stage=True), make_table(10, start=10))
+    frag = json.loads(out["fragments"][0])
+    forged = dict(frag, files=[dict(frag["files"][0], path="../../outside.lance")])
+    missing = dict(frag, files=[dict(frag["files"][0], path="0" * 50 + ".lance")])
+    for fragments, kind in (
+        ([json.dumps(forged)], "INVALID_ARGUMENT"),
+        (["{not json"], "INVALID_ARGUMENT"),
+        ("x", "INVALID_ARGUMENT"),
+        ([json.dumps(missing)], "NOT_FOUND"),
+    ):
+        with pytest.raises(fl.FlightServerError) as e:
+            action(client, "commit_staged", dataset="staged_chk", fragments=fragments)
+        assert error_kind(e.value) == kind
+    with pytest.raises(fl.FlightServerError) as e:
+        action(client, "commit_staged", dataset="staged_chk", fragments=out["fragments"], mode="x")
+    assert error_kind(e.value) == "INVALID_ARGUMENT"
+    # staged against version 1; an overwrite commits meanwhile: the append conflicts
+    lance.write_dataset(make_table(5, start=100), uri, mode="overwrite")
+    with pytest.raises(fl.FlightServerError) as e:
+        action(
+            client,
+            "commit_staged",
+            dataset="staged_chk",
+            fragments=out["fragments"],
+            read_version=1,
+        )
+    assert error_kind(e.value) == "ABORTED"
+    assert lance.dataset(uri).version == 2
+    # abandoned staged files are removed on request; committed ones never
+    removed = action(client, "discard_staged", dataset="staged_chk", fragments=out["fragments"])
+    assert removed["removed"] == 1 and data_files(uri) == {
+        f.path for f in lance.dataset(uri, version=1).get_fragments()[0].data_files()
+    } | {f.path for f in lance.dataset(uri).get_fragments()[0].data_files()}
+    committed = lance.dataset(uri, version=1).get_fragments()[0].metadata.to_json()
+    with pytest.raises(fl.FlightServerError):
+        action(client, "discard_staged", dataset="staged_chk", fragments=[json.dumps(committed)])
+    assert lance.dataset(uri, version=1).count_rows() == 10
+
+
+def test_idempotency_key_commits_once_even_after_a_restart(server, client, root):
+    uri = os.path.join(root, "idem")
+    t = make_table(50)
+    first = put(client, cmd(dataset="idem", idempotency_key="job-1"), t)
+    files = data_files(uri)
+    again = put(client, cmd(dataset="idem", idempotency_key="job-1"), t)
+    assert again["version"] == first["version"] == 1 and again["duplicate"]
+    assert again["rows_written"] == 50
+    assert data_files(uri) == files and lance.dataset(uri).count_rows() == 50
+    # the key lives in the committed transaction: a new server process still finds it
+    with serve(root, "--no-warm") as other, fl.connect(other.location) as c2:
+        assert put(c2, cmd(dataset="idem", idempotency_key="job-1"), t)["version"] == 1
+        assert put(c2, cmd(dataset="idem", idempotency_key="job-2"), t)["version"] == 2
+    assert lance.dataset(uri).count_rows() == 100
+    # two retries racing each other still commit once
+    results = []
+
+    def retry() -> None:
+        with fl.connect(server.location) as c:
+            results.append(put(c, cmd(dataset="idem", idempotency_key="job-3"), t)["version"])
+
+    threads = [threading.Thread(target=retry) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert results == [3, 3, 3] and lance.dataset(uri).count_rows() == 150
+    assert len(data_files(uri)) == len(files) + 2
+
+
+def test_concurrent_creates_of_one_dataset_both_land(server, root):
+    """Two path puts race to create the same dataset: one creates, the other appends."""
+    tables = [make_table(200, start=0), make_table(300, start=1000)]
+    results = []
+
+    def go(t: pa.Table) -> None:
+        with fl.connect(server.location) as c:
+            results.append(put(c, fl.FlightDescriptor.for_path("race/ds"), t))
+
+    threads = [threading.Thread(target=go, args=(t,)) for t in tables]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(r["version"] for r in results) == [1, 2]
+    got = lance.dataset(os.path.join(root, "race/ds")).to_table().sort_by("id")
+    assert got.equals(pa.concat_tables(tables).sort_by("id"))
+
+
+_DISCONNECTING_CLIENT = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np, pyarrow as pa, pyarrow.flight as fl
+    c = fl.connect(sys.argv[1])
+    t = pa.table({"id": pa.array(np.arange(10000), pa.int64())})
+    d = fl.FlightDescriptor.for_command(json.dumps({"dataset": sys.argv[2]}).encode())
+    w, r = c.do_put(d, t.schema)
+    for i in range(1000):
+        w.write_table(t)
+        if i == 20:
+            print("sent", flush=True)
+        time.sleep(0.01)
+    """
+)
+
+
+def _killed_mid_put(server, name: str, uri: str, before: set[str]) -> None:
+    """Start a put of ``name`` in a client process; kill the client once the server has
+    written a data file of its own."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _DISCONNECTING_CLIENT, server.location, name],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "sent"
+        assert _eventually(lambda: data_files(uri) - before)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _eventually(check, seconds: float = 20) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return check()
+
+
+def test_client_disconnect_mid_put_commits_nothing(server, client, root):
+    uri = os.path.join(root, "put", "cut")
+    lance.write_dataset(pa.table({"id": pa.array(np.arange(10), pa.int64())}), uri)
+    before = data_files(uri)
+    _killed_mid_put(server, "put/cut", uri, before)
+    # the server notices the broken stream, then removes what it wrote
+    assert _eventually(lambda: data_files(uri) == before)
+    assert lance.dataset(uri).version == 1 and lance.dataset(uri).count_rows() == 10
+    # a put that was creating the dataset leaves no directory behind
+    _killed_mid_put(server, "put/new/cut", os.path.join(root, "put/new/cut"), set())
+    assert _eventually(lambda: not os.path.exists(os.path.join(root, "put", "new")))
+    assert action(client, "health")["status"] == "ok"
+
+
+def _misaligned(data: bytes) -> pa.Buffer:
+    """``data`` in a buffer that starts 1 byte past an 8-byte boundary (as gRPC gives)."""
+    raw = bytearray(len(data) + 16)
+    base = pa.py_buffer(raw)  # shares raw's memory
+    k = (1 - base.address) % 8
+    raw[k : k + len(data)] = data
+    out = base.slice(k, len(data))
+    assert out.address % 8 == 1
+    return out
+
+
+def test_unaligned_batches_are_copied():
+    """do_put batches may point anywhere into a gRPC message; the writer gets aligned ones."""
+    n = 1000
+    values = np.arange(n, dtype=np.int64)
+    ints = pa.Array.from_buffers(pa.int64(), n, [None, _misaligned(values.tobytes())])
+    strings = pa.array([f"s{i}" for i in range(n)])
+    _, offsets, data = strings.buffers()
+    strings = pa.Array.from_buffers(
+        pa.string(), n, [None, _misaligned(offsets.to_pybytes()), _misaligned(data.to_pybytes())]
+    )
+    list_offsets = np.arange(n + 1, dtype=np.int32)
+    lists = pa.Array.from_buffers(
+        pa.list_(pa.int64()), n, [None, _misaligned(list_offsets.tobytes())], children=[ints]
+    )
+    batch = pa.record_batch([ints, strings, lists, pa.array(values * 2)], names=list("abcd"))
+    expected = pa.record_batch(
+        [
+            pa.array(values),
+            pa.array([f"s{i}" for i in range(n)]),
+            pa.array([[i] for i in range(n)], pa.list_(pa.int64())),
+            pa.array(values * 2),
+        ],
+        names=list("abcd"),
+    )
+    assert batch.equals(expected)
+    fixed = aligned(batch)
+    assert fixed.equals(expected)
+    assert all(b is None or b.address % 8 == 0 for c in fixed.columns for b in c.buffers())
+    kept = fixed.column(3).buffers()[1].address
+    assert kept == batch.column(3).buffers()[1].address  # aligned columns are not copied
+    ok = pa.record_batch([pa.array(values)], names=["a"])
+    assert aligned(ok) is ok
+
+
+def _racing_batches(t: pa.Table, other: pa.Table, uri: str):
+    """Yield ``t``'s batches; after the first, another writer creates the dataset."""
+    for i, b in enumerate(t.to_batches(max_chunksize=50)):
+        yield b
+        if i == 0:
+            lance.write_dataset(other, uri)
+
+
+@pytest.mark.parametrize("mode", ["append", "create"])
+def test_a_create_that_loses_the_race(tmp_path, mode):
+    """In-process: another writer creates the dataset while a put is creating it.  A path
+    put (append) appends to theirs; a ``create`` is ALREADY_EXISTS and removes its files."""
+    catalog = Catalog(str(tmp_path), SearchCache(1 << 20))
+    uri = str(tmp_path / "ds")
+    t, other = make_table(200), make_table(30, start=1000)
+    opts = PutOptions(dataset="ds", mode=mode)
+    batches = _racing_batches(t, other, uri)
+    if mode == "append":
+        out = ingest(catalog, opts, t.schema, batches)
+        assert out["version"] == 2
+        got = lance.dataset(uri).to_table().sort_by("id")
+        assert got.equals(pa.concat_tables([t, other]).sort_by("id"))
+    else:
+        with pytest.raises(AlreadyExists):
+            ingest(catalog, opts, t.schema, batches)
+        ds = lance.dataset(uri)
+        assert ds.version == 1 and ds.to_table().equals(other)
+        assert data_files(uri) == {f.path for f in ds.get_fragments()[0].data_files()}
+
+
+def test_staging_commits_written_fragments(tmp_path):
+    """lance_format.table.staging: fragments from write_fragments, committed later."""
+    uri = str(tmp_path / "ds")
+    t1, t2 = make_table(100), make_table(50, start=100)
+    schema = LanceSchema.from_arrow(t1.schema)
+    frags = write.write_fragments(t1, uri, schema, max_rows_per_file=40)
+    m = staging.commit_staged(uri, frags, mode="overwrite", read_version=0, schema=schema)
+    assert m.version == 1 and lance.dataset(uri).to_table().equals(t1)
+    frags = write.write_fragments(t2, uri, schema)
+    props = {"who": "test"}
+    m = staging.commit_staged(uri, frags, mode="append", read_version=1, properties=props)
+    assert m.version == 2 and lance.dataset(uri).to_table().equals(pa.concat_tables([t1, t2]))
+    assert dict(m.transaction.transaction_properties) == props
+    with pytest.raises(InvalidArgumentError):
+        staging.staged_transaction(frags, mode="merge", read_version=2)
+    with pytest.raises(InvalidArgumentError):
+        staging.staged_transaction(frags, mode="overwrite", read_version=2)
