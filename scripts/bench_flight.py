@@ -90,9 +90,17 @@ class PylanceServer(fl.FlightServerBase):
         import lance
 
         name = descriptor.path[0].decode()
-        batches = (chunk.data for chunk in reader)
+        # batches from a do_put stream may be unaligned, which pylance's writer refuses
+        # (it panics): realign each through an IPC round trip, as clients.md advises
+        batches = (_realigned(chunk.data) for chunk in reader)
         rbr = pa.RecordBatchReader.from_batches(reader.schema, batches)
         lance.write_dataset(rbr, os.path.join(self.root, name), mode="append")
+
+
+def _realigned(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A copy in freshly allocated (64-byte aligned) buffers: concatenation allocates."""
+    cols = [pa.concat_arrays([c, c.slice(0, 0)]) for c in batch.columns]
+    return pa.RecordBatch.from_arrays(cols, schema=batch.schema)
 
 
 def _serve(kind: str, root: str, names: list[str]) -> None:
