@@ -18,6 +18,7 @@ from lance_format.pb import flight_sql_pb2 as pb
 __all__ = [
     "ACTION_TYPES",
     "COMMANDS",
+    "METADATA_COMMANDS",
     "TYPE_URL_PREFIX",
     "is_flight_sql",
     "message_name",
@@ -28,20 +29,25 @@ __all__ = [
 PACKAGE = "arrow.flight.protocol.sql"
 TYPE_URL_PREFIX = f"type.googleapis.com/{PACKAGE}."
 
+#: The catalog (metadata) commands: each answers one result table.
+METADATA_COMMANDS: tuple[type[Message], ...] = (
+    pb.CommandGetSqlInfo,
+    pb.CommandGetXdbcTypeInfo,
+    pb.CommandGetCatalogs,
+    pb.CommandGetDbSchemas,
+    pb.CommandGetTables,
+    pb.CommandGetTableTypes,
+    pb.CommandGetPrimaryKeys,
+    pb.CommandGetExportedKeys,
+    pb.CommandGetImportedKeys,
+    pb.CommandGetCrossReference,
+)
+
 #: Messages that may arrive Any-packed in a descriptor, a ticket or an action body.
 COMMANDS: dict[str, type[Message]] = {
     cls.DESCRIPTOR.name: cls
     for cls in (
-        pb.CommandGetSqlInfo,
-        pb.CommandGetXdbcTypeInfo,
-        pb.CommandGetCatalogs,
-        pb.CommandGetDbSchemas,
-        pb.CommandGetTables,
-        pb.CommandGetTableTypes,
-        pb.CommandGetPrimaryKeys,
-        pb.CommandGetExportedKeys,
-        pb.CommandGetImportedKeys,
-        pb.CommandGetCrossReference,
+        *METADATA_COMMANDS,
         pb.CommandStatementQuery,
         pb.CommandStatementSubstraitPlan,
         pb.CommandPreparedStatementQuery,

@@ -38,18 +38,7 @@ from .statements import Statements, read_params
 
 __all__ = ["FlightSqlService"]
 
-_METADATA = (
-    pb.CommandGetSqlInfo,
-    pb.CommandGetXdbcTypeInfo,
-    pb.CommandGetCatalogs,
-    pb.CommandGetDbSchemas,
-    pb.CommandGetTables,
-    pb.CommandGetTableTypes,
-    pb.CommandGetPrimaryKeys,
-    pb.CommandGetExportedKeys,
-    pb.CommandGetImportedKeys,
-    pb.CommandGetCrossReference,
-)
+_METADATA = protocol.METADATA_COMMANDS
 _NO_TRANSACTIONS = "transactions are not supported: every statement commits on its own"
 
 
