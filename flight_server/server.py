@@ -23,6 +23,7 @@ import pyarrow.flight as flight
 from lance_format.cache import SearchCache
 from lance_format.errors import LanceError
 from lance_format.table.scanner import ROW_ID
+from lance_format.workers import prefetch
 
 from . import auth as auth_mod
 from . import requestlog, tls
@@ -205,7 +206,7 @@ class LanceFlightServer(flight.FlightServerBase):
                 ranges=ranges,
             )
             schema = scanner.schema
-            batches = scanner.to_batches()
+            batches = prefetch(scanner.to_batches())
         stream = guarded(self._stream(context, batches), self, context)
         return flight.GeneratorStream(schema, stream)
 

@@ -20,13 +20,21 @@ from .errors import CorruptFileError, InvalidArgumentError, LanceError
 from .io import IOStats, RandomAccessFile, open_file
 from .legacy.container import LEGACY_VERSION
 from .schema import LanceField, LanceSchema
-from .structural.column import LeafColumnReader, build_array, leaf_fields, owns_column
-from .workers import pool
+from .structural.column import (
+    LeafColumnReader,
+    LeafResult,
+    build_array,
+    concat_results,
+    leaf_fields,
+    owns_column,
+)
+from .workers import POOL_SIZE, pool
 
 DEFAULT_BATCH_SIZE = 8192
 # reads (ranges / takes) of at least this many rows decode their columns on a thread pool
 PARALLEL_MIN_ROWS = 65536
 PARALLEL_MIN_TAKE = 64
+MIN_SPLIT_ROWS = 32768  # a leaf's range is cut into parts of at least this many rows
 
 
 class LanceFileReader:
@@ -196,6 +204,20 @@ class LanceFileReader:
             return np.array([0, self.num_rows], dtype=np.int64)
         return np.unique(best[1])
 
+    def stored_bytes(self, columns: Sequence[str] | None = None) -> int | None:
+        """Bytes the projected columns' pages take in the file (None for legacy files,
+        whose row groups mix columns): how much a range of rows costs to read, so that
+        scanners can size their steps by bytes rather than rows."""
+        if self.version == LEGACY_VERSION:
+            return None
+        total = 0
+        for f in self._project(columns):
+            for leaf in _leaves(f) if self.version != "2.0" else _subtree(f):
+                col = self._field_columns.get(leaf.id)
+                if col is not None:
+                    total += sum(s for p in self._meta.columns[col].pages for _, s in p.buffers)
+        return total
+
     # -- internals -------------------------------------------------------------------------
 
     def _default_columns(self) -> dict[int, int]:
@@ -262,17 +284,12 @@ class LanceFileReader:
             leaves = [leaf for f in fields for leaf in _leaves(f)]
             readers = [self._leaf_reader(leaf) for leaf in leaves]  # created on this thread
 
-            def read_leaf(reader: LeafColumnReader):
-                return reader.read(rows, start, stop)
-
             # a range pays off from many rows; a take from a few (each row is a chunk decode)
             big = n >= (PARALLEL_MIN_TAKE if rows is not None else PARALLEL_MIN_ROWS)
-            if big and len(readers) > 1:
-                # numpy and pyarrow release the GIL in their bulk work, so leaves decode in
-                # parallel on the machine's cores
-                decoded = list(pool().map(read_leaf, readers))
+            if big and (len(readers) > 1 or rows is None):
+                decoded = _decode_in_parallel(readers, rows, start, stop)
             else:
-                decoded = [read_leaf(r) for r in readers]
+                decoded = [r.read(rows, start, stop) for r in readers]
             results = {leaf.id: res for leaf, res in zip(leaves, decoded, strict=True)}
         arrays = []
         for f in fields:
@@ -318,6 +335,40 @@ class LanceFileReader:
             raise CorruptFileError(
                 f"cannot decode: {exc}", path=self.path, column=field.name
             ) from exc
+
+
+def _decode_in_parallel(
+    readers: list[LeafColumnReader], rows: np.ndarray | None, start: int, stop: int
+) -> list[LeafResult]:
+    """Decode leaves on the shared pool; numpy and pyarrow release the GIL in their bulk work.
+
+    Tasks run slowest first (measured seconds per row), so no long decode starts last while
+    the other threads idle.  For a range, a leaf costing more than a thread's fair share
+    (one string column often dominates: FSST) is cut into row ranges decoded side by side
+    and joined like pages.
+    """
+    workers = POOL_SIZE
+    costs = [r.seconds_per_row for r in readers]
+    tasks: list[tuple[int, int, int]] = []  # (reader index, start, stop)
+    if rows is None:
+        share = sum(costs) / workers
+        for i, cost in enumerate(costs):
+            parts = min(workers, int(cost // share) + 1 if share > 0 else 1)
+            parts = max(1, min(parts, (stop - start) // MIN_SPLIT_ROWS))
+            cuts = np.linspace(start, stop, parts + 1).astype(np.int64)
+            tasks += [(i, int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    else:
+        tasks = [(i, start, stop) for i in range(len(readers))]
+    tasks.sort(key=lambda t: -costs[t[0]] * (t[2] - t[1] if rows is None else 1))
+    futures = [(t[0], pool().submit(readers[t[0]].read, rows, t[1], t[2])) for t in tasks]
+    parts_of: dict[int, list[tuple[int, LeafResult]]] = {}
+    for (i, fut), t in zip(futures, tasks, strict=True):
+        parts_of.setdefault(i, []).append((t[1], fut.result()))
+    return [concat_results([res for _, res in sorted(parts_of[i])]) for i in range(len(readers))]
+
+
+def _subtree(field: LanceField) -> list[LanceField]:
+    return [field] + [f for c in field.children for f in _subtree(c)]
 
 
 def _leaves(field: LanceField) -> list[LanceField]:

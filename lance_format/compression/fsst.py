@@ -11,8 +11,8 @@ are independent, so the code/escape/literal role of every byte is decided for al
 at once: within a maximal run of 0xFF bytes inside one string, the bytes at even distance
 from the run start are escapes and those at odd distance are escaped (literal) 0xFF
 bytes; a byte right after an escape is a literal.  Output positions are a cumulative sum
-of per-byte output lengths (the string offsets map through it); the output is each byte's
-piece padded to 8 bytes with the padding masked away.
+of per-byte output lengths (the string offsets map through it); each code then stores its
+8-byte symbol word at its position, in order, the next code overwriting the excess.
 
 Encoding (:func:`compress`) is a greedy longest-match parse, vectorised over strings: the
 symbols form a prefix trie walked one byte per numpy pass, and the cursors of all strings
@@ -46,6 +46,7 @@ from .blocks import VariableWidthBlock, gather_ranges
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 MAGIC = 0x46535354
 ESCAPE = 255
+_BAD_CODE_LENGTH = 1 << 40  # more than any page could decompress to
 
 
 @dataclass(frozen=True)
@@ -125,29 +126,34 @@ def decompress(block: VariableWidthBlock, table: SymbolTable | bytes) -> Variabl
     escapes, literals = _escape_roles(data, rel)
 
     # one table row per byte: 0..255 symbols, 256 + b the literal b, 512 an escape
-    rows = data.astype(np.int16)
+    # (intp rows: numpy's take needs no index conversion then)
+    rows = data.astype(np.intp)
     rows[literals] += 256
     rows[escapes] = 512
-    if n and int(rows[rows < 256].max(initial=-1)) >= table.n_symbols:
-        raise CorruptFileError(f"FSST code beyond the {table.n_symbols} symbols")
     lens = np.zeros(513, dtype=np.int64)
     lens[:256] = table.lengths
+    # a code beyond the table's symbols gets an impossible length, caught on the total
+    lens[table.n_symbols : 256] = _BAD_CODE_LENGTH
     lens[256:512] = 1
-    out_len = lens[rows]
+    out_len = np.take(lens, rows)
 
     csum = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(out_len, out=csum[1:])
-    table8 = np.zeros((513, 8), dtype=np.uint8)
-    table8[:256] = table.symbols
-    table8[256:512, 0] = np.arange(256, dtype=np.uint8)
-    # output byte j comes from code `src[j]`, at position `j - csum[src[j]]` of its symbol
     total = int(csum[-1])
-    # so its table byte is 8*src + j - csum[src]: one repeat of a per-code shift, plus j
-    shift = rows.astype(np.int64) * 8 - csum[:-1]
-    idx = np.repeat(shift, out_len)
-    idx += np.arange(total, dtype=np.int64)
-    out = table8.reshape(-1)[idx]
-    return VariableWidthBlock(csum[rel], out, block.bits_per_offset)
+    if total > MAX_SYMBOL_LEN * n:
+        raise CorruptFileError(f"FSST code beyond the {table.n_symbols} symbols")
+    # every code stores its whole 8-byte symbol word at its output position, in order, so
+    # the next code overwrites the bytes past a symbol's length (what FSST's reference
+    # decoder does with unaligned 8-byte stores).  The escape's word is zero and the
+    # literal after it lands on the same position.  A uint64 view with a 1-byte stride
+    # makes every byte position addressable; numpy assigns a 1-D fancy index in order.
+    words = np.zeros(513, dtype="<u8")
+    words[:256] = table.symbols.view("<u8").reshape(-1)
+    words[256:512] = np.arange(256, dtype="<u8")
+    out = np.zeros(total + 8, dtype=np.uint8)
+    overlapping = np.ndarray(shape=(total + 1,), dtype="<u8", buffer=out, strides=(1,))
+    overlapping[csum[:-1]] = np.take(words, rows)
+    return VariableWidthBlock(csum[rel], out[:total], block.bits_per_offset)
 
 
 # -- encoder ---------------------------------------------------------------------------------

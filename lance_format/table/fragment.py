@@ -197,17 +197,30 @@ class Fragment:
         pages among the files holding the projected fields."""
         fields = list(self.schema.fields) if fields is None else fields
         best = np.array([0, self.physical_rows], dtype=np.int64)
-        for i, reader in enumerate(self._readers):
-            names = [
-                self._sources[f.id].name
-                for f in fields
-                if f.id in self._sources and self._sources[f.id].file_index == i
-            ]
-            if names:
-                starts = reader.page_boundaries(names)
-                if len(starts) > len(best) and starts[-1] == self.physical_rows:
-                    best = starts
+        for i, names in self._names_by_file(fields).items():
+            starts = self._readers[i].page_boundaries(names)
+            if len(starts) > len(best) and starts[-1] == self.physical_rows:
+                best = starts
         return best
+
+    def stored_bytes_per_row(self, fields: list[LanceField]) -> float | None:
+        """Stored bytes per physical row of ``fields`` (None when a file cannot tell)."""
+        total = 0
+        for i, names in self._names_by_file(fields).items():
+            size = self._readers[i].stored_bytes(names)
+            if size is None:
+                return None
+            total += size
+        return total / max(1, self.physical_rows)
+
+    def _names_by_file(self, fields: list[LanceField]) -> dict[int, list[str]]:
+        """Data file index -> the names ``fields`` have in that file (absent fields skipped)."""
+        out: dict[int, list[str]] = {}
+        for f in fields:
+            src = self._sources.get(f.id)
+            if src is not None:
+                out.setdefault(src.file_index, []).append(src.name)
+        return out
 
     def read(
         self, fields: list[LanceField], rows: np.ndarray | tuple[int, int] | None = None

@@ -23,7 +23,9 @@ from .filters import conjunct_terms, parse_filter, referenced_columns
 from .fragment import Fragment
 
 DEFAULT_BATCH_SIZE = 8192
-READ_ROWS = 128 * 1024  # physical rows decoded per step (bounded memory, whole pages)
+READ_BYTES = 16 << 20  # stored bytes decoded per step (see Scanner._step)
+READ_ROWS = 1 << 20  # at most this many physical rows per step
+DEFAULT_READ_ROWS = 128 * 1024  # rows per step when the files cannot tell their sizes
 ROW_ID = "_rowid"
 ROW_ADDRESS = "_rowaddr"
 # below this share of matching rows, the other columns are taken row by row
@@ -136,14 +138,12 @@ class Scanner:
         remaining = self.options.limit
         if remaining == 0:
             return
-        # decode in ranges of READ_ROWS (one pass over whole pages is far cheaper than many
-        # small ranges), hand out batch_size rows at a time
-        step = max(self.options.batch_size, READ_ROWS)
-        if remaining is not None:
-            step = min(step, max(self.options.batch_size, remaining + skip))
         ranges = self.options.ranges or {}
         terms = conjunct_terms(self.options.filter) if self.filter is not None else []
         for frag in self.fragments:
+            step = self._step(frag)
+            if remaining is not None:
+                step = min(step, max(self.options.batch_size, remaining + skip))
             lo, hi = ranges.get(frag.fragment_id, (0, frag.physical_rows))
             for start, stop in self._steps(frag, lo, hi, step, terms):
                 offsets = self._matching(frag, start, stop)
@@ -165,6 +165,19 @@ class Scanner:
                     yield from table.to_batches(max_chunksize=self.options.batch_size)
                 if remaining == 0:
                     return
+
+    def _step(self, frag: Fragment) -> int:
+        """Rows decoded per step: about READ_BYTES of stored pages (one pass over many
+        pages is far cheaper than many small ranges, and threads share a big range well;
+        memory stays bounded whatever the row width), a whole number of batches, at least
+        one batch and at most READ_ROWS."""
+        batch = self.options.batch_size
+        fields = self.fields + [f for f in self.filter_fields if f not in self.fields]
+        per_row = frag.stored_bytes_per_row(fields) if fields else None
+        if not per_row:
+            return max(batch, DEFAULT_READ_ROWS)
+        rows = min(READ_ROWS, int(READ_BYTES / per_row))
+        return max(batch, rows // batch * batch)
 
     @staticmethod
     def _steps(frag: Fragment, lo: int, hi: int, step: int, terms) -> Iterator[tuple[int, int]]:
