@@ -148,6 +148,16 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
 
     from lance_format.errors import LanceError
 
+    stopping = threading.Event()
+
+    def stop(signum, frame) -> None:
+        log.info("signal %s: shutting down (grace %.1fs)", signum, opts["shutdown_grace"])
+        stopping.set()
+
+    # before the server exists: it serves from its construction, so a client (or the
+    # supervisor forwarding a SIGTERM) may reach it before it has announced itself
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         server, endpoint = _build(opts, port, locations, secret, index)
     except (LanceError, OSError, pa.ArrowException) as exc:  # bad root, port taken, TLS files
@@ -155,15 +165,6 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
             ready.put(("error", str(exc)))
         print(f"error: {exc}", file=sys.stderr)
         return 2
-
-    stopping = threading.Event()
-
-    def stop(signum, frame) -> None:
-        log.info("signal %s: shutting down (grace %.1fs)", signum, opts["shutdown_grace"])
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     if ready is not None:
         ready.put(("ok", server.location))
     else:
@@ -225,7 +226,7 @@ def _supervise(args, ports: list[int], locations: list[str], secret: str | None)
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     procs.extend(start(i) for i in range(len(ports)))
-    if not _await_ready(ready, procs, len(procs), stopping):
+    if not _await_ready(ready, procs, len(procs), stopping) or stopping.is_set():
         for p in procs:
             p.terminate()
         return 2
@@ -259,17 +260,24 @@ def _supervise(args, ports: list[int], locations: list[str], secret: str | None)
             if not _await_ready(ready, [procs[i]], 1, stopping):
                 failed = True
                 forward(signal.SIGTERM, None)
+    for i, p in enumerate(procs):
+        if p.exitcode != 0:
+            log.error("worker %d (pid %s) exited with %s", i, p.pid, p.exitcode)
     return 0 if not failed and all(p.exitcode == 0 for p in procs) else 1
 
 
 def _await_ready(ready, procs: list, n: int, stopping: threading.Event) -> bool:
-    """Wait for ``n`` workers to report; False if one failed or died first."""
+    """Wait for ``n`` workers to report; False if one failed or died first.  A stop request
+    ends the wait without failure: a restarted worker may already serve (and be told to stop)
+    before its readiness message, sent by a queue feeder thread, arrives."""
     got = 0
     while got < n:
         try:
             status, what = ready.get(timeout=0.5)
         except queue.Empty:
-            if stopping.is_set() or any(p.exitcode not in (None, 0) for p in procs):
+            if stopping.is_set():  # asked to stop: nothing failed, nothing to wait for
+                return True
+            if any(p.exitcode not in (None, 0) for p in procs):
                 print("error: a worker stopped before listening", file=sys.stderr)
                 return False
             continue
