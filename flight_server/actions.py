@@ -9,6 +9,7 @@ transactions, so concurrent actions and puts never half-commit.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import re
 from collections import Counter
@@ -19,15 +20,18 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lance_format.container.describe import describe
+from lance_format.errors import LanceError
 from lance_format.schema import LanceSchema
-from lance_format.table import manifest, paths, staging, write
+from lance_format.table import paths, staging, write
 
 from .errors import AlreadyExists, BadRequest, NotFound, Unimplemented
-from .ingest import staged_schema
+from .ingest import check_job_running, staged_schema
 from .query import non_negative_int, string_list, version_value
 
 if TYPE_CHECKING:
     from .server import LanceFlightServer
+
+log = logging.getLogger("lance_flight")
 
 
 @dataclass
@@ -251,18 +255,25 @@ def cleanup(server, body: dict) -> dict:
     "commit_staged",
     "Commit fragments from staged puts in ONE transaction against a pinned version "
     '({"dataset", "fragments": [...], "read_version"?, "mode"?: "append"|"overwrite", '
-    '"schema"? (base64 IPC, needed to create or overwrite), "data_storage_version"?}).',
+    '"schema"? (base64 IPC, needed to create or overwrite), "data_storage_version"?, "job"?}). '
+    'With "job" (the staged puts\' job): afterwards the job is marked committed (its later '
+    "puts are refused) and every file its puts staged that was not committed is removed; "
+    "FAILED_PRECONDITION if the job already ended.",
     mutates=True,
 )
 def commit_staged(server, body: dict) -> dict:
     _check_keys(
-        body, {"dataset", "fragments", "read_version", "mode", "schema", "data_storage_version"}
+        body,
+        {"dataset", "fragments", "read_version", "mode", "schema", "data_storage_version", "job"},
     )
     name = _name(body)
     mode = body.get("mode", "append")
     if mode not in ("append", "overwrite"):
         raise BadRequest(f"'mode' must be 'append' or 'overwrite', got {mode!r}")
     root = server.catalog.path_of(name)
+    job = _job(body, root)
+    if job is not None:
+        check_job_running(job)  # an aborted job's files are gone; a committed one is done
     frags = _staged_fragments(body, root)
     exists = server.catalog.exists(name)
     read_version = non_negative_int(body, "read_version")
@@ -270,7 +281,8 @@ def commit_staged(server, body: dict) -> dict:
         read_version = server.catalog.latest_version(name) if exists else 0
     rows = sum(f.physical_rows for f in frags)
     if mode == "append" and exists and not frags:  # nothing to append: no new version
-        return {"dataset": name, "version": read_version, "rows_written": 0, "fragments": 0}
+        result = {"dataset": name, "version": read_version, "rows_written": 0, "fragments": 0}
+        return _job_committed(job, result)
     if mode == "append" and exists:
         schema, storage = None, server.catalog.open(name).data_storage_version
     else:
@@ -292,7 +304,33 @@ def commit_staged(server, body: dict) -> dict:
         schema_metadata=None if schema is None else schema.metadata,
         data_storage_version=storage,
     )
-    return {"dataset": name, "version": m.version, "rows_written": rows, "fragments": len(frags)}
+    result = {"dataset": name, "version": m.version, "rows_written": rows, "fragments": len(frags)}
+    return _job_committed(job, result)
+
+
+def _job(body: dict, root: str) -> staging.StagingJob | None:
+    job = body.get("job")
+    if job is None:
+        return None
+    if not staging.valid_job_id(job):
+        raise BadRequest(f"'job' must be {staging.JOB_ID_RULE}, got {job!r}")
+    return staging.StagingJob(root, job)
+
+
+def _job_committed(job: staging.StagingJob | None, result: dict) -> dict:
+    """After a successful commit: mark the job committed, so its late puts are refused, then
+    remove what its puts staged that the commit left out (attempts whose results the
+    driver dropped).  The commit stands whatever happens here: a failure is only logged."""
+    if job is None:
+        return result
+    result["job"] = job.job
+    try:
+        job.mark(staging.COMMITTED, version=result["version"])
+        result["leftovers_removed"] = job.remove_uncommitted()
+    except (OSError, LanceError) as exc:
+        log.warning("commit_staged: job %s committed; its cleanup failed: %s", job.job, exc)
+        result["leftovers_removed"] = None
+    return result
 
 
 def _check_file_versions(frags: list, storage: str) -> None:
@@ -310,28 +348,57 @@ def _check_file_versions(frags: list, storage: str) -> None:
 
 @action(
     "discard_staged",
-    "Remove the files of staged fragments that will not be committed "
-    '({"dataset", "fragments": [...]}); files any version references are kept.',
+    "Remove staged files that will not be committed "
+    '({"dataset", "fragments"?: [...], "job"?: at least one of them}). With "job": the job '
+    "is marked aborted first (its later puts are refused and remove their own files), then "
+    "every file its puts staged is removed; idempotent, an unknown job is just marked. "
+    "Files any version references are never removed.",
     mutates=True,
 )
 def discard_staged(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "fragments"})
+    _check_keys(body, {"dataset", "fragments", "job"})
     name = _name(body)
     root = server.catalog.path_of(name)
-    frags = _staged_fragments(body, root, must_exist=False)
-    referenced = set()
-    if server.catalog.exists(name):  # every version's files, not only the latest's
-        for entry in paths.list_versions(root):
-            m = manifest.read_manifest(entry.path)
-            referenced |= {df.path for f in m.fragments for df in f.files}
-    doomed = []
-    for f in frags:
-        for df in f.files:
-            if df.path in referenced:
-                raise BadRequest(f"data file {df.path!r} is committed: not removed")
-        doomed.append(f)
-    write.remove_fragment_files(root, doomed)
-    return {"dataset": name, "removed": sum(len(f.files) for f in doomed)}
+    if "fragments" not in body and "job" not in body:
+        raise BadRequest("discard_staged needs 'fragments', 'job' or both")
+    job = _job(body, root)
+    frags = _staged_fragments(body, root, must_exist=False) if "fragments" in body else []
+    if frags:  # named fragments: refuse if any is committed, before removing anything
+        referenced = staging.referenced_data_files(root)  # every version's, not the latest's
+        for f in frags:
+            for df in f.files:
+                if df.path in referenced:
+                    raise BadRequest(f"data file {df.path!r} is committed: not removed")
+    result: dict[str, Any] = {"dataset": name}
+    removed = 0
+    if job is not None:
+        state = job.state()
+        if state is None:
+            job.mark(staging.ABORTED)  # first: a put still running now fails at its next check
+        removed += job.remove_uncommitted()
+        result |= {"job": job.job, "job_state": state or "aborted"}
+    data = os.path.join(root, paths.DATA_DIR)
+    removed += sum(os.path.isfile(os.path.join(data, df.path)) for f in frags for df in f.files)
+    write.remove_fragment_files(root, frags)
+    if not server.catalog.exists(name):  # staged into a dataset never created
+        _remove_empty_dataset_dirs(server.catalog.root, root)
+    return {**result, "removed": removed}
+
+
+def _remove_empty_dataset_dirs(catalog_root: str, root: str) -> None:
+    """After a discard in a dataset that has no version: its empty ``data/``, then the
+    dataset's directory and its parents while empty (a job's marker keeps them)."""
+    try:
+        os.rmdir(os.path.join(root, paths.DATA_DIR))
+    except OSError:
+        pass
+    path = root
+    while path != catalog_root and path.startswith(catalog_root + os.sep):
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+        path = os.path.dirname(path)
 
 
 _STAGED_FILE = re.compile(r"^[A-Za-z0-9_-]{1,200}\.lance$")

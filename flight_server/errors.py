@@ -19,9 +19,9 @@ any other non-Flight exception    UNKNOWN            ``FlightServerError`` + tra
 ==============================  =================  ========================================
 
 Only the Flight classes travel without the server's Python traceback appended to the message,
-and none of them has the INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, ABORTED or
-UNIMPLEMENTED codes.  A service must not leak tracebacks, so the request errors travel as
-``FlightServerError`` (gRPC UNKNOWN) whose message starts with the kind
+and none of them has the INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
+ABORTED or UNIMPLEMENTED codes.  A service must not leak tracebacks, so the request errors
+travel as ``FlightServerError`` (gRPC UNKNOWN) whose message starts with the kind
 (``[INVALID_ARGUMENT] unknown key(s) ...``) and whose ``extra_info`` carries it as JSON
 (``{"kind": "INVALID_ARGUMENT", "retryable": false}``), which :func:`error_kind` reads back.
 The kinds with a Flight class of their own use it: unauthenticated, unauthorized
@@ -36,7 +36,9 @@ the traceback pyarrow appends names no file of the server (:func:`schema_errors`
 
 Commit conflicts are ``ABORTED`` (gRPC's code for "a concurrent transaction won; retry the
 read-modify-write"), with ``retryable`` true when redoing the operation may succeed;
-``ALREADY_EXISTS`` is kept for creating what exists.  Unexpected exceptions become INTERNAL
+``ALREADY_EXISTS`` is kept for creating what exists.  ``FAILED_PRECONDITION`` is a valid call
+that the state forbids and that must not be retried as is (a staged put or commit for a
+staging job that was already aborted or committed).  Unexpected exceptions become INTERNAL
 with a short message naming the request id; the traceback goes to the server log.
 """
 
@@ -69,6 +71,7 @@ log = logging.getLogger("lance_flight")
 NOT_FOUND = "NOT_FOUND"
 INVALID_ARGUMENT = "INVALID_ARGUMENT"
 ALREADY_EXISTS = "ALREADY_EXISTS"
+FAILED_PRECONDITION = "FAILED_PRECONDITION"  # the state forbids the call: do not retry it
 ABORTED = "ABORTED"  # a commit lost to a concurrent, incompatible one
 UNIMPLEMENTED = "UNIMPLEMENTED"
 UNAUTHENTICATED = "UNAUTHENTICATED"
@@ -109,6 +112,13 @@ class AlreadyExists(ServiceError):
     """Creating a dataset that exists."""
 
     kind = ALREADY_EXISTS
+
+
+class FailedPrecondition(ServiceError):
+    """A call the current state forbids: e.g. staging into, or committing, a job that was
+    already aborted or committed.  Retrying it unchanged cannot succeed."""
+
+    kind = FAILED_PRECONDITION
 
 
 class Unimplemented(ServiceError):

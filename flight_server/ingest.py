@@ -5,7 +5,12 @@ memory stays bounded whatever the stream's size.  Only a stream that ends cleanl
 with the datasets layer's conflict-checked transaction; a failed, cancelled or refused stream
 removes every file it wrote (and a dataset directory it created).  ``stage`` writes the
 fragments without committing and hands their metadata back, for distributed writers that
-commit many stages at once (``commit_staged``).
+commit many stages at once (``commit_staged``).  A staged put may name its ``job``: it then
+records each data file's name in the job's registry (``lance_format.table.staging``) before
+creating the file, and checks the job before writing anything, at every new file and at the
+end of its stream: once the job is aborted (``discard_staged``) or committed, the put removes
+its files and fails with FAILED_PRECONDITION, so a writer its driver forgot cannot leave
+files behind.
 
 Idempotency: the key is stored in the committed transaction's properties, so a retry that
 reaches any server process, even after a restart, finds it and commits nothing more.  The
@@ -32,7 +37,7 @@ from lance_format.schema import LanceSchema
 from lance_format.table import manifest, paths, staging, write
 
 from .catalog import Catalog
-from .errors import AlreadyExists, BadRequest
+from .errors import AlreadyExists, BadRequest, FailedPrecondition
 from .query import non_negative_int
 
 IDEMPOTENCY_KEY = "lance_flight.idempotency_key"
@@ -40,7 +45,7 @@ ROWS_PROPERTY = "lance_flight.rows"
 IDEMPOTENCY_WINDOW = 100
 MODES = ("create", "append", "overwrite")
 _PUT_KEYS = {"dataset", "mode", "data_storage_version", "max_rows_per_file", "idempotency_key"}
-_PUT_KEYS |= {"stage"}
+_PUT_KEYS |= {"stage", "job"}
 _KEY_LOCKS: dict[tuple[str, str], threading.Lock] = {}
 _KEY_LOCKS_GUARD = threading.Lock()
 
@@ -61,6 +66,7 @@ class PutOptions:
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE
     idempotency_key: str | None = None
     stage: bool = False
+    job: str | None = None
 
 
 def parse_put(cmd: dict) -> PutOptions:
@@ -85,8 +91,25 @@ def parse_put(cmd: dict) -> PutOptions:
     stage = cmd.get("stage", False)
     if not isinstance(stage, bool):
         raise BadRequest(f"'stage' must be true or false, got {stage!r}")
+    job = cmd.get("job")
+    if job is not None:
+        if not stage:
+            raise BadRequest("'job' groups staged puts: it needs \"stage\": true")
+        if not staging.valid_job_id(job):
+            raise BadRequest(f"'job' must be {staging.JOB_ID_RULE}, got {job!r}")
     rows = non_negative_int(cmd, "max_rows_per_file", positive=True)
-    return PutOptions(name, mode, version, rows or write.DEFAULT_MAX_ROWS_PER_FILE, key, stage)
+    max_rows = rows or write.DEFAULT_MAX_ROWS_PER_FILE
+    return PutOptions(name, mode, version, max_rows, key, stage, job)
+
+
+def check_job_running(job: staging.StagingJob) -> None:
+    """FAILED_PRECONDITION when ``job`` was aborted or committed: nothing more may join it."""
+    state = job.state()
+    if state is not None:
+        raise FailedPrecondition(
+            f"staging job {job.job!r} was already {state}: nothing more can be staged in it "
+            "or committed from it (a put's files are removed)"
+        )
 
 
 def find_idempotent(root: str, key: str) -> dict | None:
@@ -202,6 +225,9 @@ def ingest(
     exists = catalog.exists(opts.dataset)
     if opts.mode == "create" and exists:
         raise AlreadyExists(f"dataset {opts.dataset!r} already exists (use mode 'append')")
+    job = staging.StagingJob(root, opts.job) if opts.job else None
+    if job is not None:
+        check_job_running(job)  # before anything is written
     created_from = _first_missing(root)
     counted = {"rows": 0, "bytes": 0}
 
@@ -236,6 +262,12 @@ def ingest(
     if version not in write.WRITABLE_VERSIONS:
         raise BadRequest(f"cannot write Lance file version {version} (writable: 2.0, 2.1, 2.2)")
     fragments = []
+    record = job.new_put(current.version if current is not None else 0) if job else None
+
+    def on_new_file(name: str) -> None:
+        record.add(name)  # the name first: a crash after this leaves it discoverable
+        check_job_running(job)
+
     try:
         os.makedirs(root, exist_ok=True)
         fragments = write.write_fragments(
@@ -244,8 +276,11 @@ def ingest(
             lance_schema,
             max_rows_per_file=opts.max_rows_per_file,
             data_storage_version=version,
+            on_new_file=on_new_file if record is not None else None,
         )
         if opts.stage:
+            if job is not None:
+                check_job_running(job)  # the job may have ended while the stream ran
             return {
                 "staged": True,
                 "rows_written": counted["rows"],
@@ -281,9 +316,13 @@ def ingest(
                         raise
             write.remove_fragment_files(root, fragments)
             return earlier
-    except BaseException:
+    except BaseException as exc:
         write.remove_fragment_files(root, fragments)
-        _remove_empty_dirs(root, created_from)
+        if record is not None:
+            record.drop()
+        _remove_empty_dirs(root, created_from, job)
+        if job is not None and not isinstance(exc, FailedPrecondition):
+            check_job_running(job)  # the job's end (which removed our files) is the cause
         raise
 
 
@@ -312,12 +351,17 @@ def _first_missing(path: str) -> str | None:
     return missing
 
 
-def _remove_empty_dirs(root: str, created_from: str | None) -> None:
+def _remove_empty_dirs(
+    root: str, created_from: str | None, job: staging.StagingJob | None = None
+) -> None:
     """After a failed put that created ``root``: remove the directories it made, if empty.
     Never a recursive delete: another writer may be creating the same dataset."""
     if created_from is None:
         return
-    for sub in (paths.DATA_DIR, paths.VERSIONS_DIR, paths.TRANSACTIONS_DIR):
+    subs = [paths.DATA_DIR, paths.VERSIONS_DIR, paths.TRANSACTIONS_DIR]
+    if job is not None:  # a job's directory holding a marker is not empty: it stays
+        subs = [os.path.join(staging.STAGING_DIR, job.job), staging.STAGING_DIR, *subs]
+    for sub in subs:
         try:
             os.rmdir(os.path.join(root, sub))
         except OSError:

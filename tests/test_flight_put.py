@@ -6,6 +6,8 @@ directory is listed to prove that refused, failed and abandoned puts leave no fi
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import json
 import os
 import subprocess
@@ -21,13 +23,14 @@ import pyarrow.flight as fl
 import pytest
 from flight_fixtures import action, cmd, data_files, make_table, put, serve
 
+import lance_format
 from flight_server.catalog import Catalog
 from flight_server.errors import AlreadyExists, error_kind
 from flight_server.ingest import PutOptions, aligned, ingest
 from lance_format.cache import SearchCache
 from lance_format.errors import InvalidArgumentError
 from lance_format.schema import LanceSchema
-from lance_format.table import staging, write
+from lance_format.table import cleanup, staging, write
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +171,13 @@ def test_refused_appends_write_nothing(client, root):
         {"dataset": "bad/x", "max_rows_per_file": "10"},
         {"dataset": "bad/x", "idempotency_key": 123},
         {"dataset": "bad/x", "idempotency_key": ""},
+        {"dataset": "bad/x", "job": "j1"},
+        {"dataset": "bad/x", "stage": False, "job": "j1"},
+        {"dataset": "bad/x", "stage": True, "job": ""},
+        {"dataset": "bad/x", "stage": True, "job": "a/b"},
+        {"dataset": "bad/x", "stage": True, "job": ".."},
+        {"dataset": "bad/x", "stage": True, "job": "j" * 65},
+        {"dataset": "bad/x", "stage": True, "job": 7},
         {"mode": "create"},
         {"dataset": "../escape"},
         {"dataset": "/abs"},
@@ -181,6 +191,13 @@ def test_refused_appends_write_nothing(client, root):
         "rows-type",
         "key-type",
         "key-empty",
+        "job-unstaged",
+        "job-stage-false",
+        "job-empty",
+        "job-slash",
+        "job-dots",
+        "job-long",
+        "job-type",
         "no-dataset",
         "dots",
         "abs",
@@ -189,6 +206,8 @@ def test_refused_appends_write_nothing(client, root):
 def test_bad_put_commands(client, root, body):
     e = _refused(client, cmd(**body), make_table(10))
     assert error_kind(e) == "INVALID_ARGUMENT"
+    if "job" in body:
+        assert ("stage" in str(e)) if body.get("stage") is not True else ("64" in str(e))
     assert not os.path.exists(os.path.join(root, "bad"))
     assert not os.path.exists(os.path.join(os.path.dirname(root), "escape"))
     assert action(client, "health")["status"] == "ok"
@@ -304,6 +323,218 @@ def test_commit_staged_is_checked(client, root):
     with pytest.raises(fl.FlightServerError):
         action(client, "discard_staged", dataset="staged_chk", fragments=[json.dumps(committed)])
     assert lance.dataset(uri, version=1).count_rows() == 10
+
+
+# -- staging jobs: every staged file of a job is committed or removed ------------------------
+
+
+def _referenced(uri: str) -> set[str]:
+    """The data files pylance's latest manifest references."""
+    return {df.path for f in lance.dataset(uri).get_fragments() for df in f.data_files()}
+
+
+def _job_put(client, dataset: str, job: str, table: pa.Table, rows_per_file: int = 100) -> dict:
+    body = {"dataset": dataset, "stage": True, "job": job, "max_rows_per_file": rows_per_file}
+    return put(client, cmd(**body), table, max_chunksize=50)
+
+
+def _refused_by_job(client, dataset: str, job: str, table: pa.Table) -> None:
+    e = _refused(client, cmd(dataset=dataset, stage=True, job=job), table)
+    assert error_kind(e) == "FAILED_PRECONDITION" and job in str(e)
+
+
+def _registry(uri: str, job: str) -> list[str]:
+    directory = os.path.join(uri, "_staging", job)
+    return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+
+
+def test_job_commit_removes_the_stages_it_did_not_commit(client, root):
+    uri = os.path.join(root, "job_commit")
+    lance.write_dataset(make_table(100), uri)
+    tables = [make_table(250, start=1000 * (i + 1)) for i in range(3)]
+    reported = [_job_put(client, "job_commit", "spark-1", t) for t in tables[:2]]
+    dropped = _job_put(client, "job_commit", "spark-1", tables[2])  # its result is lost
+    assert [len(r["fragments"]) for r in [*reported, dropped]] == [3, 3, 3]
+    assert len(data_files(uri)) == 1 + 9 and len(_registry(uri, "spark-1")) == 3
+    frags = [f for r in reported for f in r["fragments"]]
+    out = action(client, "commit_staged", dataset="job_commit", fragments=frags, job="spark-1")
+    assert out["version"] == 2 and out["rows_written"] == 500
+    assert out["job"] == "spark-1" and out["leftovers_removed"] == 3
+    ds = lance.dataset(uri)
+    expected = pa.concat_tables([make_table(100), *tables[:2]]).sort_by("id")
+    assert ds.version == 2 and ds.to_table().sort_by("id").equals(expected)
+    assert data_files(uri) == _referenced(uri) and len(_referenced(uri)) == 1 + 6
+    assert _registry(uri, "spark-1") == ["COMMITTED"]
+    # the job is over: a late attempt is refused and leaves nothing; no second commit
+    _refused_by_job(client, "job_commit", "spark-1", tables[2])
+    with pytest.raises(fl.FlightServerError) as e:
+        action(client, "commit_staged", dataset="job_commit", fragments=[], job="spark-1")
+    assert error_kind(e.value) == "FAILED_PRECONDITION"
+    assert data_files(uri) == _referenced(uri) and lance.dataset(uri).version == 2
+    # discarding a committed job keeps what it committed
+    out = action(client, "discard_staged", dataset="job_commit", job="spark-1")
+    assert out["job_state"] == "committed" and out["removed"] == 0
+    assert lance.dataset(uri).to_table().sort_by("id").equals(expected)
+    # the registry is invisible to the catalog and to pylance, whose cleanup ignores it
+    names = action(client, "list_datasets")["datasets"]
+    assert "job_commit" in names and not any("_staging" in n for n in names)
+    lance.write_dataset(make_table(10, start=9000), uri, mode="append")
+    lance.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    assert lance.dataset(uri).count_rows() == 610 and data_files(uri) == _referenced(uri)
+    assert _registry(uri, "spark-1") == ["COMMITTED"]
+    stats = action(client, "cleanup", dataset="job_commit", older_than_seconds=0)
+    assert stats["old_versions"] == 0  # pylance removed them already
+    assert _registry(uri, "spark-1") == ["COMMITTED"]  # younger than the unverified age
+
+
+def test_job_commit_with_nothing_to_append_still_removes_the_jobs_stages(client, root):
+    uri = os.path.join(root, "job_empty")
+    lance.write_dataset(make_table(10), uri)
+    before = data_files(uri)
+    _job_put(client, "job_empty", "j-empty", make_table(150, start=100))  # never reported
+    out = action(client, "commit_staged", dataset="job_empty", fragments=[], job="j-empty")
+    assert out["version"] == 1 and out["leftovers_removed"] == 2
+    assert data_files(uri) == before and lance.dataset(uri).version == 1
+
+
+def test_discard_by_job_removes_every_stage(client, root):
+    uri = os.path.join(root, "job_discard")
+    lance.write_dataset(make_table(100), uri)
+    before = data_files(uri)
+    reported = _job_put(client, "job_discard", "j.2", make_table(250, start=100))
+    _job_put(client, "job_discard", "j.2", make_table(120, start=500))  # dropped
+    assert len(data_files(uri) - before) == 5
+    frags = reported["fragments"]
+    out = action(client, "discard_staged", dataset="job_discard", job="j.2", fragments=frags)
+    assert out == {"dataset": "job_discard", "job": "j.2", "job_state": "aborted", "removed": 5}
+    assert data_files(uri) == before and _registry(uri, "j.2") == ["ABORTED"]
+    again = action(client, "discard_staged", dataset="job_discard", job="j.2")
+    assert again["removed"] == 0 and again["job_state"] == "aborted"
+    # a task that starts after the abort is refused and leaves nothing
+    _refused_by_job(client, "job_discard", "j.2", make_table(30))
+    assert data_files(uri) == before and _registry(uri, "j.2") == ["ABORTED"]
+    with pytest.raises(fl.FlightServerError) as e:
+        action(client, "commit_staged", dataset="job_discard", fragments=frags, job="j.2")
+    assert error_kind(e.value) == "FAILED_PRECONDITION"
+    # discarding a job nobody staged in marks it, so its late puts are refused too
+    assert action(client, "discard_staged", dataset="job_discard", job="ghost")["removed"] == 0
+    _refused_by_job(client, "job_discard", "ghost", make_table(30))
+    assert data_files(uri) == before
+    assert lance.dataset(uri).version == 1 and lance.dataset(uri).to_table().equals(make_table(100))
+
+
+@pytest.mark.parametrize("rolls", [False, True], ids=["open-file", "next-file"])
+def test_a_put_running_when_its_job_is_discarded_keeps_nothing(client, root, rolls):
+    """Discarded mid-stream: with a file open (its temporary file is removed, the put fails
+    when it closes it) or between files (the next file is refused before it exists)."""
+    name = f"job_inflight_{int(rolls)}"
+    uri = os.path.join(root, name)
+    lance.write_dataset(make_table(100), uri)
+    before = data_files(uri)
+    t = make_table(400, start=1000)
+    desc = cmd(dataset=name, stage=True, job="running", max_rows_per_file=100)
+    writer, reader = client.do_put(desc, t.schema)
+    try:
+        sent, files = (200, 2) if rolls else (250, 3)  # 2 files, or 2 and an open 3rd
+        for b in t.slice(0, sent).to_batches(max_chunksize=50):
+            writer.write_batch(b)
+        deadline = time.monotonic() + 30
+        while len(data_files(uri) - before) < files and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(data_files(uri) - before) == files
+        out = action(client, "discard_staged", dataset=name, job="running")
+        assert out["removed"] == files and data_files(uri) == before
+        rest = t.slice(sent, 20)
+        with pytest.raises(fl.FlightError) as e:
+            for b in rest.to_batches(max_chunksize=50):
+                writer.write_batch(b)
+            writer.done_writing()
+            assert reader.read() is None  # no PutResult: the call's status says why
+            writer.close()
+        assert error_kind(e.value) == "FAILED_PRECONDITION" and "Traceback" not in str(e.value)
+    finally:
+        with contextlib.suppress(fl.FlightError):
+            writer.close()
+    assert data_files(uri) == before and _registry(uri, "running") == ["ABORTED"]
+    assert lance.dataset(uri).version == 1
+
+
+def test_job_creating_a_dataset(client, root):
+    """A job staging into a dataset that does not exist yet: discarded, it leaves no data
+    directory and no dataset (only its marker); committed, it creates the dataset."""
+    uri = os.path.join(root, "job_new", "ds")
+    _job_put(client, "job_new/ds", "create-1", make_table(150))
+    assert len(data_files(uri)) == 2 and not os.path.isdir(os.path.join(uri, "_versions"))
+    out = action(client, "discard_staged", dataset="job_new/ds", job="create-1")
+    assert out["removed"] == 2 and not os.path.exists(os.path.join(uri, "data"))
+    assert sorted(os.listdir(uri)) == ["_staging"] and _registry(uri, "create-1") == ["ABORTED"]
+    assert not any(n.startswith("job_new") for n in action(client, "list_datasets")["datasets"])
+    _refused_by_job(client, "job_new/ds", "create-1", make_table(10))
+    assert not os.path.exists(os.path.join(uri, "data"))
+
+    tables = [make_table(50, start=i) for i in (0, 50)]
+    staged = [_job_put(client, "job_new/ds", "create-2", t) for t in tables]
+    _job_put(client, "job_new/ds", "create-2", make_table(50, start=999))  # dropped
+    frags = [f for s in staged for f in s["fragments"]]
+    out = action(
+        client,
+        "commit_staged",
+        dataset="job_new/ds",
+        fragments=frags,
+        schema=staged[0]["schema"],
+        job="create-2",
+    )
+    assert out["version"] == 1 and out["leftovers_removed"] == 1
+    assert lance.dataset(uri).to_table().sort_by("id").equals(pa.concat_tables(tables))
+    assert data_files(uri) == _referenced(uri) and len(_referenced(uri)) == 2
+    assert "job_new/ds" in action(client, "list_datasets")["datasets"]
+
+
+@pytest.mark.parametrize(
+    "name,body",
+    [
+        ("discard_staged", {"dataset": "job_commit"}),
+        ("discard_staged", {"dataset": "job_commit", "job": "a b"}),
+        ("discard_staged", {"dataset": "job_commit", "job": "."}),
+        ("commit_staged", {"dataset": "job_commit", "fragments": [], "job": ["x"]}),
+        ("commit_staged", {"dataset": "job_commit", "fragments": [], "job": "x" * 65}),
+    ],
+    ids=["discard-nothing", "discard-space", "discard-dot", "commit-type", "commit-long"],
+)
+def test_bad_job_bodies(client, root, name, body):
+    with pytest.raises(fl.FlightServerError) as e:
+        action(client, name, **body)
+    assert error_kind(e.value) == "INVALID_ARGUMENT" and "Traceback" not in str(e.value)
+    assert not os.path.exists(os.path.join(root, "job_commit", "_staging", "a b"))
+
+
+def test_cleanup_removes_job_registries_only_when_stale(tmp_path):
+    """lance_format.table.cleanup: a job directory goes once nothing in it changed for the
+    unverified age (whatever delete_unverified says); pylance reads on regardless."""
+    uri = str(tmp_path / "ds")
+    t = make_table(100)
+    schema = LanceSchema.from_arrow(t.schema)
+    lance.write_dataset(t, uri)
+    fresh, stale = staging.StagingJob(uri, "fresh"), staging.StagingJob(uri, "stale")
+    frags = write.write_fragments(
+        make_table(10, start=100), uri, schema, on_new_file=stale.new_put(1).add
+    )
+    stale.mark(staging.ABORTED)
+    fresh.mark(staging.COMMITTED, version=1)
+    assert stale.state() == "aborted" and fresh.state() == "committed"
+    assert [e["files"] for _, e in stale.entries()] == [[frags[0].files[0].path]]
+    old = time.time() - cleanup.UNVERIFIED_AGE.total_seconds() - 60
+    for name in os.listdir(stale.directory):
+        os.utime(os.path.join(stale.directory, name), (old, old))
+    os.utime(stale.directory, (old, old))
+    lance_format.dataset(uri).cleanup_old_versions(
+        dt.timedelta(0), delete_unverified=True, error_if_tagged_old_versions=False
+    )
+    assert os.listdir(os.path.join(uri, "_staging")) == ["fresh"]
+    assert data_files(uri) == _referenced(uri)  # the stale job's file: unreferenced, removed
+    assert lance.dataset(uri).to_table().equals(t)
+    with pytest.raises(InvalidArgumentError):
+        staging.StagingJob(uri, "../escape")
 
 
 def test_idempotency_key_commits_once_even_after_a_restart(server, client, root):

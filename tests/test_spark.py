@@ -345,29 +345,34 @@ def small_batches(spark):
 
 
 def test_failed_job_commits_nothing(spark, server, root: Path, small_batches) -> None:
+    """Nothing committed and no staged file left, including the failing task's own stage:
+    its writer sees its input end cleanly (the UDF fails in another Python worker), stages,
+    and Spark drops its commit message; only the job scope of the staged puts names it."""
     uri = root / "fails"
     _writer(_frame(spark, 0, 100, 1), server, "append").save("fails")
     expected = lance.dataset(str(uri)).to_table().sort_by("id")
+    before = _data_files(uri)
+    assert before == {f.path for f in lance.dataset(str(uri)).get_fragments()[0].data_files()}
     for mode in ("append", "overwrite"):
         with pytest.raises(Exception, match="boom at"):
             _writer(_failing_job(spark), server, mode).save("fails")
         ds = lance.dataset(str(uri))
         assert ds.version == 1 and ds.to_table().sort_by("id").equals(expected)
+        assert _data_files(uri) == before
     with pytest.raises(Exception, match="boom at"):
         _writer(_failing_job(spark), server, "append").save("never_created")
     assert not (root / "never_created" / "_versions").exists()
+    assert _data_files(root / "never_created") == set()
     with pytest.raises(ValueError, match="not found"):
         lance.dataset(str(root / "never_created"))
-    # Not asserted: that no staged file is left.  The failing task's writer sees its input end
-    # cleanly (the UDF fails in another worker) and stages; Spark then drops its commit
-    # message, so no one can name those files (a server-side job scope is needed, see the
-    # report).  What the data source can remove it does: test_staging_cleanup_paths.
 
 
 def test_staging_cleanup_paths(server, root: Path) -> None:
-    """What the data source itself removes: a task whose input raises discards its own
-    stage before re-raising; the driver's abort discards what the other tasks reported."""
-    from flight_server.spark.source import Connection, LanceFlightWriter, staged_put
+    """What the data source removes, driven without Spark: a task whose input raises discards
+    its own stage; ``abort`` removes every stage of the job, reported or dropped; a task
+    still running after the abort is refused and keeps nothing; ``commit`` removes the
+    job's stages it did not commit (a retried or dropped attempt)."""
+    from flight_server.spark.source import Connection, LanceFlightWriter
 
     uri = root / "staging"
     lance.write_dataset(pa.table({"id": pa.array([1, 2], pa.int64())}), str(uri))
@@ -381,21 +386,29 @@ def test_staging_cleanup_paths(server, root: Path) -> None:
         yield batch
         raise RuntimeError("input failed")
 
+    writer = LanceFlightWriter(conn, "staging", schema, "append", 1, {})
     with pytest.raises(RuntimeError, match="input failed"):
-        staged_put(conn, "staging", "append", schema, broken(), {})
+        writer.write(broken())
     assert _data_files(uri) == before
 
-    done = [staged_put(conn, "staging", "append", schema, [batch] * 3, {}) for _ in range(2)]
+    done = [writer.write(iter([batch] * 3)) for _ in range(2)]
     assert [m.rows for m in done] == [30, 30] and all(m.fragments for m in done)
-    assert len(_data_files(uri) - before) == 2  # staged, not committed
-    writer = LanceFlightWriter(conn, "staging", schema, "append", 1, {})
+    writer.write(iter([batch]))  # a task whose commit message Spark drops
+    assert len(_data_files(uri) - before) == 3  # staged, not committed
     writer.abort([done[0], None, done[1]])
     assert _data_files(uri) == before and lance.dataset(str(uri)).version == 1
+    with pytest.raises(flight.FlightServerError, match="FAILED_PRECONDITION"):
+        writer.write(iter([batch]))  # a task that starts after the abort
+    assert _data_files(uri) == before
 
-    commit = [staged_put(conn, "staging", "append", schema, [batch], {}) for _ in range(2)]
+    writer = LanceFlightWriter(conn, "staging", schema, "append", 1, {})  # the next job
+    commit = [writer.write(iter([batch])) for _ in range(2)]
+    writer.write(iter([batch] * 2))  # a failed attempt's stage, retried as commit[1]
     writer.commit(commit)  # ONE transaction for both tasks' fragments
     ds = lance.dataset(str(uri))
     assert ds.version == 2 and ds.count_rows() == 22
+    referenced = {df.path for f in ds.get_fragments() for df in f.data_files()}
+    assert _data_files(uri) == referenced and len(referenced) == 3
 
 
 def test_auth_and_tls(spark, root: Path, tmp_path: Path) -> None:

@@ -25,15 +25,31 @@ schema), so narrow reads use ``.option("columns", "a,b")`` or a user schema
 (``spark.read.schema("a long, b string")``): only those columns travel.
 
 Writing (``df.write.format("lance_flight").mode("append"|"overwrite").save(name)``): the
-driver reads the dataset's version and schema once; every task streams its batches through
-a *staged* ``do_put`` (fragments written, nothing committed) and returns the staged
-fragments in its commit message; the driver commits them all in ONE ``commit_staged``
-transaction against the version it read (an absent dataset is created by that commit, in
-either mode).  A failed job commits nothing; the driver discards what the successful tasks
-staged, and a task whose input raises in its own worker discards its own stage.  Files
-staged by a task whose commit message Spark drops without the task seeing an error (its
-upstream failed in another worker, or it was killed mid-stage) cannot be named by anyone
-until the server scopes staging to a job.
+driver reads the dataset's version and schema once and draws a staging *job* id (logged:
+``lance_flight: writing ... as staging job <id>``); every task streams its batches through a
+*staged* ``do_put`` of that job (fragments written, nothing committed; the server records
+each file in the job's registry before creating it) and returns the staged fragments in its
+commit message; the driver commits them all in ONE ``commit_staged`` transaction against the
+version it read (an absent dataset is created by that commit, in either mode).
+
+What is guaranteed: a job commits all its tasks' rows or nothing, and once the driver has
+run ``commit`` or ``abort`` and the job's puts have ended, no file the job staged remains
+outside the committed version, including the stages of tasks whose results Spark dropped
+without the task seeing an error (its upstream failed in another worker, it was killed, or
+it was a retried or speculative attempt): ``commit_staged`` with the job removes what it did
+not commit, ``abort`` discards the whole job (``discard_staged`` with the job), and a put
+still running when the job ends is refused at its next check (FAILED_PRECONDITION) and
+removes its own files.  A task whose own input raises also discards its stage at once.
+
+What is not: a driver that dies between the tasks and ``commit``/``abort`` (or whose
+``abort`` cannot reach the server) ends nothing, so the job's staged files stay
+(uncommitted, invisible to readers) with their registry under ``<dataset>/_staging/<job>/``
+(a job directory without an ``ABORTED``/``COMMITTED`` marker).  Remove them with the
+``discard_staged`` action, ``{"dataset": ..., "job": ...}``, the job id taken from the
+driver's log line or from that directory's name, or let the ``cleanup`` action reclaim them
+(unreferenced data files after its unverified age, or at once with ``delete_unverified``;
+the registry once untouched for that age).  Files of a server process killed mid-put are
+reclaimed the same way.
 
 The classes here are pickled by Spark and run in Python workers on the driver and on the
 executors, so this package must be importable there (installed, or shipped with
@@ -46,6 +62,7 @@ import base64
 import itertools
 import json
 import logging
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -339,12 +356,14 @@ def staged_put(
     batches: Iterable[pa.RecordBatch],
     options: dict,
 ) -> StagedCommitMessage:
-    """Stream ``batches`` into staged fragments (written, not committed).
+    """Stream ``batches`` into staged fragments (written, not committed); ``options`` may
+    carry the staging ``job``.
 
     pyarrow cannot cancel a ``do_put`` from the client, so when the input raises here the
     stream is ended cleanly, which only *stages* what was sent; those fragments are then
-    discarded and the error re-raised.  A transport error fails the stream itself, and the
-    server removes what it wrote.
+    discarded (by name: the job itself goes on, a retry may still succeed) and the error
+    re-raised.  A transport error fails the stream itself, and the server removes what it
+    wrote.
     """
     body = {"dataset": dataset, "mode": mode, "stage": True, **options}
     descriptor = flight.FlightDescriptor.for_command(json.dumps(body).encode())
@@ -384,9 +403,11 @@ def commit_staged(
     read_version: int | None,
     schema: pa.Schema,
     data_storage_version: str | None,
+    job: str | None = None,
 ) -> dict:
     """ONE transaction for every staged fragment: append, or overwrite (which also creates;
-    the schema is what the puts streamed)."""
+    the schema is what the puts streamed).  With ``job``, the server then ends the job and
+    removes what its puts staged that this commit leaves out."""
     body: dict[str, Any] = {
         "dataset": dataset,
         "mode": "append" if mode == "append" else "overwrite",
@@ -397,11 +418,17 @@ def commit_staged(
         body["read_version"] = read_version
     if data_storage_version:
         body["data_storage_version"] = data_storage_version
+    if job is not None:
+        body["job"] = job
     return conn.action("commit_staged", body)
 
 
-def discard_staged(conn: Connection, dataset: str, fragments: list) -> dict:
-    return conn.action("discard_staged", {"dataset": dataset, "fragments": fragments})
+def discard_staged(conn: Connection, dataset: str, fragments: list, job: str | None = None) -> dict:
+    """Remove staged fragments; with ``job``, abort the whole job (every file it staged)."""
+    body: dict[str, Any] = {"dataset": dataset, "fragments": fragments}
+    if job is not None:
+        body["job"] = job
+    return conn.action("discard_staged", body)
 
 
 # -- types ----------------------------------------------------------------------------------
@@ -712,7 +739,8 @@ class LanceFlightWriter(DataSourceArrowWriter):
 
     Spark pickles the writer after :meth:`start` (driver), runs :meth:`write` in every task
     and :meth:`commit` or :meth:`abort` on the driver, so the version read at the start is
-    the one the commit is checked against: a concurrent incompatible commit fails the job.
+    the one the commit is checked against (a concurrent incompatible commit fails the job),
+    and the staging ``job`` id drawn here is the one every task and the driver send.
     """
 
     def __init__(
@@ -723,6 +751,7 @@ class LanceFlightWriter(DataSourceArrowWriter):
         mode: str,
         read_version: int | None,
         put_options: dict,
+        job: str | None = None,
     ):
         self.connection = connection
         self.dataset = dataset
@@ -730,6 +759,7 @@ class LanceFlightWriter(DataSourceArrowWriter):
         self.mode = mode
         self.read_version = read_version
         self.put_options = put_options
+        self.job = job or uuid.uuid4().hex
 
     @classmethod
     def start(
@@ -767,7 +797,15 @@ class LanceFlightWriter(DataSourceArrowWriter):
             put_options["max_rows_per_file"] = max_rows_per_file
         if data_storage_version is not None:
             put_options["data_storage_version"] = data_storage_version
-        return cls(connection, dataset, target, mode, version, put_options)
+        writer = cls(connection, dataset, target, mode, version, put_options)
+        log.info(
+            "lance_flight: writing to %s (%s, read version %s) as staging job %s",
+            dataset,
+            mode,
+            version,
+            writer.job,
+        )
+        return writer
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommitMessage:
         batches = (conform_batch(b, self.target) for b in iterator if b.num_rows)
@@ -780,16 +818,15 @@ class LanceFlightWriter(DataSourceArrowWriter):
             self.mode,
             self.target,
             itertools.chain([first], batches),
-            self.put_options,
+            {**self.put_options, "job": self.job},
         )
 
     def commit(self, messages: list[StagedCommitMessage | None]) -> None:
+        """ONE commit of every reported fragment; the server then removes what the job's
+        dropped attempts staged (also when there is nothing to append: no new version)."""
         done = [m for m in messages if m is not None]
         fragments = [f for m in done for f in m.fragments]
         rows = sum(m.rows for m in done)
-        if self.mode == "append" and not fragments:
-            log.info("lance_flight: nothing to append to %s", self.dataset)
-            return
         storage = next((m.data_storage_version for m in done if m.data_storage_version), None)
         result = commit_staged(
             self.connection,
@@ -799,26 +836,32 @@ class LanceFlightWriter(DataSourceArrowWriter):
             self.read_version,
             self.target,
             storage or self.put_options.get("data_storage_version"),
+            self.job,
         )
         log.info(
-            "lance_flight: %s %s: %d rows in %d fragment(s), version %s",
+            "lance_flight: %s %s: %d rows in %d fragment(s), version %s (job %s, %s "
+            "unreported staged file(s) removed)",
             self.mode,
             self.dataset,
             rows,
             len(fragments),
             (result or {}).get("version"),
+            self.job,
+            (result or {}).get("leftovers_removed"),
         )
 
     def abort(self, messages: list[StagedCommitMessage | None]) -> None:
-        """Commit nothing; remove what the successful tasks staged (failed tasks removed
-        their own in :func:`staged_put`)."""
+        """Commit nothing; end the job and remove every file it staged: the stages the
+        successful tasks reported and those Spark dropped (tasks still running are refused
+        at their next check and remove their own)."""
         fragments = [f for m in messages if m is not None for f in m.fragments]
-        if fragments:
-            discard_staged(self.connection, self.dataset, fragments)
+        result = discard_staged(self.connection, self.dataset, fragments, self.job)
         log.warning(
-            "lance_flight: write to %s aborted: nothing committed, %d staged fragment(s) removed",
+            "lance_flight: write to %s aborted (job %s): nothing committed, %s staged "
+            "file(s) removed",
             self.dataset,
-            len(fragments),
+            self.job,
+            (result or {}).get("removed"),
         )
 
 

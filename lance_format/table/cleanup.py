@@ -7,6 +7,11 @@ unreferenced files.  Unreferenced files younger than ``UNVERIFIED_AGE`` may belo
 in progress, so they are left alone unless ``delete_unverified`` is set (which is also how
 the leftovers of a killed writer are reclaimed: partial data files, transaction files of
 commits that never landed, temporary manifests).
+
+Staging-job registries (``_staging/<job>/``, see :mod:`.staging`) are what running and
+just-ended distributed writes rely on (a finished job's marker refuses its late writers), so
+a job directory goes only once nothing in it changed for ``UNVERIFIED_AGE``, whatever
+``delete_unverified`` says; the data files it lists are judged like any other.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError
-from . import manifest, paths, tags
+from . import manifest, paths, staging, tags
 
 UNVERIFIED_AGE = dt.timedelta(days=7)
 DEFAULT_OLDER_THAN = dt.timedelta(days=14)
@@ -97,6 +102,7 @@ def cleanup_old_versions(
             stats.bytes_removed += removed
             if sub == paths.DATA_DIR and path.endswith(".lance"):
                 stats.data_files_removed += 1
+    stats.bytes_removed += staging.remove_stale_jobs(root, unverified_before)
     return stats
 
 

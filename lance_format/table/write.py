@@ -11,7 +11,7 @@ file this write created.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -88,9 +88,14 @@ def write_fragments(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     data_storage_version: str = "2.2",
     max_page_bytes: int | None = None,
+    on_new_file: Callable[[str], None] | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write ``data`` (matching ``schema``, whose field ids are stored) into new data files;
-    returns the uncommitted fragments (id 0), in order."""
+    returns the uncommitted fragments (id 0), in order.
+
+    ``on_new_file(name)`` is called before each data file is created, so a caller can record
+    the name where a crash cannot lose it (a staging job's registry); if it raises, that
+    file is not created and the write fails as any other."""
     if not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
         raise InvalidArgumentError("max_rows_per_file must be a positive integer")
     major, minor = storage_version(data_storage_version)
@@ -131,6 +136,8 @@ def write_fragments(
             while pos < batch.num_rows:
                 if writer is None:
                     name = paths.new_data_file_name()
+                    if on_new_file is not None:
+                        on_new_file(name)
                     path = os.path.join(root, "data", name)
                     written.append(path)
                     writer = LanceFileWriter(
