@@ -22,7 +22,19 @@ from ..errors import InvalidArgumentError, LanceIOError, SchemaError, Unsupporte
 from ..pb import transaction_pb2
 from ..schema import LanceSchema
 from ..writer import LanceFileWriter
-from . import cleanup, commit, compaction, deletion, features, filters, manifest, paths, tags, write
+from . import (
+    cleanup,
+    commit,
+    compaction,
+    deletion,
+    features,
+    filters,
+    manifest,
+    paths,
+    staging,
+    tags,
+    write,
+)
 from .fragment import Fragment
 from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
 
@@ -380,9 +392,7 @@ def write_dataset(
             data_storage_version=version,
             max_page_bytes=max_page_bytes,
         )
-        txn = commit.new_transaction(
-            current.version, append=transaction_pb2.Transaction.Append(fragments=fragments)
-        )
+        txn = staging.staged_transaction(fragments, mode="append", read_version=current.version)
         commit.commit(root, txn)
         return dataset(root)
     previous = dataset(root) if exists else None
@@ -399,10 +409,13 @@ def write_dataset(
         data_storage_version=data_storage_version,
         max_page_bytes=max_page_bytes,
     )
-    op = transaction_pb2.Transaction.Overwrite(fragments=fragments, schema=lance_schema.to_protos())
-    for k, v in (reader.schema.metadata or {}).items():
-        op.schema_metadata[k.decode() if isinstance(k, bytes) else k] = v
-    txn = commit.new_transaction(read_version, overwrite=op)
+    txn = staging.staged_transaction(
+        fragments,
+        mode="overwrite",
+        read_version=read_version,
+        schema=lance_schema,
+        schema_metadata=reader.schema.metadata,
+    )
     naming = paths.ManifestNaming.V2 if enable_v2_manifest_paths else paths.ManifestNaming.V1
     commit.commit(
         root,
