@@ -83,6 +83,7 @@ class _Leaf:
     pages: list = field(default_factory=list)
     rows: int = 0
     encodings: list[str] = field(default_factory=list)
+    fsst: cz.FsstReuse | None = None  # the FSST table of the column's latest encoding job
 
 
 class LanceFileWriter:
@@ -244,7 +245,13 @@ class LanceFileWriter:
             self._pending[i] = []
             self._pending_bytes[i] = 0
             arr = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
-            self._inflight.append(pool().submit(self._encode_field, i, arr))
+            reuse = []
+            for leaf in self._leaves[i]:  # each job's tables chained to the previous job's
+                leaf.fsst = cz.FsstReuse(leaf.fsst)
+                reuse.append(leaf.fsst)
+            job = pool().submit(self._encode_field, i, arr, reuse)
+            job.add_done_callback(lambda _, reuse=reuse: [r.close() for r in reuse])
+            self._inflight.append(job)
         while self._inflight and (
             wait or self._inflight[0].done() or len(self._inflight) > MAX_INFLIGHT
         ):
@@ -261,14 +268,18 @@ class LanceFileWriter:
                     page = self._encode_blob(page)
             self._write_page(leaf, page)
 
-    def _encode_field(self, i: int, arr: pa.Array) -> list[tuple[_Leaf, EncodedPage]]:
+    def _encode_field(
+        self, i: int, arr: pa.Array, reuse: list[cz.FsstReuse]
+    ) -> list[tuple[_Leaf, EncodedPage]]:
         top = self._schema.field(i)
         out: list = []
         for piece in _split_rows(arr, self.max_page_bytes):
-            self._encode_field_pages(i, piece, top, out)
+            self._encode_field_pages(i, piece, top, out, reuse)
         return out
 
-    def _encode_field_pages(self, i: int, arr: pa.Array, top: pa.Field, out: list) -> None:
+    def _encode_field_pages(
+        self, i: int, arr: pa.Array, top: pa.Field, out: list, reuse: list[cz.FsstReuse]
+    ) -> None:
         if self.version == "2.0":
             leaves = self._leaves[i]
             try:
@@ -287,21 +298,23 @@ class LanceFileWriter:
         too_many = any(r.rep is not None and r.num_levels > MAX_LEVELS_PER_PAGE for r in raveled)
         if too_many and len(arr) > 1:
             half = len(arr) // 2
-            self._encode_field_pages(i, arr.slice(0, half), top, out)
-            self._encode_field_pages(i, arr.slice(half), top, out)
+            self._encode_field_pages(i, arr.slice(0, half), top, out, reuse)
+            self._encode_field_pages(i, arr.slice(half), top, out, reuse)
             return
-        for leaf, rav in zip(leaves, raveled, strict=True):
+        for leaf, rav, tables in zip(leaves, raveled, reuse, strict=True):
             if leaf.options.blob:
                 out.append((leaf, rav))
                 continue
             try:
-                out.append((leaf, self._encode_leaf(leaf, rav)))
+                out.append((leaf, self._encode_leaf(leaf, rav, tables)))
             except LanceError as e:
                 raise type(e)(f"column {leaf.path!r}: {e}") from e
 
     # -- one page of one leaf -------------------------------------------------------------
 
-    def _encode_leaf(self, leaf: _Leaf, rav: repdef.Raveled) -> EncodedPage:
+    def _encode_leaf(
+        self, leaf: _Leaf, rav: repdef.Raveled, fsst_reuse: cz.FsstReuse | None = None
+    ) -> EncodedPage:
         opts = leaf.options
         values = rav.values
         _check_encodable(leaf, rav)
@@ -323,7 +336,7 @@ class LanceFileWriter:
                 )
         integer = _is_integer(values.type)
         if not arrow_dict and _use_fullzip(block, opts):
-            enc, per_value = cz.compress_per_value(block, opts)
+            enc, per_value = cz.compress_per_value(block, opts, fsst_reuse=fsst_reuse)
             return fullzip.encode_page(enc, per_value, rav.rep, rav.defs, rav.layers, rav.num_rows)
         dictionary = None
         encoded = None
@@ -350,7 +363,7 @@ class LanceFileWriter:
             idx = np.asarray(indices).astype(f"<u{key_bits // 8}")
             block = FixedWidthBlock(idx.view(np.uint8), key_bits, len(idx))
             integer = True
-        chunked = cz.compress_miniblock(block, opts, integer=integer)
+        chunked = cz.compress_miniblock(block, opts, integer=integer, fsst_reuse=fsst_reuse)
         return miniblock.encode_page(
             chunked, rav.rep, rav.defs, rav.layers, rav.num_rows, self.version, dictionary
         )

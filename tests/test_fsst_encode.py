@@ -26,6 +26,7 @@ from lance_format.compression import fsst, variable
 from lance_format.compression.blocks import VariableWidthBlock
 from lance_format.errors import InvalidArgumentError
 from lance_format.reader import LanceFileReader
+from lance_format.writer import LanceFileWriter
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -432,3 +433,96 @@ def test_pylance_reads_our_table_and_codes(pylance_comments, tmp_path):
     path.write_bytes(bytes(raw))
     back = lance.file.LanceFileReader(str(path)).read_all().to_table()
     assert [s.encode() for s in back.column(0).to_pylist()] == strings
+
+
+# -- one table across the pages of a file ----------------------------------------------------
+
+
+def _fsst_tables(path: str) -> list[bytes | None]:
+    """The FSST symbol table of every page of column 0 (None: not an FSST page)."""
+    out = []
+    with LanceFileReader(path) as reader:
+        for page in reader.metadata.columns[0].pages:
+            layout = page.encoding.WhichOneof("layout")
+            enc = getattr(page.encoding, layout).value_compression
+            out.append(enc.fsst.symbol_table if enc.WhichOneof("compression") == "fsst" else None)
+    return out
+
+
+def _write_pages(path: str, strings: list[str], page_bytes: int, batch_rows: int) -> None:
+    table = pa.table({"s": pa.array(strings, pa.string())})
+    with LanceFileWriter(path, table.schema, max_page_bytes=page_bytes) as w:
+        for batch in table.to_batches(batch_rows):
+            w.write_batch(batch)
+
+
+def test_later_pages_reuse_the_first_table_and_pylance_reads_them(tmp_path):
+    """Alike pages share the table trained on the first one (several pages per encoding
+    job, and one page per job, chained across jobs); pylance reads every page back."""
+    strings = [s.decode() for s in comment_corpus(24_000)]
+    for batch_rows in (24_000, 3_000):  # one job of many pages / many jobs
+        path = str(tmp_path / f"reuse{batch_rows}.lance")
+        _write_pages(path, strings, 128 << 10, batch_rows)
+        tables = _fsst_tables(path)
+        assert len(tables) >= 4 and None not in tables
+        assert len(set(tables)) == 1, "alike pages should share one table"
+        back = lance.file.LanceFileReader(path).read_all().to_table()
+        assert back.column(0).to_pylist() == strings
+
+
+def test_a_page_unlike_the_first_trains_its_own_table(tmp_path):
+    """Text pages, then pages of hex digests: the digests get a table of their own (the
+    text table would leave them almost uncompressed); both read back through pylance."""
+    text = [s.decode() for s in comment_corpus(8_000)]
+    rng = np.random.default_rng(3)
+    digests = [bytes(rng.integers(0, 256, 16, dtype=np.uint8)).hex() for _ in range(8_000)]
+    path = str(tmp_path / "drift.lance")
+    _write_pages(path, text + digests, 192 << 10, 2_000)
+    tables = _fsst_tables(path)
+    assert None not in tables and len(tables) >= 4
+    assert tables[0] == tables[1] and tables[-1] != tables[0]
+    digest_symbols = symbols_of(tables[-1])
+    assert all(set(s) <= set(b"0123456789abcdef") for s in digest_symbols)
+    back = lance.file.LanceFileReader(path).read_all().to_table()
+    assert back.column(0).to_pylist() == text + digests
+
+
+def test_reused_tables_do_not_depend_on_timing(tmp_path):
+    """The pages are encoded on a thread pool, several at once: the bytes written are
+    still the same from run to run."""
+    strings = [s.decode() for s in comment_corpus(16_000, seed=11)]
+    files = []
+    for i in range(3):
+        path = tmp_path / f"run{i}.lance"
+        _write_pages(str(path), strings, 96 << 10, 1_000)
+        files.append(path.read_bytes())
+    assert files[0] == files[1] == files[2]
+
+
+def test_estimate_judges_on_the_training_held_out_sample():
+    """``train_estimated``'s ratio is that of its own table on the held-out sample, which
+    is what ``estimate`` measures; on other strings the same table does worse."""
+    strings = comment_corpus(6_000)
+    table, ratio = fsst.train_estimated(block_of(strings))
+    assert table == fsst.train(block_of(strings))
+    assert fsst.estimate(block_of(strings), table) == pytest.approx(ratio)
+    rng = np.random.default_rng(5)
+    other = [bytes(rng.integers(0, 256, 30, dtype=np.uint8)) for _ in range(3_000)]
+    assert fsst.estimate(block_of(other), table) > 1.5 * ratio
+
+
+def test_full_zip_pages_reuse_the_table_too(tmp_path):
+    """Values of 256 bytes and more are full-zipped, each compressed on its own with the
+    page's table: those pages share one table as well, and pylance reads them."""
+    pieces = comment_corpus(12_000, seed=5)
+    strings = [b"".join(pieces[i : i + 30]).decode() for i in range(0, len(pieces), 30)]
+    assert min(map(len, strings)) >= 256
+    path = str(tmp_path / "fullzip.lance")
+    _write_pages(path, strings, 64 << 10, 50)
+    with LanceFileReader(path) as reader:
+        layouts = {p.encoding.WhichOneof("layout") for p in reader.metadata.columns[0].pages}
+    assert layouts == {"full_zip_layout"}
+    tables = _fsst_tables(path)
+    assert len(tables) >= 3 and None not in tables and len(set(tables)) == 1
+    back = lance.file.LanceFileReader(path).read_all().to_table()
+    assert back.column(0).to_pylist() == strings

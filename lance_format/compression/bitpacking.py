@@ -95,10 +95,7 @@ def _scatter_rows(out: np.ndarray, val: np.ndarray, t: int) -> None:
     lanes = BLOCK // t
     groups = t // 8
     n = len(out)
-    order = _SLOT_ORDER.get(t)
-    if order is None:
-        slot = np.array(FL_ORDER)[:groups] * 16 // lanes
-        order = _SLOT_ORDER[t] = np.argsort(slot)
+    order = _slot_order(t)
     v = val.reshape(n, groups, 8, lanes)
     if groups > 1:
         v = v[:, order]
@@ -106,6 +103,31 @@ def _scatter_rows(out: np.ndarray, val: np.ndarray, t: int) -> None:
 
 
 _SLOT_ORDER: dict[int, np.ndarray] = {}
+
+
+def _slot_order(t: int) -> np.ndarray:
+    """The row groups (of 8 rows) in the order of their slots in a block."""
+    order = _SLOT_ORDER.get(t)
+    if order is None:
+        slot = np.array(FL_ORDER)[: t // 8] * 16 // (BLOCK // t)
+        order = _SLOT_ORDER[t] = np.argsort(slot)
+    return order
+
+
+def _gather_rows(values: np.ndarray, t: int) -> np.ndarray:
+    """``values[:, _row_index(t)]`` (blocks x T x LANES) as one strided copy: the inverse
+    of :func:`_scatter_rows`."""
+    lanes = BLOCK // t
+    groups = t // 8
+    n = len(values)
+    order = _slot_order(t)
+    rows = np.empty((n, groups, 8, lanes), dtype=values.dtype)
+    src = values.reshape(n, 8, groups, lanes).transpose(0, 2, 1, 3)
+    if groups > 1:
+        rows[:, order] = src
+    else:
+        rows[...] = src
+    return rows.reshape(n, t, lanes)
 
 
 _PLAN_CACHE: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
@@ -144,9 +166,10 @@ def pack_blocks(values: np.ndarray, width: int, t: int) -> np.ndarray:
         # (fancy indexing along axis 1 may hand back a Fortran-ordered array)
         return np.ascontiguousarray(values[:, idx.reshape(-1)]).reshape(nblocks, width * lanes)
     mask = dtype.type((1 << width) - 1)
+    rows = _gather_rows(values, t)
     for r in range(t):
         w0, shift = divmod(r * width, t)
-        v = values[:, idx[r]] & mask
+        v = rows[:, r, :] & mask
         words[:, w0, :] |= v << dtype.type(shift)
         if shift + width > t:
             words[:, w0 + 1, :] |= v >> dtype.type(t - shift)
@@ -245,6 +268,9 @@ def decode_inline_block(data: np.ndarray, num_values: int, t: int) -> np.ndarray
     return blocks.reshape(-1)[:num_values]
 
 
+_MAX_RUNS = 32  # more changes of width than this: pack by width group, scatter the bytes
+
+
 def encode_inline_chunks(values: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
     """Pack values in chunks of 1024 (the last zero-padded), each ``[W][packed]``.
 
@@ -262,8 +288,22 @@ def encode_inline_chunks(values: np.ndarray, t: int) -> tuple[np.ndarray, np.nda
     word = t // 8
     sizes = word + 128 * widths
     offsets = np.cumsum(sizes) - sizes
-    out = np.zeros(int(sizes.sum()), dtype=np.uint8)
     header = widths.astype(dtype)
+    runs = np.flatnonzero(np.diff(widths)) + 1
+    if len(runs) <= _MAX_RUNS:
+        # consecutive blocks of one width form a (blocks x size) matrix of the output:
+        # write it through a reshaped view (usual: widths change slowly along a column)
+        out = np.empty(int(sizes.sum()), dtype=np.uint8)
+        bounds = [0, *runs.tolist(), nblocks]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            width, start = int(widths[a]), int(offsets[a])
+            size = word + 128 * width
+            rows = out[start : start + (b - a) * size].reshape(b - a, size)
+            rows[:, :word] = header[a:b].view(np.uint8).reshape(b - a, word)
+            if width:
+                rows[:, word:] = pack_blocks(padded[a:b], width, t).view(np.uint8)
+        return out, sizes
+    out = np.zeros(int(sizes.sum()), dtype=np.uint8)
     hdr_bytes = header.view(np.uint8).reshape(nblocks, word)
     out[(offsets[:, None] + np.arange(word)[None, :]).reshape(-1)] = hdr_bytes.reshape(-1)
     for width in np.unique(widths).tolist():

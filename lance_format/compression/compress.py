@@ -17,6 +17,8 @@ arrives parsed as :class:`ColumnOptions`.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
@@ -244,7 +246,13 @@ def value_changes(block: FixedWidthBlock) -> np.ndarray:
         rows = data.view("<u8").reshape(n, width // 8)
     else:
         rows = data.reshape(n, width)
-    return (rows[1:] != rows[:-1]).any(axis=1)
+    if rows.shape[1] > 8:
+        return (rows[1:] != rows[:-1]).any(axis=1)
+    # a few columns: one comparison per column (``any(axis=1)`` over a short axis is slow)
+    changes = rows[1:, 0] != rows[:-1, 0]
+    for k in range(1, rows.shape[1]):
+        changes |= rows[1:, k] != rows[:-1, k]
+    return changes
 
 
 def run_count(block: FixedWidthBlock) -> int:
@@ -281,8 +289,15 @@ def _fixed_chunks(block: FixedWidthBlock, opts: ColumnOptions, *, integer: bool)
             if size < best_size:
                 best, best_size = "ibp", size
         if bits in (8, 16, 32, 64):  # RLE values must be a native integer width
-            runs = run_count(block)
-            if runs / n < opts.rle_threshold and runs * (bits // 8 + 1) < best_size:
+
+            def rle_wins(runs: int) -> bool:
+                return runs / n < opts.rle_threshold and runs * (bits // 8 + 1) < best_size
+
+            # the runs before splitting at 255 are a lower bound: when even that many runs
+            # lose, the exact count (a few passes more) is not needed
+            if rle_wins(int(np.count_nonzero(value_changes(block))) + 1) and rle_wins(
+                run_count(block)
+            ):
                 best = "rle"
         if best == "ibp":
             base = _bitpack_chunks(u, bits)
@@ -351,14 +366,93 @@ def _packed_chunks(block: StructBlock) -> Chunked:
     return Chunked(enc, inner.counts, inner.buffers)
 
 
-def _string_chunks(block: VariableWidthBlock, opts: ColumnOptions) -> Chunked:
+# -- FSST tables across pages ----------------------------------------------------------------
+
+FSST_RETRAIN_SLACK = 1.10  # a reused table that compresses 10% worse than expected: retrain
+
+
+class FsstReuse:
+    """The FSST symbol table a string column carries from page to page within one file.
+
+    Training costs about half as much as compressing a page, and a column's pages are
+    usually alike, so the first page that needs a table trains one and later pages reuse
+    it (every page stores its table, so any table is valid).  Before compressing, a page
+    checks the table on a sample of its own strings (:func:`fsst.estimate`); when that
+    is more than :data:`FSST_RETRAIN_SLACK` times the ratio the table achieved on its
+    training page's sample, the page trains its own table and keeps the better of the
+    two (by their sample ratios), for that page only.
+
+    A writer encodes several pages of a column at once on the pool, so the table a page
+    gets must not depend on timing: each encoding job of a column has its own
+    ``FsstReuse`` chained to the previous job's.  A job uses the table its predecessor
+    ended with, waiting for it if need be (the predecessor was submitted earlier to the
+    FIFO pool, so it is already running and never waits on a later job), or trains one.
+    :meth:`close` ends a job (also a cancelled one): its successor then inherits what it
+    inherited.
+    """
+
+    def __init__(self, previous: FsstReuse | None = None):
+        self._previous = previous
+        self._result: Future = Future()  # (table, expected ratio) | None
+        self._lock = threading.Lock()
+
+    def table(self) -> tuple[bytes, float] | None:
+        """The table and its expected compressed/raw ratio, or None: train one and
+        :meth:`publish` it."""
+        if self._result.done():
+            return self._result.result()
+        previous = self._previous
+        inherited = previous._result.result() if previous is not None else None
+        if inherited is not None:
+            self._settle(inherited)
+        return inherited
+
+    def publish(self, table: bytes, ratio: float) -> None:
+        self._settle((table, ratio))
+
+    def close(self) -> None:
+        """The job is over: settle with what the previous job ends with, when it does."""
+        previous = self._previous
+        if previous is None:
+            self._settle(None)
+        else:
+            previous._result.add_done_callback(lambda f: self._settle(f.result()))
+
+    def _settle(self, value: tuple[bytes, float] | None) -> None:
+        with self._lock:
+            if not self._result.done():
+                self._result.set_result(value)
+                self._previous = None  # the chain behind a settled job can go
+
+
+def _fsst_compress(
+    block: VariableWidthBlock, reuse: FsstReuse | None
+) -> tuple[bytes, VariableWidthBlock]:
+    """A symbol table for ``block`` and its compressed strings."""
+    known = reuse.table() if reuse is not None else None
+    if known is None:
+        table, ratio = fsst.train_estimated(block)
+        if reuse is not None:
+            reuse.publish(table, ratio)
+        return table, fsst.compress(block, table)
+    table, expected = known
+    seen = fsst.estimate(block, table)
+    if seen > expected * FSST_RETRAIN_SLACK:
+        own, own_ratio = fsst.train_estimated(block)
+        if own_ratio < seen:
+            table = own
+    return table, fsst.compress(block, table)
+
+
+def _string_chunks(
+    block: VariableWidthBlock, opts: ColumnOptions, fsst_reuse: FsstReuse | None
+) -> Chunked:
     if opts.compression is not None:
         return _general_wrap(_variable_chunks(block), opts.compression, opts.compression_level)
     lengths = np.diff(block.offsets)
     total = int(block.offsets[-1] - block.offsets[0])
     if total >= FSST_MIN_PAGE_BYTES and len(lengths) and int(lengths.max()) >= FSST_MIN_MAX_LENGTH:
-        table = fsst.train(block)
-        packed_block = fsst.compress(block, table)
+        table, packed_block = _fsst_compress(block, fsst_reuse)
         if len(packed_block.data) < total:
             inner = _variable_chunks(packed_block)
             enc = pb.CompressiveEncoding(
@@ -368,12 +462,19 @@ def _string_chunks(block: VariableWidthBlock, opts: ColumnOptions) -> Chunked:
     return _variable_chunks(block)
 
 
-def compress_miniblock(block: Block, opts: ColumnOptions, *, integer: bool = False) -> Chunked:
-    """Encode a page's (non-dictionary) values as mini-block chunks."""
+def compress_miniblock(
+    block: Block,
+    opts: ColumnOptions,
+    *,
+    integer: bool = False,
+    fsst_reuse: FsstReuse | None = None,
+) -> Chunked:
+    """Encode a page's (non-dictionary) values as mini-block chunks.  ``fsst_reuse``
+    carries a string column's FSST table between pages (None: train for this page)."""
     if isinstance(block, FixedWidthBlock):
         return _fixed_chunks(block, opts, integer=integer)
     if isinstance(block, VariableWidthBlock):
-        return _string_chunks(block, opts)
+        return _string_chunks(block, opts, fsst_reuse)
     if isinstance(block, FixedSizeListBlock):
         return _fsl_chunks(block)
     if isinstance(block, StructBlock):
@@ -417,7 +518,7 @@ def compress_block(
 
 
 def compress_per_value(
-    block: Block, opts: ColumnOptions
+    block: Block, opts: ColumnOptions, *, fsst_reuse: FsstReuse | None = None
 ) -> tuple[pb.CompressiveEncoding, FixedWidthBlock | VariableWidthBlock]:
     """Full-zip values: each value stays independently decodable (digest §5.4)."""
     if isinstance(block, FixedWidthBlock):
@@ -436,10 +537,9 @@ def compress_per_value(
                 values
             )
         lengths = np.diff(block.offsets)
-        total = int(block.offsets[-1])
+        total = int(block.offsets[-1] - block.offsets[0])
         if total >= FSST_MIN_PAGE_BYTES and len(lengths) and lengths.max() >= FSST_MIN_MAX_LENGTH:
-            table = fsst.train(block)
-            out = fsst.compress(block, table)
+            table, out = _fsst_compress(block, fsst_reuse)
             if int(out.offsets[-1]) < total:
                 enc = pb.CompressiveEncoding(
                     fsst=pb.Fsst(symbol_table=bytes(table), values=variable_enc(bits))
@@ -528,6 +628,7 @@ def _join(parts: list[np.ndarray]) -> np.ndarray:
 __all__ = [
     "Chunked",
     "ColumnOptions",
+    "FsstReuse",
     "compress_block",
     "compress_levels",
     "compress_miniblock",

