@@ -189,7 +189,7 @@ def projected_bytes(fragments: Sequence[Fragment], fields: Sequence[LanceField])
                         for f, c in zip(df.fields, df.column_indices, strict=True)
                         if f in ids and 0 <= c < len(columns)
                     }
-                    total += sum(s for c in wanted for p in columns[c].pages for _, s in p.buffers)
+                    total += sum(columns[c].stored_bytes() for c in wanted)
                     continue
             except (AttributeError, TypeError):
                 pass

@@ -197,7 +197,7 @@ class LanceFileReader:
                 starts = info.page_starts()
                 if starts[-1] != self.num_rows:  # 2.0 nested columns count items, not rows
                     continue
-                size = sum(s for p in info.pages for _, s in p.buffers)
+                size = info.stored_bytes()
                 if best is None or size > best[0]:
                     best = (size, starts)
         if best is None:
@@ -215,7 +215,7 @@ class LanceFileReader:
             for leaf in _leaves(f) if self.version != "2.0" else _subtree(f):
                 col = self._field_columns.get(leaf.id)
                 if col is not None:
-                    total += sum(s for p in self._meta.columns[col].pages for _, s in p.buffers)
+                    total += self._meta.columns[col].stored_bytes()
         return total
 
     # -- internals -------------------------------------------------------------------------

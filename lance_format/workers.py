@@ -46,20 +46,24 @@ def prefetch(items: Iterator[T], depth: int = 1) -> Iterator[T]:
     slots: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
+    def offer(entry: tuple) -> bool:
+        """Queue ``entry`` once there is room; False if the consumer stopped meanwhile."""
+        while not stop.is_set():
+            try:
+                slots.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for item in items:
-                while not stop.is_set():
-                    try:
-                        slots.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not offer((item, None)):
                     return
-            slots.put((_DONE, None))
+            offer((_DONE, None))
         except BaseException as exc:  # handed to the consumer, raised there
-            slots.put((_DONE, exc))
+            offer((_DONE, exc))
         finally:
             close = getattr(items, "close", None)
             if close is not None:

@@ -71,6 +71,10 @@ class ColumnInfo:
         rows = np.array([p.num_rows for p in self.pages], dtype=np.int64)
         return np.concatenate([[0], np.cumsum(rows)])
 
+    def stored_bytes(self) -> int:
+        """Bytes the column's pages take in the file (what reading all of it costs)."""
+        return sum(size for page in self.pages for _, size in page.buffers)
+
 
 @dataclass
 class FileMetadata:

@@ -92,8 +92,7 @@ class LeafColumnReader:
         # decode cost, for scheduling the slowest leaves first on the thread pool: a guess
         # from the stored bytes per row until a read has been timed
         rows = max(1, int(self.page_starts[-1]))
-        stored = sum(size for page in column.pages for _, size in page.buffers)
-        self.seconds_per_row = stored / rows * 1e-9
+        self.seconds_per_row = column.stored_bytes() / rows * 1e-9
 
     # -- per page ------------------------------------------------------------------------
 
