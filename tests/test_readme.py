@@ -83,8 +83,12 @@ def readme_blocks(text: str) -> list[Block]:
 
 
 def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    qualified = f"readme_scripts_{name}"
+    if qualified in sys.modules:
+        return sys.modules[qualified]
+    spec = importlib.util.spec_from_file_location(qualified, REPO / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[qualified] = module  # dataclasses look their module up while it executes
     spec.loader.exec_module(module)
     return module
 
@@ -124,8 +128,11 @@ def workspace(tmp_path_factory) -> Iterator[Workspace]:
     _load_script("make_demo").build(str(ws / "demo"), DEMO_SCALE, "2.2")
     venv_bin = Path(sys.executable).parent
     assert (venv_bin / "lance-flight").exists(), "the project is not installed in this venv"
-    (ws / ".venv").mkdir()
-    (ws / ".venv" / "bin").symlink_to(venv_bin)
+    if (Path(sys.prefix) / "pyvenv.cfg").exists():  # a venv: its python needs pyvenv.cfg
+        (ws / ".venv").symlink_to(sys.prefix)
+    else:
+        (ws / ".venv").mkdir()
+        (ws / ".venv" / "bin").symlink_to(venv_bin)
     (ws / "scripts").symlink_to(REPO / "scripts")
     env = dict(os.environ)
     env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
