@@ -246,7 +246,9 @@ def test_every_readme_code_block_runs(workspace: Workspace, monkeypatch, capsys)
     for key in ("PYSPARK_PYTHON", "PYTHONPATH", "PATH"):  # a block may set them for Spark
         monkeypatch.setenv(key, workspace.env.get(key, ""))
     ran = 0
+    timings: list[tuple[float, str]] = []
     for block in blocks:
+        started = time.monotonic()
         code = _substitute(block.code, ports)
         if block.lang in PYTHON_LANGS:
             compiled = compile(code, f"README.md:{block.line}", "exec")
@@ -275,8 +277,12 @@ def test_every_readme_code_block_runs(workspace: Workspace, monkeypatch, capsys)
                     f"{block.where} failed ({run.returncode}):\n{run.stdout}\n{run.stderr}"
                 )
                 ran += 1
+        timings.append((time.monotonic() - started, block.where))
     assert ran >= 10, "the README's examples were not found"
     capsys.readouterr()
+    with capsys.disabled():  # where the time goes (shown with -s)
+        for seconds, where in sorted(timings, reverse=True)[:5]:
+            print(f"{seconds:6.1f} s  {where}")
     # every demo path the README names exists once its examples have run
     text = README.read_text(encoding="utf-8")
     named = set(re.findall(r"(?<![\w/.])(demo/[A-Za-z0-9_./-]*[A-Za-z0-9_])", text))
