@@ -86,3 +86,19 @@ def test_a_bare_auth_flag_names_the_real_flags(capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "--auth-users FILE" in err and "--auth-tokens FILE" in err and "ambiguous" not in err
+
+
+def test_inspect_reports_a_missing_version_or_tag_and_a_version_on_a_file(tmp_path, capsys):
+    import lance
+
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(pa.table({"a": [1, 2]}), uri)
+    assert main(["inspect", uri, "--version", "7"]) == 2
+    assert "no version 7" in capsys.readouterr().err
+    assert main(["inspect", uri, "--version", "nightly"]) == 2
+    assert "nightly" in capsys.readouterr().err
+    path = str(tmp_path / "t.lance")
+    with lance.file.LanceFileWriter(path, pa.schema([("a", pa.int64())])) as writer:
+        writer.write_batch(pa.table({"a": [1]}))
+    assert main(["inspect", path, "--version", "1"]) == 2
+    assert "dataset directory" in capsys.readouterr().err
