@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from flight_fixtures import serve
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -119,7 +120,7 @@ class Workspace:
     path: Path
     env: dict[str, str]
     servers: list[subprocess.Popen] = field(default_factory=list)
-    logs: list[Path] = field(default_factory=list)
+    ports: dict[str, subprocess.Popen] = field(default_factory=dict)  # port -> its server
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +158,12 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def _start_server(ws: Workspace, block: Block, code: str) -> None:
+    # a later block serving on a port an earlier one took replaces it (a user restarting the
+    # server with other options)
+    ports = re.findall(r"--(?:metrics-)?port[ =](\d+)", code)
+    for port in ports:
+        if port in ws.ports:
+            _stop(ws.ports.pop(port))
     log = ws.path / f"server-{block.line}.log"
     proc = subprocess.Popen(
         ["bash", "-euo", "pipefail", "-c", code],
@@ -168,6 +175,7 @@ def _start_server(ws: Workspace, block: Block, code: str) -> None:
         start_new_session=True,  # its own process group: stopped as a whole
     )
     ws.servers.append(proc)
+    ws.ports.update((port, proc) for port in ports)
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -321,3 +329,16 @@ def test_the_dockerfile_command_is_one_the_cli_accepts():
     args = build_parser().parse_args(cmd)
     assert args.command == "serve" and args.host == "0.0.0.0"
     assert importlib.util.find_spec("flight_server.health") is not None
+
+
+def test_the_demo_banner_code_reads_the_whole_dataset(workspace: Workspace, capsys):
+    """The snippet scripts/demo.sh prints runs as printed against the demo server."""
+    banner = (REPO / "scripts" / "demo.sh").read_text()
+    body = banner[banner.index("cat <<MSG") : banner.index("\nMSG\n")]
+    snippet = [line[2:] for line in body.splitlines() if line.startswith("  ")]
+    assert any("for e in info.endpoints" in line for line in snippet)
+    with serve(str(workspace.path / "demo"), "--no-warm") as server:
+        port = server.location.rsplit(":", 1)[1]
+        code = "\n".join(snippet).replace("${PORT}", port)
+        exec(compile(code, "scripts/demo.sh", "exec"), {})  # noqa: S102
+    assert capsys.readouterr().out.split() == ["336776", "336776"]
