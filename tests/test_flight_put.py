@@ -160,6 +160,32 @@ def test_refused_appends_write_nothing(client, root):
     assert lance.dataset(uri).version == 1 and lance.dataset(uri).to_table().equals(t)
 
 
+def test_nulls_in_a_not_null_column_are_refused(client, root):
+    """A put of nulls into a NOT NULL column (or a nested NOT NULL field) commits nothing."""
+    uri = os.path.join(root, "notnull")
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("s", pa.struct([pa.field("x", pa.int32(), nullable=False)])),
+        ]
+    )
+    good = pa.table({"id": [1, 2], "s": [{"x": 1}, {"x": 2}]}, schema=schema)
+    put(client, cmd(dataset="notnull"), good)
+    files = data_files(uri)
+    loose = pa.table({"id": pa.array([3, None], pa.int64()), "s": good.column("s")})
+    child = pa.StructArray.from_arrays(
+        [pa.array([None, 4], pa.int32())], fields=[schema[1].type[0]]
+    )
+    nested = pa.Table.from_arrays([pa.array([5, 6], pa.int64()), child], schema=schema)
+    for data in (loose, nested):
+        with pytest.raises(OSError):  # pylance refuses both
+            lance.write_dataset(data, uri, mode="append")
+        e = _refused(client, cmd(dataset="notnull", mode="append"), data)
+        assert error_kind(e) == "INVALID_ARGUMENT" and "non-nullable" in str(e)
+    assert data_files(uri) == files
+    assert lance.dataset(uri).version == 1 and lance.dataset(uri).to_table().equals(good)
+
+
 @pytest.mark.parametrize(
     "body",
     [
