@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 MAX_FILTER_BYTES = 64 * 1024 * 1024  # the whole filter text (IN lists included)
-MAX_PARSED_BYTES = 256 * 1024  # the text left for the SQL parser once IN lists are lifted
+MAX_PARSED_BYTES = 64 * 1024  # the text left for the SQL parser once IN lists are lifted
 MAX_FILTER_DEPTH = 24  # levels of parentheses, function calls and CASE (NOT counts half)
 MAX_TREE_DEPTH = 128  # operators inside one another once parsed (an AND/OR chain is one)
 MIN_LIFTED_ITEMS = 16  # shorter IN lists go through the SQL parser as written
