@@ -21,13 +21,21 @@ import pyarrow.compute as pc
 
 from .errors import InvalidDataError
 
-__all__ = ["check_batch", "has_required_field"]
+__all__ = ["check_arrays", "check_batch", "has_required_field"]
 
 
 def check_batch(batch: pa.RecordBatch, required: Sequence[bool]) -> None:
     """Refuse ``batch`` if it is not valid Arrow data or has nulls where the schema forbids
     them; ``required[i]`` says the target schema declares top-level column ``i`` non-nullable
     (a dataset's own nullability, which an append's data may not repeat)."""
+    check_arrays(batch)
+    for i, f in enumerate(batch.schema):
+        _check_nulls(batch.column(i), not required[i] and f.nullable, f.name, None)
+
+
+def check_arrays(batch: pa.RecordBatch) -> None:
+    """Refuse ``batch`` unless every column is valid Arrow data (offsets, UTF-8, dictionary
+    keys): what must hold before any kernel (a cast, a copy) reads it."""
     for i, f in enumerate(batch.schema):
         column = batch.column(i)
         try:
@@ -36,7 +44,6 @@ def check_batch(batch: pa.RecordBatch, required: Sequence[bool]) -> None:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             problem = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise InvalidDataError(f"invalid Arrow data: {problem}", column=f.name) from None
-        _check_nulls(column, not required[i] and f.nullable, f.name, None)
 
 
 def _check_nulls(arr: pa.Array, nullable: bool, path: str, visible: pa.Array | None) -> None:

@@ -186,6 +186,31 @@ def test_nulls_in_a_not_null_column_are_refused(client, root):
     assert lance.dataset(uri).version == 1 and lance.dataset(uri).to_table().equals(good)
 
 
+def _bad_offsets(n: int, typ: pa.DataType) -> pa.Array:
+    """``n`` values whose offsets go backwards (a client can send such an array)."""
+    offsets = pa.array([0, 5, 2] + list(range(3, n + 1)), pa.int32()).buffers()[1]
+    return pa.Array.from_buffers(typ, n, [None, offsets, pa.py_buffer(b"abcdef" * n)])
+
+
+@pytest.mark.parametrize("stored", [pa.binary(), pa.large_binary(), pa.string()])
+def test_invalid_arrays_are_refused_before_any_use(client, root, stored):
+    """Offsets that go backwards: refused before a cast to the dataset's type (or a copy)
+    reads them, and nothing is written."""
+    name = f"offsets-{stored}"
+    uri = os.path.join(root, name)
+    good = pa.table({"id": pa.array([1, 2], pa.int64()), "b": pa.array(["ab", "c"]).cast(stored)})
+    put(client, cmd(dataset=name), good)
+    files = data_files(uri)
+    sent = pa.binary() if stored == pa.large_binary() else stored  # a cast on the server
+    bad = pa.Table.from_arrays(
+        [pa.array([3, 4, 5], pa.int64()), _bad_offsets(3, sent)], names=["id", "b"]
+    )
+    e = _refused(client, cmd(dataset=name, mode="append"), bad)
+    assert error_kind(e) == "INVALID_ARGUMENT" and "offset" in str(e).lower()
+    assert data_files(uri) == files
+    assert lance.dataset(uri).version == 1 and lance.dataset(uri).to_table().equals(good)
+
+
 @pytest.mark.parametrize(
     "body",
     [
