@@ -313,3 +313,50 @@ def test_utf8_metadata_round_trips(tmp_path):
     got = lance.dataset(uri).schema
     assert got.field("a").metadata == {"clé".encode(): "värde".encode()}
     assert got.metadata == {"ü".encode(): "ß".encode()}
+
+
+LOOSE_AND_STRICT = {
+    "list": (pa.list_(pa.int32()), NOT_NULL_ITEM, [[1, 2], [3]]),
+    "fixed-size-list": (
+        pa.list_(pa.float32(), 2),
+        pa.list_(pa.field("item", pa.float32(), nullable=False), 2),
+        [[1.0, 2.0], [3.0, 4.0]],
+    ),
+    "struct": (
+        pa.struct([pa.field("x", pa.int32())]),
+        pa.struct([pa.field("x", pa.int32(), nullable=False)]),
+        [{"x": 1}, {"x": 2}],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", LOOSE_AND_STRICT)
+def test_nested_nullability_may_differ_as_in_pylance(tmp_path, case):
+    """Data whose nested fields differ from the dataset's in nullability alone is written
+    (cast to the dataset's types), as pylance does, in both directions and on create."""
+    loose, strict, values = LOOSE_AND_STRICT[case]
+    for first, then in ((loose, strict), (strict, loose)):
+        results = []
+        for name, module in (("pylance", lance), ("ours", lance_format)):
+            uri = str(tmp_path / f"{name}-{first}")
+            module.write_dataset(pa.table({"v": pa.array(values, first)}), uri)
+            module.write_dataset(pa.table({"v": pa.array(values, then)}), uri, mode="append")
+            results.append(lance.dataset(uri).to_table())
+        assert results[1].equals(results[0])
+        assert results[1].num_rows == 2 * len(values)
+
+
+def test_nulls_for_a_strict_nested_field_are_refused_after_the_cast(tmp_path):
+    loose, strict, _ = LOOSE_AND_STRICT["list"]
+    uri = str(tmp_path / "ds")
+    good = pa.table({"v": pa.array([[1], [2, 3]], strict)})
+    lance_format.write_dataset(good, uri)
+    files = _data_files(uri)
+    bad = pa.table({"v": pa.array([[4, None]], loose)})
+    lance.write_dataset(good, str(tmp_path / "copy"))
+    with pytest.raises(OSError):  # pylance refuses the append too
+        lance.write_dataset(bad, str(tmp_path / "copy"), mode="append")
+    with pytest.raises(InvalidDataError) as e:
+        lance_format.write_dataset(bad, uri, mode="append")
+    assert isinstance(e.value, OSError)
+    _assert_unchanged(uri, {1: good}, files)
