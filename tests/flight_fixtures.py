@@ -148,3 +148,12 @@ def data_files(uri: str) -> set[str]:
     """Names of the files in a dataset's ``data/`` directory (empty when there is none)."""
     path = os.path.join(uri, "data")
     return set(os.listdir(path)) if os.path.isdir(path) else set()
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for commands that need a number, not 0)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

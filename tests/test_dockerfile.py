@@ -10,12 +10,12 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pyarrow as pa
+from flight_fixtures import free_port
 
 import lance_format as lf
 
@@ -30,12 +30,6 @@ def _build_stage_copies() -> list[str]:
         if line.startswith("COPY ") and "--from" not in line:
             sources.extend(line.split()[1:-1])
     return sources
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_image_wheel_serves_and_passes_its_health_check(tmp_path):
@@ -69,7 +63,7 @@ def test_the_image_wheel_serves_and_passes_its_health_check(tmp_path):
     env["PYTHONPATH"] = str(site)  # the wheel's code only, never the checkout's
     entry = json.loads(re.search(r"^ENTRYPOINT (\[.*\])$", DOCKERFILE, re.M).group(1))
     cmd = json.loads(re.search(r"^CMD (\[.*\])$", DOCKERFILE, re.M).group(1))
-    port = str(_free_port())
+    port = str(free_port())
     cmd = [str(data) if a == "/data" else port if a == "8815" else a for a in cmd]
     assert entry == ["lance-flight"] and (site / "bin" / "lance-flight").exists()
     server = subprocess.Popen(

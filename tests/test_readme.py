@@ -29,7 +29,6 @@ import queue
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from flight_fixtures import serve
+from flight_fixtures import free_port, serve
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -94,18 +93,12 @@ def _load_script(name: str):
     return module
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _port_map(blocks: list[Block]) -> dict[str, str]:
     ports: dict[str, str] = {}
     for b in blocks:
         if "server" in b.flags:
             for port in re.findall(r"--(?:metrics-)?port[ =](\d+)", b.code):
-                ports.setdefault(port, str(_free_port()))
+                ports.setdefault(port, str(free_port()))
     return ports
 
 
