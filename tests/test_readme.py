@@ -335,3 +335,16 @@ def test_the_demo_banner_code_reads_the_whole_dataset(workspace: Workspace, caps
         code = "\n".join(snippet).replace("${PORT}", port)
         exec(compile(code, "scripts/demo.sh", "exec"), {})  # noqa: S102
     assert capsys.readouterr().out.split() == ["336776", "336776"]
+
+
+def test_every_option_the_readme_names_exists():
+    """A ``--flag`` in the README is an option of one of the project's commands (the
+    ``lance-flight`` CLI, the auth and health tools, the scripts), or of Docker or openssl."""
+    sources = [*(REPO / "flight_server").rglob("*.py"), *(REPO / "scripts").glob("*.py")]
+    defined = set()
+    for path in sources:
+        defined.update(re.findall(r"[\"'](--[a-z][a-z0-9-]*)[\"']", path.read_text()))
+    foreign = {"--help", "--rm"}  # argparse's own; docker run's
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", README.read_text(encoding="utf-8")))
+    unknown = sorted(named - defined - foreign)
+    assert not unknown, f"README.md names options no command has: {unknown}"
