@@ -20,7 +20,7 @@ from typing import IO, Any
 import pyarrow as pa
 from lance_namespace.errors import ErrorCode
 
-from lance_format.errors import InvalidArgumentError, LanceError, SchemaError
+from lance_format.errors import InvalidArgumentError
 from lance_format.table import paths, tags
 from lance_format.table.dataset import Dataset, write_dataset
 from lance_format.table.scanner import ROW_ID
