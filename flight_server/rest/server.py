@@ -79,6 +79,8 @@ class RestServer:
             self._thread.join(1.0)
         self._sock.close()
 
+    close = stop
+
     def __enter__(self) -> RestServer:
         return self.start()
 
