@@ -62,6 +62,9 @@ class RestServer:
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     def start(self) -> RestServer:
+        """Serve from now on (a no-op when already serving)."""
+        if self._thread.is_alive() or self._server.started:
+            return self
         self._thread.start()
         deadline = time.monotonic() + START_TIMEOUT
         while not self._server.started:
