@@ -589,3 +589,37 @@ def test_tls(tmp_path):
             _http(
                 server.url + "/v1/table/t/count_rows", body={}, context=ssl.create_default_context()
             )
+
+
+# -- the server command ------------------------------------------------------------------------
+
+
+def test_serve_rest_port_with_workers(tmp_path):
+    """``serve --rest-port 0 --workers 2``: both workers answer on one REST port, with the
+    Flight server's tokens, and a table created over REST is a Flight dataset."""
+    import pyarrow.flight as fl
+    from flight_fixtures import serve
+
+    root = tmp_path / "root"
+    write_dataset(_table(0, 4), str(root / "nyc" / "flights"))
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{WRITE_TOKEN} writer write\n")
+    with serve(
+        str(root), "--workers", "2", "--rest-port", "0", "--auth-tokens", str(tokens)
+    ) as srv:
+        line = srv.process.stdout.readline().strip()
+        assert line.startswith("Lance Namespace REST API on http://127.0.0.1:")
+        url = line.rsplit(" ", 1)[1]
+        client = ln.RestNamespace(uri=url, **{"header.Authorization": f"Bearer {WRITE_TOKEN}"})
+        client.create_table(CreateTableRequest(id=["nyc", "planes"]), _ipc(_table(0, 3)))
+        for _ in range(6):  # new connections, spread over both workers by the kernel
+            fresh = ln.RestNamespace(uri=url, **{"header.x-api-key": WRITE_TOKEN})
+            assert fresh.list_tables(ListTablesRequest(id=["nyc"])).tables == ["flights", "planes"]
+        with pytest.raises(lns.UnauthenticatedError):
+            ln.RestNamespace(uri=url).list_tables(ListTablesRequest(id=["nyc"]))
+        flight = fl.connect(srv.location)
+        options = fl.FlightCallOptions(
+            headers=[(b"authorization", f"Bearer {WRITE_TOKEN}".encode())]
+        )
+        info = flight.get_flight_info(fl.FlightDescriptor.for_path("nyc/planes.lance"), options)
+        assert info.total_records == 3
