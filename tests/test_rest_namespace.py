@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pytest
 from lance_namespace import (
     AlterTableAddColumnsRequest,
+    AlterTableAlterColumnsRequest,
     AlterTableDropColumnsRequest,
     CountTableRowsRequest,
     CreateNamespaceRequest,
@@ -450,9 +451,25 @@ def test_schema_changes_answer_as_pylance(flat):
         == 3
     )
     _same_data(flat, ["t"])
-    # an unknown column: TableColumnNotFound per spec (pylance 14: Internal)
+    alter = AlterTableAlterColumnsRequest(
+        id=["t"],
+        alterations=[{"path": "name", "rename": "label"}, {"path": "id", "nullable": False}],
+    )
+    assert same(lambda c: c.alter_table_alter_columns(alter)).version == 4
+    _same_data(flat, ["t"])
+    ours, theirs = flat.both(lambda c: _describe(c, ["t"]))
+    assert ours.var_schema == theirs.var_schema
+    # unknown columns: TableColumnNotFound per spec (pylance 14: Internal)
     with pytest.raises(lns.TableColumnNotFoundError):
         flat.ours.alter_table_drop_columns(AlterTableDropColumnsRequest(id=["t"], columns=["nope"]))
+    bad = AlterTableAlterColumnsRequest(id=["t"], alterations=[{"path": "nope", "rename": "x"}])
+    with pytest.raises(lns.TableColumnNotFoundError):
+        flat.ours.alter_table_alter_columns(bad)
+    cast = AlterTableAlterColumnsRequest(
+        id=["t"], alterations=[{"path": "id", "data_type": {"type": "int32"}}]
+    )
+    with pytest.raises(lns.UnsupportedOperationError):
+        flat.ours.alter_table_alter_columns(cast)
 
 
 def test_flight_datasets_are_tables(tmp_path):

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pydantic
 from lance_namespace import (
     AlterTableAddColumnsRequest,
+    AlterTableAlterColumnsRequest,
     AlterTableDropColumnsRequest,
     CountTableRowsRequest,
     CreateNamespaceRequest,
@@ -111,6 +112,13 @@ ROUTES: list[tuple[str, str, str, Any, bool]] = [
     ),
     (
         "POST",
+        "/v1/table/{id}/alter_columns",
+        "alter_table_alter_columns",
+        AlterTableAlterColumnsRequest,
+        True,
+    ),
+    (
+        "POST",
         "/v1/table/{id}/drop_columns",
         "alter_table_drop_columns",
         AlterTableDropColumnsRequest,
@@ -134,7 +142,6 @@ UNSUPPORTED: list[tuple[str, str, str, str]] = [
     ),
     ("POST", "/v1/table/{id}/declare", "DeclareTable", ""),
     ("POST", "/v1/table/{id}/rename", "RenameTable", ""),
-    ("POST", "/v1/table/{id}/alter_columns", "AlterTableAlterColumns", ""),
     ("POST", "/v1/table/{id}/backfill_column", "AlterTableBackfillColumns", ""),
     ("POST", "/v1/table/{id}/update_field_metadata", "UpdateFieldMetadata", ""),
     ("POST", "/v1/table/{id}/schema_metadata/update", "UpdateTableSchemaMetadata", ""),
@@ -189,6 +196,7 @@ _COLUMN_NOT_FOUND = {
     "count_table_rows",
     "delete_from_table",
     "alter_table_drop_columns",
+    "alter_table_alter_columns",
 }
 
 

@@ -449,6 +449,15 @@ class Operations:
         ds = self._open(ref).add_columns(transforms)
         return {"version": ds.version}
 
+    def alter_table_alter_columns(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        changes = []
+        for entry in call.model.alterations:
+            if entry.data_type is not None or entry.virtual_column is not None:
+                raise unsupported("AlterTableAlterColumns changing a type or a virtual column")
+            changes.append({"path": entry.path, "name": entry.rename, "nullable": entry.nullable})
+        return {"version": self._open(ref).alter_columns(*changes).version}
+
     def alter_table_drop_columns(self, call: Call) -> dict:
         ref = self.layout.existing_table(call.ids)
         ds = self._open(ref)

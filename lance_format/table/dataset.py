@@ -8,6 +8,7 @@ lets a server pin a version in a ticket.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Iterator, Sequence
@@ -160,6 +161,13 @@ class Dataset:
         )
         commit.commit(self.uri, commit.new_transaction(self.version, project=op))
         return dataset(self.uri, cache=self.cache)
+
+    def alter_columns(self, *alterations: dict) -> Dataset:
+        """Rename columns or change their nullability, as pylance's ``alter_columns``: each
+        alteration is ``{"path": "a" or "a.b", "name": new name, "nullable": bool}``.  Only
+        the schema changes (a Project, no data rewritten); making a column non-nullable
+        checks that it holds no null.  Changing a type (``data_type``) is unsupported."""
+        return _alter_columns(self, alterations)
 
     def add_columns(self, transforms: dict[str, str] | pa.Field | list | pa.Schema) -> Dataset:
         """New columns: ``{"name": "SQL expression over existing columns"}`` computes them
@@ -517,6 +525,61 @@ def _add_columns(ds: Dataset, transforms) -> Dataset:
     )
     commit.commit(ds.uri, commit.new_transaction(ds.version, merge=op))
     return dataset(ds.uri, cache=ds.cache)
+
+
+def _alter_columns(ds: Dataset, alterations) -> Dataset:
+    fields = list(ds.lance_schema.fields)
+    for alt in alterations:
+        if not isinstance(alt, dict) or not isinstance(alt.get("path"), str):
+            raise InvalidArgumentError("each alteration must be a dict with a 'path'")
+        unknown = set(alt) - {"path", "name", "nullable", "data_type"}
+        if unknown:
+            raise InvalidArgumentError(f"unknown alteration keys {sorted(unknown)}")
+        if alt.get("data_type") is not None:
+            raise UnsupportedError("changing a column's type is not supported")
+        path = alt["path"].split(".")
+        name, nullable = alt.get("name"), alt.get("nullable")
+        if name is not None and (not isinstance(name, str) or not name or "." in name):
+            raise InvalidArgumentError(f"bad new column name {name!r}")
+        if nullable is False and ds.count_rows(filter=_null_filter(path)) > 0:
+            raise InvalidArgumentError(
+                f"column {alt['path']!r} holds nulls and cannot be made non-nullable"
+            )
+        fields = _replace_field(fields, path, name, nullable, alt["path"])
+    schema = LanceSchema(fields, dict(ds.lance_schema.metadata))
+    op = transaction_pb2.Transaction.Project(schema=schema.to_protos(), preserves_nullability=False)
+    commit.commit(ds.uri, commit.new_transaction(ds.version, project=op))
+    return dataset(ds.uri, cache=ds.cache)
+
+
+def _null_filter(path: list[str]) -> str:
+    return ".".join(f"`{p}`" for p in path) + " IS NULL"
+
+
+def _replace_field(fields, path: list[str], name, nullable, full: str) -> list:
+    """``fields`` with the field at ``path`` renamed and/or its nullability set."""
+    out, found = [], False
+    for f in fields:
+        if f.name != path[0]:
+            out.append(f)
+            continue
+        found = True
+        if len(path) == 1:
+            siblings = {g.name for g in fields if g is not f}
+            if name is not None and name in siblings:
+                raise SchemaError(f"cannot rename {full!r} to {name!r}: the name is taken")
+            changes = {}
+            if name is not None:
+                changes["name"] = name
+            if nullable is not None:
+                changes["nullable"] = bool(nullable)
+            out.append(dataclasses.replace(f, **changes))
+        else:
+            kids = _replace_field(f.children, path[1:], name, nullable, full)
+            out.append(dataclasses.replace(f, children=kids))
+    if not found:
+        raise SchemaError(f"no column {full!r} in the dataset")
+    return out
 
 
 def _next_field_id(ds: Dataset) -> int:
