@@ -640,3 +640,32 @@ def test_serve_rest_port_with_workers(tmp_path):
         )
         info = flight.get_flight_info(fl.FlightDescriptor.for_path("nyc/planes.lance"), options)
         assert info.total_records == 3
+
+
+def test_metrics_request_log_and_version_description(tmp_path, caplog):
+    from flight_server.metrics import ServerMetrics
+
+    write_dataset(_table(), str(tmp_path / "t.lance"))
+    write_dataset(_table(5, 2), str(tmp_path / "t.lance"), mode="append")
+    metrics = ServerMetrics()
+    with _serve(str(tmp_path), metrics=metrics) as server:
+        caplog.set_level("INFO", logger="flight_server.requests")
+        headers = {"x-request-id": "trace-42"}
+        status, body = _http(server.url + "/v1/table/t/count_rows", body={}, headers=headers)
+        assert (status, body) == (200, 7)
+        status, body = _http(server.url + "/v1/table/zz/count_rows", body={})
+        assert (status, body["code"]) == (404, 4)
+        client = ln.RestNamespace(uri=server.url)
+        described = client.describe_table_version({"id": ["t"], "version": 1})
+        listed = client.list_table_versions(ListTableVersionsRequest(id=["t"])).versions[0]
+        # an empty table from a schema-only stream
+        made = client.create_table(CreateTableRequest(id=["e"]), _ipc(_table().slice(0, 0)))
+    assert described["version"]["version"] == 1
+    assert described["version"]["manifest_path"] == listed.manifest_path
+    assert made.version == 1 and lance.dataset(made.location).count_rows() == 0
+    assert lance.dataset(made.location).schema == _table().schema
+    assert metrics.requests.value(method="rest.count_table_rows", status="OK") == 1
+    assert metrics.requests.value(method="rest.count_table_rows", status="TABLE_NOT_FOUND") == 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "flight_server.requests"]
+    assert any("request_id=trace-42" in line and "status=OK" in line for line in lines)
+    assert any("status=TABLE_NOT_FOUND" in line and "http_status=404" in line for line in lines)

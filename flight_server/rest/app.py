@@ -425,9 +425,7 @@ def _respond(result: Any) -> Response:
         return Response(status_code=200)
     if isinstance(result, ArrowResult):
         return StreamingResponse(_ipc_file(result), media_type=ARROW_FILE)
-    if isinstance(result, int):
-        return JSONResponse(result)
-    return JSONResponse(result)
+    return JSONResponse(result)  # a dict, or CountTableRows' bare integer
 
 
 class _Chunks(io.RawIOBase):
