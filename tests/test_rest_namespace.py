@@ -669,3 +669,24 @@ def test_metrics_request_log_and_version_description(tmp_path, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "flight_server.requests"]
     assert any("request_id=trace-42" in line and "status=OK" in line for line in lines)
     assert any("status=TABLE_NOT_FOUND" in line and "http_status=404" in line for line in lines)
+
+
+def test_concurrent_inserts_all_land(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    write_dataset(_table(), str(tmp_path / "t.lance"))
+    with _serve(str(tmp_path)) as server:
+
+        def insert(i: int) -> int:
+            client = ln.RestNamespace(uri=server.url)
+            done = client.insert_into_table(
+                InsertIntoTableRequest(id=["t"]), _ipc(_table(100 * i, 3))
+            )
+            return done.version
+
+        with ThreadPoolExecutor(4) as pool:
+            versions = list(pool.map(insert, range(1, 7)))
+    assert sorted(versions) == list(range(2, 8))  # every append committed, each once
+    got = lance.dataset(str(tmp_path / "t.lance")).to_table().sort_by("id")
+    want = pa.concat_tables([_table()] + [_table(100 * i, 3) for i in range(1, 7)])
+    assert got.equals(want.sort_by("id"))

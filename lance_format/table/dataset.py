@@ -159,8 +159,8 @@ class Dataset:
         op = transaction_pb2.Transaction.Project(
             schema=schema.to_protos(), preserves_nullability=True
         )
-        commit.commit(self.uri, commit.new_transaction(self.version, project=op))
-        return dataset(self.uri, cache=self.cache)
+        committed = commit.commit(self.uri, commit.new_transaction(self.version, project=op))
+        return dataset(self.uri, committed.version, cache=self.cache)
 
     def alter_columns(self, *alterations: dict) -> Dataset:
         """Rename columns or change their nullability, as pylance's ``alter_columns``: each
@@ -207,16 +207,16 @@ class Dataset:
         target = self if version is None else self.checkout_version(version)
         latest = self.latest_version
         op = transaction_pb2.Transaction.Restore(version=target.version)
-        commit.commit(self.uri, commit.new_transaction(latest, restore=op))
-        return dataset(self.uri, cache=self.cache)
+        committed = commit.commit(self.uri, commit.new_transaction(latest, restore=op))
+        return dataset(self.uri, committed.version, cache=self.cache)
 
     def commit_fragments(self, fragments: list) -> Dataset:
         """Commit staged fragments (from :func:`write_fragments`, possibly written by many
         processes) in ONE Append transaction against this version."""
         frags = [write.fragment_from_json(f) if isinstance(f, str) else f for f in fragments]
         op = transaction_pb2.Transaction.Append(fragments=frags)
-        commit.commit(self.uri, commit.new_transaction(self.version, append=op))
-        return dataset(self.uri, cache=self.cache)
+        committed = commit.commit(self.uri, commit.new_transaction(self.version, append=op))
+        return dataset(self.uri, committed.version, cache=self.cache)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -401,8 +401,8 @@ def write_dataset(
             max_page_bytes=max_page_bytes,
         )
         txn = staging.staged_transaction(fragments, mode="append", read_version=current.version)
-        commit.commit(root, txn)
-        return dataset(root)
+        committed = commit.commit(root, txn)
+        return dataset(root, committed.version)
     previous = dataset(root) if exists else None
     read_version = previous.version if previous is not None else 0
     if data_storage_version is None:  # an overwrite keeps the dataset's file version
@@ -425,14 +425,14 @@ def write_dataset(
         schema_metadata=reader.schema.metadata,
     )
     naming = paths.ManifestNaming.V2 if enable_v2_manifest_paths else paths.ManifestNaming.V1
-    commit.commit(
+    committed = commit.commit(
         root,
         txn,
         naming=None if exists else naming,
         stable_row_ids=enable_stable_row_ids,
         data_storage_version=data_storage_version,
     )
-    return dataset(root)
+    return dataset(root, committed.version)
 
 
 def _delete(ds: Dataset, predicate: str | pc.Expression) -> Dataset:
@@ -463,8 +463,8 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> Dataset:
     op = transaction_pb2.Transaction.Delete(
         updated_fragments=updated, deleted_fragment_ids=gone, predicate=text
     )
-    commit.commit(ds.uri, commit.new_transaction(ds.version, delete=op))
-    return dataset(ds.uri, cache=ds.cache)
+    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, delete=op))
+    return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
 def write_fragments(
@@ -523,8 +523,8 @@ def _add_columns(ds: Dataset, transforms) -> Dataset:
     op = transaction_pb2.Transaction.Merge(
         fragments=fragments, schema=schema.to_protos(), preserves_nullability=True
     )
-    commit.commit(ds.uri, commit.new_transaction(ds.version, merge=op))
-    return dataset(ds.uri, cache=ds.cache)
+    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, merge=op))
+    return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
 def _alter_columns(ds: Dataset, alterations) -> Dataset:
@@ -548,8 +548,8 @@ def _alter_columns(ds: Dataset, alterations) -> Dataset:
         fields = _replace_field(fields, path, name, nullable, alt["path"])
     schema = LanceSchema(fields, dict(ds.lance_schema.metadata))
     op = transaction_pb2.Transaction.Project(schema=schema.to_protos(), preserves_nullability=False)
-    commit.commit(ds.uri, commit.new_transaction(ds.version, project=op))
-    return dataset(ds.uri, cache=ds.cache)
+    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, project=op))
+    return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
 def _null_filter(path: list[str]) -> str:
