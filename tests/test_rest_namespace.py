@@ -47,6 +47,7 @@ from lance_namespace import (
     ListTableVersionsRequest,
     NamespaceExistsRequest,
     QueryTableRequest,
+    RenameTableRequest,
     RestoreTableRequest,
     TableExistsRequest,
     UpdateTableTagRequest,
@@ -320,6 +321,26 @@ def test_tables_answer_as_pylance(flat):
     with pytest.raises(lns.TableVersionNotFoundError):  # the spec's (pylance 14: Internal)
         flat.ours.restore_table(RestoreTableRequest(id=["t"], version=77))
     _same_data(flat, ["t"])
+
+    # renaming: pylance 14 has no rename; ours moves the directory, into another namespace too
+    flat.ours.create_namespace(CreateNamespaceRequest(id=["archive"]))
+    flat.ours.rename_table(RenameTableRequest(id=["u"], new_table_name="u2"))
+    flat.ours.rename_table(
+        RenameTableRequest(id=["u2"], new_table_name="u", new_namespace_id=["archive"])
+    )
+    assert flat.ours.count_table_rows(CountTableRowsRequest(id=["archive", "u"])).count == 3
+    with pytest.raises(lns.TableAlreadyExistsError):
+        flat.ours.rename_table(
+            RenameTableRequest(id=["t"], new_table_name="u", new_namespace_id=["archive"])
+        )
+    with pytest.raises(lns.NamespaceNotFoundError):
+        flat.ours.rename_table(
+            RenameTableRequest(id=["t"], new_table_name="v", new_namespace_id=["nope"])
+        )
+    flat.ours.rename_table(
+        RenameTableRequest(id=["archive", "u"], new_table_name="u", new_namespace_id=[])
+    )
+    assert lance.dataset(os.path.join(flat.our_root, "u.lance")).count_rows() == 3
 
     # dropping
     dropped = both(lambda c: c.drop_table(DropTableRequest(id=["u"])))

@@ -40,6 +40,7 @@ from lance_namespace import (
     GetTableTagVersionRequest,
     NamespaceExistsRequest,
     QueryTableRequest,
+    RenameTableRequest,
     RestoreTableRequest,
     TableExistsRequest,
     UpdateTableTagRequest,
@@ -79,6 +80,7 @@ ROUTES: list[tuple[str, str, str, Any, bool]] = [
     ("POST", "/v1/table/{id}/exists", "table_exists", TableExistsRequest, False),
     ("POST", "/v1/table/{id}/drop", "drop_table", _NONE, True),
     ("POST", "/v1/table/{id}/restore", "restore_table", RestoreTableRequest, True),
+    ("POST", "/v1/table/{id}/rename", "rename_table", RenameTableRequest, True),
     ("POST", "/v1/table/{id}/version/list", "list_table_versions", _NONE, False),
     (
         "POST",
@@ -141,7 +143,6 @@ UNSUPPORTED: list[tuple[str, str, str, str]] = [
         "a table is the directory its name names under the root",
     ),
     ("POST", "/v1/table/{id}/declare", "DeclareTable", ""),
-    ("POST", "/v1/table/{id}/rename", "RenameTable", ""),
     ("POST", "/v1/table/{id}/backfill_column", "AlterTableBackfillColumns", ""),
     ("POST", "/v1/table/{id}/update_field_metadata", "UpdateFieldMetadata", ""),
     ("POST", "/v1/table/{id}/schema_metadata/update", "UpdateTableSchemaMetadata", ""),

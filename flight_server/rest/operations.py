@@ -254,6 +254,25 @@ class Operations:
         shutil.rmtree(doomed, ignore_errors=True)
         return {"id": ref.id, "location": ref.path}
 
+    def rename_table(self, call: Call) -> dict:
+        """Move the table's directory (atomic: one rename within the root)."""
+        ref = self.layout.existing_table(call.ids)
+        req = call.model
+        namespace = ref.namespace if req.new_namespace_id is None else list(req.new_namespace_id)
+        target = self.layout.table(namespace + [req.new_table_name])
+        self.layout.require_namespace(target.namespace)
+        if os.path.lexists(target.path) or os.path.lexists(target.path.removesuffix(".lance")):
+            raise RestError(
+                ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(target.id)!r} already exists"
+            )
+        try:
+            os.rename(ref.path, target.path)
+        except FileNotFoundError:
+            raise RestError(
+                ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
+            ) from None
+        return {}
+
     # -- versions ---------------------------------------------------------------------------
 
     def list_table_versions(self, call: Call) -> dict:
