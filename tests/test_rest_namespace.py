@@ -642,9 +642,18 @@ def test_serve_rest_port_with_workers(tmp_path):
     write_dataset(_table(0, 4), str(root / "nyc" / "flights"))
     tokens = tmp_path / "tokens"
     tokens.write_text(f"{WRITE_TOKEN} writer write\n")
-    with serve(
-        str(root), "--workers", "2", "--rest-port", "0", "--auth-tokens", str(tokens)
-    ) as srv:
+    args = (
+        "--workers",
+        "2",
+        "--rest-port",
+        "0",
+        "--auth-tokens",
+        str(tokens),
+        "--no-sql",
+        "--shutdown-grace",
+        "1",
+    )
+    with serve(str(root), *args) as srv:
         line = srv.process.stdout.readline().strip()
         assert line.startswith("Lance Namespace REST API on http://127.0.0.1:")
         url = line.rsplit(" ", 1)[1]
@@ -711,3 +720,17 @@ def test_concurrent_inserts_all_land(tmp_path):
     got = lance.dataset(str(tmp_path / "t.lance")).to_table().sort_by("id")
     want = pa.concat_tables([_table()] + [_table(100 * i, 3) for i in range(1, 7)])
     assert got.equals(want.sort_by("id"))
+
+
+def test_uploads_need_credentials_before_the_body_is_read(secured, tmp_path):
+    server, _ = secured
+    arrow = {"content-type": "application/vnd.apache.arrow.stream"}
+    status, body = _http(server.url + "/v1/table/t/insert", body=_ipc(_table(9, 1)), headers=arrow)
+    assert (status, body["code"]) == (401, 16)
+    read = {**arrow, "x-api-key": READ_TOKEN}
+    status, body = _http(server.url + "/v1/table/t/insert", body=_ipc(_table(9, 1)), headers=read)
+    assert (status, body["code"]) == (403, 15)
+    status, body = _http(server.url + "/v1/table/new/create", body=_ipc(_table()), headers=read)
+    assert (status, body["code"]) == (403, 15)
+    assert sorted(os.listdir(os.path.dirname(server.app.catalog.root + "/"))) == ["t.lance"]
+    assert lance.dataset(os.path.join(server.app.catalog.root, "t.lance")).version == 1

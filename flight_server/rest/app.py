@@ -250,15 +250,16 @@ class RestApp:
                     delimiter=request.query_params.get("delimiter"),
                     params=dict(request.query_params),
                 )
-                body_identity = None
-                if kind is _ARROW:
-                    spool = await self._spool(request)
-                    call.data = spool
-                elif kind is not _NONE:
+                if kind is _ARROW or kind is _NONE:
+                    # before reading a byte of the body: no upload without credentials
+                    user = self._authenticate(request, None, write)
+                    if kind is _ARROW:
+                        spool = await self._spool(request)
+                        call.data = spool
+                else:  # a small JSON body, whose ``identity`` may carry the credentials
                     call.model = await _json_model(request, kind)
+                    user = self._authenticate(request, call.model.identity, write)
                     _check_body_id(call.model, call.ids)
-                    body_identity = call.model.identity
-                user = self._authenticate(request, body_identity, write)
                 result = await run_in_threadpool(handler, call)
                 response = _respond(result)
                 self._done(request, op, rid, user, started, response.status_code, None)

@@ -4,8 +4,8 @@ stream for QueryTable).
 
 Handlers run on worker threads and use the format layer's public dataset API (``dataset``,
 ``write_dataset``, ``delete``, ``restore``, tags, ``add_columns``/``drop_columns``, the
-scanner); what it lacks (indexes, update, merge-insert, column alterations) is answered as
-unsupported.
+scanner, ``alter_columns``); what it lacks (indexes, vector search, update, merge-insert) is
+answered as unsupported.
 """
 
 from __future__ import annotations
@@ -93,9 +93,10 @@ def _mode(text: str | None, allowed: tuple[str, ...], default: str) -> str:
     return norm
 
 
-def _page(names: list[str], call: Call, limit: int | None, token: str | None) -> dict:
-    """One page of a sorted listing: names after ``token``, at most ``limit``; the token of
-    the next page is the last name sent (absent on the last page)."""
+def _page(names: list[str], call: Call) -> dict:
+    """One page of a sorted listing: names after the page token, at most ``limit``; the
+    token of the next page is the last name sent (absent on the last page)."""
+    limit, token = _paging(call)
     if token:
         names = [n for n in names if n > token]
     limit = MAX_PAGE if limit is None or limit == 0 else min(limit, MAX_PAGE)
@@ -155,7 +156,7 @@ class Operations:
 
     def list_namespaces(self, call: Call) -> dict:
         names = self.layout.child_namespaces(call.ids)
-        page = _page(names, call, *_paging(call))
+        page = _page(names, call)
         return {"namespaces": page.pop("items"), **page}
 
     def describe_namespace(self, call: Call) -> dict:
@@ -197,12 +198,12 @@ class Operations:
 
     def list_tables(self, call: Call) -> dict:
         names = self.layout.tables(call.ids)
-        page = _page(names, call, *_paging(call))
+        page = _page(names, call)
         return {"tables": page.pop("items"), **page}
 
     def list_all_tables(self, call: Call) -> dict:
         names = self.layout.all_tables(call.params.get("delimiter"))
-        page = _page(names, call, *_paging(call))
+        page = _page(names, call)
         return {"tables": page.pop("items"), **page}
 
     def _open(self, ref: TableRef, version: int | str | None = None) -> Dataset:
@@ -314,7 +315,7 @@ class Operations:
     def list_table_tags(self, call: Call) -> dict:
         ref = self.layout.existing_table(call.ids)
         found = tags.read_all_tags(ref.path)
-        page = _page(sorted(found), call, *_paging(call))
+        page = _page(sorted(found), call)
         out: dict = {"tags": {n: _tag_json(found[n]) for n in page.pop("items")}}
         out.update(page)
         return out
