@@ -734,3 +734,49 @@ def test_uploads_need_credentials_before_the_body_is_read(secured, tmp_path):
     assert (status, body["code"]) == (403, 15)
     assert sorted(os.listdir(os.path.dirname(server.app.catalog.root + "/"))) == ["t.lance"]
     assert lance.dataset(os.path.join(server.app.catalog.root, "t.lance")).version == 1
+
+
+def test_describe_a_copy_of_one_root_as_pylance(flat):
+    """A pylance-written table with many types, deletions and metadata, copied into both
+    roots: DescribeTable's schema and statistics are pylance's exactly."""
+    import shutil
+
+    table = pa.table(
+        {
+            "i32": pa.array([1, 2, 3, 4], pa.int32()),
+            "s": ["x", None, "z", "w"],
+            "st": [{"p": 1, "q": "a"}] * 4,
+            "l": [[1, 2]] * 4,
+            "ll": pa.array([["a"]] * 4, pa.large_list(pa.large_string())),
+            "fsl": pa.array([[1.0, 2.0]] * 4, pa.list_(pa.float32(), 2)),
+            "ts": pa.array([1, 2, 3, 4], pa.timestamp("us", tz="UTC")),
+            "d": pa.array([1, 2, 3, 4], pa.date32()),
+            "dec": pa.array([1, 2, 3, 4], pa.decimal128(10, 2)),
+            "b": [True, False, None, True],
+            "bin": [b"a", b"b", b"c", b"d"],
+            "lb": pa.array([b"x"] * 4, pa.large_binary()),
+            "fsb": pa.array([b"ab"] * 4, pa.binary(2)),
+            "f16": pa.array([1, 2, 3, 4], pa.float16()),
+            "u8": pa.array([1, 2, 3, 4], pa.uint8()),
+            "t32": pa.array([1, 2, 3, 4], pa.time32("ms")),
+            "du": pa.array([1, 2, 3, 4], pa.duration("s")),
+        }
+    ).replace_schema_metadata({"owner": "ops"})
+    source = os.path.join(flat.our_root, "wide.lance")
+    lance.write_dataset(table, source, max_rows_per_file=2)
+    lance.dataset(source).delete("i32 = 2")
+    shutil.copytree(source, os.path.join(flat.their_root, "wide.lance"))
+    for version in (None, 1):
+        kw = {} if version is None else {"version": version}
+        ours, theirs = flat.both(lambda c, kw=kw: _describe(c, ["wide"], **kw))
+        assert ours.var_schema == theirs.var_schema
+        assert ours.metadata == theirs.metadata
+        assert ours.version == theirs.version
+    ours, theirs = flat.both(lambda c: c.list_table_versions(ListTableVersionsRequest(id=["wide"])))
+    for a, b in zip(ours.versions, theirs.versions, strict=True):
+        assert (a.version, a.manifest_size, a.timestamp_millis) == (
+            b.version,
+            b.manifest_size,
+            b.timestamp_millis,
+        )
+        assert a.manifest_path.rsplit("/", 1)[1] == b.manifest_path.rsplit("/", 1)[1]

@@ -292,7 +292,7 @@ class Operations:
                 e for e in entries if (e.version < after if descending else e.version > after)
             ]
         limit = MAX_PAGE if not limit else min(limit, MAX_PAGE)
-        out: dict = {"versions": [_version_entry(self, ref, e) for e in entries[:limit]]}
+        out: dict = {"versions": [_version_entry(e) for e in entries[:limit]]}
         if len(entries) > limit:
             out["page_token"] = str(entries[limit - 1].version)
         return out
@@ -302,7 +302,7 @@ class Operations:
         version = getattr(call.model, "version", None)
         ds = self._open(ref, version)
         entry = paths.find_version(ref.path, ds.version)
-        return {"version": _version_entry(self, ref, entry)}
+        return {"version": _version_entry(entry)}
 
     def restore_table(self, call: Call) -> dict:
         ref = self.layout.existing_table(call.ids)
@@ -524,19 +524,17 @@ def _size(path: str) -> int:
         return 0
 
 
-def _version_entry(ops: Operations, ref: TableRef, entry: paths.VersionEntry) -> dict:
-    """A ``TableVersion`` as pylance lists it: the manifest's object-store path (no leading
-    slash), size, an ETag in the local object store's form, and the commit time."""
+def _version_entry(entry: paths.VersionEntry) -> dict:
+    """A ``TableVersion`` as pylance lists it, from the manifest file as an object store
+    sees it: its path (no leading slash), size, ETag (the local store's
+    ``inode-mtime-size``) and last-modified time."""
     st = os.stat(entry.path)
-    mtime_us = st.st_mtime_ns // 1000
-    ds = ops._open(ref, entry.version)
-    ts = ds.manifest.timestamp_ns
     return {
         "version": entry.version,
         "manifest_path": entry.path.lstrip("/"),
         "manifest_size": st.st_size,
-        "e_tag": f'"{st.st_ino:x}-{mtime_us:x}-{st.st_size:x}"',
-        "timestamp_millis": ts // 1_000_000 if ts is not None else None,
+        "e_tag": f'"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"',
+        "timestamp_millis": st.st_mtime_ns // 1_000_000,
     }
 
 
