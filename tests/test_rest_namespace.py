@@ -780,3 +780,38 @@ def test_describe_a_copy_of_one_root_as_pylance(flat):
             b.timestamp_millis,
         )
         assert a.manifest_path.rsplit("/", 1)[1] == b.manifest_path.rsplit("/", 1)[1]
+
+
+def test_oauth_client_credentials_trade_a_password_for_a_token(tmp_path):
+    """The spec's OAuth2 flow (``POST /oauth/token``): the token works for pylance's client
+    and the Flight server alike (one signer)."""
+    from urllib.parse import urlencode
+
+    from flight_server.auth import hash_password
+
+    users = {"ana": (hash_password("s3cret", iterations=1000), "write")}
+    auth = Authenticator(users, secret="k" * 32)
+    write_dataset(_table(), str(tmp_path / "t.lance"))
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    with _serve(str(tmp_path), authenticator=auth) as server:
+        url = server.url + "/oauth/token"
+        good = urlencode(
+            {"grant_type": "client_credentials", "client_id": "ana", "client_secret": "s3cret"}
+        )
+        status, body = _http(url, body=good.encode(), headers=form)
+        assert status == 200 and body["token_type"] == "Bearer" and body["expires_in"] > 0
+        assert auth.verify_token(body["access_token"]) == Identity("ana", "write")
+        client = ln.RestNamespace(
+            uri=server.url, **{"header.Authorization": f"Bearer {body['access_token']}"}
+        )
+        assert client.count_table_rows(CountTableRowsRequest(id=["t"])).count == 5
+        basic = {**form, "authorization": "Basic YW5hOnMzY3JldA=="}  # ana:s3cret
+        status, body = _http(url, body=b"grant_type=client_credentials", headers=basic)
+        assert status == 200 and auth.verify_token(body["access_token"]).user == "ana"
+        bad = urlencode(
+            {"grant_type": "client_credentials", "client_id": "ana", "client_secret": "no"}
+        )
+        status, body = _http(url, body=bad.encode(), headers=form)
+        assert (status, body["error"]) == (401, "invalid_client") and "access_token" not in body
+        status, body = _http(url, body=b"grant_type=password", headers=form)
+        assert (status, body["error"]) == (400, "unsupported_grant_type")

@@ -12,6 +12,7 @@ batch by batch.  With an :class:`~flight_server.auth.Authenticator`, every call 
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import logging
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qs
 
 import pyarrow as pa
 import pydantic
@@ -225,6 +227,7 @@ class RestApp:
             Route(path, self._unsupported(name, why), methods=[method])
             for method, path, name, why in UNSUPPORTED
         ]
+        routes.append(Route("/oauth/token", self._oauth_token, methods=["POST"]))
         self.app = Starlette(routes=routes)
         self.app.add_exception_handler(404, self._not_found)
         self.app.add_exception_handler(405, self._not_found)
@@ -297,6 +300,57 @@ class RestApp:
             )
 
         return endpoint
+
+    async def _oauth_token(self, request: Request) -> Response:
+        """The spec's OAuth2 client-credentials flow: a user of the users file trades its
+        name and password (form fields ``client_id``/``client_secret``, or HTTP Basic) for
+        the same signed bearer token the Flight handshake issues."""
+        started = time.perf_counter()
+        rid = _request_id(request)
+
+        def refuse(status: int, error: str, text: str) -> Response:
+            self._done(
+                request,
+                "oauth_token",
+                rid,
+                None,
+                started,
+                status,
+                RestError(ErrorCode.UNAUTHENTICATED, text),
+            )
+            body = {"error": error, "error_description": text}
+            return JSONResponse(body, status_code=status, headers={"cache-control": "no-store"})
+
+        if self.authenticator is None or not self.authenticator.has_users:
+            return refuse(400, "unsupported_grant_type", "password logins are not enabled")
+        raw = await request.body()
+        if len(raw) > MAX_JSON_BYTES:
+            return refuse(400, "invalid_request", "the request is too large")
+        form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
+        if form.get("grant_type") != "client_credentials":
+            return refuse(400, "unsupported_grant_type", "grant_type must be client_credentials")
+        user, password = form.get("client_id"), form.get("client_secret")
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("basic "):
+            try:
+                decoded = base64.b64decode(auth[6:].strip(), validate=True).decode("utf-8")
+            except (ValueError, UnicodeError):
+                return refuse(401, "invalid_client", "malformed Basic credentials")
+            user, _, password = decoded.partition(":")
+        if not user or password is None:
+            return refuse(401, "invalid_client", "client_id and client_secret are required")
+        try:
+            identity = await run_in_threadpool(self.authenticator.check_password, user, password)
+        except Exception:  # noqa: BLE001 - a wrong password, whatever the class
+            return refuse(401, "invalid_client", "invalid user name or password")
+        token = self.authenticator.issue_token(identity)
+        self._done(request, "oauth_token", rid, identity.user, started, 200, None)
+        body = {
+            "access_token": token,
+            "token_type": "Bearer",
+            "expires_in": int(self.authenticator.token_ttl),
+        }
+        return JSONResponse(body, headers={"cache-control": "no-store"})
 
     async def _not_found(self, request: Request, exc: Exception) -> Response:
         err = RestError(ErrorCode.INVALID_INPUT, f"no route {request.method} {request.url.path}")
