@@ -815,3 +815,17 @@ def test_oauth_client_credentials_trade_a_password_for_a_token(tmp_path):
         assert (status, body["error"]) == (401, "invalid_client") and "access_token" not in body
         status, body = _http(url, body=b"grant_type=password", headers=form)
         assert (status, body["error"]) == (400, "unsupported_grant_type")
+
+
+def test_bodies_beyond_the_limit_are_refused(tmp_path):
+    write_dataset(_table(), str(tmp_path / "t.lance"))
+    big = _ipc(_table(0, 2000))
+    arrow = {"content-type": "application/vnd.apache.arrow.stream"}
+    with _serve(str(tmp_path), max_body_bytes=len(big) - 1) as server:
+        status, body = _http(server.url + "/v1/table/t/insert", body=big, headers=arrow)
+        assert (status, body["code"]) == (400, 13) and "exceeds" in body["error"]
+        status, body = _http(
+            server.url + "/v1/table/t/insert", body=_ipc(_table(5, 1)), headers=arrow
+        )
+        assert (status, body["version"]) == (200, 2)
+    assert lance.dataset(str(tmp_path / "t.lance")).count_rows() == 6
