@@ -28,7 +28,7 @@ from lance_format.table.scanner import ROW_ID
 from ..catalog import Catalog
 from ..errors import NotFound
 from .errors import RestError, unsupported
-from .naming import Layout, TableRef, join_id
+from .naming import TABLE_SUFFIX, Layout, TableRef, join_id
 from .schema_json import schema_to_json
 
 MAX_PAGE = 10_000  # entries per list page when the client sets no limit
@@ -262,7 +262,7 @@ class Operations:
         namespace = ref.namespace if req.new_namespace_id is None else list(req.new_namespace_id)
         target = self.layout.table(namespace + [req.new_table_name])
         self.layout.require_namespace(target.namespace)
-        if os.path.lexists(target.path) or os.path.lexists(target.path.removesuffix(".lance")):
+        if os.path.lexists(target.path) or os.path.lexists(target.path.removesuffix(TABLE_SUFFIX)):
             raise RestError(
                 ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(target.id)!r} already exists"
             )
