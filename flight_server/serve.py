@@ -5,7 +5,8 @@ processes on consecutive ports (free ones with ``--port 0``); each knows every s
 location, so the endpoints of one ``FlightInfo`` spread over all of them.  The parent
 supervises: it prints one listening line once every worker is up, forwards SIGTERM/SIGINT,
 and exits 0 when they all stopped cleanly.  Auth tokens are signed with one secret made by
-the parent, so a token issued by any worker is accepted by all.
+the parent, so a token issued by any worker is accepted by all.  ``--rest-port P`` adds the
+Lance Namespace REST API (:mod:`flight_server.rest`) to every process, all on port P.
 """
 
 from __future__ import annotations
