@@ -213,8 +213,6 @@ def test_namespace_modes_and_spec_departures(nested):
     ours.drop_namespace(DropNamespaceRequest(id=["missing"], mode="Skip"))
     with pytest.raises(lns.NamespaceNotFoundError):
         ours.drop_namespace(DropNamespaceRequest(id=["missing"]))
-    with pytest.raises(lns.UnsupportedOperationError):
-        ours.drop_namespace(DropNamespaceRequest(id=["a"], behavior="Cascade"))
     for _ in range(3):
         ours.create_namespace(CreateNamespaceRequest(id=["a", f"c{_}"]))
     # pages: names after the token, a token while more remain
@@ -222,6 +220,23 @@ def test_namespace_modes_and_spec_departures(nested):
     assert first.namespaces == ["c0", "c1"] and first.page_token == "c1"
     rest = ours.list_namespaces(ListNamespacesRequest(id=["a"], limit=2, page_token="c1"))
     assert rest.namespaces == ["c2"] and not rest.page_token
+    # Cascade (pylance 14 refuses it): tables and child namespaces go, other files stay
+    ours.create_table(CreateTableRequest(id=["a", "c1", "t"]), _ipc(_table()))
+    ours.create_table(CreateTableRequest(id=["a", "top"]), _ipc(_table()))
+    ours.create_namespace(CreateNamespaceRequest(id=["keep"]))
+    ours.create_table(CreateTableRequest(id=["keep", "t"]), _ipc(_table()))
+    note = os.path.join(nested.our_root, "a", "c2", "notes.txt")
+    with open(note, "w") as f:
+        f.write("not a table")
+    with pytest.raises(lns.NamespaceNotEmptyError):
+        ours.drop_namespace(DropNamespaceRequest(id=["a"], behavior="Cascade"))
+    assert ours.list_namespaces(ListNamespacesRequest(id=["a"])).namespaces == ["c2"]
+    assert ours.list_tables(ListTablesRequest(id=["a"])).tables == []
+    os.remove(note)
+    ours.drop_namespace(DropNamespaceRequest(id=["a"], behavior="Cascade"))
+    assert ours.list_namespaces(ListNamespacesRequest(id=[])).namespaces == ["keep"]
+    assert sorted(os.listdir(nested.our_root)) == ["keep"]
+    assert lance.dataset(os.path.join(nested.our_root, "keep", "t.lance")).count_rows() == 5
 
 
 def test_names_are_confined_to_the_root(flat):

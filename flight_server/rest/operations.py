@@ -173,13 +173,13 @@ class Operations:
         behavior = _mode(getattr(req, "behavior", None), ("restrict", "cascade"), "restrict")
         if not ns:
             raise RestError(ErrorCode.INVALID_INPUT, "the root namespace cannot be dropped")
-        if behavior == "cascade":
-            raise unsupported("DropNamespace with behavior Cascade", "drop the tables first")
         if not self.layout.namespace_exists(ns):
             if mode == "skip":
                 return {}
             self.layout.require_namespace(ns)
         path = self.layout.namespace_path(ns)
+        if behavior == "cascade":
+            self._drop_contents(ns)
         entries = os.listdir(path)
         if entries:
             raise RestError(
@@ -193,6 +193,18 @@ class Operations:
                 ErrorCode.NAMESPACE_NOT_EMPTY, f"cannot drop {join_id(ns)!r}: {exc.strerror}"
             ) from None
         return {}
+
+    def _drop_contents(self, ns: list[str]) -> None:
+        """Cascade: every table of ``ns`` dropped, every child namespace emptied and removed
+        (other files stay, and keep the namespace from being dropped)."""
+        for child in self.layout.child_namespaces(ns):
+            self._drop_contents(ns + [child])
+            try:
+                os.rmdir(self.layout.namespace_path(ns + [child]))
+            except OSError:
+                pass  # reported by the caller's emptiness check
+        for table in self.layout.tables(ns):
+            _drop_directory(self.layout.existing_table(ns + [table]))
 
     # -- table metadata ---------------------------------------------------------------------
 
@@ -242,17 +254,7 @@ class Operations:
 
     def drop_table(self, call: Call) -> dict:
         ref = self.layout.existing_table(call.ids)
-        # out of sight first (a hidden sibling the catalog never lists), then removed: a
-        # reader never sees half a dataset under the table's name
-        parent, leaf = os.path.split(ref.path)
-        doomed = os.path.join(parent, f".{leaf}.dropped-{uuid.uuid4().hex[:12]}")
-        try:
-            os.rename(ref.path, doomed)
-        except FileNotFoundError:
-            raise RestError(
-                ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
-            ) from None
-        shutil.rmtree(doomed, ignore_errors=True)
+        _drop_directory(ref)
         return {"id": ref.id, "location": ref.path}
 
     def rename_table(self, call: Call) -> dict:
@@ -489,6 +491,20 @@ class Operations:
                 f"table {join_id(ref.id)!r} has no column {missing[0]!r}",
             )
         return {"version": ds.drop_columns(list(call.model.columns)).version}
+
+
+def _drop_directory(ref: TableRef) -> None:
+    """Out of sight first (renamed to a hidden sibling the catalog never lists), then
+    removed: a reader never sees half a dataset under the table's name."""
+    parent, leaf = os.path.split(ref.path)
+    doomed = os.path.join(parent, f".{leaf}.dropped-{uuid.uuid4().hex[:12]}")
+    try:
+        os.rename(ref.path, doomed)
+    except FileNotFoundError:
+        raise RestError(
+            ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
+        ) from None
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _uri(path: str) -> str:
