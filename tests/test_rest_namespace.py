@@ -550,6 +550,7 @@ def test_errors_have_the_spec_codes_and_statuses(flat):
         ("/v1/table/t/register", {"location": "/etc"}, (406, 0)),
         ("/v1/table/t/tags/version", {"tag": "nope"}, (404, 8)),
         ("/v1/no/such/route", {}, (404, 13)),
+        ("/v1/table/t/count_rows", {"branch": "dev"}, (406, 0)),  # only the main history
     ]
     for path, body, want in cases:
         status, got = _http(url + path, body=body, headers={"content-type": "application/json"})

@@ -263,6 +263,8 @@ class RestApp:
                     call.model = await _json_model(request, kind)
                     user = self._authenticate(request, call.model.identity, write)
                     _check_body_id(call.model, call.ids)
+                if call.params.get("branch") or getattr(call.model, "branch", None):
+                    raise unsupported("branches", "only the main history is served")
                 result = await run_in_threadpool(handler, call)
                 response = _respond(result)
                 self._done(request, op, rid, user, started, response.status_code, None)
