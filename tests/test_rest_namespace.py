@@ -522,8 +522,25 @@ def test_flight_datasets_are_tables(tmp_path):
         assert client.list_tables(ListTablesRequest(id=[])).tables == ["top"]
         assert client.count_table_rows(CountTableRowsRequest(id=["nyc", "flights"])).count == 7
         client.create_table(CreateTableRequest(id=["nyc", "planes"]), _ipc(_table(0, 3)))
-        api = lnc.TableApi(lnc.ApiClient(lnc.Configuration(host=server.url)))
-        assert sorted(api.list_all_tables().tables) == ["nyc$flights", "nyc$planes", "top"]
+        # the lance-namespace package's own generated client, with a custom delimiter
+        http = lnc.ApiClient(lnc.Configuration(host=server.url))
+        tables, spaces = lnc.TableApi(http), lnc.NamespaceApi(http)
+        assert sorted(tables.list_all_tables().tables) == ["nyc$flights", "nyc$planes", "top"]
+        assert tables.list_all_tables(delimiter=".").tables == ["nyc.flights", "nyc.planes", "top"]
+        spaces.create_namespace("nyc.2013", lns.CreateNamespaceRequest(), delimiter=".")
+        assert spaces.list_namespaces("nyc").namespaces == ["2013"]
+        count = lnc.DataApi(http).count_table_rows(
+            "nyc.flights", lns.CountTableRowsRequest(predicate="id > 3"), delimiter="."
+        )
+        assert count == 3
+        described = tables.describe_table(
+            "nyc$flights", lns.DescribeTableRequest(), load_detailed_metadata=True
+        )
+        assert described.version == 1 and [f.name for f in described.var_schema.fields] == [
+            "id",
+            "name",
+            "score",
+        ]
     assert catalog.names() == ["nyc/flights", "nyc/planes.lance", "top.lance"]
     assert catalog.open("nyc/planes.lance").count_rows() == 3
 
