@@ -723,10 +723,14 @@ def test_metrics_request_log_and_version_description(tmp_path, caplog):
         listed = client.list_table_versions(ListTableVersionsRequest(id=["t"])).versions[0]
         # an empty table from a schema-only stream
         made = client.create_table(CreateTableRequest(id=["e"]), _ipc(_table().slice(0, 0)))
+        client.insert_into_table(InsertIntoTableRequest(id=["e"]), _ipc(_table(0, 2)))
+        served = client.query_table(QueryTableRequest(id=["t"], k=0, vector={}, filter="id > 2"))
     assert described["version"]["version"] == 1
     assert described["version"]["manifest_path"] == listed.manifest_path
-    assert made.version == 1 and lance.dataset(made.location).count_rows() == 0
+    assert made.version == 1 and lance.dataset(made.location, version=1).count_rows() == 0
     assert lance.dataset(made.location).schema == _table().schema
+    assert metrics.rows_written.value() == 2 and metrics.bytes_written.value() > 0
+    assert metrics.rows_served.value() == pa.ipc.open_file(served.data).read_all().num_rows == 4
     assert metrics.requests.value(method="rest.count_table_rows", status="OK") == 1
     assert metrics.requests.value(method="rest.count_table_rows", status="TABLE_NOT_FOUND") == 1
     lines = [r.getMessage() for r in caplog.records if r.name == "flight_server.requests"]

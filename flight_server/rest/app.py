@@ -266,7 +266,7 @@ class RestApp:
                 if call.params.get("branch") or getattr(call.model, "branch", None):
                     raise unsupported("branches", "only the main history is served")
                 result = await run_in_threadpool(handler, call)
-                response = _respond(result)
+                response = self._respond(result, spool)
                 self._done(request, op, rid, user, started, response.status_code, None)
             except Exception as exc:  # noqa: BLE001 - every error becomes the spec's response
                 schema_code = (
@@ -359,6 +359,16 @@ class RestApp:
         return JSONResponse(err.body(), status_code=404)
 
     # -- pieces -----------------------------------------------------------------------------
+
+    def _respond(self, result: Any, spool: Any) -> Response:
+        if result is None:
+            return Response(status_code=200)
+        if isinstance(result, ArrowResult):
+            return StreamingResponse(_ipc_file(result, self.metrics), media_type=ARROW_FILE)
+        if self.metrics is not None and spool is not None and isinstance(result, dict):
+            spool.seek(0, 2)
+            self.metrics.record_written(result.get("num_inserted_rows") or 0, spool.tell())
+        return JSONResponse(result)  # a dict, or CountTableRows' bare integer
 
     def _authenticate(self, request: Request, body_identity: Any, write: bool) -> str | None:
         if self.authenticator is None:
@@ -478,14 +488,6 @@ def _check_body_id(model: Any, ids: list[str]) -> None:
         )
 
 
-def _respond(result: Any) -> Response:
-    if result is None:
-        return Response(status_code=200)
-    if isinstance(result, ArrowResult):
-        return StreamingResponse(_ipc_file(result), media_type=ARROW_FILE)
-    return JSONResponse(result)  # a dict, or CountTableRows' bare integer
-
-
 class _Chunks(io.RawIOBase):
     """A write-only file handing out what was written so far (the IPC writer asks ``tell``
     for its block offsets, so the position counts every byte ever written)."""
@@ -512,12 +514,16 @@ class _Chunks(io.RawIOBase):
         return out
 
 
-def _ipc_file(result: ArrowResult) -> Iterator[bytes]:
+def _ipc_file(result: ArrowResult, metrics: Any = None) -> Iterator[bytes]:
     """The Arrow IPC file of a query, produced batch by batch (run on a worker thread)."""
     sink = _Chunks()
+    rows = 0
     with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), result.schema) as writer:
         yield sink.take()
         for batch in result.batches:
             writer.write_batch(batch)
+            rows += batch.num_rows
             yield sink.take()
     yield sink.take()
+    if metrics is not None:
+        metrics.record_served(rows, sink.position)
