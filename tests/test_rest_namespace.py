@@ -581,6 +581,14 @@ def test_errors_have_the_spec_codes_and_statuses(flat):
     assert (status, got["code"]) == (400, 20)
     status, got = _http(url + "/v1/table/t/create", body=_ipc(_table()), headers=arrow)
     assert (status, got["code"]) == (409, 5)
+    # a null sent into a non-nullable column is bad input, and nothing is committed
+    strict = pa.schema([pa.field("k", pa.int64(), nullable=False)])
+    _http(url + "/v1/table/s/create", body=_ipc(pa.table({"k": [1]}, schema=strict)), headers=arrow)
+    status, got = _http(
+        url + "/v1/table/s/insert", body=_ipc(pa.table({"k": [2, None]})), headers=arrow
+    )
+    assert (status, got["code"]) == (400, 13)
+    assert lance.dataset(os.path.join(flat.our_root, "s.lance")).count_rows() == 1
     # nothing was committed by the failed writes
     assert lance.dataset(os.path.join(flat.our_root, "t.lance")).version == 1
 
