@@ -252,7 +252,8 @@ def test_every_readme_code_block_runs(workspace: Workspace, monkeypatch, capsys)
         started = time.monotonic()
         code = _substitute(block.code, ports)
         if block.lang in PYTHON_LANGS:
-            compiled = compile(code, f"README.md:{block.line}", "exec")
+            # padded so that a traceback's line numbers are the README's own
+            compiled = compile("\n" * (block.line - 1) + code, "README.md", "exec")
             if "no-run" not in block.flags:
                 exec(compiled, namespace)  # noqa: S102 (the README is this repo's own file)
                 ran += 1
