@@ -802,6 +802,7 @@ def _long_lists() -> tuple[list[str], list[str]]:
         f"i IN ({_sql_list([float(v) for v in pick('i', 20)] + [2.5])})",
         f"s IN ({_sql_list(list(range(20)))})",
         f"d IN ({_sql_list([str(d) for d in pick('d', 20)])})",
+        f"d NOT IN ({_sql_list([str(d) for d in pick('d', 20)] + ['2020-1-5', ' 2020-02-01'])})",
     ]
     return accepted, refused_by_pylance
 

@@ -1014,13 +1014,16 @@ class _Translator:
     def lifted_value_set(probe: _Term, lifted: LiteralList) -> pa.Array | None:
         """The lifted list as one array of the probe's type, for the cases where converting
         it at once gives exactly what :meth:`coerce` gives item by item: strings against a
-        string column, integers that fit an integer column, numbers against float32/64.
+        string column, ISO dates against a date column, integers that fit an integer
+        column, numbers against float32/64.
         None for anything else (then the items go one by one)."""
         t, values = probe.type, lifted.values
         if probe.const is not None:
             return None
         try:
             if not lifted.numeric:
+                if pa.types.is_date(t):  # Arrow reads YYYY-MM-DD only; others one by one
+                    return values.cast(pa.date32()).cast(t)
                 return values.cast(t) if _is_stringy(t) else None
             if pa.types.is_integer(t):
                 if not lifted.integers:
