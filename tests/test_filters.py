@@ -929,3 +929,30 @@ def test_size_limits(monkeypatch) -> None:
     monkeypatch.setattr(filter_text, "MAX_FILTER_BYTES", len(as_list) - 1)
     with pytest.raises(InvalidArgumentError, match="characters long; the limit is"):
         parse_filter(as_list, SCHEMA)
+
+
+LIFTABLE = ["i", "i8", "u16", "st.x", "f", "f32", "s", "ls", "dec", "big"]
+
+
+@st.composite
+def long_in_lists(draw: st.DrawFn) -> str:
+    column = draw(st.sampled_from(LIFTABLE))
+    values = draw(st.lists(LITERALS[column], min_size=16, max_size=60))
+    neg = draw(st.sampled_from(["", "NOT "]))
+    other = draw(atoms())
+    joiner = draw(st.sampled_from(["", " AND ", " OR "]))
+    listed = f"{column} {neg}IN ({', '.join(values)})"
+    return listed if not joiner else f"({other}){joiner}{listed}"
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(sql=long_in_lists())
+def test_random_long_in_lists_match_pylance(pylance_ds: lance.LanceDataset, sql: str) -> None:
+    from lance_format.table import filter_text
+
+    assert filter_text.prepare(sql).lists, sql  # lifted, not parsed
+    assert our_ids(sql) == pylance_ids(pylance_ds, sql), sql
