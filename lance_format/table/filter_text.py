@@ -12,7 +12,12 @@ of regular expressions (C speed):
   of a second instead of minutes;
 * what is left for sqlglot must fit :data:`MAX_PARSED_BYTES`, and its nesting (parentheses,
   function calls, CASE, and chains of NOT or minus) must stay within
-  :data:`MAX_FILTER_DEPTH` levels, so that parsing never meets Python's recursion limit.
+  :data:`MAX_FILTER_DEPTH` levels, so that parsing never meets Python's recursion limit;
+  once parsed, operators may sit at most :data:`MAX_TREE_DEPTH` deep (``a + b + c ...``
+  chains, which parse flat but translate recursively).
+
+The limits are characters of the text (a filter is a Python ``str``); they apply to
+``add_columns`` expressions too.
 
 Quoted strings, backtick identifiers and comments are skipped whole, so nothing inside them
 is mistaken for a list or a parenthesis.
