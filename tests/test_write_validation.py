@@ -258,6 +258,14 @@ def _refused_before_writing(tmp_path, table: pa.Table, builtin, ours, match: str
     with pytest.raises(ours, match=match):
         lance_format.LanceFileWriter(str(tmp_path / "f.lance"), table.schema)
     assert not os.path.exists(tmp_path / "f.lance")
+    # an overwrite of an existing dataset leaves every version as it was
+    existing = str(tmp_path / "existing")
+    first = pa.table({"k": [1, 2]})
+    lance_format.write_dataset(first, existing)
+    files = _data_files(existing)
+    with pytest.raises(ours, match=match):
+        lance_format.write_dataset(table, existing, mode="overwrite")
+    _assert_unchanged(existing, {1: first}, files)
     return uri
 
 
