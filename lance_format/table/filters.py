@@ -63,6 +63,7 @@ class CompiledFilter:
     expression: pc.Expression
     paths: tuple[tuple[str, ...], ...]
     sql: str | None = None
+    terms: tuple[tuple[str, str, object], ...] = ()  # see conjunct_terms (SQL filters only)
 
     @property
     def columns(self) -> list[str]:
@@ -615,7 +616,7 @@ class _Translator:
         # a struct read whole covers its fields: keep the outermost path only
         paths = sorted(self.paths)
         paths = [p for p in paths if not any(p[: len(q)] == q for q in paths if len(q) < len(p))]
-        return CompiledFilter(term.expr, tuple(paths), self.sql)
+        return CompiledFilter(term.expr, tuple(paths), self.sql, _terms_of(tree, self.lists))
 
     def type_of(self, expr: pc.Expression, node: exp.Expression) -> pa.DataType:
         """Bind against the referenced columns only: cheap whatever the schema width."""
@@ -1411,14 +1412,18 @@ def conjunct_terms(filter: str | pc.Expression | None) -> list[tuple[str, str, o
         tree, lists = _parse(filter)
     except (InvalidArgumentError, RecursionError):
         return []
-    terms: list[tuple[str, str, object]] = []
+    return list(_terms_of(tree, lists))
+
+
+def _terms_of(tree: exp.Expression, lists: dict[str, LiteralList]) -> tuple:
+    terms = []
     for node in tree.flatten() if isinstance(tree, exp.And) else [tree]:
         while isinstance(node, exp.Paren):
             node = node.this
         term = _prunable(node, lists)
         if term is not None:
             terms.append(term)
-    return terms
+    return tuple(terms)
 
 
 def _literal(node: exp.Expression) -> tuple[bool, object]:

@@ -19,7 +19,7 @@ import pyarrow.dataset as pads
 
 from ..errors import InvalidArgumentError, SchemaError
 from ..schema import LanceField, LanceSchema
-from .filters import compile_filter, conjunct_terms
+from .filters import compile_filter
 from .fragment import Fragment
 
 DEFAULT_BATCH_SIZE = 8192
@@ -80,6 +80,7 @@ class Scanner:
                 arrow_schema = arrow_schema.append(pa.field(meta, pa.uint64()))
         compiled = compile_filter(options.filter, arrow_schema)
         self.filter = None if compiled is None else compiled.expression
+        self.terms = [] if compiled is None else list(compiled.terms)  # for page statistics
         self.filter_fields: list[LanceField] = []
         self.filter_meta: list[str] = []
         if compiled is not None:
@@ -140,7 +141,7 @@ class Scanner:
         if remaining == 0:
             return
         ranges = self.options.ranges or {}
-        terms = conjunct_terms(self.options.filter) if self.filter is not None else []
+        terms = self.terms
         for frag in self.fragments:
             step = self._step(frag)
             if remaining is not None:
