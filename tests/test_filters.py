@@ -956,3 +956,30 @@ def test_random_long_in_lists_match_pylance(pylance_ds: lance.LanceDataset, sql:
 
     assert filter_text.prepare(sql).lists, sql  # lifted, not parsed
     assert our_ids(sql) == pylance_ids(pylance_ds, sql), sql
+
+
+def test_lists_inside_comments_and_strings_stay_text(pylance_ds) -> None:
+    from lance_format.table import filter_text
+
+    listed = _sql_list(list(range(20)))
+    for sql in (
+        f"i = 1 /* i IN ({listed}) */",
+        f"i = 1 -- OR i IN ({listed})\n",
+        f"s = 'i IN ({listed})' OR i = 1",
+    ):
+        assert not filter_text.prepare(sql).lists, sql
+        assert our_ids(sql) == pylance_ids(pylance_ds, sql) == our_ids("i = 1")
+
+
+def test_unterminated_comments_and_strings_are_errors() -> None:
+    """Each is scanned once (an open comment before a long list once cost a rescan of the
+    whole text per comment)."""
+    listed = _sql_list(list(range(100_000)))
+    for sql in (
+        "i = 1 " + "/* a " * 20_000 + f" AND i IN ({listed})",
+        f"i = 1 AND s = 'abc AND i IN ({listed})",
+        f'i = 1 AND s = "abc AND i IN ({listed})',
+        "i = 1 /* AND i = 2",
+    ):
+        with pytest.raises(InvalidArgumentError):
+            parse_filter(sql, SCHEMA)
