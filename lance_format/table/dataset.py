@@ -97,7 +97,7 @@ class Dataset:
 
     @functools.cached_property
     def schema(self) -> pa.Schema:
-        return self.lance_schema.to_arrow()
+        return self.lance_schema.to_dataset_arrow()
 
     @property
     def data_storage_version(self) -> str:
@@ -314,7 +314,7 @@ class Dataset:
     def _gather(self, groups, n: int, columns: list[str] | None) -> pa.Table:
         scanner = self.scanner(columns=columns)
         fields = scanner.fields
-        schema = pa.schema([f.to_arrow() for f in fields])
+        schema = pa.schema([f.to_dataset_arrow() for f in fields])
         if not groups:
             return schema.empty_table()
         parts, positions = [], []
@@ -542,7 +542,7 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
     major, minor = write.storage_version(version)
     name = paths.new_data_file_name()
     path = os.path.join(ds.uri, "data", name)
-    arrow_schema = new_schema.to_arrow()
+    arrow_schema = new_schema.to_dataset_arrow()
     writer = LanceFileWriter(
         path, arrow_schema, version=f"{major}.{minor}", lance_schema=new_schema
     )

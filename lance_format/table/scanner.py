@@ -73,7 +73,7 @@ class Scanner:
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")
         self.fields = self._projection(options.columns)
-        arrow_schema = schema.to_arrow()
+        arrow_schema = schema.to_dataset_arrow()
         # filters may name the row id and address (``_rowid IN (...)``) as pylance allows
         for meta in (ROW_ID, ROW_ADDRESS):
             if meta not in arrow_schema.names:
@@ -104,7 +104,7 @@ class Scanner:
 
     @property
     def schema(self) -> pa.Schema:
-        fields = [f.to_arrow() for f in self.fields]
+        fields = [f.to_dataset_arrow() for f in self.fields]
         if self.options.with_row_id:
             fields.append(pa.field(ROW_ID, pa.uint64()))
         if self.options.with_row_address:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError, SchemaError, UnsupportedError
+from ..extensions import json_compatible
 from ..pb import table_pb2
 from ..schema import LanceSchema
 from ..structural.column import leaf_fields
@@ -76,7 +77,7 @@ def check_schema(expected: pa.Schema, got: pa.Schema) -> None:
             f"the data's columns {got.names} differ from the dataset's {expected.names}"
         )
     for a, b in zip(expected, got, strict=True):
-        if not a.type.equals(b.type):
+        if not a.type.equals(b.type) and not json_compatible(a.type, b):
             raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
 
 
@@ -99,7 +100,7 @@ def write_fragments(
     if not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
         raise InvalidArgumentError("max_rows_per_file must be a positive integer")
     major, minor = storage_version(data_storage_version)
-    arrow_schema = schema.to_arrow()
+    arrow_schema = schema.to_dataset_arrow()
     reader = to_reader(data, arrow_schema)
     check_schema(arrow_schema, reader.schema)
     os.makedirs(os.path.join(root, "data"), exist_ok=True)
