@@ -60,6 +60,7 @@ class CompiledFilter:
     expression: pc.Expression
     paths: tuple[tuple[str, ...], ...]
     sql: str | None = None
+    nullable: bool = True  # False when the value can never be NULL (as DataFusion infers)
 
     @property
     def columns(self) -> list[str]:
@@ -399,6 +400,12 @@ def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
 _SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
 
 
+def _decimal_type(precision: int, scale: int) -> pa.DataType:
+    if precision <= 38:
+        return pa.decimal128(precision, scale)
+    return pa.decimal256(min(76, precision), scale)
+
+
 def _cast_term(term: _Term, target: pa.DataType) -> _Term:
     if term.type == target:
         return term
@@ -414,7 +421,7 @@ def _cast_term(term: _Term, target: pa.DataType) -> _Term:
         except _ARROW_ERRORS:
             pass
     options = pc.CastOptions(target, allow_float_truncate=True, allow_time_truncate=False)
-    return _Term(term.expr.cast(options=options), target)
+    return _Term(term.expr.cast(options=options), target, not_null=term.not_null)
 
 
 @dataclass
@@ -425,6 +432,8 @@ class _Term:
     type: pa.DataType
     const: pa.Scalar | None = None
     number_text: str | None = None  # the SQL spelling of a numeric literal, for decimals
+    not_null: bool = False  # never NULL: non-null literals and what only they and
+    # non-nullable columns make (tracked for a projection's output nullability)
 
     @property
     def is_null_const(self) -> bool:
@@ -432,7 +441,7 @@ class _Term:
 
 
 def _const(value: pa.Scalar, number_text: str | None = None) -> _Term:
-    return _Term(pc.scalar(value), value.type, value, number_text)
+    return _Term(pc.scalar(value), value.type, value, number_text, value.is_valid)
 
 
 _BOOL_NULL = pa.scalar(None, pa.bool_())
@@ -514,7 +523,8 @@ class _Translator:
 
     def invalid(self, problem: str, node: exp.Expression | None = None) -> InvalidArgumentError:
         where = f" in {node.sql(dialect=LanceFilterDialect)!r}" if node is not None else ""
-        return InvalidArgumentError(f"filter {self.sql!r}: {problem}{where}")
+        what = "filter" if self.require_boolean else "expression"
+        return InvalidArgumentError(f"{what} {self.sql!r}: {problem}{where}")
 
     def unsupported(self, what: str, node: exp.Expression) -> InvalidArgumentError:
         return self.invalid(f"unsupported SQL construct: {what}", node)
@@ -554,7 +564,7 @@ class _Translator:
         # a struct read whole covers its fields: keep the outermost path only
         paths = sorted(self.paths)
         paths = [p for p in paths if not any(p[: len(q)] == q for q in paths if len(q) < len(p))]
-        return CompiledFilter(term.expr, tuple(paths), self.sql)
+        return CompiledFilter(term.expr, tuple(paths), self.sql, not term.not_null)
 
     def type_of(self, expr: pc.Expression, node: exp.Expression) -> pa.DataType:
         """Bind against the referenced columns only: cheap whatever the schema width."""
@@ -594,17 +604,18 @@ class _Translator:
             # flattened and joined as a balanced tree: a chain of thousands of ORs must not
             # exhaust the stack, here or when Arrow binds it
             fn = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
-            terms = [self.boolean(operand).expr for operand in node.flatten()]
+            operands = [self.boolean(operand) for operand in node.flatten()]
+            terms = [o.expr for o in operands]
             while len(terms) > 1:
                 pairs = [fn(a, b) for a, b in zip(terms[0::2], terms[1::2], strict=False)]
                 terms = pairs + ([terms[-1]] if len(terms) % 2 else [])
-            return _Term(terms[0], pa.bool_())
+            return _Term(terms[0], pa.bool_(), not_null=all(o.not_null for o in operands))
         if isinstance(node, exp.Not):
             inner = self.boolean(node.this)
-            return _Term(pc.invert(inner.expr), pa.bool_())
+            return _Term(pc.invert(inner.expr), pa.bool_(), not_null=inner.not_null)
         kind = _COMPARE.get(type(node))
         if kind is not None:
-            left, right = self.translate(node.this), self.translate(node.expression)
+            left, right = self.operands(node)
             return self.compare(kind, left, right, node)
         if isinstance(node, exp.Is):
             return self.is_(node)
@@ -648,6 +659,7 @@ class _Translator:
                 column=name,
             )
         path = [field.name]
+        not_null = not field.nullable
         for child_name, child_quoted in parts[1:]:
             if not pa.types.is_struct(field.type):
                 raise SchemaError(
@@ -664,10 +676,12 @@ class _Translator:
                 )
             field = child
             path.append(field.name)
+            not_null = not_null and not field.nullable
         self.paths[tuple(path)] = None
         if pa.types.is_dictionary(field.type):  # compare and match on the decoded values
-            return _Term(pc.field(*path).cast(field.type.value_type), field.type.value_type)
-        return _Term(pc.field(*path), field.type)
+            value_type = field.type.value_type
+            return _Term(pc.field(*path).cast(value_type), value_type, not_null=not_null)
+        return _Term(pc.field(*path), field.type, not_null=not_null)
 
     def column_parts(self, node: exp.Expression) -> list[tuple[str, bool]]:
         """Identifiers of a (possibly dotted or subscripted) column reference, outermost first."""
@@ -740,7 +754,7 @@ class _Translator:
             return inner
         if not _is_numeric(inner.type):
             raise self.invalid(f"cannot negate {inner.type}", node)
-        return _Term(pc.negate(inner.expr), inner.type)
+        return _Term(pc.negate(inner.expr), inner.type, not_null=inner.not_null)
 
     # coercion ----------------------------------------------------------------------------
 
@@ -877,8 +891,9 @@ class _Translator:
                 problem = f"cannot compare {left.type} with {right.type}"
                 raise self.invalid(problem, node) from None
         floating = pa.types.is_floating(left.type) or pa.types.is_floating(right.type)
+        not_null = left.not_null and right.not_null
         if not floating or left.is_null_const or right.is_null_const:
-            return _Term(base, pa.bool_())
+            return _Term(base, pa.bool_(), not_null=not_null)
         # total order as in pylance: NaN = NaN, NaN above every number
         na, nb = self.nan_of(left), self.nan_of(right)
         if kind in ("eq", "ne"):
@@ -894,7 +909,7 @@ class _Translator:
             out = _not(_or(pc.less(left.expr, right.expr), _and(nb, _not(na))))
         if isinstance(out, bool):
             out = pc.scalar(out)
-        return _Term(out, pa.bool_())
+        return _Term(out, pa.bool_(), not_null=not_null)
 
     @staticmethod
     def nan_of(term: _Term):
@@ -910,11 +925,11 @@ class _Translator:
         target = node.expression
         if isinstance(target, exp.Null):
             inner = self.translate(node.this)
-            return _Term(pc.is_null(inner.expr), pa.bool_())
+            return _Term(pc.is_null(inner.expr), pa.bool_(), not_null=True)
         if isinstance(target, exp.Boolean):
             inner = self.boolean(node.this)
             value = inner.expr if target.this else pc.invert(inner.expr)
-            return _Term(pc.coalesce(value, pc.scalar(False)), pa.bool_())
+            return _Term(pc.coalesce(value, pc.scalar(False)), pa.bool_(), not_null=True)
         raise self.unsupported("IS other than IS [NOT] NULL/TRUE/FALSE", node)
 
     def in_(self, node: exp.In) -> _Term:
@@ -933,7 +948,7 @@ class _Translator:
         for item in items:
             eq = self.compare("eq", probe, item, node).expr
             out = eq if out is None else pc.or_kleene(out, eq)
-        return _Term(out, pa.bool_())
+        return _Term(out, pa.bool_(), not_null=probe.not_null and all(i.not_null for i in items))
 
     def in_set(self, probe: _Term, items: list[_Term], node: exp.Expression) -> _Term:
         values = [i.const for i in items if i.const.is_valid]
@@ -949,7 +964,7 @@ class _Translator:
         if has_null:
             out = pc.or_kleene(out, pc.scalar(_BOOL_NULL))
         self.type_of(out, node)
-        return _Term(out, pa.bool_())
+        return _Term(out, pa.bool_(), not_null=probe.not_null and not has_null)
 
     def between(self, node: exp.Between) -> _Term:
         if node.args.get("symmetric"):
@@ -957,7 +972,7 @@ class _Translator:
         subject = self.translate(node.this)
         low = self.compare("ge", subject, self.translate(node.args["low"]), node)
         high = self.compare("le", subject, self.translate(node.args["high"]), node)
-        return _Term(pc.and_kleene(low.expr, high.expr), pa.bool_())
+        return _Term(pc.and_kleene(low.expr, high.expr), pa.bool_(), not_null=high.not_null)
 
     def like(self, node: exp.Expression) -> _Term:
         escape = None
@@ -985,12 +1000,40 @@ class _Translator:
         out = pc.match_like(subject.expr, text, ignore_case=isinstance(node, exp.ILike))
         if node.args.get("negate"):
             out = pc.invert(out)
-        return _Term(out, pa.bool_())
+        return _Term(out, pa.bool_(), not_null=subject.not_null)
 
     # values ------------------------------------------------------------------------------
 
-    def arithmetic(self, node: exp.Expression) -> _Term:
+    def operands(self, node: exp.Binary) -> tuple[_Term, _Term]:
+        """Both sides of a binary operator.  In a value expression (a projection), a literal
+        beside a plain column takes the column's type, as pylance's planner does
+        (``i32 + 1`` is int32, ``f32 * 0.1`` float32) and a literal that cannot is an error;
+        filters keep DataFusion's coercion instead."""
         left, right = self.translate(node.this), self.translate(node.expression)
+        if self.require_boolean:
+            return left, right
+        columns = (exp.Column, exp.Dot, exp.Bracket)
+        if isinstance(node.this, columns) and right.const is not None and left.const is None:
+            right = self.literal_as(right, left.type, node)
+        elif isinstance(node.expression, columns) and left.const is not None:
+            if right.const is None:
+                left = self.literal_as(left, right.type, node)
+        return left, right
+
+    def literal_as(self, term: _Term, target: pa.DataType, node: exp.Expression) -> _Term:
+        """A constant in a column's type, or an error when it does not convert exactly."""
+        out = self.coerce(term, target, node)
+        if out.type == target or out.is_null_const:
+            return out
+        if _is_numeric(target) and _is_numeric(out.type) or _is_stringy(target):
+            shown = term.number_text or repr(term.const.as_py())
+            raise self.invalid(
+                f"literal {shown} cannot be converted to the column's {target}", node
+            )
+        return out
+
+    def arithmetic(self, node: exp.Expression) -> _Term:
+        left, right = self.operands(node)
         left, right = self.unify(left, right, node, arithmetic=True)
         for side in (left, right):
             if not (_is_numeric(side.type) or side.is_null_const):
@@ -1000,7 +1043,46 @@ class _Translator:
         else:
             fn = getattr(pc, _ARITH[type(node)])  # wrapping kernels, as DataFusion
             out = fn(left.expr, right.expr)
-        return _Term(out, self.type_of(out, node))
+        if left.const is not None and right.const is not None and not self.require_boolean:
+            return self.fold(out, node)  # ``i32 * (1 + 2)``: the literal 3 meets the column
+        out_type = self.type_of(out, node)
+        if isinstance(node, exp.Div) and pa.types.is_decimal(out_type):
+            out, out_type = self.decimal_quotient(left, right, node)
+        return _Term(out, out_type, not_null=left.not_null and right.not_null)
+
+    def decimal_quotient(
+        self, left: _Term, right: _Term, node: exp.Expression
+    ) -> tuple[pc.Expression, pa.DataType]:
+        """DataFusion's decimal quotient: the dividend's scale plus 4, truncated toward
+        zero.  Arrow's own quotient has scale max(4, s1 + p2 - s2 + 1): the dividend is
+        widened first so that it keeps at least those digits before they are cut."""
+        (p1, s1), (p2, s2) = (
+            (left.type.precision, left.type.scale),
+            (
+                right.type.precision,
+                right.type.scale,
+            ),
+        )
+        scale = s1 + 4
+        widen = max(0, scale - (s1 + p2 - s2 + 1))
+        dividend = left.expr
+        if widen:
+            wide = _decimal_type(p1 + widen, s1 + widen)
+            dividend = dividend.cast(wide)
+        quotient = pc.divide(dividend, right.expr)
+        out_type = _decimal_type(p1 + s2 + 4, scale)
+        options = pc.CastOptions(out_type, allow_decimal_truncate=True)
+        out = quotient.cast(options=options)
+        self.type_of(out, node)
+        return out, out_type
+
+    def fold(self, expr: pc.Expression, node: exp.Expression) -> _Term:
+        """The value of an expression that reads no column, as a constant."""
+        try:
+            value = pads.dataset(pa.table({"_": [0]})).to_table(columns={"v": expr})
+        except _ARROW_ERRORS as e:
+            raise self.invalid(f"cannot evaluate ({_short(e)})", node) from None
+        return _const(value.column("v")[0])
 
     def modulo(self, left: _Term, right: _Term, node: exp.Expression) -> pc.Expression:
         """Truncated remainder (sign of the dividend), as SQL and Rust define ``%``."""
@@ -1020,7 +1102,7 @@ class _Translator:
             return _const(pa.scalar(None, pa.string()))
         separator = pc.scalar(pa.scalar("", left.type))
         out = pc.binary_join_element_wise(left.expr, right.expr, separator)
-        return _Term(out, self.type_of(out, node))
+        return _Term(out, self.type_of(out, node), not_null=left.not_null and right.not_null)
 
     def sql_type(self, dtype: exp.DataType, node: exp.Expression) -> pa.DataType:
         name = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
@@ -1066,7 +1148,7 @@ class _Translator:
                 allow_float_truncate=lossy_ok,
             )
             out = inner.expr.cast(options=options)
-        return _Term(out, self.type_of(out, node))
+        return _Term(out, self.type_of(out, node), not_null=inner.not_null)
 
     def decimal_literal(self, inner: _Term, node: exp.Expression) -> _Term:
         if inner.is_null_const:
@@ -1203,10 +1285,15 @@ def _fn_abs(t: _Translator, node: exp.Abs) -> _Term:
 def _fn_coalesce(t: _Translator, node: exp.Coalesce) -> _Term:
     args = [t.translate(a) for a in [node.this, *node.expressions]]
     typed = next((a.type for a in args if a.const is None), None)
-    if typed is not None:
+    if typed is not None and t.require_boolean:
         args = [t.coerce(a, typed, node) for a in args]
+    elif typed is not None:  # a projection takes the arguments' common type, as pylance
+        common = args[0].type
+        for a in args[1:]:
+            common = _common_type(common, a.type) or common
+        args = [_cast_term(a, common) for a in args]
     out = pc.coalesce(*[a.expr for a in args])
-    return _Term(out, t.type_of(out, node))
+    return _Term(out, t.type_of(out, node), not_null=any(a.not_null for a in args))
 
 
 def _fn_substring_match(kernel: Callable):
@@ -1264,10 +1351,221 @@ def _fn_is_valid(t: _Translator, node: exp.Func) -> _Term:
     return _Term(pc.is_valid(args[0].expr), pa.bool_())
 
 
+def _fn_float_math(kernel: Callable):
+    """sqrt, exp, ln, trunc...: floats keep their type, integers compute in float64."""
+
+    def handler(t: _Translator, node: exp.Func) -> _Term:
+        args = [t.translate(a) for a in t.args(node)]
+        if len(args) != 1:
+            raise t.invalid(f"{node.sql_name()} takes one argument", node)
+        return _float_result(t, kernel, args[0], node)
+
+    return handler
+
+
+def _float_result(t: _Translator, kernel: Callable, arg: _Term, node: exp.Expression) -> _Term:
+    if not (_is_numeric(arg.type) or arg.is_null_const):
+        raise t.invalid(f"{node.sql_name()} needs a number, got {arg.type}", node)
+    if not pa.types.is_floating(arg.type):
+        arg = _cast_term(arg, pa.float64())
+    out = kernel(arg.expr)
+    return _Term(out, t.type_of(out, node))
+
+
+def _fn_log(t: _Translator, node: exp.Log) -> _Term:
+    args = [t.translate(a) for a in t.args(node)]
+    if len(args) == 1:  # log(x) is the base-10 logarithm, as in DataFusion
+        return _float_result(t, pc.log10, args[0], node)
+    base = args[0].const.as_py() if args[0].const is not None else None
+    kernels = {10: pc.log10, 2: pc.log2}
+    if len(args) != 2 or base not in kernels:
+        raise t.unsupported("log with a base other than 2 or 10", node)
+    return _float_result(t, kernels[base], args[1], node)
+
+
+def _fn_round(t: _Translator, node: exp.Round) -> _Term:
+    arg = t.translate(node.this)
+    digits = 0
+    if node.args.get("decimals") is not None:
+        d = t.translate(node.args["decimals"])
+        if d.const is None or not pa.types.is_integer(d.type):
+            raise t.unsupported("round with a number of digits that is not an integer", node)
+        digits = d.const.as_py()
+
+    def kernel(e: pc.Expression) -> pc.Expression:  # halves away from zero, as Rust's round
+        return pc.round(e, ndigits=digits, round_mode="half_towards_infinity")
+
+    out = _float_result(t, kernel, arg, node)
+    return _Term(out.expr, out.type, not_null=arg.not_null)
+
+
+def _fn_pow(t: _Translator, node: exp.Pow) -> _Term:
+    base, power = t.translate(node.this), t.translate(node.expression)
+    for side in (base, power):
+        if not _is_numeric(side.type):
+            raise t.invalid(f"power needs numbers, got {side.type}", node)
+    target = pa.float64()  # pylance computes power in float64, integers too
+    out = pc.power(_cast_term(base, target).expr, _cast_term(power, target).expr)
+    return _Term(out, t.type_of(out, node))
+
+
+def _fn_concat(t: _Translator, node: exp.Concat) -> _Term:
+    """concat(a, b, ...): NULL arguments count as empty strings; the arguments' string type,
+    or string_view when they mix types, as pylance returns it."""
+    args = [t.translate(a) for a in node.expressions]
+    kinds = {a.type if a.const is None else pa.string() for a in args if not a.is_null_const}
+    out_type = kinds.pop() if len(kinds) == 1 else pa.string_view()
+    parts = []
+    for arg in args:
+        if arg.is_null_const:
+            continue
+        if not _is_stringy(arg.type):
+            raise t.invalid(f"concat needs strings, got {arg.type}", node)
+        empty = pc.scalar(pa.scalar("", pa.large_string()))
+        parts.append(pc.coalesce(_cast_term(arg, pa.large_string()).expr, empty))
+    if not parts:
+        return _const(pa.scalar("", out_type))
+    out = pc.binary_join_element_wise(*parts, pc.scalar(pa.scalar("", pa.large_string())))
+    return _Term(out.cast(out_type), out_type)
+
+
+def _fn_slice_end(left: bool):
+    """left(s, n) / right(s, n): the first or last ``n`` characters, as a string_view."""
+
+    def handler(t: _Translator, node: exp.Func) -> _Term:
+        subject, count = t.translate(node.this), t.translate(node.expression)
+        if not _is_stringy(subject.type):
+            raise t.invalid(f"{node.sql_name()} needs a string, got {subject.type}", node)
+        n = count.const.as_py() if count.const is not None else None
+        if not isinstance(n, int) or n < 0:
+            raise t.unsupported(f"{node.sql_name()} with a count that is not a literal >= 0", node)
+        if left:
+            out = pc.utf8_slice_codeunits(subject.expr, start=0, stop=n)
+        elif n == 0:
+            out = pc.utf8_slice_codeunits(subject.expr, start=0, stop=0)
+        else:
+            out = pc.utf8_slice_codeunits(subject.expr, start=-n)
+        return _Term(out.cast(pa.string_view()), pa.string_view())
+
+    return handler
+
+
+def _fn_pad(t: _Translator, node: exp.Pad) -> _Term:
+    """lpad/rpad(s, n[, fill]): cut to ``n`` characters, then padded to ``n``."""
+    subject, width = t.translate(node.this), t.translate(node.expression)
+    fill = " "
+    if node.args.get("fill_pattern") is not None:
+        f = t.translate(node.args["fill_pattern"])
+        fill = f.const.as_py() if f.const is not None and _is_stringy(f.type) else None
+    n = width.const.as_py() if width.const is not None else None
+    if not _is_stringy(subject.type) or not isinstance(n, int) or n < 0:
+        raise t.unsupported("lpad/rpad other than (string, literal width >= 0[, 'c'])", node)
+    if not isinstance(fill, str) or len(fill) != 1:
+        raise t.unsupported("lpad/rpad with a fill that is not one character", node)
+    cut = pc.utf8_slice_codeunits(subject.expr, start=0, stop=n)
+    pad = pc.utf8_lpad if node.args.get("is_left") else pc.utf8_rpad
+    out = pad(cut, width=n, padding=fill)
+    return _Term(out, t.type_of(out, node))
+
+
+def _fn_replace(t: _Translator, node: exp.Replace) -> _Term:
+    subject = t.translate(node.this)
+    pattern, replacement = t.translate(node.expression), t.translate(node.args["replacement"])
+    if not _is_stringy(subject.type):
+        raise t.invalid(f"replace needs a string, got {subject.type}", node)
+    if any(p.const is None or not _is_stringy(p.type) for p in (pattern, replacement)):
+        raise t.unsupported("replace with a pattern or replacement that is not a literal", node)
+    out = pc.replace_substring(
+        subject.expr, pattern=pattern.const.as_py(), replacement=replacement.const.as_py()
+    )
+    return _Term(out, subject.type)
+
+
+def _fn_strpos(t: _Translator, node: exp.StrPosition) -> _Term:
+    """strpos(s, sub): 1-based position of the first match, 0 when absent."""
+    subject, needle = t.translate(node.this), t.translate(node.args["substr"])
+    if not _is_stringy(subject.type) or needle.const is None or not _is_stringy(needle.type):
+        raise t.unsupported("strpos other than (string, string literal)", node)
+    text = needle.const.as_py()
+    found = pc.find_substring(subject.expr, text)
+    out_type = t.type_of(found, node)
+    # find_substring counts bytes: the position in characters is the length of what
+    # precedes the first match, plus one
+    before = pc.replace_substring_regex(
+        subject.expr, pattern="(?s)" + _RE2_SPECIAL.sub(r"\\\g<0>", text) + ".*", replacement=""
+    )
+    position = pc.add(pc.utf8_length(before).cast(out_type), pc.scalar(pa.scalar(1, out_type)))
+    out = pc.if_else(pc.less(found, 0), pc.scalar(pa.scalar(0, out_type)), position)
+    return _Term(out, out_type, not_null=subject.not_null)
+
+
+_RE2_SPECIAL = re.compile(r"[\\.^$|?*+()\[\]{}]")
+
+
+def _fn_extreme(kernel: Callable):
+    """greatest / least: the common type of the arguments, NULLs skipped."""
+
+    def handler(t: _Translator, node: exp.Func) -> _Term:
+        args = [t.translate(a) for a in [node.this, *node.expressions]]
+        target = args[0].type
+        for a in args[1:]:
+            target = _common_type(target, a.type) or target
+        out = kernel(*[_cast_term(a, target).expr for a in args], skip_nulls=True)
+        return _Term(out, t.type_of(out, node))
+
+    return handler
+
+
+def _fn_nullif(t: _Translator, node: exp.Nullif) -> _Term:
+    left, right = t.translate(node.this), t.translate(node.expression)
+    left, right = t.unify(left, right, node, arithmetic=True)
+    null = pc.scalar(pa.scalar(None, left.type))
+    out = pc.if_else(pc.equal(left.expr, right.expr), null, left.expr)
+    return _Term(out, t.type_of(out, node))
+
+
+def _fn_octet_length(t: _Translator, node: exp.Func) -> _Term:
+    (arg,) = t.string_arg(node, 1)
+    out = pc.binary_length(arg.expr)
+    return _Term(out, t.type_of(out, node))
+
+
+def _fn_bit_length(t: _Translator, node: exp.Func) -> _Term:
+    (arg,) = t.string_arg(node, 1)
+    length = pc.binary_length(arg.expr)
+    out = pc.multiply(length, pc.scalar(pa.scalar(8, t.type_of(length, node))))
+    return _Term(out, t.type_of(out, node))
+
+
+def _fn_btrim(t: _Translator, node: exp.Func) -> _Term:
+    (arg,) = t.string_arg(node, 1)
+    return _Term(pc.utf8_trim(arg.expr, characters=" "), arg.type)
+
+
 _FUNCTIONS: dict[str, Callable[[_Translator, exp.Func], _Term]] = {
     "Lower": _fn_unary_string("utf8_lower"),
     "Upper": _fn_unary_string("utf8_upper"),
     "Length": _fn_unary_string("utf8_length", pa.int32()),
+    "Reverse": _fn_unary_string("utf8_reverse"),
+    "BitLength": _fn_bit_length,
+    "octet_length": _fn_octet_length,
+    "btrim": _fn_btrim,
+    "Concat": _fn_concat,
+    "Left": _fn_slice_end(left=True),
+    "Right": _fn_slice_end(left=False),
+    "Pad": _fn_pad,
+    "Replace": _fn_replace,
+    "StrPosition": _fn_strpos,
+    "Round": _fn_round,
+    "Sqrt": _fn_float_math(pc.sqrt),
+    "Exp": _fn_float_math(pc.exp),
+    "Ln": _fn_float_math(pc.ln),
+    "Trunc": _fn_float_math(pc.trunc),
+    "Log": _fn_log,
+    "Pow": _fn_pow,
+    "Greatest": _fn_extreme(pc.max_element_wise),
+    "Least": _fn_extreme(pc.min_element_wise),
+    "Nullif": _fn_nullif,
     "Trim": _fn_trim,
     "Abs": _fn_abs,
     "Coalesce": _fn_coalesce,
