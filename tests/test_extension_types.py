@@ -16,7 +16,9 @@ import lance
 import lance.file
 import numpy as np
 import pyarrow as pa
+import pyarrow.flight as fl
 import pytest
+from flight_fixtures import cmd, read_info, serve
 from lance.arrow import bfloat16_array
 
 import lance_format
@@ -294,3 +296,18 @@ def test_json_column_refuses_other_types(tmp_path):
     lance_format.write_dataset(pa.table({"j": pa.array(["1"], pa.json_())}), uri)
     with pytest.raises(SchemaError):
         lance_format.write_dataset(pa.table({"j": pa.array([1])}), uri, mode="append")
+
+
+def test_extension_columns_over_flight(tmp_path):
+    """The user's sequence: a served dataset with tensor, uuid, JSON... columns is read over
+    Flight (every endpoint) and equals pylance's read, also with a filter beside them."""
+    table = _ext_table().drop_columns(["bf16", "celsius"])  # Python types: not in the server
+    lance.write_dataset(table, str(tmp_path / "ext"), data_storage_version="2.1")
+    expected = lance.dataset(str(tmp_path / "ext"))
+    with serve(str(tmp_path)) as server:
+        client = fl.FlightClient(server.location)
+        info = client.get_flight_info(fl.FlightDescriptor.for_path("ext"))
+        _assert_same(read_info(client, info), expected.to_table())
+        query = cmd(dataset="ext", columns=["tensor", "doc"], filter="id % 3 = 1")
+        got = read_info(client, client.get_flight_info(query))
+        _assert_same(got, expected.to_table(columns=["tensor", "doc"], filter="id % 3 = 1"))
