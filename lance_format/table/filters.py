@@ -1412,21 +1412,97 @@ def _fn_pow(t: _Translator, node: exp.Pow) -> _Term:
 def _fn_concat(t: _Translator, node: exp.Concat) -> _Term:
     """concat(a, b, ...): NULL arguments count as empty strings; the arguments' string type,
     or string_view when they mix types, as pylance returns it."""
-    args = [t.translate(a) for a in node.expressions]
+    return _joined(t, node, node.expressions, "")
+
+
+def _fn_concat_ws(t: _Translator, node: exp.ConcatWs) -> _Term:
+    """concat_ws(sep, a, b, ...): the non-NULL arguments joined by a literal separator."""
+    if not node.expressions:
+        raise t.invalid("concat_ws needs a separator", node)
+    sep = t.translate(node.expressions[0])
+    if sep.const is None or not _is_stringy(sep.type) or not sep.const.is_valid:
+        raise t.unsupported("concat_ws with a separator that is not a string literal", node)
+    return _joined(t, node, node.expressions[1:], sep.const.as_py())
+
+
+def _joined(t: _Translator, node: exp.Func, operands: list, separator: str) -> _Term:
+    args = [t.translate(a) for a in operands]
     kinds = {a.type if a.const is None else pa.string() for a in args if not a.is_null_const}
     out_type = kinds.pop() if len(kinds) == 1 else pa.string_view()
-    parts = []
+    sep = pc.scalar(pa.scalar(separator, pa.large_string()))
+    out = None  # NULL while every argument so far was NULL (Arrow's "skip" mode misbehaves)
     for arg in args:
         if arg.is_null_const:
             continue
         if not _is_stringy(arg.type):
-            raise t.invalid(f"concat needs strings, got {arg.type}", node)
-        empty = pc.scalar(pa.scalar("", pa.large_string()))
-        parts.append(pc.coalesce(_cast_term(arg, pa.large_string()).expr, empty))
-    if not parts:
+            raise t.invalid(f"{node.sql_name()} needs strings, got {arg.type}", node)
+        part = _cast_term(arg, pa.large_string()).expr
+        if out is None:
+            out = part
+            continue
+        both = pc.binary_join_element_wise(out, part, sep)
+        out = pc.if_else(pc.is_null(out), part, pc.if_else(pc.is_null(part), out, both))
+    if out is None:
         return _const(pa.scalar("", out_type))
-    out = pc.binary_join_element_wise(*parts, pc.scalar(pa.scalar("", pa.large_string())))
+    out = pc.coalesce(out, pc.scalar(pa.scalar("", pa.large_string())))
     return _Term(out.cast(out_type), out_type)
+
+
+def _fn_regexp_replace(t: _Translator, node: exp.RegexpReplace) -> _Term:
+    """regexp_replace(s, pattern, replacement[, flags]): the first match, or every match
+    with flag ``g``; ``i`` ignores case."""
+    subject = t.translate(node.this)
+    texts = []
+    for key in ("expression", "replacement", "position"):
+        arg = node.args.get(key)
+        term = t.translate(arg) if arg is not None else _const(pa.scalar(""))
+        if term.const is None or not _is_stringy(term.type) or not term.const.is_valid:
+            raise t.unsupported("regexp_replace with arguments that are not literals", node)
+        texts.append(term.const.as_py())
+    pattern, replacement, flags = texts
+    if set(flags) - set("gi") or "\\" in replacement or "$" in replacement:
+        raise t.unsupported(
+            "regexp_replace with groups in the replacement or flags beyond g, i", node
+        )
+    if not _is_stringy(subject.type):
+        raise t.invalid(f"regexp_replace needs a string, got {subject.type}", node)
+    regex = ("(?i)" if "i" in flags else "") + pattern
+    limit = None if "g" in flags else 1
+    out = pc.replace_substring_regex(
+        subject.expr, pattern=regex, replacement=replacement, max_replacements=limit
+    )
+    out_type = subject.type if pa.types.is_string(subject.type) else pa.string_view()
+    return _Term(out.cast(out_type), out_type)
+
+
+_DATE_PARTS = {
+    "year": pc.year,
+    "quarter": pc.quarter,
+    "month": pc.month,
+    "week": pc.iso_week,
+    "day": pc.day,
+    "doy": pc.day_of_year,
+    "hour": pc.hour,
+    "minute": pc.minute,
+    "second": pc.second,
+}
+
+
+def _fn_date_part(t: _Translator, node: exp.Func) -> _Term:
+    """date_part('year' | 'month' | ... | 'dow', date or timestamp): an int32."""
+    args = [t.translate(a) for a in t.args(node)]
+    if len(args) != 2 or args[0].const is None or not _is_stringy(args[0].type):
+        raise t.invalid("date_part takes a part name and a date or timestamp", node)
+    part, value = str(args[0].const.as_py()).lower(), args[1]
+    if not (pa.types.is_date(value.type) or pa.types.is_timestamp(value.type)):
+        raise t.invalid(f"date_part needs a date or timestamp, got {value.type}", node)
+    if part == "dow":  # Sunday is 0
+        out = pc.day_of_week(value.expr, count_from_zero=True, week_start=7)
+    elif part in _DATE_PARTS:
+        out = _DATE_PARTS[part](value.expr)
+    else:
+        raise t.unsupported(f"date_part {part!r}", node)
+    return _Term(out.cast(pa.int32()), pa.int32())
 
 
 def _fn_slice_end(left: bool):
@@ -1551,6 +1627,9 @@ _FUNCTIONS: dict[str, Callable[[_Translator, exp.Func], _Term]] = {
     "octet_length": _fn_octet_length,
     "btrim": _fn_btrim,
     "Concat": _fn_concat,
+    "ConcatWs": _fn_concat_ws,
+    "RegexpReplace": _fn_regexp_replace,
+    "date_part": _fn_date_part,
     "Left": _fn_slice_end(left=True),
     "Right": _fn_slice_end(left=False),
     "Pad": _fn_pad,
