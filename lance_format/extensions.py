@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from . import jsonb
-from .errors import LanceError, SchemaError
+from .errors import CorruptFileError, InvalidArgumentError, LanceError, SchemaError
 from .schema import LanceField, LanceSchema
 
 
@@ -60,6 +60,14 @@ def _encode_leaf(arr: pa.Array) -> pa.Array:
     storage = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
     t = storage.type
     if pa.types.is_large_binary(t) or pa.types.is_binary(t):
+        for value in storage.to_pylist():  # never store bytes pylance could not read
+            if value is not None:
+                try:
+                    jsonb.decode(value)
+                except CorruptFileError as exc:
+                    raise InvalidArgumentError(
+                        f"a JSON column got bytes that are not JSONB: {exc.problem}"
+                    ) from None
         return storage.cast(pa.large_binary())
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return jsonb.encode_array(storage)

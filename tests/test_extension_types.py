@@ -96,6 +96,9 @@ def _ext_table(n: int = N) -> pa.Table:
             "uuids": pa.ListArray.from_arrays(
                 pa.array(np.minimum(np.arange(n + 1) * 2, n), pa.int32()), uuid
             ),
+            "docs": pa.ListArray.from_arrays(
+                pa.array(np.minimum(np.arange(n + 1) * 3, n), pa.int32()), json_col
+            ),
         }
     )
 
@@ -296,6 +299,15 @@ def test_json_column_refuses_other_types(tmp_path):
     lance_format.write_dataset(pa.table({"j": pa.array(["1"], pa.json_())}), uri)
     with pytest.raises(SchemaError):
         lance_format.write_dataset(pa.table({"j": pa.array([1])}), uri, mode="append")
+    # JSONB given as bytes (what the file reader returns) is kept, but only if it is JSONB
+    jsonb_field = pa.field("j", pa.large_binary(), metadata={"ARROW:extension:name": "lance.json"})
+    good = pa.table({"j": pa.array([jsonb.encode('{"a": [1]}')], pa.large_binary())})
+    lance_format.write_dataset(good.cast(pa.schema([jsonb_field])), uri, mode="append")
+    assert lance.dataset(uri).to_table().column("j").to_pylist() == ["1", '{"a":[1]}']
+    bad = pa.table({"j": pa.array([b"not jsonb"], pa.large_binary())})
+    with pytest.raises(InvalidArgumentError, match="not JSONB"):
+        lance_format.write_dataset(bad.cast(pa.schema([jsonb_field])), uri, mode="append")
+    assert lance.dataset(uri).count_rows() == 2
 
 
 def test_extension_columns_over_flight(tmp_path):
