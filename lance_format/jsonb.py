@@ -160,15 +160,14 @@ def _container(kind: int, keys: list[bytes], values: list[tuple[int, bytes]]) ->
     count = len(values)
     if count > HEADER_COUNT_MASK:
         raise InvalidArgumentError(f"a JSON container of {count} elements is too large")
-    entries = [STRING | _length(k) for k in keys] + [t | _length(p) for t, p in values]
-    head = struct.pack(f">I{len(entries)}I", kind | count, *entries)
-    return head + b"".join(keys) + b"".join(p for _, p in values)
-
-
-def _length(payload: bytes) -> int:
-    if len(payload) > ENTRY_LENGTH_MASK:
-        raise InvalidArgumentError(f"a JSON value of {len(payload)} bytes is too large")
-    return len(payload)
+    payloads = keys + [p for _, p in values]
+    body = b"".join(payloads)
+    if len(body) > ENTRY_LENGTH_MASK:  # then one payload may not fit its entry's length
+        too_big = max(len(p) for p in payloads)
+        if too_big > ENTRY_LENGTH_MASK:
+            raise InvalidArgumentError(f"a JSON value of {too_big} bytes is too large")
+    entries = [STRING | len(k) for k in keys] + [t | len(p) for t, p in values]
+    return struct.pack(f">I{len(entries)}I", kind | count, *entries) + body
 
 
 # -- JSONB -> text ---------------------------------------------------------------------------
@@ -253,9 +252,8 @@ def _write_scalar(buf: memoryview, kind: int, start: int, end: int, out: list[st
         raise CorruptFileError(f"invalid JSONB value: unknown entry type {kind:#x}")
 
 
-def _quote(text: str) -> str:
-    # Python's escaping is serde_json's: \" \\ \b \f \n \r \t, other controls as \u00xx
-    return json.dumps(text, ensure_ascii=False)
+# Python's escaping is serde_json's: \" \\ \b \f \n \r \t, other controls as \u00xx
+_quote = json.encoder.encode_basestring
 
 
 def _number_text(payload: bytes) -> str:
