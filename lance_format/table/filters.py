@@ -175,9 +175,29 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError
 
 def _bind(expr: pc.Expression, schema: pa.Schema) -> pa.DataType:
     """Type of ``expr`` over ``schema``; raises the Arrow error when it does not bind."""
-    table = schema.empty_table()
+    table = pa.schema([f.with_type(_nested_storage(f.type)) for f in schema]).empty_table()
     result = pads.dataset(table).to_table(columns={"_": expr})
     return result.schema.field(0).type
+
+
+def _nested_storage(t: pa.DataType) -> pa.DataType:
+    """``t`` with extension types below the top level replaced by their storage: Arrow's
+    dataset scanner cannot even open a table holding ``struct<uuid>`` or ``list<uuid>``."""
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_storage_deep(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        item = t.value_field.with_type(_storage_deep(t.value_type))
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(item, t.list_size)
+        return pa.list_(item) if pa.types.is_list(t) else pa.large_list(item)
+    if pa.types.is_map(t):
+        key = t.key_field.with_type(_storage_deep(t.key_type))
+        return pa.map_(key, t.item_field.with_type(_storage_deep(t.item_type)))
+    return t
+
+
+def _storage_deep(t: pa.DataType) -> pa.DataType:
+    return _nested_storage(t.storage_type if isinstance(t, pa.BaseExtensionType) else t)
 
 
 _NO_MATCH = re.compile(r"No match for (FieldRef\..*?) in ")
