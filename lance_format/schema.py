@@ -268,7 +268,9 @@ def _extension_metadata(t: pa.DataType) -> dict[str, bytes]:
 
 
 def _has_extension(f: LanceField) -> bool:
-    return any(EXT_NAME_KEY in g.metadata for g in f.walk())
+    """An extension type anywhere in the field, bfloat16 fixed-size-list items included
+    (their extension lives in the logical type string, not in a child field)."""
+    return any(EXT_NAME_KEY in g.metadata or BFLOAT16_EXT_NAME in g.logical_type for g in f.walk())
 
 
 @dataclass
