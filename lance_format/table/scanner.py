@@ -19,7 +19,7 @@ import pyarrow.dataset as pads
 
 from ..errors import InvalidArgumentError, SchemaError
 from ..schema import LanceField, LanceSchema
-from .filters import conjunct_terms, parse_filter, referenced_columns
+from .filters import compile_filter, conjunct_terms
 from .fragment import Fragment
 from .projection import Projection
 
@@ -88,11 +88,12 @@ class Scanner:
             self.projection_meta = self._meta_named(self.projection.columns)
         else:
             self.fields = self._projection(options.columns)
-        self.filter = parse_filter(options.filter, arrow_schema)
+        compiled = compile_filter(options.filter, arrow_schema)
+        self.filter = None if compiled is None else compiled.expression
         self.filter_fields: list[LanceField] = []
         self.filter_meta: list[str] = []
-        if self.filter is not None:
-            names = [c.split(".")[0] for c in referenced_columns(self.filter, arrow_schema)]
+        if compiled is not None:
+            names = compiled.top_level_columns
             self.filter_fields = self._fields_named(names)
             self.filter_meta = self._meta_named(names)
 
