@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError, InvalidDataError, SchemaError, UnsupportedError
+from ..extensions import json_compatible
 from ..pb import table_pb2
 from ..schema import LanceSchema
 from ..structural.column import leaf_fields
@@ -81,8 +82,8 @@ def check_schema(expected: pa.Schema, got: pa.Schema) -> bool:
         )
     cast = False
     for a, b in zip(expected, got, strict=True):
-        if a.type.equals(b.type):
-            continue
+        if a.type.equals(b.type) or json_compatible(a.type, b):
+            continue  # JSON text of any string type, or JSONB bytes: the writer stores it
         if not _comparable(a.type).equals(_comparable(b.type)):
             raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
         cast = True
@@ -147,11 +148,14 @@ def write_fragments(
     if not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
         raise InvalidArgumentError("max_rows_per_file must be a positive integer")
     major, minor = storage_version(data_storage_version)
-    arrow_schema = schema.to_arrow()
+    arrow_schema = schema.to_dataset_arrow()
     reader = to_reader(data, arrow_schema)
     if check_schema(arrow_schema, reader.schema):
         target = pa.schema(
-            [f.with_type(e.type) for f, e in zip(reader.schema, arrow_schema, strict=True)],
+            [
+                f if json_compatible(e.type, f) else f.with_type(e.type)
+                for f, e in zip(reader.schema, arrow_schema, strict=True)
+            ],
             metadata=reader.schema.metadata,
         )
         reader = pa.RecordBatchReader.from_batches(target, _cast_to(reader, target))
