@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from . import storage
 from .cache import SearchCache
 from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError
@@ -53,9 +54,10 @@ class LanceFileReader:
         cache: SearchCache | None = None,
         stats: IOStats | None = None,
         field_columns: dict[int, int] | None = None,
+        storage_options: dict[str, str] | None = None,
     ):
         if isinstance(path, (str, os.PathLike)):
-            self._file = open_file(path, stats)
+            self._file = open_file(storage.register(path, storage_options), stats)
         else:
             self._file = path
         self.path = self._file.path

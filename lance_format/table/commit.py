@@ -1,10 +1,11 @@
-"""Committing a transaction: the seed's "Committing Datasets" protocol, on a local file system.
+"""Committing a transaction: the "Committing Datasets" protocol, on any store.
 
 1. The data files are already written (staged).
 2. The transaction is written to ``_transactions/{read_version}-{uuid}.txn``.
 3. The next manifest is built by applying the transaction to the latest manifest and written
-   with put-if-not-exists semantics: a temporary file, then ``os.link`` to the final name,
-   which fails if another writer got there first (a manifest is never overwritten).
+   through the dataset's commit handler (:mod:`lance_format.storage.commit`): put-if-not-exists
+   on the store, or the external manifest store; it fails if another writer got there first
+   (a manifest is never overwritten).
 4. If another writer won, the transactions committed since our read version are checked
    against ours (:mod:`.conflicts`): compatible ones are rebased over (the transaction is
    re-applied to the new latest manifest) and the commit retried; anything else raises
@@ -17,7 +18,6 @@ Applying an operation to a manifest lives here too: fragment ids come from
 
 from __future__ import annotations
 
-import os
 import time
 import uuid as uuidlib
 
@@ -55,7 +55,6 @@ def commit(
     Raises :class:`CommitConflictError` (``RetryableCommitConflictError`` when redoing the
     operation against the new version may succeed) if a concurrent commit is incompatible.
     """
-    os.makedirs(os.path.join(root, "_versions"), exist_ok=True)
     read_version = txn.read_version
     txn_name = transaction.write_transaction_file(root, txn)
     for _ in range(max_retries):

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from .. import storage
 from ..cache import SearchCache
 from ..errors import InvalidArgumentError, LanceIOError, SchemaError, UnsupportedError
 from ..pb import transaction_pb2
@@ -44,11 +45,14 @@ def dataset(
     version: int | str | None = None,
     *,
     cache: SearchCache | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> Dataset:
-    """Open a dataset at its latest version, a version number or a tag name."""
-    root = os.fspath(uri)
-    if not os.path.isdir(os.path.join(root, "_versions")):
-        raise LanceIOError(f"{root} is not a Lance dataset (no _versions directory)")
+    """Open a dataset at its latest version, a version number or a tag name.
+
+    ``uri`` is a local path (``~`` expands), ``file://``, ``memory://``, ``s3://bucket/path``
+    or ``s3+ddb://bucket/path?ddbTableName=T``; ``storage_options`` configure the object
+    store with pylance's option names."""
+    root = storage.register(uri, storage_options)
     if isinstance(version, str):
         version = tags.resolve_tag(root, version)
     return Dataset(root, _resolve(root, version), cache=cache)
@@ -57,7 +61,7 @@ def dataset(
 def _resolve(root: str, version: int | None) -> manifest.Manifest:
     versions = paths.list_versions(root)
     if not versions:
-        raise LanceIOError(f"{root} has no committed version")
+        raise LanceIOError(f"{root} is not a Lance dataset (no committed version in _versions)")
     if version is None:
         entry = versions[-1]
     else:
@@ -346,7 +350,7 @@ class _Optimize:
 
 
 def _exists(root: str) -> bool:
-    return os.path.isdir(os.path.join(root, "_versions")) and bool(paths.list_versions(root))
+    return bool(paths.list_versions(root))
 
 
 def write_dataset(
@@ -360,6 +364,7 @@ def write_dataset(
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
     max_page_bytes: int | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> Dataset:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``) or a new version replacing the rows
@@ -369,7 +374,7 @@ def write_dataset(
     dataset's file version, or to "stable" for a new dataset.  ``max_page_bytes`` (not in
     pylance) caps the Arrow bytes per page: smaller pages mean finer page-aligned splits
     and cheaper random access."""
-    root = os.fspath(uri)
+    root = storage.register(uri, storage_options)
     if mode not in ("create", "append", "overwrite"):
         raise InvalidArgumentError(f"mode must be create, append or overwrite, not {mode!r}")
     exists = _exists(root)
@@ -541,7 +546,7 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
         raise UnsupportedError(f"cannot add columns to a Lance {version} dataset")
     major, minor = write.storage_version(version)
     name = paths.new_data_file_name()
-    path = os.path.join(ds.uri, "data", name)
+    path = paths.data_file_path(ds.uri, name)
     arrow_schema = new_schema.to_arrow()
     writer = LanceFileWriter(
         path, arrow_schema, version=f"{major}.{minor}", lance_schema=new_schema
