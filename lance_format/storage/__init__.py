@@ -33,7 +33,11 @@ __all__ = [
     "is_dir",
     "join",
     "list_files",
+    "list_dir",
     "list_names",
+    "outermost_missing",
+    "prune",
+    "realpath",
     "normalize",
     "open_file",
     "put",
@@ -139,11 +143,31 @@ def delete_prefix(path: str) -> int:
     return store.delete_prefix(key)
 
 
-def prune(path: str) -> None:
-    """Remove ``path`` if it is an empty local directory (object stores have none)."""
+def list_dir(directory: str) -> tuple[list[str], list[str]]:
+    """(file names, sub-directory names) directly under ``directory``."""
+    store, key = resolve(directory)
+    return store.list_dir(key)
+
+
+def prune(path: str, subdirs: tuple[str, ...] = (), stop: str | None = None) -> None:
+    """Remove empty local directories (``subdirs`` of ``path``, then ``path`` and its
+    parents below ``stop``); object stores have no directories, so nothing to do there."""
     store, key = resolve(path)
     if isinstance(store, LocalStore):
-        store.prune(key)
+        store.prune(key, subdirs, normalize(stop) if stop is not None else None)
+
+
+def outermost_missing(path: str) -> str | None:
+    """The outermost local directory of ``path`` a write would create (None on object
+    stores, which have no directories)."""
+    store, key = resolve(path)
+    return store.outermost_missing(key) if isinstance(store, LocalStore) else None
+
+
+def realpath(path: str) -> str:
+    """Symlinks resolved for local paths; other URIs are already canonical."""
+    store, key = resolve(path)
+    return os.path.realpath(key) if isinstance(store, LocalStore) else normalize(path)
 
 
 def copy(src: str, dst: str) -> None:

@@ -145,6 +145,15 @@ class ObjectStore(ABC):
         names = {m.key[len(base) :].split("/", 1)[0] for m in self.list(prefix)}
         return sorted(names)
 
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(object names, sub-directory names) directly under ``prefix``."""
+        base = prefix.rstrip("/") + "/" if prefix else ""
+        files, dirs = set(), set()
+        for m in self.list(prefix):
+            head, sep, _ = m.key[len(base) :].partition("/")
+            (dirs if sep else files).add(head)
+        return sorted(files), sorted(dirs)
+
     def is_dir(self, prefix: str) -> bool:
         """Whether any object lives under ``prefix``."""
         return bool(self.list(prefix))

@@ -277,12 +277,47 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise _error("rename", exc, src) from exc
 
-    def prune(self, prefix: str) -> None:
-        """Remove ``prefix`` if it is an empty directory (object stores have none)."""
+    def prune(self, prefix: str, subdirs: tuple[str, ...] = (), stop: str | None = None) -> None:
+        """Remove empty directories: each of ``subdirs`` under ``prefix``, then ``prefix``
+        and its parents while they are empty, stopping below ``stop`` (default: at
+        ``prefix`` itself).  Never recursive: another writer may be filling them."""
+        for sub in subdirs:
+            try:
+                os.rmdir(os.path.join(prefix, sub))
+            except OSError:
+                pass
+        path = prefix
+        while True:
+            try:
+                os.rmdir(path)
+            except OSError:
+                return
+            parent = os.path.dirname(path)
+            if stop is None or parent == path or not parent.startswith(stop + os.sep):
+                return
+            path = parent
+
+    def outermost_missing(self, path: str) -> str | None:
+        """The outermost directory of ``path`` that does not exist yet (None: it exists)."""
+        missing = None
+        while not os.path.exists(path):
+            missing, path = path, os.path.dirname(path)
+        return missing
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(file names, directory names) directly under ``prefix``; symlinked directories
+        count as files, so a walk never leaves the tree."""
+        self.count()
+        files, dirs = [], []
         try:
-            os.rmdir(prefix)
-        except OSError:
+            with os.scandir(prefix) as it:
+                for entry in it:
+                    (dirs if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
+        except (FileNotFoundError, NotADirectoryError):
             pass
+        except OSError as exc:
+            raise _error("list", exc, prefix) from exc
+        return sorted(files), sorted(dirs)
 
     def uri(self, key: str) -> str:
         return key

@@ -217,8 +217,8 @@ class S3Store(ObjectStore):
 
         return _call(self.uri(base), "list", run)
 
-    def list_names(self, prefix: str) -> list[str]:
-        """One LIST with a delimiter (the latest version is found in one request)."""
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        """One LIST with a delimiter: objects and common prefixes directly under ``prefix``."""
         import obstore
 
         base = prefix.strip("/")
@@ -226,9 +226,14 @@ class S3Store(ObjectStore):
         found = _call(
             self.uri(base), "list", lambda: obstore.list_with_delimiter(self.client, base or None)
         )
-        names = [m["path"].rsplit("/", 1)[-1] for m in found["objects"]]
-        names += [p.rstrip("/").rsplit("/", 1)[-1] for p in found["common_prefixes"]]
-        return sorted(names)
+        files = [m["path"].rsplit("/", 1)[-1] for m in found["objects"]]
+        dirs = [p.rstrip("/").rsplit("/", 1)[-1] for p in found["common_prefixes"]]
+        return sorted(files), sorted(dirs)
+
+    def list_names(self, prefix: str) -> list[str]:
+        """One LIST with a delimiter (the latest version is found in one request)."""
+        files, dirs = self.list_dir(prefix)
+        return sorted(files + dirs)
 
     def put(self, key: str, data: bytes) -> None:
         import obstore
