@@ -66,11 +66,12 @@ def normalize(uri: str | os.PathLike[str]) -> str:
         local = os.path.expanduser(local)
         return local.rstrip("/") or "/"
     base = split_query(text)[0]
-    rest = base.partition("://")[2].strip("/")
+    raw = base.partition("://")[2]
+    rest = raw.strip("/")
     if scheme == "memory":
         return f"memory://{rest}"
     if scheme in S3_SCHEMES:
-        if not rest or rest.startswith("/"):
+        if not rest or raw.startswith("/"):
             raise InvalidArgumentError(f"{text!r} names no bucket")
         return f"{scheme}://{rest}"
     raise UnsupportedError(
