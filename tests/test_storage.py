@@ -87,8 +87,10 @@ def test_tilde_expands_to_home(tmp_path, monkeypatch):
     lf.write_dataset(_table(7), "~/tilde.lance")
     assert os.path.isdir(tmp_path / "tilde.lance" / "_versions")
     assert not os.path.exists("~")
-    assert lance.dataset(str(tmp_path / "tilde.lance")).to_table().equals(
-        lf.dataset("~/tilde.lance").to_table()
+    assert (
+        lance.dataset(str(tmp_path / "tilde.lance"))
+        .to_table()
+        .equals(lf.dataset("~/tilde.lance").to_table())
     )
     writer = lf.LanceFileWriter("~/one.lance", _table(3).schema)
     writer.write_table(_table(3))

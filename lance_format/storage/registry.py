@@ -108,6 +108,8 @@ def register(uri: str | os.PathLike[str], storage_options: dict[str, str] | None
         return root
     options = _frozen(storage_options)
     table = split_query(text)[1].get(DDB_TABLE_PARAM)
+    if storage_options is None and table is None and mount_of(root) is not None:
+        return root  # under a registered root, opened without options: keep the root's
     with _lock:
         known = _mounts.get(root)
     if scheme == "s3+ddb" and table is None:
@@ -117,8 +119,6 @@ def register(uri: str | os.PathLike[str], storage_options: dict[str, str] | None
             raise InvalidArgumentError(
                 f"{text!r}: an s3+ddb:// URI must name its DynamoDB table (?{DDB_TABLE_PARAM}=...)"
             )
-    if storage_options is None and table is None and mount_of(root) is not None:
-        return root  # under a registered root, opened without options: keep the root's
     if known is not None and storage_options is None and table == known.ddb_table:
         return root  # re-opened without options: keep the ones it was opened with
     bucket = root.partition("://")[2].split("/", 1)[0]

@@ -1,0 +1,261 @@
+"""Datasets on S3 (moto's server): both implementations on one bucket, conditional-put
+commits, the external manifest store on DynamoDB, killed writers, ranged reads."""
+
+from __future__ import annotations
+
+import datetime as dt
+import multiprocessing as mp
+import os
+import random
+import signal
+import time
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_format as lf
+from lance_format import storage
+from lance_format.errors import CommitConflictError, CorruptFileError
+from lance_format.storage.commit import ExternalManifestCommitHandler
+from lance_format.storage.s3 import S3Store
+from lance_format.table import paths
+
+
+def _table(n: int, start: int = 0) -> pa.Table:
+    ids = np.arange(start, start + n)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "x": pa.array(ids * 0.5),
+            "s": [None if i % 7 == 0 else f"value-{i}" for i in ids.tolist()],
+        }
+    )
+
+
+def _same_everywhere(uri: str, options: dict) -> int:
+    """Every version reads the same through both implementations; the latest version."""
+    ours = lf.dataset(uri, storage_options=options)
+    theirs = lance.dataset(uri, storage_options=options)
+    assert ours.version == theirs.version
+    for v in range(1, ours.version + 1):
+        mine = lf.dataset(uri, v, storage_options=options).to_table()
+        assert mine.equals(lance.dataset(uri, version=v, storage_options=options).to_table())
+    return ours.version
+
+
+def test_s3_store_refuses_put_if_not_exists_overwrite(moto_server):
+    store = S3Store(moto_server.new_bucket(), moto_server.options)
+    assert store.put_if_not_exists("ds/_versions/1.manifest", b"first")
+    assert not store.put_if_not_exists("ds/_versions/1.manifest", b"second")
+    assert store.get("ds/_versions/1.manifest") == b"first"
+
+
+def test_pylance_writes_we_read_every_version(moto_server, s3_root):
+    uri, opts = f"{s3_root}/theirs.lance", moto_server.options
+    lance.write_dataset(_table(300), uri, storage_options=opts, max_rows_per_file=120)
+    lance.write_dataset(_table(50, 300), uri, mode="append", storage_options=opts)
+    lance.dataset(uri, storage_options=opts).delete("id % 10 = 3")
+    lance.write_dataset(_table(20, 1000), uri, mode="overwrite", storage_options=opts)
+    assert _same_everywhere(uri, opts) == 4
+    ds = lf.dataset(uri, 3, storage_options=opts)
+    theirs = lance.dataset(uri, version=3, storage_options=opts)
+    assert ds.take([0, 5, 200]).equals(theirs.take([0, 5, 200]))
+
+
+def test_we_write_append_delete_compact_and_pylance_reads(moto_server, s3_root):
+    uri, opts = f"{s3_root}/ours.lance", moto_server.options
+    lf.write_dataset(_table(200), uri, storage_options=opts, max_rows_per_file=80)
+    lf.write_dataset(_table(40, 200), uri, mode="append", storage_options=opts)
+    lf.dataset(uri, storage_options=opts).delete("id < 15 OR s IS NULL")
+    lf.dataset(uri, storage_options=opts).compact_files()
+    assert _same_everywhere(uri, opts) >= 4
+    ds = lf.dataset(uri, storage_options=opts)
+    assert len(ds.get_fragments()) == 1
+    ds.cleanup_old_versions(dt.timedelta(0), delete_unverified=True)
+    theirs = lance.dataset(uri, storage_options=opts)
+    kept = {df.path for f in theirs.get_fragments() for df in f.data_files()}
+    assert set(storage.list_names(f"{uri}/data")) == kept  # the compacted-away files are gone
+    expected = [i for i in range(240) if i >= 15 and i % 7 != 0]
+    assert sorted(theirs.to_table().column("id").to_pylist()) == expected
+
+
+def test_histories_alternate_between_the_two(moto_server, s3_root):
+    uri, opts = f"{s3_root}/both.lance", moto_server.options
+    lance.write_dataset(_table(50), uri, storage_options=opts)
+    lf.write_dataset(_table(50, 50), uri, mode="append", storage_options=opts)
+    lance.write_dataset(_table(50, 100), uri, mode="append", storage_options=opts)
+    lf.dataset(uri, storage_options=opts).delete("id % 5 = 0")
+    lance.dataset(uri, storage_options=opts).delete("id % 5 = 1")
+    lf.write_dataset(_table(10, 500), uri, mode="append", storage_options=opts)
+    assert _same_everywhere(uri, opts) == 6
+    ids = lf.dataset(uri, storage_options=opts).to_table().column("id").to_pylist()
+    assert sorted(ids) == [i for i in range(150) if i % 5 > 1] + list(range(500, 510))
+
+
+def test_aws_environment_variables_configure_the_store(moto_server, s3_root, monkeypatch):
+    for key, value in moto_server.env.items():
+        monkeypatch.setenv(key, value)
+    uri = f"{s3_root}/env.lance"
+    lance.write_dataset(_table(30), uri, storage_options={"allow_http": "true"})
+    # a fresh store (no options) is built from the environment
+    storage.registry._s3_stores.clear()
+    storage.registry._mounts.clear()
+    assert lf.dataset(uri).to_table().equals(lance.dataset(uri).to_table())
+
+
+def test_conditional_put_refusal_rebases_a_compatible_commit(moto_server, s3_root):
+    uri, opts = f"{s3_root}/rebase.lance", moto_server.options
+    lf.write_dataset(_table(100), uri, storage_options=opts)
+    stale = lf.dataset(uri, storage_options=opts)  # read at version 1
+    lance.write_dataset(_table(10, 100), uri, mode="append", storage_options=opts)  # v2
+    stale.delete("id < 5")  # its first attempt at v2 is refused by the store, then rebased
+    assert _same_everywhere(uri, opts) == 3
+    v2 = lance.dataset(uri, version=2, storage_options=opts)
+    assert v2.count_rows() == 110  # the append's v2 was not overwritten
+    latest = lf.dataset(uri, storage_options=opts)
+    assert sorted(latest.to_table().column("id").to_pylist()) == list(range(5, 110))
+
+
+def test_conditional_put_refusal_of_an_incompatible_commit_raises(moto_server, s3_root):
+    uri, opts = f"{s3_root}/conflict.lance", moto_server.options
+    lf.write_dataset(_table(100), uri, storage_options=opts)
+    stale = lf.dataset(uri, storage_options=opts)
+    lance.write_dataset(_table(3, 900), uri, mode="overwrite", storage_options=opts)
+    with pytest.raises(CommitConflictError):
+        stale.delete("id < 5")
+    assert _same_everywhere(uri, opts) == 2
+
+
+def test_take_costs_at_most_two_requests_per_column_after_warm_up(moto_server, s3_root):
+    uri, opts = f"{s3_root}/take.lance", moto_server.options
+    lf.write_dataset(_table(20_000), uri, storage_options=opts, max_rows_per_file=5000)
+    ds = lf.dataset(uri, storage_options=opts)
+    rng = np.random.default_rng(3)
+    ds.take(rng.integers(0, 20_000, 50).tolist())  # warm-up: file metadata cached
+    stats = storage.stats(uri)
+    for row in rng.integers(0, 20_000, 20).tolist():
+        stats.reset()
+        got = ds.take([row])
+        assert got.column("id").to_pylist() == [row]
+        assert 1 <= stats.requests <= 2 * ds.schema.__len__()
+    stats.reset()
+    assert paths.latest_version(uri).version == 1
+    assert stats.requests == 1  # one LIST finds the latest version
+
+
+def test_ranged_reads_are_coalesced(moto_server):
+    store = S3Store(moto_server.new_bucket(), moto_server.options)
+    blob = bytes(range(256)) * 4096  # 1 MiB
+    store.put("f", blob)
+    store.stats.reset()
+    ranges = [(0, 10), (100, 10), (500_000, 20), (1_000_000, 5)]
+    got = store.get_ranges("f", ranges)
+    assert got == [blob[o : o + n] for o, n in ranges]
+    assert store.stats.requests == 3  # the first two are one request, the others apart
+    assert store.stats.bytes_read == 110 + 20 + 5
+
+
+def _committing_writer(uri: str, options: dict, run: int) -> None:
+    base = 10_000_000 * (run + 1)
+    for i in range(100_000):
+        batch = pa.table({"id": pa.array(np.arange(100) + 100 * i + base, pa.int64())})
+        lf.write_dataset(batch, uri, mode="append", storage_options=options)
+        if i % 3 == 2:
+            lf.dataset(uri, storage_options=options).delete(f"id = {base + 100 * i}")
+
+
+def test_writer_killed_mid_commit_leaves_every_version_readable(moto_server, s3_root):
+    uri, opts = f"{s3_root}/killed.lance", moto_server.options
+    lf.write_dataset(
+        pa.table({"id": pa.array(np.arange(10), pa.int64())}), uri, storage_options=opts
+    )
+    ctx = mp.get_context("spawn")
+    rng = random.Random(11)
+    for run in range(2):
+        before = lf.dataset(uri, storage_options=opts).version
+        p = ctx.Process(target=_committing_writer, args=(uri, opts, run))
+        p.start()
+        deadline = time.monotonic() + 60
+        while lf.dataset(uri, storage_options=opts).version < before + 2 + run:
+            assert time.monotonic() < deadline, "the writer never committed"
+            time.sleep(0.05)
+        time.sleep(rng.random() * 0.5)  # land somewhere inside a write or a commit
+        os.kill(p.pid, signal.SIGKILL)
+        p.join()
+        _same_everywhere(uri, opts)
+    ids = lance.dataset(uri, storage_options=opts).to_table().column("id").to_numpy()
+    assert len(np.unique(ids)) == len(ids)
+
+
+# -- the external manifest store (s3+ddb://) ---------------------------------------------
+
+
+def _ddb(moto_server, s3_root: str, name: str) -> tuple[str, dict]:
+    table = moto_server.new_ddb_table()
+    bucket = s3_root.removeprefix("s3://")
+    opts = {**moto_server.options, "dynamodb_endpoint": moto_server.endpoint}
+    return f"s3+ddb://{bucket}/{name}?ddbTableName={table}", opts
+
+
+def _ddb_items(moto_server, uri: str) -> list[dict]:
+    table = uri.rsplit("=", 1)[1]
+    return moto_server.client("dynamodb").scan(TableName=table, ConsistentRead=True)["Items"]
+
+
+def test_external_store_commits_and_pylance_interoperates(moto_server, s3_root):
+    uri, opts = _ddb(moto_server, s3_root, "ext.lance")
+    lf.write_dataset(_table(40), uri, storage_options=opts)
+    lance.write_dataset(_table(10, 40), uri, mode="append", storage_options=opts)
+    lf.write_dataset(_table(10, 50), uri, mode="append", storage_options=opts)
+    lance.dataset(uri, storage_options=opts).delete("id < 4")
+    assert _same_everywhere(uri, opts) == 4
+    items = _ddb_items(moto_server, uri)
+    assert sorted(int(i["version"]["N"]) for i in items) == [1, 2, 3, 4]
+    for item in items:  # every entry ends pointing at a final manifest name
+        assert item["path"]["S"].endswith(".manifest")
+        assert item["base_uri"]["S"] == "ext.lance"
+
+
+def test_external_store_reader_repairs_a_commit_cut_after_the_commit_point(
+    moto_server, s3_root, monkeypatch
+):
+    uri, opts = _ddb(moto_server, s3_root, "repair.lance")
+    lf.write_dataset(_table(20), uri, storage_options=opts)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("the writer died after putting the DynamoDB entry")
+
+    with monkeypatch.context() as m:
+        m.setattr(ExternalManifestCommitHandler, "_finalize", crash)
+        with pytest.raises(KeyboardInterrupt):
+            lf.write_dataset(_table(5, 20), uri, mode="append", storage_options=opts)
+    root = storage.normalize(uri)
+    names = storage.list_names(f"{root}/_versions")
+    assert any(".manifest-" in n for n in names)  # only the staged manifest exists
+    assert lance.dataset(uri, storage_options=opts).version == 2  # pylance sees it via DDB
+    ds = lf.dataset(uri, storage_options=opts)  # we finish the commit while listing
+    assert ds.version == 2 and ds.count_rows() == 25
+    names = storage.list_names(f"{root}/_versions")
+    assert not any(".manifest-" in n for n in names)
+    assert _same_everywhere(uri, opts) == 2
+
+
+def test_external_store_reader_refuses_when_the_stores_disagree(moto_server, s3_root, monkeypatch):
+    uri, opts = _ddb(moto_server, s3_root, "refuse.lance")
+    lf.write_dataset(_table(20), uri, storage_options=opts)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("died")
+
+    with monkeypatch.context() as m:
+        m.setattr(ExternalManifestCommitHandler, "_finalize", crash)
+        with pytest.raises(KeyboardInterrupt):
+            lf.write_dataset(_table(5, 20), uri, mode="append", storage_options=opts)
+    root = storage.normalize(uri)
+    for name in storage.list_names(f"{root}/_versions"):
+        if ".manifest-" in name:
+            storage.delete(f"{root}/_versions/{name}")  # the staged manifest is lost too
+    with pytest.raises(CorruptFileError, match="refusing to load"):
+        lf.dataset(uri, storage_options=opts)
