@@ -21,6 +21,7 @@ from .errors import CorruptFileError, InvalidArgumentError, LanceError
 from .io import IOStats, RandomAccessFile, open_file
 from .legacy.container import LEGACY_VERSION
 from .schema import LanceField, LanceSchema
+from .storage.base import io_pool
 from .structural.column import (
     LeafColumnReader,
     LeafResult,
@@ -288,8 +289,13 @@ class LanceFileReader:
 
             # a range pays off from many rows; a take from a few (each row is a chunk decode)
             big = n >= (PARALLEL_MIN_TAKE if rows is not None else PARALLEL_MIN_ROWS)
+            remote = getattr(self._file, "remote", False)
             if big and (len(readers) > 1 or rows is None):
                 decoded = _decode_in_parallel(readers, rows, start, stop)
+            elif len(readers) > 1 and remote:
+                # small reads on an object store wait on the network: overlap the columns
+                jobs = [io_pool().submit(r.read, rows, start, stop) for r in readers]
+                decoded = [job.result() for job in jobs]
             else:
                 decoded = [r.read(rows, start, stop) for r in readers]
             results = {leaf.id: res for leaf, res in zip(leaves, decoded, strict=True)}

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 import socket
 import subprocess
 import sys
@@ -86,17 +86,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
-    """moto's S3 + DynamoDB server on 127.0.0.1 (a subprocess: its own GIL)."""
+@contextlib.contextmanager
+def start_moto(log_path: str) -> Iterator[MotoServer]:
+    """moto's S3 + DynamoDB server on 127.0.0.1 with a free port (a subprocess: its own
+    GIL), until the block ends."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "w") as out:
+    with open(log_path, "w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
         )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT
@@ -107,7 +106,8 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError(f"moto did not start:\n{log.read_text()}") from None
+                with open(log_path) as f:
+                    raise RuntimeError(f"moto did not start:\n{f.read()}") from None
             time.sleep(0.2)
     try:
         yield MotoServer(endpoint)
@@ -118,6 +118,12 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    with start_moto(str(tmp_path_factory.mktemp("moto") / "moto.log")) as server:
+        yield server
 
 
 @pytest.fixture

@@ -131,7 +131,7 @@ def test_conditional_put_refusal_of_an_incompatible_commit_raises(moto_server, s
 def test_take_costs_at_most_two_requests_per_column_after_warm_up(moto_server, s3_root):
     uri, opts = f"{s3_root}/take.lance", moto_server.options
     lf.write_dataset(_table(20_000), uri, storage_options=opts, max_rows_per_file=5000)
-    ds = lf.dataset(uri, storage_options=opts)
+    ds = lf.dataset(uri, storage_options=opts, cache=lf.SearchCache(64 << 20))
     rng = np.random.default_rng(3)
     ds.take(rng.integers(0, 20_000, 50).tolist())  # warm-up: file metadata cached
     stats = storage.stats(uri)

@@ -77,9 +77,28 @@ def split_groups(
     return out
 
 
+_IO_POOL: ThreadPoolExecutor | None = None
+_IO_POOL_LOCK = threading.Lock()
+IO_THREADS = 32
+
+
+def io_pool() -> ThreadPoolExecutor:
+    """Threads for waiting on remote stores: requests of independent columns overlap, so a
+    ``take`` costs the round trips of one column, not of all of them (CPU-bound decoding
+    keeps its own, core-sized pool)."""
+    global _IO_POOL
+    with _IO_POOL_LOCK:
+        if _IO_POOL is None:
+            _IO_POOL = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="lance-io")
+        return _IO_POOL
+
+
 class ObjectStore(ABC):
     """One storage backend.  Keys never start with ``/`` except on the local file system,
     where the key is the absolute path."""
+
+    #: requests cost a network round trip: worth issuing concurrently
+    remote: bool = False
 
     #: the URI scheme this store serves (``file``, ``memory``, ``s3``)
     scheme: str = ""
@@ -220,6 +239,7 @@ class StoreFile:
     ):
         self.store = store
         self.key = key
+        self.remote = store.remote
         self.path = store.uri(key)
         self.size = store.size(key) if size is None else size
         self.stats = stats if stats is not None else IOStats()

@@ -135,6 +135,7 @@ class S3Store(ObjectStore):
     """One bucket.  Keys are object keys inside it."""
 
     scheme = "s3"
+    remote = True
     coalesce_gap = 256 * 1024
     max_concurrency = 8
 
