@@ -218,10 +218,9 @@ def test_external_store_commits_and_pylance_interoperates(moto_server, s3_root):
         assert item["base_uri"]["S"] == "ext.lance"
 
 
-def test_external_store_reader_repairs_a_commit_cut_after_the_commit_point(
-    moto_server, s3_root, monkeypatch
-):
-    uri, opts = _ddb(moto_server, s3_root, "repair.lance")
+def _commit_cut_after_the_commit_point(uri: str, opts: dict, monkeypatch) -> str:
+    """Version 1, then an append whose writer dies right after its DynamoDB entry is put
+    (the staged manifest is never copied to its final name); the dataset root."""
     lf.write_dataset(_table(20), uri, storage_options=opts)
 
     def crash(*args, **kwargs):
@@ -231,7 +230,14 @@ def test_external_store_reader_repairs_a_commit_cut_after_the_commit_point(
         m.setattr(ExternalManifestCommitHandler, "_finalize", crash)
         with pytest.raises(KeyboardInterrupt):
             lf.write_dataset(_table(5, 20), uri, mode="append", storage_options=opts)
-    root = storage.normalize(uri)
+    return storage.normalize(uri)
+
+
+def test_external_store_reader_repairs_a_commit_cut_after_the_commit_point(
+    moto_server, s3_root, monkeypatch
+):
+    uri, opts = _ddb(moto_server, s3_root, "repair.lance")
+    root = _commit_cut_after_the_commit_point(uri, opts, monkeypatch)
     names = storage.list_names(f"{root}/_versions")
     assert any(".manifest-" in n for n in names)  # only the staged manifest exists
     assert lance.dataset(uri, storage_options=opts).version == 2  # pylance sees it via DDB
@@ -244,16 +250,7 @@ def test_external_store_reader_repairs_a_commit_cut_after_the_commit_point(
 
 def test_external_store_reader_refuses_when_the_stores_disagree(moto_server, s3_root, monkeypatch):
     uri, opts = _ddb(moto_server, s3_root, "refuse.lance")
-    lf.write_dataset(_table(20), uri, storage_options=opts)
-
-    def crash(*args, **kwargs):
-        raise KeyboardInterrupt("died")
-
-    with monkeypatch.context() as m:
-        m.setattr(ExternalManifestCommitHandler, "_finalize", crash)
-        with pytest.raises(KeyboardInterrupt):
-            lf.write_dataset(_table(5, 20), uri, mode="append", storage_options=opts)
-    root = storage.normalize(uri)
+    root = _commit_cut_after_the_commit_point(uri, opts, monkeypatch)
     for name in storage.list_names(f"{root}/_versions"):
         if ".manifest-" in name:
             storage.delete(f"{root}/_versions/{name}")  # the staged manifest is lost too

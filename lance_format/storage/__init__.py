@@ -170,20 +170,17 @@ def realpath(path: str) -> str:
     return os.path.realpath(key) if isinstance(store, LocalStore) else normalize(path)
 
 
-def copy(src: str, dst: str) -> None:
+def copy(src: str, dst: str, *, move: bool = False) -> None:
+    """Copy (or, with ``move``, rename) an object, across stores if need be."""
     store, skey = resolve(src)
     dstore, dkey = resolve(dst)
     if dstore is store:
-        store.copy(skey, dkey)
-    else:
-        dstore.put(dkey, store.get(skey))
+        (store.rename if move else store.copy)(skey, dkey)
+        return
+    dstore.put(dkey, store.get(skey))
+    if move:
+        store.delete(skey, missing_ok=True)
 
 
 def rename(src: str, dst: str) -> None:
-    store, skey = resolve(src)
-    dstore, dkey = resolve(dst)
-    if dstore is store:
-        store.rename(skey, dkey)
-    else:
-        dstore.put(dkey, store.get(skey))
-        store.delete(skey, missing_ok=True)
+    copy(src, dst, move=True)
