@@ -256,3 +256,30 @@ def test_external_store_reader_refuses_when_the_stores_disagree(moto_server, s3_
             storage.delete(f"{root}/_versions/{name}")  # the staged manifest is lost too
     with pytest.raises(CorruptFileError, match="refusing to load"):
         lf.dataset(uri, storage_options=opts)
+
+
+def test_file_reader_and_writer_take_object_store_uris(moto_server, s3_root):
+    opts = moto_server.options
+    table = _table(5000)
+    ours_path, theirs_path = f"{s3_root}/files/ours.lance", f"{s3_root}/files/theirs.lance"
+    with lf.LanceFileWriter(ours_path, table.schema, storage_options=opts) as w:
+        w.write_table(table)
+    from lance.file import LanceFileReader as TheirReader
+    from lance.file import LanceFileWriter as TheirWriter
+
+    theirs = TheirReader(ours_path, storage_options=opts).read_all().to_table()
+    assert theirs.equals(table)
+    with TheirWriter(theirs_path, table.schema, storage_options=opts) as w:
+        w.write_batch(table)
+    ours = lf.LanceFileReader(theirs_path, storage_options=opts)
+    assert ours.read().equals(table)
+    assert ours.take([4999, 0, 17]).equals(table.take([4999, 0, 17]))
+
+
+def test_an_aborted_file_write_leaves_nothing_in_the_bucket(moto_server, s3_root):
+    path = f"{s3_root}/files/aborted.lance"
+    w = lf.LanceFileWriter(path, _table(100).schema, storage_options=moto_server.options)
+    w.write_table(_table(100))
+    w.abort()
+    storage.register(s3_root, moto_server.options)
+    assert storage.list_names(f"{s3_root}/files") == []
