@@ -21,8 +21,7 @@ from lance_format import storage
 from lance_format.cache import SearchCache
 from lance_format.errors import InvalidArgumentError, LanceError, LanceIOError
 from lance_format.table import paths, tags
-from lance_format.table.dataset import Dataset
-from lance_format.table.dataset import dataset as open_dataset
+from lance_format.table.dataset import Dataset, open_version
 
 from .errors import BadRequest, NotFound
 
@@ -97,28 +96,30 @@ class Catalog:
         return versions[-1].version
 
     def open(self, name: str, version: int | str | None = None) -> Dataset:
-        """Dataset ``name`` at ``version`` (a number, a tag, or None for the latest)."""
+        """Dataset ``name`` at ``version`` (a number, a tag, or None for the latest): one
+        listing of ``_versions/`` per call, so a commit by any process is seen at once."""
         path = self.path_of(name)
-        listed = version is None  # the listing just saw the latest manifest
-        if version is None:
-            version = self.latest_version(name)
-        elif isinstance(version, str):
+        if isinstance(version, str):
             version = self._resolve_tag(name, path, version)
-        key = (name, int(version))
+        versions = paths.list_versions(path)
+        if not versions:
+            raise NotFound(f"no dataset named {name!r}")
+        if version is None:
+            entry = versions[-1]
+        else:
+            entry = next((e for e in versions if e.version == int(version)), None)
+            if entry is None:
+                raise NotFound(f"dataset {name!r} has no version {version}")
+        key = (name, entry.version)
         with self._lock:
             hit = self._open.get(key)
-            if hit is not None:
+            if hit is not None and hit[1] == entry.path:  # the listing just saw it
                 self._open.move_to_end(key)
-        if hit is not None:
-            if listed or storage.exists(hit[1]):
                 return hit[0]
-            with self._lock:
-                self._open.pop(key, None)
         try:
-            entry = paths.find_version(path, int(version))
-            ds = open_dataset(path, int(version), cache=self.cache)
-        except (InvalidArgumentError, LanceIOError):
-            raise NotFound(f"dataset {name!r} has no version {version}") from None
+            ds = open_version(path, entry, cache=self.cache)
+        except LanceIOError:
+            raise NotFound(f"dataset {name!r} has no version {entry.version}") from None
         with self._lock:
             self._open[key] = (ds, entry.path)
             while len(self._open) > OPEN_VERSIONS:

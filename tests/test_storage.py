@@ -166,3 +166,22 @@ def test_cleanup_and_compaction_on_memory_store():
     names = storage.list_names(f"{uri}/data")
     assert names == [f.pb.files[0].path for f in lf.dataset(uri).get_fragments()]
     assert sorted(lf.dataset(uri).to_table().column("id").to_pylist()) == list(range(40))
+
+
+def test_unknown_s3_option_is_refused_by_name():
+    with pytest.raises(InvalidArgumentError, match="'bogus_key' is not valid") as e:
+        lf.dataset("s3://some-bucket/ds", storage_options={"bogus_key": "1"})
+    assert "\n" not in str(e.value)  # one clear line, no debug dump
+
+
+def test_storage_option_flags_parse_into_a_dict():
+    from flight_server.serve import storage_options
+
+    assert storage_options([]) is None
+    assert storage_options(["endpoint=http://h:1", "allow_http=true", "k=a=b"]) == {
+        "endpoint": "http://h:1",
+        "allow_http": "true",
+        "k": "a=b",
+    }
+    with pytest.raises(InvalidArgumentError, match="KEY=VALUE"):
+        storage_options(["endpoint"])

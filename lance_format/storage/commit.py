@@ -18,7 +18,7 @@ import threading
 import uuid
 from abc import ABC, abstractmethod
 
-from ..errors import CorruptFileError
+from ..errors import CorruptFileError, ObjectNotFoundError
 from .registry import key_prefix, mount_of, resolve
 
 # "<final manifest name>-<uuid>": a staged manifest of the external-store protocol
@@ -108,7 +108,11 @@ class ExternalManifestCommitHandler(CommitHandler):
                 "a dataset whose two stores disagree",
                 path=key_prefix(root) + key,
             )
-        self._finalize(root, version, key, final_key, meta.size)
+        try:
+            self._finalize(root, version, key, final_key, meta.size)
+        except ObjectNotFoundError:
+            if not store.exists(final_key):  # else another reader finished it meanwhile
+                raise
 
 
 CONDITIONAL_PUT = ConditionalPutCommitHandler()

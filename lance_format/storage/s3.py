@@ -150,7 +150,10 @@ class S3Store(ObjectStore):
                 bucket, config=config, client_options=client or None, retry_config=retry or None
             )
         except Exception as exc:
-            raise InvalidArgumentError(f"bad S3 storage options for s3://{bucket}: {exc}") from exc
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InvalidArgumentError(
+                f"bad S3 storage options for s3://{bucket}: {first}"
+            ) from exc
 
     def get(self, key: str) -> bytes:
         import obstore

@@ -72,9 +72,21 @@ def _resolve(root: str, version: int | None) -> manifest.Manifest:
                 f"{versions[-1].version})"
             )
         entry = found[0]
+    return _load(entry)
+
+
+def _load(entry: paths.VersionEntry) -> manifest.Manifest:
     m = manifest.read_manifest(entry.path)
     features.check_reader_flags(m)
     return m
+
+
+def open_version(
+    root: str, entry: paths.VersionEntry, *, cache: SearchCache | None = None
+) -> Dataset:
+    """The dataset at a version the caller found by listing ``_versions/`` (a server
+    resolving "latest" per request lists once, not twice)."""
+    return Dataset(storage.register(root), _load(entry), cache=cache)
 
 
 class Dataset:
@@ -469,11 +481,12 @@ def write_fragments(
     uri: str | os.PathLike[str],
     *,
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+    storage_options: dict[str, str] | None = None,
 ) -> list[str]:
     """Stage ``data`` as new fragments of the existing dataset at ``uri`` without committing;
     returns their metadata as JSON strings, to be committed later (by anyone) with
     :meth:`Dataset.commit_fragments`."""
-    ds = dataset(uri)
+    ds = dataset(uri, storage_options=storage_options)
     frags = write.write_fragments(
         data,
         ds.uri,
