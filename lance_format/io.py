@@ -14,7 +14,7 @@ from typing import Protocol
 
 @dataclass
 class IOStats:
-    """Requests and bytes read through one file handle (or shared by several)."""
+    """Requests and bytes moved through one file handle or one store (or shared by several)."""
 
     requests: int = 0
     bytes_read: int = 0

@@ -185,3 +185,27 @@ def test_storage_option_flags_parse_into_a_dict():
     }
     with pytest.raises(InvalidArgumentError, match="KEY=VALUE"):
         storage_options(["endpoint"])
+
+
+def test_concurrent_appends_to_a_memory_dataset_all_land():
+    uri = "memory://tests/threads"
+    lf.write_dataset(_table(1).slice(0, 0), uri)
+    errors: list[BaseException] = []
+
+    def appender(w: int) -> None:
+        try:
+            for i in range(5):
+                lf.write_dataset(_table(2, 100 * w + 2 * i), uri, mode="append")
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=appender, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    ds = lf.dataset(uri)
+    assert ds.version == 1 + 6 * 5
+    expected = sorted(100 * w + j for w in range(6) for j in range(10))
+    assert sorted(ds.to_table().column("id").to_pylist()) == expected
