@@ -21,7 +21,7 @@ from lance_format import storage
 from lance_format.cache import SearchCache
 from lance_format.errors import InvalidArgumentError, LanceError, LanceIOError
 from lance_format.table import paths, tags
-from lance_format.table.dataset import Dataset, open_version
+from lance_format.table.dataset import Dataset, find_entry, open_version
 
 from .errors import BadRequest, NotFound
 
@@ -101,15 +101,12 @@ class Catalog:
         path = self.path_of(name)
         if isinstance(version, str):
             version = self._resolve_tag(name, path, version)
-        versions = paths.list_versions(path)
-        if not versions:
-            raise NotFound(f"no dataset named {name!r}")
-        if version is None:
-            entry = versions[-1]
-        else:
-            entry = next((e for e in versions if e.version == int(version)), None)
-            if entry is None:
-                raise NotFound(f"dataset {name!r} has no version {version}")
+        try:
+            entry = find_entry(path, None if version is None else int(version))
+        except LanceIOError:
+            raise NotFound(f"no dataset named {name!r}") from None
+        except InvalidArgumentError:
+            raise NotFound(f"dataset {name!r} has no version {version}") from None
         key = (name, entry.version)
         with self._lock:
             hit = self._open.get(key)

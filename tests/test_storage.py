@@ -24,6 +24,14 @@ def _table(n: int, start: int = 0) -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "s": [f"v{i}" for i in ids.tolist()]})
 
 
+def _run_threads(target, n: int) -> None:
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def _refuses_overwrite(store, key: str) -> None:
     assert store.put_if_not_exists(key, b"first")
     assert not store.put_if_not_exists(key, b"second")
@@ -52,11 +60,7 @@ def test_put_if_not_exists_has_one_winner_under_contention(tmp_path):
         if storage.put_if_not_exists(path, data):
             wins.append(data)
 
-    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _run_threads(attempt, 16)
     assert len(wins) == 1
     assert storage.read_bytes(path) == wins[0]
 
@@ -199,11 +203,7 @@ def test_concurrent_appends_to_a_memory_dataset_all_land():
         except BaseException as exc:  # reported by the assertion below
             errors.append(exc)
 
-    threads = [threading.Thread(target=appender, args=(w,)) for w in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _run_threads(appender, 6)
     assert not errors
     ds = lf.dataset(uri)
     assert ds.version == 1 + 6 * 5

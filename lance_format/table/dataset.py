@@ -59,6 +59,12 @@ def dataset(
 
 
 def _resolve(root: str, version: int | None) -> manifest.Manifest:
+    return _load(find_entry(root, version))
+
+
+def find_entry(root: str, version: int | None) -> paths.VersionEntry:
+    """The manifest of ``version`` (None: the latest), found with one listing.
+    LanceIOError when there is no dataset, InvalidArgumentError when no such version."""
     versions = paths.list_versions(root)
     if not versions:
         raise LanceIOError(f"{root} is not a Lance dataset (no committed version in _versions)")
@@ -72,7 +78,7 @@ def _resolve(root: str, version: int | None) -> manifest.Manifest:
                 f"{versions[-1].version})"
             )
         entry = found[0]
-    return _load(entry)
+    return entry
 
 
 def _load(entry: paths.VersionEntry) -> manifest.Manifest:
