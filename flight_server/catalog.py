@@ -40,6 +40,13 @@ class Catalog:
         self.local = storage.scheme_of(self.root) == "file"
         if self.local and not storage.is_dir(self.root):
             raise InvalidArgumentError(f"the dataset root {root!r} is not a directory")
+        if not self.local:  # fail at start, not on every request, when the store is unusable
+            try:
+                storage.list_dir(self.root)
+            except LanceIOError as exc:
+                raise InvalidArgumentError(
+                    f"cannot list the dataset root {root!r}: {exc.problem}"
+                ) from None
         self.cache = cache
         # (name, version) -> (dataset, its manifest's path): the path is checked on every hit,
         # so a version removed by ``cleanup`` is not served from the cache

@@ -283,3 +283,14 @@ def test_an_aborted_file_write_leaves_nothing_in_the_bucket(moto_server, s3_root
     w.abort()
     storage.register(s3_root, moto_server.options)
     assert storage.list_names(f"{s3_root}/files") == []
+
+
+def test_a_server_root_in_a_missing_bucket_is_refused_at_start(moto_server, s3_root):
+    from flight_server.catalog import Catalog
+
+    with pytest.raises(lf.LanceError, match="cannot list the dataset root"):
+        Catalog("s3://no-such-bucket-here/x", lf.SearchCache(1 << 20), moto_server.options)
+    lf.write_dataset(_table(3), f"{s3_root}/a/b", storage_options=moto_server.options)
+    catalog = Catalog(s3_root, lf.SearchCache(1 << 20), moto_server.options)
+    assert catalog.names() == ["a/b"]
+    assert catalog.open("a/b").count_rows() == 3
