@@ -108,8 +108,10 @@ def register(uri: str | os.PathLike[str], storage_options: dict[str, str] | None
         return root
     options = _frozen(storage_options)
     table = split_query(text)[1].get(DDB_TABLE_PARAM)
-    if storage_options is None and table is None and mount_of(root) is not None:
-        return root  # under a registered root, opened without options: keep the root's
+    enclosing = mount_of(root)
+    same = storage_options is None or (enclosing is not None and options == enclosing.options)
+    if enclosing is not None and table is None and same:
+        return root  # under a registered root with no other options: the root's store serves
     with _lock:
         known = _mounts.get(root)
     if scheme == "s3+ddb" and table is None:
