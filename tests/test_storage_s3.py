@@ -294,3 +294,27 @@ def test_a_server_root_in_a_missing_bucket_is_refused_at_start(moto_server, s3_r
     catalog = Catalog(s3_root, lf.SearchCache(1 << 20), moto_server.options)
     assert catalog.names() == ["a/b"]
     assert catalog.open("a/b").count_rows() == 3
+
+
+def test_external_store_commit_is_durable_once_the_final_manifest_exists(
+    moto_server, s3_root, monkeypatch
+):
+    """A DynamoDB failure after the copy does not fail the commit; a reader re-points the
+    entry afterwards."""
+    from lance_format.storage.dynamodb import DynamoDBManifestStore
+
+    uri, opts = _ddb(moto_server, s3_root, "durable.lance")
+    lf.write_dataset(_table(20), uri, storage_options=opts)
+    real = DynamoDBManifestStore.put_if_exists
+
+    def unavailable(self, *args, **kwargs):
+        raise lf.LanceIOError("DynamoDB unavailable")
+
+    monkeypatch.setattr(DynamoDBManifestStore, "put_if_exists", unavailable)
+    assert lf.write_dataset(_table(5, 20), uri, mode="append", storage_options=opts).version == 2
+    staged = [i for i in _ddb_items(moto_server, uri) if int(i["version"]["N"]) == 2]
+    assert ".manifest-" in staged[0]["path"]["S"]  # the entry still names the staged copy
+    monkeypatch.setattr(DynamoDBManifestStore, "put_if_exists", real)
+    assert _same_everywhere(uri, opts) == 2
+    entry = [i for i in _ddb_items(moto_server, uri) if int(i["version"]["N"]) == 2][0]
+    assert entry["path"]["S"].endswith(".manifest")  # repaired by our reader

@@ -13,13 +13,16 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import uuid
 from abc import ABC, abstractmethod
 
-from ..errors import CorruptFileError, ObjectNotFoundError
+from ..errors import CorruptFileError, LanceIOError, ObjectNotFoundError
 from .registry import key_prefix, mount_of, resolve
+
+log = logging.getLogger(__name__)
 
 # "<final manifest name>-<uuid>": a staged manifest of the external-store protocol
 _STAGED = re.compile(r"^(?P<final>.+\.manifest)-[0-9A-Fa-f-]{32,36}$")
@@ -78,10 +81,21 @@ class ExternalManifestCommitHandler(CommitHandler):
         return True
 
     def _finalize(self, root: str, version: int, staged_key: str, final_key: str, size: int):
+        """Copy the winning staged manifest to its final name, then tidy up.  Once the
+        final manifest exists the commit is durable: a failure to re-point the entry or to
+        delete the staged copy is left for the next reader to repair, not reported."""
         store, _ = resolve(root)
         store.copy(staged_key, final_key)
-        self.external.put_if_exists(self._key(root), version, final_key, size)
-        store.delete(staged_key, missing_ok=True)
+        self._tidy(root, version, staged_key, final_key, size)
+
+    def _tidy(self, root: str, version: int, staged_key: str, final_key: str, size: int):
+        """Point the entry at the final manifest and drop the staged copy (best effort)."""
+        store, _ = resolve(root)
+        try:
+            self.external.put_if_exists(self._key(root), version, final_key, size)
+            store.delete(staged_key, missing_ok=True)
+        except LanceIOError as exc:
+            log.warning("version %d of %s is committed; tidying up failed: %s", version, root, exc)
 
     def synchronize(self, root: str) -> None:
         """The reader rule: finish a commit whose writer stopped after the commit point."""
@@ -96,9 +110,9 @@ class ExternalManifestCommitHandler(CommitHandler):
             return  # the entry names the final manifest: the commit was finished
         store, _ = resolve(root)
         final_key = key[: len(key) - len(name)] + staged.group("final")
-        if store.exists(final_key):
-            self.external.put_if_exists(base, version, final_key, store.size(final_key))
-            store.delete(key, missing_ok=True)
+        final = store.head(final_key)
+        if final is not None:
+            self._tidy(root, version, key, final_key, final.size)
             return
         meta = store.head(key)
         if meta is None:
