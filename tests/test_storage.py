@@ -209,3 +209,23 @@ def test_concurrent_appends_to_a_memory_dataset_all_land():
     assert ds.version == 1 + 6 * 5
     expected = sorted(100 * w + j for w in range(6) for j in range(10))
     assert sorted(ds.to_table().column("id").to_pylist()) == expected
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_object_operations_behave_alike_on_every_backend(kind, tmp_path):
+    base = str(tmp_path / "ops") if kind == "local" else "memory://tests/ops"
+    storage.put(f"{base}/a/x.bin", b"12345")
+    storage.put(f"{base}/a/sub/y.bin", b"6")
+    storage.copy(f"{base}/a/x.bin", f"{base}/b/x.bin")
+    storage.rename(f"{base}/a/sub/y.bin", f"{base}/b/y.bin")
+    emptied = ["sub"] if kind == "local" else []  # a local directory stays until pruned
+    assert storage.list_dir(f"{base}/a") == (["x.bin"], emptied)
+    assert storage.list_dir(f"{base}/b") == (["x.bin", "y.bin"], [])
+    assert storage.read_bytes(f"{base}/b/y.bin") == b"6"
+    assert storage.file_size(f"{base}/b/x.bin") == 5
+    f = storage.open_file(f"{base}/b/x.bin")
+    assert f.read_ranges([(3, 2), (0, 1)]) == [b"45", b"1"]
+    with pytest.raises(lf.CorruptFileError):
+        f.read_at(4, 2)  # past the end: refused before any request
+    assert storage.delete_prefix(base) == 11
+    assert storage.list_files(base) == []
