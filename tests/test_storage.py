@@ -211,9 +211,13 @@ def test_concurrent_appends_to_a_memory_dataset_all_land():
     assert sorted(ds.to_table().column("id").to_pylist()) == expected
 
 
-@pytest.mark.parametrize("kind", ["local", "memory"])
-def test_object_operations_behave_alike_on_every_backend(kind, tmp_path):
-    base = str(tmp_path / "ops") if kind == "local" else "memory://tests/ops"
+@pytest.mark.parametrize("kind", ["local", "memory", "s3"])
+def test_object_operations_behave_alike_on_every_backend(kind, tmp_path, request):
+    if kind == "s3":
+        moto = request.getfixturevalue("moto_server")
+        base = storage.register(f"s3://{moto.new_bucket()}/ops", moto.options)
+    else:
+        base = str(tmp_path / "ops") if kind == "local" else "memory://tests/ops"
     storage.put(f"{base}/a/x.bin", b"12345")
     storage.put(f"{base}/a/sub/y.bin", b"6")
     storage.copy(f"{base}/a/x.bin", f"{base}/b/x.bin")
