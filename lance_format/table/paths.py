@@ -1,6 +1,6 @@
 """Where a dataset keeps its files, how versions are named, and the few storage calls used.
 
-Layout (digest §2)::
+Layout::
 
     <root>/_versions/<manifest>            one manifest per version (V1 or V2 names)
     <root>/_versions/latest_version_hint.json   {"version":N}, a hint for other tools
