@@ -343,3 +343,20 @@ def test_extension_dataset_through_flight_sql(tmp_path):
         got = cur.fetch_arrow_table()
     assert got.column("id").to_pylist() == expected.column("id").to_pylist()
     assert got.column("doc").to_pylist() == expected.column("doc").to_pylist()
+
+
+def test_json_map_values_both_ways(tmp_path):
+    """JSON below a map (2.2): decoded and encoded at that depth too."""
+    values = pa.array(['{"b": 1, "a": [2]}', None, "[2, 1.5]", "true"], pa.json_())
+    offsets = pa.array([0, 2, 2, 4], pa.int32())
+    table = pa.table(
+        {"id": [1, 2, 3], "m": pa.MapArray.from_arrays(offsets, pa.array(list("wxyz")), values)}
+    )
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance.write_dataset(table, theirs, data_storage_version="2.2")
+    lance_format.write_dataset(table, ours, data_storage_version="2.2")
+    expected = lance.dataset(theirs).to_table()
+    assert expected.column("m").to_pylist()[0] == [("w", '{"a":[2],"b":1}'), ("x", None)]
+    _assert_same(lance_format.dataset(theirs).to_table(), expected)
+    _assert_same(lance.dataset(ours).to_table(), expected)
+    _assert_same(lance_format.dataset(theirs).take([2, 0]), lance.dataset(theirs).take([2, 0]))
