@@ -63,6 +63,7 @@ class CompiledFilter:
     expression: pc.Expression
     paths: tuple[tuple[str, ...], ...]
     sql: str | None = None
+    terms: tuple[tuple[str, str, object], ...] = ()  # see conjunct_terms (SQL filters only)
     nullable: bool = True  # False when the value can never be NULL (as DataFusion infers)
 
     @property
@@ -645,7 +646,13 @@ class _Translator:
         # a struct read whole covers its fields: keep the outermost path only
         paths = sorted(self.paths)
         paths = [p for p in paths if not any(p[: len(q)] == q for q in paths if len(q) < len(p))]
-        return CompiledFilter(term.expr, tuple(paths), self.sql, not term.not_null)
+        return CompiledFilter(
+            term.expr,
+            tuple(paths),
+            self.sql,
+            terms=_terms_of(tree, self.lists),
+            nullable=not term.not_null,
+        )
 
     def type_of(self, expr: pc.Expression, node: exp.Expression) -> pa.DataType:
         """Bind against the referenced columns only: cheap whatever the schema width."""
@@ -1050,13 +1057,16 @@ class _Translator:
     def lifted_value_set(probe: _Term, lifted: LiteralList) -> pa.Array | None:
         """The lifted list as one array of the probe's type, for the cases where converting
         it at once gives exactly what :meth:`coerce` gives item by item: strings against a
-        string column, integers that fit an integer column, numbers against float32/64.
+        string column, ISO dates against a date column, integers that fit an integer
+        column, numbers against float32/64.
         None for anything else (then the items go one by one)."""
         t, values = probe.type, lifted.values
         if probe.const is not None:
             return None
         try:
             if not lifted.numeric:
+                if pa.types.is_date(t):  # Arrow reads YYYY-MM-DD only; others one by one
+                    return values.cast(pa.date32()).cast(t)
                 return values.cast(t) if _is_stringy(t) else None
             if pa.types.is_integer(t):
                 if not lifted.integers:
@@ -1520,14 +1530,18 @@ def conjunct_terms(filter: str | pc.Expression | None) -> list[tuple[str, str, o
         tree, lists = _parse(filter)
     except (InvalidArgumentError, RecursionError):
         return []
-    terms: list[tuple[str, str, object]] = []
+    return list(_terms_of(tree, lists))
+
+
+def _terms_of(tree: exp.Expression, lists: dict[str, LiteralList]) -> tuple:
+    terms = []
     for node in tree.flatten() if isinstance(tree, exp.And) else [tree]:
         while isinstance(node, exp.Paren):
             node = node.this
         term = _prunable(node, lists)
         if term is not None:
             terms.append(term)
-    return terms
+    return tuple(terms)
 
 
 def _literal(node: exp.Expression) -> tuple[bool, object]:

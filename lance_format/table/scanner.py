@@ -19,7 +19,7 @@ import pyarrow.dataset as pads
 
 from ..errors import InvalidArgumentError, SchemaError
 from ..schema import LanceField, LanceSchema
-from .filters import compile_filter, conjunct_terms
+from .filters import compile_filter
 from .fragment import Fragment
 from .projection import Projection
 
@@ -90,6 +90,7 @@ class Scanner:
             self.fields = self._projection(options.columns)
         compiled = compile_filter(options.filter, arrow_schema)
         self.filter = None if compiled is None else compiled.expression
+        self.terms = [] if compiled is None else list(compiled.terms)  # for page statistics
         self.filter_fields: list[LanceField] = []
         self.filter_meta: list[str] = []
         if compiled is not None:
@@ -163,7 +164,7 @@ class Scanner:
         if remaining == 0:
             return
         ranges = self.options.ranges or {}
-        terms = conjunct_terms(self.options.filter) if self.filter is not None else []
+        terms = self.terms
         for frag in self.fragments:
             step = self._step(frag)
             if remaining is not None:
