@@ -180,7 +180,7 @@ def test_unregistered_extension_reads_as_storage_with_metadata(tmp_path):
         pa.register_extension_type(_Celsius())
 
 
-@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_extension_files_both_ways(tmp_path, version):
     """File level: pylance's file reader gets the same columns from our file as from its
     own (JSON stays JSONB there, as pylance's file API keeps it)."""
