@@ -272,6 +272,26 @@ def test_jsonb_bytes_and_text_match_pylance(tmp_path):
     assert lance.file.LanceFileReader(path).read_all().to_table().column("j").equals(stored)
 
 
+def test_jsonb_random_numbers_match_pylance(tmp_path):
+    """Random doubles (every decade, every bit pattern) and integers: our bytes and text are
+    pylance's."""
+    rng = np.random.default_rng(8)
+    bits = rng.integers(0, 2**63, 1500, dtype=np.uint64) | (
+        rng.integers(0, 2, 1500, dtype=np.uint64) << np.uint64(63)
+    )
+    doubles = [float(x) for x in bits.view(np.float64) if np.isfinite(x)]
+    doubles += (rng.uniform(-1, 1, 1500) * 10.0 ** rng.integers(-12, 22, 1500)).tolist()
+    ints = rng.integers(-(2**63), 2**63 - 1, 500, dtype=np.int64).tolist()
+    values = [repr(d) for d in doubles] + [str(i) for i in ints]
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(pa.table({"j": pa.array(values, pa.json_())}), uri)
+    texts = lance.dataset(uri).to_table().column("j").to_pylist()
+    data_file = glob.glob(str(tmp_path / "ds" / "data" / "*.lance"))[0]
+    stored = lance.file.LanceFileReader(data_file).read_all().to_table().column("j").to_pylist()
+    assert [jsonb.encode(v) for v in values] == stored
+    assert [jsonb.decode(raw) for raw in stored] == texts
+
+
 @pytest.mark.parametrize("text", INVALID_JSON)
 def test_invalid_json_is_refused_like_pylance(tmp_path, text):
     table = pa.table({"j": pa.array([text], pa.json_())})
