@@ -143,7 +143,8 @@ def _plain(t: pa.DataType) -> pa.DataType:
 
 def needs_cast(target: pa.Schema, got: pa.Schema) -> bool:
     """Whether the stream's batches must be cast to the dataset's types: a representation
-    change only (``string_view`` or ``large_string`` data for a ``string`` column, ...).
+    change only (``string_view`` or ``large_string`` data for a ``string`` column, nested
+    fields that differ in nullability alone, ...).
     Other differences (names, order, types) are a SchemaError, raised before anything is
     written."""
     if target.names != got.names:
@@ -154,7 +155,7 @@ def needs_cast(target: pa.Schema, got: pa.Schema) -> bool:
     for a, b in zip(target, got, strict=True):
         if a.type.equals(b.type):
             continue
-        if not _plain(a.type).equals(_plain(b.type)):
+        if not _plain(write.comparable_type(a.type)).equals(_plain(write.comparable_type(b.type))):
             raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
         cast = True
     return cast

@@ -280,8 +280,9 @@ class Dataset:
     def to_batches(self, columns=None, filter=None, **kw) -> Iterator[pa.RecordBatch]:
         return self.scanner(columns=columns, filter=filter, **kw).to_batches()
 
-    def count_rows(self, filter: str | pc.Expression | None = None) -> int:
-        return self.scanner(filter=filter, columns=[]).count_rows()
+    def count_rows(self, filter: str | pc.Expression | None = None, **kw) -> int:
+        """Rows matching ``filter``; other options are the scanner's, as in pylance."""
+        return self.scanner(filter=filter, columns=[], **kw).count_rows()
 
     @functools.cached_property
     def _live_counts(self) -> np.ndarray:

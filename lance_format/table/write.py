@@ -83,18 +83,18 @@ def check_schema(expected: pa.Schema, got: pa.Schema) -> bool:
     for a, b in zip(expected, got, strict=True):
         if a.type.equals(b.type) or json_compatible(a.type, b):
             continue  # JSON text of any string type, or JSONB bytes: the writer stores it
-        if not _comparable(a.type).equals(_comparable(b.type)):
+        if not comparable_type(a.type).equals(comparable_type(b.type)):
             raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
         cast = True
     return cast
 
 
-def _comparable(t: pa.DataType) -> pa.DataType:
+def comparable_type(t: pa.DataType) -> pa.DataType:
     """``t`` with every nested field nullable (map keys stay as they must be) and view
     types as the plain types Lance stores them as."""
 
     def loose(f: pa.Field) -> pa.Field:
-        return f.with_type(_comparable(f.type)).with_nullable(True)
+        return f.with_type(comparable_type(f.type)).with_nullable(True)
 
     if pa.types.is_string_view(t):
         return pa.string()
@@ -103,7 +103,7 @@ def _comparable(t: pa.DataType) -> pa.DataType:
     if pa.types.is_struct(t):
         return pa.struct([loose(t.field(i)) for i in range(t.num_fields)])
     if pa.types.is_map(t):
-        return pa.map_(t.key_field.with_type(_comparable(t.key_type)), loose(t.item_field))
+        return pa.map_(t.key_field.with_type(comparable_type(t.key_type)), loose(t.item_field))
     if pa.types.is_large_list(t):
         return pa.large_list(loose(t.value_field))
     if pa.types.is_list(t):
@@ -257,6 +257,7 @@ def fragment_from_json(text: str) -> table_pb2.DataFragment:
 __all__ = [
     "DEFAULT_MAX_ROWS_PER_FILE",
     "check_schema",
+    "comparable_type",
     "fragment_from_json",
     "fragment_to_json",
     "to_reader",
