@@ -318,3 +318,23 @@ def test_external_store_commit_is_durable_once_the_final_manifest_exists(
     assert _same_everywhere(uri, opts) == 2
     entry = [i for i in _ddb_items(moto_server, uri) if int(i["version"]["N"]) == 2][0]
     assert entry["path"]["S"].endswith(".manifest")  # repaired by our reader
+
+
+def test_tags_and_restore_on_s3_are_shared_with_pylance(moto_server, s3_root):
+    uri, opts = f"{s3_root}/tags.lance", moto_server.options
+    lf.write_dataset(_table(10), uri, storage_options=opts)
+    lf.write_dataset(_table(10, 10), uri, mode="append", storage_options=opts)
+    ours = lf.dataset(uri, storage_options=opts)
+    ours.tags.create("first", 1)
+    with pytest.raises(lf.LanceError):
+        ours.tags.create("first", 2)  # a tag is created once (put-if-not-exists)
+    theirs = lance.dataset(uri, storage_options=opts)
+    assert theirs.tags.list()["first"]["version"] == 1
+    theirs.tags.create("second", 2)
+    assert lf.dataset(uri, "second", storage_options=opts).count_rows() == 20
+    assert lf.dataset(uri, "first", storage_options=opts).count_rows() == 10
+    lf.dataset(uri, storage_options=opts).restore("first")
+    assert _same_everywhere(uri, opts) == 3
+    assert lance.dataset(uri, storage_options=opts).count_rows() == 10
+    ours.tags.delete("second")
+    assert set(lance.dataset(uri, storage_options=opts).tags.list()) == {"first"}
