@@ -338,3 +338,24 @@ def test_tags_and_restore_on_s3_are_shared_with_pylance(moto_server, s3_root):
     assert lance.dataset(uri, storage_options=opts).count_rows() == 10
     ours.tags.delete("second")
     assert set(lance.dataset(uri, storage_options=opts).tags.list()) == {"first"}
+
+
+def test_staging_jobs_on_s3_remove_what_they_staged(moto_server, s3_root):
+    from lance_format.table import staging, write
+
+    uri, opts = f"{s3_root}/staged.lance", moto_server.options
+    ds = lf.write_dataset(_table(10), uri, storage_options=opts)
+    job = staging.StagingJob(ds.uri, "job-1")
+    record = job.new_put(ds.version)
+    frags = write.write_fragments(
+        _table(30, 10), ds.uri, ds.lance_schema, max_rows_per_file=10, on_new_file=record.add
+    )
+    staged = {df.path for f in frags for df in f.files}
+    assert staged <= set(storage.list_names(f"{ds.uri}/data")) and len(staged) == 3
+    job.mark(staging.ABORTED)
+    assert job.state() == "aborted"
+    assert job.remove_uncommitted() == 3
+    assert set(storage.list_names(f"{ds.uri}/data")).isdisjoint(staged)
+    assert staging.remove_stale_jobs(ds.uri, time.time() + 60) > 0  # the marker goes too
+    assert storage.list_names(f"{ds.uri}/_staging") == []
+    assert _same_everywhere(uri, opts) == 1
