@@ -359,3 +359,10 @@ def test_staging_jobs_on_s3_remove_what_they_staged(moto_server, s3_root):
     assert staging.remove_stale_jobs(ds.uri, time.time() + 60) > 0  # the marker goes too
     assert storage.list_names(f"{ds.uri}/_staging") == []
     assert _same_everywhere(uri, opts) == 1
+
+
+def test_option_values_may_be_python_booleans(moto_server, s3_root):
+    opts = {**moto_server.options, "allow_http": True, "virtual_hosted_style_request": False}
+    uri = f"{s3_root}/bools.lance"
+    lf.write_dataset(_table(5), uri, storage_options=opts)
+    assert lance.dataset(uri, storage_options=moto_server.options).count_rows() == 5

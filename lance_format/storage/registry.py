@@ -81,7 +81,12 @@ def normalize(uri: str | os.PathLike[str]) -> str:
 
 
 def _frozen(options: dict[str, str] | None) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))
+    """Options as a hashable key, values as text (``True`` -> ``"true"``, as pylance takes)."""
+
+    def text(value: object) -> str:
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    return tuple(sorted((str(k), text(v)) for k, v in (options or {}).items()))
 
 
 def _s3_store(bucket: str, options: tuple[tuple[str, str], ...]) -> ObjectStore:
