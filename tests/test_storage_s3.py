@@ -366,3 +366,22 @@ def test_option_values_may_be_python_booleans(moto_server, s3_root):
     uri = f"{s3_root}/bools.lance"
     lf.write_dataset(_table(5), uri, storage_options=opts)
     assert lance.dataset(uri, storage_options=moto_server.options).count_rows() == 5
+
+
+def test_a_large_data_file_goes_up_in_parts(moto_server, s3_root):
+    """Over the part size the upload is multipart; the object appears whole, once."""
+    from lance_format.storage import s3 as s3_backend
+
+    rng = np.random.default_rng(5)
+    table = pa.table({"v": pa.array(rng.random(1_500_000))})  # ~12 MB of incompressible doubles
+    path = f"{s3_root}/big/one.lance"
+    with lf.LanceFileWriter(path, table.schema, storage_options=moto_server.options) as w:
+        w.write_table(table)
+    assert storage.file_size(path) > s3_backend.PART_SIZE
+    bucket = s3_root.removeprefix("s3://")
+    etag = moto_server.client().head_object(Bucket=bucket, Key="big/one.lance")["ETag"]
+    assert "-" in etag  # S3 gives multipart objects an ETag ending in -<parts>
+    from lance.file import LanceFileReader as TheirReader
+
+    got = TheirReader(path, storage_options=moto_server.options).read_all().to_table()
+    assert got.equals(table)
