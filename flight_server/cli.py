@@ -13,7 +13,7 @@ from lance_format.container.describe import describe
 DESCRIPTION = """\
 Serve Lance datasets over Arrow Flight and Flight SQL, or describe a Lance file or dataset.
 
-  lance-flight serve ROOT        every dataset under ROOT (names are paths under it)
+  lance-flight serve ROOT        every dataset under ROOT, a directory or an object-store URI
   lance-flight inspect PATH      a data file (.lance) or a dataset directory
 
 Run 'lance-flight serve --help' or 'lance-flight inspect --help' for the options."""
@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "serve",
         help="serve the Lance datasets under ROOT over Arrow Flight and Flight SQL",
-        description="Serve every Lance dataset under ROOT over Arrow Flight and Flight SQL "
+        description="Serve every Lance dataset under ROOT (a directory or an object-store URI) "
+        "over Arrow Flight and Flight SQL, and with --rest-port the Lance Namespace REST API "
         "(a dataset's name is its path under ROOT, e.g. tpch/lineitem).",
         formatter_class=HelpFormatter,
     )
