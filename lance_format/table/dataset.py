@@ -22,6 +22,7 @@ from ..cache import SearchCache
 from ..errors import InvalidArgumentError, LanceIOError, SchemaError, UnsupportedError
 from ..pb import transaction_pb2
 from ..schema import LanceSchema
+from ..vector.search import VectorScanner
 from ..writer import LanceFileWriter
 from . import (
     cleanup,
@@ -231,7 +232,9 @@ class Dataset:
         batch_size: int | None = None,
         fragments: Sequence[Fragment] | None = None,
         ranges: dict[int, tuple[int, int]] | None = None,
-    ) -> Scanner:
+        nearest: dict | None = None,
+        prefilter: bool = False,
+    ) -> Scanner | VectorScanner:
         opts = ScanOptions(
             columns=columns,
             filter=filter,
@@ -243,6 +246,8 @@ class Dataset:
             fragments=fragments,
             ranges=ranges,
         )
+        if nearest is not None:
+            return VectorScanner(self, opts, nearest, prefilter)
         return Scanner(self.lance_schema, self._fragments, opts, self.stable_row_ids)
 
     def to_table(self, columns=None, filter=None, **kw) -> pa.Table:
@@ -276,10 +281,12 @@ class Dataset:
     def take_rows(self, row_ids, columns: list[str] | None = None) -> pa.Table:
         """Rows by row id (stable ids when the dataset has them, else row addresses)."""
         ids = np.asarray(row_ids, dtype=np.uint64).reshape(-1)
-        if self.stable_row_ids:
-            addr = self._row_id_index(ids)
-        else:
-            addr = ids
+        addr = self._row_id_index(ids) if self.stable_row_ids else ids
+        return self.take_addresses(addr, columns)
+
+    def take_addresses(self, addresses, columns: list[str] | None = None) -> pa.Table:
+        """Rows by row address (fragment id << 32 | offset), in the order asked."""
+        addr = np.asarray(addresses, dtype=np.uint64).reshape(-1)
         frag_ids = (addr >> np.uint64(32)).astype(np.int64)
         offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
         by_id = {f.fragment_id: i for i, f in enumerate(self._fragments)}
@@ -294,7 +301,7 @@ class Dataset:
             if dead.any():
                 raise InvalidArgumentError("row ids refer to deleted rows")
             addresses.append((i, np.flatnonzero(sel), offsets[sel]))
-        return self._gather(addresses, len(ids), columns)
+        return self._gather(addresses, len(addr), columns)
 
     @functools.cached_property
     def _row_id_map(self) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,182 @@
+"""Exact k-nearest-neighbour search, with pylance's ``to_table(nearest=...)`` semantics.
+
+The vector column is streamed through the table scanner in chunks of a bounded size (deleted
+rows and, with ``prefilter=True``, rows failing the filter never reach the search); each
+chunk is ranked against every query with one BLAS product and folded into a running top-k
+per query.  Only the winners' other columns are then read, by row address.  With
+``prefilter=False`` the filter runs on those k rows, so fewer than k may come back, as in
+pylance.  Vector indexes are not read yet: every search is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InvalidArgumentError
+from ..table.filters import compile_filter
+from ..table.scanner import ROW_ADDRESS, ROW_ID, ScanOptions, evaluate_filter
+from .metrics import scores, tolerance
+from .query import NearestQuery, parse_nearest
+from .topk import RunningTopK
+
+DISTANCE = "_distance"
+QUERY_INDEX = "query_index"
+CHUNK_BYTES = 32 << 20  # vector bytes ranked per BLAS call
+SCORE_CELLS = 1 << 24  # bound on the (queries x rows) score matrix of one chunk
+
+
+class VectorScanner:
+    """A planned nearest-neighbour scan; the same running API as the table ``Scanner``."""
+
+    def __init__(self, ds, options: ScanOptions, nearest: dict, prefilter: bool = False):
+        if not isinstance(prefilter, bool):
+            raise InvalidArgumentError(f"prefilter must be True or False, got {prefilter!r}")
+        if options.ranges or options.fragments is not None:
+            raise InvalidArgumentError("a nearest search covers the whole dataset version")
+        self.ds = ds
+        self.options = options
+        self.prefilter = prefilter
+        self.query: NearestQuery = parse_nearest(nearest, ds.schema)
+        columns = options.columns
+        if columns is not None and (
+            isinstance(columns, str) or not all(isinstance(c, str) for c in columns)
+        ):
+            raise InvalidArgumentError("columns must be a list of column names")
+        real = [c for c in columns if c != DISTANCE] if columns is not None else None
+        # validates the projection and the filter before any data is read
+        self._base = ds.scanner(
+            columns=real,
+            with_row_id=options.with_row_id,
+            with_row_address=options.with_row_address,
+        )
+        self._names = [f.name for f in self._base.fields]
+        self._filter_columns = self._check_filter(options.filter, prefilter)
+        if columns is not None and DISTANCE in columns:
+            self._names.insert(list(columns).index(DISTANCE), DISTANCE)
+        else:
+            self._names.append(DISTANCE)
+
+    def _check_filter(self, flt, prefilter: bool) -> list[str]:
+        """The dataset columns the filter reads; a post-filter may also name _distance."""
+        if flt is None:
+            return []
+        schema = self.ds.schema
+        for meta, kind in ((ROW_ID, pa.uint64()), (ROW_ADDRESS, pa.uint64())):
+            if meta not in schema.names:
+                schema = schema.append(pa.field(meta, kind))
+        if not prefilter:
+            schema = schema.append(pa.field(DISTANCE, pa.float32()))
+        names = set(compile_filter(flt, schema).top_level_columns)
+        return [n for n in self.ds.schema.names if n in names]
+
+    # -- output schema --------------------------------------------------------------------
+
+    @property
+    def schema(self) -> pa.Schema:
+        by_name = {f.name: f for f in self._base.schema}
+        fields = [
+            pa.field(DISTANCE, pa.float32()) if n == DISTANCE else by_name[n] for n in self._names
+        ]
+        if self.options.with_row_id:
+            fields.append(pa.field(ROW_ID, pa.uint64()))
+        if self.options.with_row_address:
+            fields.append(pa.field(ROW_ADDRESS, pa.uint64()))
+        if self.query.batched:
+            fields.insert(0, pa.field(QUERY_INDEX, pa.int32(), nullable=False))
+        return pa.schema(fields)
+
+    # -- running --------------------------------------------------------------------------
+
+    def to_table(self) -> pa.Table:
+        table = self._search()
+        offset = self.options.offset or 0
+        limit = self.options.limit
+        if offset or limit is not None:
+            table = table.slice(offset, limit)
+        return table
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        yield from self.to_table().to_batches(max_chunksize=self.options.batch_size)
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
+
+    def count_rows(self) -> int:
+        return self.to_table().num_rows
+
+    def _chunk_rows(self) -> int:
+        q = self.query
+        width = q.dim * q.queries.dtype.itemsize
+        return max(1024, min(CHUNK_BYTES // width, SCORE_CELLS // len(q.queries)))
+
+    def _search(self) -> pa.Table:
+        q = self.query
+        ranking = q.queries if q.metric == "hamming" else q.queries.astype(np.float32)
+        q_norms = (
+            np.linalg.norm(q.queries.astype(np.float64), axis=1)
+            if q.metric != "hamming"
+            else np.zeros(len(q.queries))
+        )
+        tops = [RunningTopK(q.k, q.metric, v) for v in q.queries]
+        inner = self.ds.scanner(
+            columns=[q.column],
+            filter=self.options.filter if self.prefilter else None,
+            with_row_id=True,
+            with_row_address=True,
+            batch_size=self._chunk_rows(),
+        )
+        for batch in inner.to_batches():
+            vectors, valid = _vectors(batch.column(0), q.dim)
+            if not len(vectors):
+                continue
+            row_ids = batch.column(1).to_numpy()[valid]
+            addresses = batch.column(2).to_numpy()[valid]
+            x = vectors if q.metric == "hamming" else vectors.astype(np.float32, copy=False)
+            chunk_scores = scores(q.metric, x, ranking, q_norms.astype(np.float32))
+            for i, top in enumerate(tops):
+                tol = tolerance(q.metric, x, float(q_norms[i]))
+                top.add(chunk_scores[i], row_ids, addresses, vectors, tol)
+        return self._materialise([t.result() for t in tops])
+
+    def _materialise(self, results) -> pa.Table:
+        """The winners' rows: projected columns, ``_distance`` and the row id/address, with
+        the filter applied here when it was not applied before the search."""
+        postfilter = self.options.filter is not None and not self.prefilter
+        wanted = [n for n in self._names if n != DISTANCE]
+        if postfilter:
+            wanted += [n for n in self._filter_columns if n not in wanted]
+        parts = []
+        for i, (dist, row_ids, addresses) in enumerate(results):
+            table = self.ds.take_addresses(addresses, columns=wanted)
+            table = table.append_column(DISTANCE, pa.array(dist, pa.float32()))
+            table = table.append_column(ROW_ID, pa.array(row_ids, pa.uint64()))
+            table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
+            if postfilter:
+                compiled = compile_filter(self.options.filter, table.schema)
+                table = table.filter(pa.array(evaluate_filter(table, compiled.expression)))
+            table = table.append_column(
+                QUERY_INDEX, pa.array(np.full(table.num_rows, i, np.int32), pa.int32())
+            )
+            parts.append(table)
+        schema = self.schema
+        return pa.concat_tables(parts).select(schema.names).cast(schema)
+
+
+def _vectors(column: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """The non-null vectors of a fixed_size_list column as an (n, dim) array, and the mask of
+    the rows they come from (rows with a null vector are never results, as in pylance)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    n = len(column)
+    values = column.values.slice(column.offset * dim, n * dim)
+    flat = values.to_numpy(zero_copy_only=False)
+    if values.null_count and flat.dtype.kind != "f":
+        flat = flat.astype(np.float32)
+    matrix = flat.reshape(n, dim)
+    if column.null_count:
+        valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        return matrix[valid], valid
+    return matrix, np.ones(n, dtype=bool)
