@@ -8,10 +8,10 @@ import os
 
 import lance
 import numpy as np
-import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
 from flight_fixtures import cmd, read_info, serve
+from vector_helpers import write_vector_dataset
 
 DIM = 16
 
@@ -19,19 +19,7 @@ DIM = 16
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("vroot")
-    rng = np.random.default_rng(11)
-    n = 3000
-    table = pa.table(
-        {
-            "id": pa.array(np.arange(n, dtype=np.int64)),
-            "tag": pa.array([f"t{i % 5}" for i in range(n)]),
-            "emb": pa.FixedSizeListArray.from_arrays(
-                pa.array(rng.standard_normal(n * DIM).astype(np.float32)), DIM
-            ),
-        }
-    )
-    path = str(root / "docs")
-    lance.write_dataset(table, path, max_rows_per_file=800)
+    path = write_vector_dataset(root / "docs", n=3000, dim=DIM, seed=11, rows_per_file=800)
     lance.dataset(path).delete("id % 9 = 4")
     return str(root)
 
@@ -56,14 +44,14 @@ def test_one_endpoint_equal_to_pylance(client, root, metric, form):
     info = client.get_flight_info(
         cmd(
             dataset="docs",
-            columns=["id", "tag"],
-            nearest={"column": "emb", "q": sent, "k": 20, "metric": metric},
+            columns=["id", "label"],
+            nearest={"column": "vec", "q": sent, "k": 20, "metric": metric},
         )
     )
     assert len(info.endpoints) == 1
     got = read_info(client, info)
     want = lance.dataset(os.path.join(root, "docs")).to_table(
-        columns=["id", "tag"], nearest={"column": "emb", "q": q, "k": 20, "metric": metric}
+        columns=["id", "label"], nearest={"column": "vec", "q": q, "k": 20, "metric": metric}
     )
     assert got.schema == want.schema == info.schema
     assert got["id"].to_pylist() == want["id"].to_pylist()
@@ -73,11 +61,11 @@ def test_one_endpoint_equal_to_pylance(client, root, metric, form):
 @pytest.mark.parametrize("prefilter", [True, False])
 def test_filters_row_ids_and_batches(client, root, prefilter):
     qs = np.stack([_query(2), _query(3)])
-    nearest = {"column": "emb", "q": qs.tolist(), "k": 8}
+    nearest = {"column": "vec", "q": qs.tolist(), "k": 8}
     info = client.get_flight_info(
         cmd(
             dataset="docs",
-            filter="tag = 't2'",
+            filter="label = 'r2'",
             prefilter=prefilter,
             with_row_id=True,
             nearest=nearest,
@@ -85,7 +73,7 @@ def test_filters_row_ids_and_batches(client, root, prefilter):
     )
     got = read_info(client, info)
     want = lance.dataset(os.path.join(root, "docs")).to_table(
-        filter="tag = 't2'", prefilter=prefilter, with_row_id=True, nearest={**nearest, "q": qs}
+        filter="label = 'r2'", prefilter=prefilter, with_row_id=True, nearest={**nearest, "q": qs}
     )
     assert got.schema == want.schema
     for name in ("query_index", "id", "_rowid"):
@@ -96,14 +84,14 @@ def test_filters_row_ids_and_batches(client, root, prefilter):
 @pytest.mark.parametrize(
     "nearest, message",
     [
-        ({"column": "emb", "q": [1.0] * 3}, "does not match"),
-        ({"column": "emb", "q": [1.0] * DIM, "k": 0}, "must be > 0"),
+        ({"column": "vec", "q": [1.0] * 3}, "does not match"),
+        ({"column": "vec", "q": [1.0] * DIM, "k": 0}, "must be > 0"),
         ({"column": "id", "q": [1.0] * DIM}, "must be a vector"),
         ({"column": "nope", "q": [1.0] * DIM}, "not in the dataset"),
-        ({"column": "emb", "q": [1.0] * DIM, "metric": "hamming"}, "does not support"),
-        ({"column": "emb", "q": [1.0] * DIM, "metric": "cityblock"}, "unknown metric"),
-        ({"column": "emb", "q": ["x"] * DIM}, "'q'"),
-        ({"column": "emb"}, "'q'"),
+        ({"column": "vec", "q": [1.0] * DIM, "metric": "hamming"}, "does not support"),
+        ({"column": "vec", "q": [1.0] * DIM, "metric": "cityblock"}, "unknown metric"),
+        ({"column": "vec", "q": ["x"] * DIM}, "'q'"),
+        ({"column": "vec"}, "'q'"),
         ([1, 2], "JSON object"),
     ],
 )

@@ -13,6 +13,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from vector_helpers import random_vectors, write_vector_dataset
 
 from lance_format.errors import InvalidArgumentError
 from lance_format.table.dataset import dataset as open_dataset
@@ -21,26 +22,10 @@ N, DIM = 2000, 32
 RTOL = {np.float32: 2e-5, np.float64: 2e-5, np.float16: 1e-3, np.uint8: 0}
 
 
-def _vectors(rng: np.random.Generator, n: int, dim: int, dtype) -> pa.Array:
-    if dtype is np.uint8:
-        values = rng.integers(0, 256, n * dim, dtype=np.uint8)
-    else:
-        values = rng.standard_normal(n * dim).astype(dtype)
-    return pa.FixedSizeListArray.from_arrays(pa.array(values), dim)
-
-
 def _write(path, dtype=np.float32, n=N, dim=DIM, seed=7, rows_per_file=700, **kw):
-    rng = np.random.default_rng(seed)
-    vec = _vectors(rng, n, dim, dtype)
-    table = pa.table(
-        {
-            "id": pa.array(np.arange(n, dtype=np.int64)),
-            "label": pa.array([f"r{i % 13}" for i in range(n)]),
-            "vec": vec,
-        }
+    return write_vector_dataset(
+        path, n=n, dim=dim, seed=seed, rows_per_file=rows_per_file, dtype=dtype, **kw
     )
-    lance.write_dataset(table, str(path), max_rows_per_file=rows_per_file, **kw)
-    return str(path)
 
 
 def _both(path, **kw) -> tuple[pa.Table, pa.Table]:
@@ -180,7 +165,7 @@ def test_deletions_and_appends_on_random_data(tmp_path, queries):
         {
             "id": pa.array(np.arange(1200, 1500)),
             "label": pa.array(["x"] * 300),
-            "vec": _vectors(np.random.default_rng(5), 300, DIM, np.float32),
+            "vec": random_vectors(np.random.default_rng(5), 300, DIM),
         }
     )
     lance.write_dataset(extra, path, mode="append")
