@@ -35,7 +35,15 @@ def normalise_metric(name: object) -> str:
     return key
 
 
-def scores(metric: str, x: np.ndarray, queries: np.ndarray, q_norms: np.ndarray) -> np.ndarray:
+def squared_norms(x: np.ndarray) -> np.ndarray:
+    """Per-row squared norms of a float32 chunk (computed once per chunk, shared by the
+    scores and the tolerance)."""
+    return np.einsum("ij,ij->i", x, x)
+
+
+def scores(
+    metric: str, x: np.ndarray, x_norm2: np.ndarray | None, queries: np.ndarray, q_norms
+) -> np.ndarray:
     """(queries, rows) float32 ranking scores of chunk ``x``; monotone in the true distance
     up to float32 rounding (see :func:`tolerance`)."""
     if metric == "hamming":
@@ -44,14 +52,12 @@ def scores(metric: str, x: np.ndarray, queries: np.ndarray, q_norms: np.ndarray)
     if metric == "dot":
         return 1.0 - dots
     if metric == "l2":
-        x_norm2 = np.einsum("ij,ij->i", x, x)
         return x_norm2[None, :] - 2.0 * dots + (q_norms**2)[:, None]
-    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
     with np.errstate(divide="ignore", invalid="ignore"):
-        return 1.0 - dots / (norms[None, :] * q_norms[:, None])
+        return 1.0 - dots / (np.sqrt(x_norm2)[None, :] * q_norms[:, None])
 
 
-def tolerance(metric: str, x: np.ndarray, q_norm: float) -> float:
+def tolerance(metric: str, x: np.ndarray, x_norm2: np.ndarray | None, q_norm: float) -> float:
     """How far a float32 score may sit from the true distance: candidates within it of the
     k-th score are kept for the exact recomputation, so rounding never drops a true winner."""
     if metric == "hamming" or not len(x):
@@ -59,7 +65,7 @@ def tolerance(metric: str, x: np.ndarray, q_norm: float) -> float:
     eps = 8 * np.finfo(np.float32).eps * np.sqrt(x.shape[1])
     if metric == "cosine":
         return float(eps)
-    x_max = float(np.sqrt(np.max(np.einsum("ij,ij->i", x, x))))
+    x_max = float(np.sqrt(np.max(x_norm2)))
     scale = (x_max + q_norm) ** 2 if metric == "l2" else x_max * q_norm + 1.0
     return float(eps * scale)
 

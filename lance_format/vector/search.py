@@ -18,7 +18,7 @@ import pyarrow as pa
 from ..errors import InvalidArgumentError
 from ..table.filters import compile_filter
 from ..table.scanner import ROW_ADDRESS, ROW_ID, ScanOptions, evaluate_filter
-from .metrics import scores, tolerance
+from .metrics import scores, squared_norms, tolerance
 from .query import NearestQuery, parse_nearest
 from .topk import RunningTopK
 
@@ -135,9 +135,10 @@ class VectorScanner:
             row_ids = batch.column(1).to_numpy()[valid]
             addresses = batch.column(2).to_numpy()[valid]
             x = vectors if q.metric == "hamming" else vectors.astype(np.float32, copy=False)
-            chunk_scores = scores(q.metric, x, ranking, q_norms.astype(np.float32))
+            x_norm2 = None if q.metric == "hamming" else squared_norms(x)
+            chunk_scores = scores(q.metric, x, x_norm2, ranking, q_norms.astype(np.float32))
             for i, top in enumerate(tops):
-                tol = tolerance(q.metric, x, float(q_norms[i]))
+                tol = tolerance(q.metric, x, x_norm2, float(q_norms[i]))
                 top.add(chunk_scores[i], row_ids, addresses, vectors, tol)
         return self._materialise([t.result() for t in tops])
 
