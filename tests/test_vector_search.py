@@ -247,3 +247,45 @@ def test_bad_input(f32, nearest, message):
     # pylance refuses the same requests
     with pytest.raises((ValueError, TypeError, KeyError)):
         lance.dataset(f32).to_table(nearest=nearest)
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
+def test_duplicated_random_vectors_tie_in_row_id_order(tmp_path, queries, metric):
+    """Copies of the same float vectors in other fragments tie exactly: the float32 ranking
+    must not break the tie differently from pylance."""
+    rng = np.random.default_rng(17)
+    base = rng.standard_normal((150, DIM)).astype(np.float32)
+    v = np.concatenate([base, base[::-1], base])
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(len(v))),
+            "vec": pa.FixedSizeListArray.from_arrays(pa.array(v.ravel()), DIM),
+        }
+    )
+    path = str(tmp_path / "dup.lance")
+    lance.write_dataset(table, path, max_rows_per_file=100)
+    for q in (queries[0], base[7]):
+        nearest = {"column": "vec", "q": q, "k": 16, "metric": metric}
+        theirs, ours = _both(path, nearest=nearest, with_row_id=True)
+        _assert_same(theirs, ours)
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_nothing_matches(f32, queries, prefilter):
+    theirs, ours = _both(
+        f32,
+        nearest={"column": "vec", "q": queries[0], "k": 5},
+        filter="id < 0",
+        prefilter=prefilter,
+    )
+    _assert_same(theirs, ours)
+    assert ours.num_rows == 0
+
+
+def test_with_row_address_and_count(f32, queries):
+    nearest = {"column": "vec", "q": queries[1], "k": 6}
+    theirs, ours = _both(f32, nearest=nearest, with_row_id=True, with_row_address=True)
+    _assert_same(theirs, ours)
+    assert open_dataset(f32).scanner(nearest=nearest, filter="id % 2 = 0").count_rows() == len(
+        lance.dataset(f32).to_table(nearest=nearest, filter="id % 2 = 0")
+    )
