@@ -5,7 +5,9 @@ rows and, with ``prefilter=True``, rows failing the filter never reach the searc
 chunk is ranked against every query with one BLAS product and folded into a running top-k
 per query.  Only the winners' other columns are then read, by row address.  With
 ``prefilter=False`` the filter runs on those k rows, so fewer than k may come back, as in
-pylance.  Vector indexes are not read yet: every search is exact.
+pylance.  With an IVF_FLAT index on the column (l2 or dot, the query's metric) and an
+explicit ``nprobes``, the probed partitions are searched instead, the fragments the index
+does not cover exactly, and the two merged; every other search is exact.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pyarrow as pa
 from ..errors import InvalidArgumentError
 from ..table.filters import compile_filter
 from ..table.scanner import ROW_ADDRESS, ROW_ID, ScanOptions, evaluate_filter
+from .ivf import IvfIndex, live_addresses, usable_index
 from .metrics import scores, squared_norms, tolerance
 from .query import NearestQuery, parse_nearest
 from .topk import RunningTopK
@@ -121,12 +124,24 @@ class VectorScanner:
             else np.zeros(len(q.queries))
         )
         tops = [RunningTopK(q.k, q.metric, v) for v in q.queries]
+        fragments = self.ds.get_fragments()
+        index = usable_index(self.ds, q.column, q.metric) if q.use_index and q.nprobes else None
+        if index is not None:
+            self._search_index(index, tops)
+            if index.fragments is not None:
+                fragments = [f for f in fragments if f.fragment_id not in index.fragments]
+            else:
+                fragments = []
+        if not fragments:
+            return self._materialise([t.result() for t in tops])
+        # rows no index covers: searched exactly and merged
         inner = self.ds.scanner(
             columns=[q.column],
             filter=self.options.filter if self.prefilter else None,
             with_row_id=True,
             with_row_address=True,
             batch_size=self._chunk_rows(),
+            fragments=fragments,
         )
         for batch in inner.to_batches():
             vectors, valid = _vectors(batch.column(0), q.dim)
@@ -141,6 +156,34 @@ class VectorScanner:
                 tol = tolerance(q.metric, x, x_norm2, float(q_norms[i]))
                 top.add(chunk_scores[i], row_ids, addresses, vectors, tol)
         return self._materialise([t.result() for t in tops])
+
+    def _search_index(self, index: IvfIndex, tops: list[RunningTopK]) -> None:
+        """Candidates from the ``nprobes`` nearest partitions of an IVF index: live rows only,
+        and with a pre-filter only the rows that pass it."""
+        q = self.query
+        allowed = None
+        if self.prefilter and self.options.filter is not None:
+            scan = self.ds.scanner(columns=[], filter=self.options.filter, with_row_address=True)
+            allowed = np.concatenate(
+                [np.zeros(0, np.uint64)]
+                + [b.column(ROW_ADDRESS).to_numpy() for b in scan.to_batches()]
+            )
+        for top, query in zip(tops, q.queries, strict=True):
+            parts = [index.partition(p) for p in index.probe(query, q.nprobes)]
+            ids = np.concatenate([p[0] for p in parts])
+            vectors = np.concatenate([p[1] for p in parts])
+            keep = live_addresses(self.ds, ids)
+            if allowed is not None:
+                keep &= np.isin(ids, allowed)
+            ids, vectors = ids[keep], vectors[keep]
+            if not len(ids):
+                continue
+            x = vectors.astype(np.float32, copy=False)
+            x_norm2 = squared_norms(x)
+            q32 = query.astype(np.float32)[None, :]
+            q_norm = float(np.linalg.norm(query.astype(np.float64)))
+            s = scores(q.metric, x, x_norm2, q32, np.array([q_norm], np.float32))[0]
+            top.add(s, ids, ids, vectors, tolerance(q.metric, x, x_norm2, q_norm))
 
     def _materialise(self, results) -> pa.Table:
         """The winners' rows: projected columns, ``_distance`` and the row id/address, with

@@ -1,0 +1,172 @@
+"""Reading pylance-built IVF vector indexes (``_indices/<uuid>/``) and probing them.
+
+An IVF index is two Lance files.  ``index.idx`` names the index type and metric in its schema
+metadata (``lance:index``) and keeps the ``IVF`` protobuf (the partition centroids) in the
+global buffer named by ``lance:ivf``.  ``auxiliary.idx`` holds the indexed rows grouped by
+partition: ``_rowid`` and the stored vectors (``flat`` for IVF_FLAT), with the partition
+lengths in its own ``IVF`` buffer.  A query probes the ``nprobes`` partitions whose centroids
+are nearest and ranks only their rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CorruptFileError, UnsupportedError
+from ..pb import index_pb2, table_pb2
+from ..reader import LanceFileReader
+from ..table.conflicts import _fragment_bitmap
+from .metrics import exact_distances
+
+_TENSOR_TYPES = {
+    index_pb2.Tensor.FLOAT16: "<f2",
+    index_pb2.Tensor.FLOAT32: "<f4",
+    index_pb2.Tensor.FLOAT64: "<f8",
+}
+SUPPORTED = ("IVF_FLAT",)
+
+
+def _uuid(meta: table_pb2.IndexMetadata) -> str:
+    h = meta.uuid.uuid.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _ivf(reader: LanceFileReader) -> index_pb2.IVF:
+    meta = reader.schema.metadata or {}
+    try:
+        position = int(meta[b"lance:ivf"])
+        ivf = index_pb2.IVF()
+        ivf.ParseFromString(reader.global_buffer(position))
+    except (KeyError, ValueError) as exc:
+        raise CorruptFileError(f"no readable IVF metadata: {exc}", path=reader.path) from None
+    return ivf
+
+
+def _centroids(ivf: index_pb2.IVF, path: str) -> np.ndarray:
+    t = ivf.centroids_tensor
+    if t.data:
+        dtype = _TENSOR_TYPES.get(t.data_type)
+        if dtype is None or len(t.shape) != 2:
+            raise UnsupportedError(f"IVF centroids of type {t.data_type}", path=path)
+        rows, dim = t.shape
+        if len(t.data) != rows * dim * np.dtype(dtype).itemsize:
+            raise CorruptFileError("IVF centroids tensor size does not match its shape", path=path)
+        return np.frombuffer(t.data, dtype=dtype).reshape(rows, dim)
+    values = np.asarray(ivf.centroids, dtype=np.float32)
+    parts = len(ivf.lengths)
+    if not parts or len(values) % parts:
+        raise CorruptFileError("IVF centroids do not match the partition count", path=path)
+    return values.reshape(parts, -1)
+
+
+@dataclass
+class IvfIndex:
+    """One IVF index segment: centroids, partition row ranges, and its stored rows."""
+
+    name: str
+    index_type: str
+    metric: str
+    centroids: np.ndarray  # (partitions, dim)
+    starts: np.ndarray  # first row of each partition in the auxiliary file
+    lengths: np.ndarray
+    fragments: set[int] | None  # fragment ids the index covers
+    storage: LanceFileReader
+
+    @classmethod
+    def open(cls, root: str, meta: table_pb2.IndexMetadata) -> IvfIndex:
+        folder = os.path.join(root, "_indices", _uuid(meta))
+        index = LanceFileReader(os.path.join(folder, "index.idx"))
+        try:
+            info = json.loads((index.schema.metadata or {})[b"lance:index"])
+            index_type, metric = str(info["type"]).upper(), str(info["distance_type"]).lower()
+        except (KeyError, ValueError, TypeError):
+            raise CorruptFileError("no lance:index metadata", path=index.path) from None
+        if index_type not in SUPPORTED:
+            raise UnsupportedError(f"vector index type {index_type} is not read yet")
+        storage = LanceFileReader(os.path.join(folder, "auxiliary.idx"))
+        centroids = _centroids(_ivf(index), index.path)
+        lengths = np.asarray(_ivf(storage).lengths, dtype=np.int64)
+        if len(lengths) != len(centroids) or lengths.sum() != storage.num_rows:
+            raise CorruptFileError(
+                "IVF partition lengths do not match the centroids or the stored rows",
+                path=storage.path,
+            )
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        return cls(
+            meta.name,
+            index_type,
+            metric,
+            centroids,
+            starts,
+            lengths,
+            _fragment_bitmap(meta),
+            storage,
+        )
+
+    def probe(self, q: np.ndarray, nprobes: int) -> np.ndarray:
+        """The partitions to search: the ``nprobes`` nearest centroids by the index's metric
+        (cosine indexes hold normalised vectors and are probed with l2)."""
+        metric = "l2" if self.metric == "cosine" else self.metric
+        query = q / np.linalg.norm(q) if self.metric == "cosine" else q
+        d = exact_distances(metric, self.centroids, query.astype(self.centroids.dtype))
+        order = np.lexsort((np.arange(len(d)), d))
+        return order[: min(nprobes, len(d))]
+
+    def partition(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, stored vectors) of partition ``p``."""
+        start, n = int(self.starts[p]), int(self.lengths[p])
+        table = self.storage.read_range(start, start + n, ["_rowid", "flat"])
+        col = table.column("flat").combine_chunks()
+        dim = col.type.list_size
+        values = col.values.slice(col.offset * dim, len(col) * dim).to_numpy(zero_copy_only=False)
+        return table.column("_rowid").to_numpy(), values.reshape(len(col), dim)
+
+
+def vector_indices(ds, column: str) -> list[table_pb2.IndexMetadata]:
+    """The manifest's index entries over ``column`` that are vector indexes."""
+    field = next((f for f in ds.lance_schema.fields if f.name == column), None)
+    if field is None:
+        return []
+    return [
+        m
+        for m in ds.manifest.indices
+        if list(m.fields) == [field.id] and m.index_details.type_url.endswith("VectorIndexDetails")
+    ]
+
+
+def usable_index(ds, column: str, metric: str) -> IvfIndex | None:
+    """The IVF index this search can use: one segment, a type read here, the query's metric,
+    row ids that are row addresses.  None means an exact search (the caller says so)."""
+    if ds.stable_row_ids:
+        return None
+    metas = vector_indices(ds, column)
+    if len(metas) != 1:
+        return None
+    try:
+        index = IvfIndex.open(ds.uri, metas[0])
+    except UnsupportedError:
+        return None
+    if index.metric != metric or index.metric not in ("l2", "dot"):
+        return None
+    return index
+
+
+def live_addresses(ds, addresses: np.ndarray) -> np.ndarray:
+    """Which row addresses name live rows of this version (an index keeps the rows of
+    fragments since deleted or compacted away, and rows deleted after it was built)."""
+    frag_ids = (addresses >> np.uint64(32)).astype(np.int64)
+    offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    live = np.zeros(len(addresses), dtype=bool)
+    for frag in ds.get_fragments():
+        sel = frag_ids == frag.fragment_id
+        if not sel.any():
+            continue
+        ok = offsets[sel] < frag.physical_rows
+        if frag.num_deletions:
+            ok &= ~np.isin(offsets[sel], frag.deleted_offsets)
+        live[sel] = ok
+    return live
