@@ -1,6 +1,7 @@
-"""Searching through pylance-built IVF_FLAT indexes: the same partitions probed for the same
-``nprobes``, deleted rows dropped, fragments the index does not cover searched exactly and
-merged; pylance's search over the same index is the oracle."""
+"""Searching through pylance-built IVF_FLAT and IVF_PQ indexes: the same partitions probed for
+the same ``nprobes``, the same PQ distances and refine step, deleted rows dropped, fragments
+the index does not cover searched exactly and merged; pylance's search over the same index is
+the oracle."""
 
 from __future__ import annotations
 
@@ -16,14 +17,27 @@ from lance_format.vector.ivf import IvfIndex, vector_indices
 DIM = 16
 
 
-@pytest.fixture(scope="module", params=["l2", "dot"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        ("IVF_FLAT", "l2", True),
+        ("IVF_FLAT", "dot", True),
+        ("IVF_PQ", "l2", True),
+        ("IVF_PQ", "l2", False),  # every fragment indexed: PQ distances are reported
+    ],
+    ids=lambda p: f"{p[0]}-{p[1]}-{'appended' if p[2] else 'covered'}",
+)
 def indexed(request, tmp_path_factory) -> str:
+    index_type, metric, append = request.param
     path = tmp_path_factory.mktemp("ivf") / "ds.lance"
     write_vector_dataset(path, n=3000, dim=DIM, seed=4, rows_per_file=1000)
+    extra_args = {"num_sub_vectors": 4} if index_type == "IVF_PQ" else {}
     lance.dataset(str(path)).create_index(
-        "vec", index_type="IVF_FLAT", num_partitions=8, metric=request.param
+        "vec", index_type=index_type, num_partitions=8, metric=metric, **extra_args
     )
     lance.dataset(str(path)).delete("id % 17 = 3")
+    if not append:
+        return str(path)
     extra = pa.table(
         {
             "id": pa.array(np.arange(3000, 3400)),
@@ -40,18 +54,18 @@ def test_index_metadata_matches_pylance_statistics(indexed):
     (meta,) = vector_indices(ds, "vec")
     index = IvfIndex.open(ds.uri, meta)
     stats = lance.dataset(indexed).stats.index_stats(meta.name)["indices"][0]
-    assert index.index_type == stats["index_type"] == "IVF_FLAT"
+    assert index.index_type == stats["index_type"]
     assert index.lengths.tolist() == [p["size"] for p in stats["partitions"]]
     np.testing.assert_array_equal(index.centroids, np.asarray(stats["centroids"], np.float32))
     assert index.fragments == {0, 1, 2}
 
 
-@pytest.mark.parametrize("nprobes", [1, 3])
+@pytest.mark.parametrize("nprobes, refine_factor", [(1, None), (3, None), (2, 3)])
 @pytest.mark.parametrize(
     "kw",
     [{}, {"filter": "id % 3 = 0", "prefilter": True}, {"filter": "id % 3 = 0"}],
 )
-def test_same_rows_as_pylance_through_the_index(indexed, nprobes, kw):
+def test_same_rows_as_pylance_through_the_index(indexed, nprobes, refine_factor, kw):
     theirs, ours = lance.dataset(indexed), open_dataset(indexed)
     metric = IvfIndex.open(ours.uri, vector_indices(ours, "vec")[0]).metric
     rng = np.random.default_rng(nprobes)
@@ -62,6 +76,7 @@ def test_same_rows_as_pylance_through_the_index(indexed, nprobes, kw):
             "q": rng.standard_normal(DIM).astype(np.float32),
             "k": 12,
             "nprobes": nprobes,
+            "refine_factor": refine_factor,
             "metric": metric,
         }
         want = theirs.to_table(nearest=nearest, with_row_id=True, **kw)

@@ -27,7 +27,8 @@ _TENSOR_TYPES = {
     index_pb2.Tensor.FLOAT32: "<f4",
     index_pb2.Tensor.FLOAT64: "<f8",
 }
-SUPPORTED = ("IVF_FLAT",)
+SUPPORTED = ("IVF_FLAT", "IVF_PQ")
+PQ_CODE = "__pq_code"
 
 
 def _uuid(meta: table_pb2.IndexMetadata) -> str:
@@ -64,6 +65,44 @@ def _centroids(ivf: index_pb2.IVF, path: str) -> np.ndarray:
 
 
 @dataclass
+class ProductQuantizer:
+    """A PQ codebook: ``num_sub_vectors`` sub-spaces of ``2**nbits`` centroids each."""
+
+    codebook: np.ndarray  # (num_sub_vectors, 2**nbits, sub-vector dim)
+    transposed: bool  # a partition's codes stored sub-vector-major
+
+    @classmethod
+    def read(cls, storage: LanceFileReader) -> ProductQuantizer:
+        try:
+            (entry,) = json.loads((storage.schema.metadata or {})[b"storage_metadata"])
+            info = json.loads(entry)
+            nbits, m, dim = int(info["nbits"]), int(info["num_sub_vectors"]), int(info["dimension"])
+            position = int(info["codebook_position"])
+        except (KeyError, ValueError, TypeError):
+            raise CorruptFileError("no readable PQ storage metadata", path=storage.path) from None
+        if nbits != 8:
+            raise UnsupportedError(f"{nbits}-bit PQ codes are not read yet", path=storage.path)
+        if m <= 0 or dim % m:
+            raise CorruptFileError(f"PQ of {m} sub-vectors over dimension {dim}", path=storage.path)
+        tensor = index_pb2.Tensor()
+        tensor.ParseFromString(storage.global_buffer(position))
+        dtype = _TENSOR_TYPES.get(tensor.data_type)
+        size = m * (1 << nbits) * (dim // m)
+        if dtype is None or len(tensor.data) != size * np.dtype(dtype).itemsize:
+            raise CorruptFileError("the PQ codebook does not match its metadata", path=storage.path)
+        codebook = np.frombuffer(tensor.data, dtype=dtype).reshape(m, 1 << nbits, dim // m)
+        return cls(codebook.astype(np.float32), bool(info.get("transposed", False)))
+
+    def distances(self, residual: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """Squared l2 from ``residual`` to each coded row: a per-sub-space distance table,
+        summed over the codes (float32, as pylance sums it)."""
+        m, _, sub = self.codebook.shape
+        parts = residual.astype(np.float32).reshape(m, 1, sub)
+        table = ((self.codebook - parts) ** 2).sum(axis=2, dtype=np.float32)  # (m, 2**nbits)
+        return table[np.arange(m)[None, :], codes].sum(axis=1, dtype=np.float32)
+
+
+@dataclass
 class IvfIndex:
     """One IVF index segment: centroids, partition row ranges, and its stored rows."""
 
@@ -75,6 +114,7 @@ class IvfIndex:
     lengths: np.ndarray
     fragments: set[int] | None  # fragment ids the index covers
     storage: LanceFileReader
+    pq: ProductQuantizer | None = None
 
     @classmethod
     def open(cls, root: str, meta: table_pb2.IndexMetadata) -> IvfIndex:
@@ -105,6 +145,7 @@ class IvfIndex:
             lengths,
             _fragment_bitmap(meta),
             storage,
+            ProductQuantizer.read(storage) if index_type == "IVF_PQ" else None,
         )
 
     def probe(self, q: np.ndarray, nprobes: int) -> np.ndarray:
@@ -117,13 +158,30 @@ class IvfIndex:
         return order[: min(nprobes, len(d))]
 
     def partition(self, p: int) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids, stored vectors) of partition ``p``."""
+        """(row ids, stored vectors) of partition ``p``; PQ codes (rows x sub-vectors) for
+        IVF_PQ."""
         start, n = int(self.starts[p]), int(self.lengths[p])
-        table = self.storage.read_range(start, start + n, ["_rowid", "flat"])
-        col = table.column("flat").combine_chunks()
+        name = PQ_CODE if self.pq is not None else "flat"
+        table = self.storage.read_range(start, start + n, ["_rowid", name])
+        col = table.column(name).combine_chunks()
         dim = col.type.list_size
         values = col.values.slice(col.offset * dim, len(col) * dim).to_numpy(zero_copy_only=False)
+        if self.pq is not None and self.pq.transposed:
+            values = values.reshape(dim, n).T
         return table.column("_rowid").to_numpy(), values.reshape(len(col), dim)
+
+    def pq_candidates(self, q: np.ndarray, nprobes: int) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, PQ distances) of the rows in the probed partitions; l2 indexes code the
+        residual to the partition centroid."""
+        ids, dists = [], []
+        for p in self.probe(q, nprobes):
+            rows, codes = self.partition(int(p))
+            residual = q.astype(np.float32) - self.centroids[p].astype(np.float32)
+            ids.append(rows)
+            dists.append(self.pq.distances(residual, codes))
+        if not ids:
+            return np.zeros(0, np.uint64), np.zeros(0, np.float32)
+        return np.concatenate(ids), np.concatenate(dists)
 
 
 def vector_indices(ds, column: str) -> list[table_pb2.IndexMetadata]:
@@ -150,7 +208,8 @@ def usable_index(ds, column: str, metric: str) -> IvfIndex | None:
         index = IvfIndex.open(ds.uri, metas[0])
     except UnsupportedError:
         return None
-    if index.metric != metric or index.metric not in ("l2", "dot"):
+    supported = ("l2",) if index.pq is not None else ("l2", "dot")
+    if index.metric != metric or index.metric not in supported:
         return None
     return index
 

@@ -5,9 +5,10 @@ rows and, with ``prefilter=True``, rows failing the filter never reach the searc
 chunk is ranked against every query with one BLAS product and folded into a running top-k
 per query.  Only the winners' other columns are then read, by row address.  With
 ``prefilter=False`` the filter runs on those k rows, so fewer than k may come back, as in
-pylance.  With an IVF_FLAT index on the column (l2 or dot, the query's metric) and an
-explicit ``nprobes``, the probed partitions are searched instead, the fragments the index
-does not cover exactly, and the two merged; every other search is exact.
+pylance.  With an IVF_FLAT (l2 or dot) or IVF_PQ (l2, 8-bit codes) index on the column, of
+the query's metric, and an explicit ``nprobes``, the probed partitions are searched instead,
+the fragments the index does not cover exactly, and the two merged; every other search is
+exact.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..errors import InvalidArgumentError
 from ..table.filters import compile_filter
 from ..table.scanner import ROW_ADDRESS, ROW_ID, ScanOptions, evaluate_filter
 from .ivf import IvfIndex, live_addresses, usable_index
-from .metrics import scores, squared_norms, tolerance
+from .metrics import exact_distances, scores, squared_norms, tolerance
 from .query import NearestQuery, parse_nearest
 from .topk import RunningTopK
 
@@ -126,14 +127,18 @@ class VectorScanner:
         tops = [RunningTopK(q.k, q.metric, v) for v in q.queries]
         fragments = self.ds.get_fragments()
         index = usable_index(self.ds, q.column, q.metric) if q.use_index and q.nprobes else None
+        fixed: list = [None] * len(tops)
         if index is not None:
-            self._search_index(index, tops)
             if index.fragments is not None:
                 fragments = [f for f in fragments if f.fragment_id not in index.fragments]
             else:
                 fragments = []
+            # PQ distances are not comparable with the exact ones of unindexed rows: pylance
+            # then re-ranks the PQ top-k exactly (a refine factor of 1)
+            refine = q.refine_factor or (1 if fragments else None)
+            fixed = self._search_index(index, tops, refine)
         if not fragments:
-            return self._materialise([t.result() for t in tops])
+            return self._materialise(_merge(tops, fixed, q.k))
         # rows no index covers: searched exactly and merged
         inner = self.ds.scanner(
             columns=[q.column],
@@ -155,11 +160,13 @@ class VectorScanner:
             for i, top in enumerate(tops):
                 tol = tolerance(q.metric, x, x_norm2, float(q_norms[i]))
                 top.add(chunk_scores[i], row_ids, addresses, vectors, tol)
-        return self._materialise([t.result() for t in tops])
+        return self._materialise(_merge(tops, fixed, q.k))
 
-    def _search_index(self, index: IvfIndex, tops: list[RunningTopK]) -> None:
+    def _search_index(self, index: IvfIndex, tops: list[RunningTopK], refine: int | None) -> list:
         """Candidates from the ``nprobes`` nearest partitions of an IVF index: live rows only,
-        and with a pre-filter only the rows that pass it."""
+        and with a pre-filter only the rows that pass it.  IVF_FLAT rows join the running
+        top-k; IVF_PQ rows are ranked by their PQ distance (re-ranked exactly over
+        ``k * refine`` of them when asked) and returned per query, to be merged."""
         q = self.query
         allowed = None
         if self.prefilter and self.options.filter is not None:
@@ -168,14 +175,23 @@ class VectorScanner:
                 [np.zeros(0, np.uint64)]
                 + [b.column(ROW_ADDRESS).to_numpy() for b in scan.to_batches()]
             )
+        fixed = []
         for top, query in zip(tops, q.queries, strict=True):
-            parts = [index.partition(p) for p in index.probe(query, q.nprobes)]
-            ids = np.concatenate([p[0] for p in parts])
-            vectors = np.concatenate([p[1] for p in parts])
+            if index.pq is not None:
+                ids, dist = index.pq_candidates(query, q.nprobes)
+            else:
+                parts = [index.partition(int(p)) for p in index.probe(query, q.nprobes)]
+                ids = np.concatenate([p[0] for p in parts])
+                vectors = np.concatenate([p[1] for p in parts])
             keep = live_addresses(self.ds, ids)
             if allowed is not None:
                 keep &= np.isin(ids, allowed)
-            ids, vectors = ids[keep], vectors[keep]
+            ids = ids[keep]
+            if index.pq is not None:
+                fixed.append(self._rank_pq(top, ids, dist[keep], refine))
+                continue
+            fixed.append(None)
+            vectors = vectors[keep]
             if not len(ids):
                 continue
             x = vectors.astype(np.float32, copy=False)
@@ -184,6 +200,24 @@ class VectorScanner:
             q_norm = float(np.linalg.norm(query.astype(np.float64)))
             s = scores(q.metric, x, x_norm2, q32, np.array([q_norm], np.float32))[0]
             top.add(s, ids, ids, vectors, tolerance(q.metric, x, x_norm2, q_norm))
+        return fixed
+
+    def _rank_pq(self, top: RunningTopK, ids: np.ndarray, dist: np.ndarray, refine: int | None):
+        """The k best by PQ distance, or with ``refine`` the k * refine best re-ranked by
+        their exact distance (they join the running top-k with their vectors)."""
+        q = self.query
+        order = np.lexsort((ids, dist))
+        if not refine:
+            order = order[: q.k]
+            return dist[order], ids[order], ids[order]
+        order = order[: q.k * refine]
+        ids = ids[order]
+        column = self.ds.take_addresses(ids, columns=[q.column]).column(0)
+        vectors, valid = _vectors(column, q.dim)
+        ids = ids[valid]
+        exact = exact_distances(q.metric, vectors, top.query)
+        top.add(exact, ids, ids, vectors, 0.0)
+        return None
 
     def _materialise(self, results) -> pa.Table:
         """The winners' rows: projected columns, ``_distance`` and the row id/address, with
@@ -207,6 +241,22 @@ class VectorScanner:
             parts.append(table)
         schema = self.schema
         return pa.concat_tables(parts).select(schema.names).cast(schema)
+
+
+def _merge(tops: list[RunningTopK], fixed: list, k: int) -> list:
+    """Per query, the running top-k merged with the index's own ranked rows (PQ distances),
+    the k best by (distance, row id)."""
+    out = []
+    for top, extra in zip(tops, fixed, strict=True):
+        dist, ids, addresses = top.result()
+        if extra is not None:
+            dist = np.concatenate([dist, extra[0]])
+            ids = np.concatenate([ids, extra[1]])
+            addresses = np.concatenate([addresses, extra[2]])
+            order = np.lexsort((ids, dist))[:k]
+            dist, ids, addresses = dist[order], ids[order], addresses[order]
+        out.append((dist, ids, addresses))
+    return out
 
 
 def _vectors(column: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndarray, np.ndarray]:
