@@ -143,7 +143,8 @@ class VectorScanner:
         inner = self.ds.scanner(
             columns=[q.column],
             filter=self.options.filter if self.prefilter else None,
-            with_row_id=True,
+            # row ids are the addresses unless the dataset has stable ones: read them once
+            with_row_id=self.ds.stable_row_ids,
             with_row_address=True,
             batch_size=self._chunk_rows(),
             fragments=fragments,
@@ -152,8 +153,9 @@ class VectorScanner:
             vectors, valid = _vectors(batch.column(0), q.dim)
             if not len(vectors):
                 continue
-            row_ids = batch.column(1).to_numpy()[valid]
-            addresses = batch.column(2).to_numpy()[valid]
+            addresses = batch.column(ROW_ADDRESS).to_numpy()[valid]
+            stable = self.ds.stable_row_ids
+            row_ids = batch.column(ROW_ID).to_numpy()[valid] if stable else addresses
             x = vectors if q.metric == "hamming" else vectors.astype(np.float32, copy=False)
             x_norm2 = None if q.metric == "hamming" else squared_norms(x)
             chunk_scores = scores(q.metric, x, x_norm2, ranking, q_norms.astype(np.float32))
