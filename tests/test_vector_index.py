@@ -22,8 +22,11 @@ DIM = 16
     params=[
         ("IVF_FLAT", "l2", True),
         ("IVF_FLAT", "dot", True),
+        ("IVF_FLAT", "cosine", True),
         ("IVF_PQ", "l2", True),
         ("IVF_PQ", "l2", False),  # every fragment indexed: PQ distances are reported
+        ("IVF_PQ", "cosine", False),
+        ("IVF_PQ", "cosine", True),
     ],
     ids=lambda p: f"{p[0]}-{p[1]}-{'appended' if p[2] else 'covered'}",
 )

@@ -171,12 +171,16 @@ class IvfIndex:
         return table.column("_rowid").to_numpy(), values.reshape(len(col), dim)
 
     def pq_candidates(self, q: np.ndarray, nprobes: int) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids, PQ distances) of the rows in the probed partitions; l2 indexes code the
-        residual to the partition centroid."""
+        """(row ids, PQ distances) of the rows in the probed partitions: the codes are of the
+        residual to the partition centroid (of the normalised vector for cosine indexes,
+        which pylance searches with l2)."""
         ids, dists = [], []
+        query = q.astype(np.float32)
+        if self.metric == "cosine":
+            query = query / np.linalg.norm(query)
         for p in self.probe(q, nprobes):
             rows, codes = self.partition(int(p))
-            residual = q.astype(np.float32) - self.centroids[p].astype(np.float32)
+            residual = query - self.centroids[p].astype(np.float32)
             ids.append(rows)
             dists.append(self.pq.distances(residual, codes))
         if not ids:
@@ -208,7 +212,7 @@ def usable_index(ds, column: str, metric: str) -> IvfIndex | None:
         index = IvfIndex.open(ds.uri, metas[0])
     except UnsupportedError:
         return None
-    supported = ("l2",) if index.pq is not None else ("l2", "dot")
+    supported = ("l2", "cosine") if index.pq is not None else ("l2", "dot", "cosine")
     if index.metric != metric or index.metric not in supported:
         return None
     return index

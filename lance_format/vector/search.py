@@ -5,8 +5,8 @@ rows and, with ``prefilter=True``, rows failing the filter never reach the searc
 chunk is ranked against every query with one BLAS product and folded into a running top-k
 per query.  Only the winners' other columns are then read, by row address.  With
 ``prefilter=False`` the filter runs on those k rows, so fewer than k may come back, as in
-pylance.  With an IVF_FLAT (l2 or dot) or IVF_PQ (l2, 8-bit codes) index on the column, of
-the query's metric, and an explicit ``nprobes``, the probed partitions are searched instead,
+pylance.  With an IVF_FLAT (l2, cosine, dot) or IVF_PQ (l2, cosine; 8-bit codes) index on
+the column, of the query's metric, and an explicit ``nprobes``, the probed partitions are searched instead,
 the fragments the index does not cover exactly, and the two merged; every other search is
 exact.
 """
