@@ -58,11 +58,12 @@ class Plan:
 def checked_scanner(ds: Dataset, q: Query) -> Scanner | VectorScanner:
     """The scanner of the query's projection and filter; a bad column or filter is a
     BadRequest naming the key."""
-    try:
-        ds.scanner(columns=q.columns)
-    except (InvalidArgumentError, SchemaError) as exc:
-        raise BadRequest(f"'columns': {exc.problem}") from None
-    if q.nearest is not None:
+    if q.nearest is None:
+        try:
+            ds.scanner(columns=q.columns)
+        except (InvalidArgumentError, SchemaError) as exc:
+            raise BadRequest(f"'columns': {exc.problem}") from None
+    else:  # the columns may name _distance; the search checks them
         try:
             return ds.scanner(
                 columns=q.columns,

@@ -49,6 +49,8 @@ class VectorScanner:
             isinstance(columns, str) or not all(isinstance(c, str) for c in columns)
         ):
             raise InvalidArgumentError("columns must be a list of column names")
+        if columns is not None and self.query.batched:  # a client may echo the schema
+            columns = [c for c in columns if c != QUERY_INDEX]
         real = [c for c in columns if c != DISTANCE] if columns is not None else None
         # validates the projection and the filter before any data is read
         self._base = ds.scanner(
