@@ -142,22 +142,11 @@ class VectorScanner:
         if not fragments:
             return self._materialise(_merge(tops, fixed, q.k))
         # rows no index covers: searched exactly and merged
-        inner = self.ds.scanner(
-            columns=[q.column],
-            filter=self.options.filter if self.prefilter else None,
-            # row ids are the addresses unless the dataset has stable ones: read them once
-            with_row_id=self.ds.stable_row_ids,
-            with_row_address=True,
-            batch_size=self._chunk_rows(),
-            fragments=fragments,
-        )
-        for batch in inner.to_batches():
-            vectors, valid = _vectors(batch.column(0), q.dim)
+        for column, keep, row_ids, addresses in self._chunks(fragments):
+            vectors, valid = _vectors(column, q.dim, keep)
             if not len(vectors):
                 continue
-            addresses = batch.column(ROW_ADDRESS).to_numpy()[valid]
-            stable = self.ds.stable_row_ids
-            row_ids = batch.column(ROW_ID).to_numpy()[valid] if stable else addresses
+            row_ids, addresses = row_ids[valid], addresses[valid]
             x = vectors if q.metric == "hamming" else vectors.astype(np.float32, copy=False)
             x_norm2 = None if q.metric == "hamming" else squared_norms(x)
             chunk_scores = scores(q.metric, x, x_norm2, ranking, q_norms.astype(np.float32))
@@ -165,6 +154,38 @@ class VectorScanner:
                 tol = tolerance(q.metric, x, x_norm2, float(q_norms[i]))
                 top.add(chunk_scores[i], row_ids, addresses, vectors, tol)
         return self._materialise(_merge(tops, fixed, q.k))
+
+    def _chunks(self, fragments) -> Iterator[tuple]:
+        """(vector column, live mask or None, row ids, row addresses) of bounded chunks.
+        Without a pre-filter the vector column is read straight from each fragment (no
+        table is assembled around it); with one, the table scanner filters first."""
+        q = self.query
+        rows = self._chunk_rows()
+        stable = self.ds.stable_row_ids
+        if not (self.prefilter and self.options.filter is not None):
+            field = next(f for f in self.ds.lance_schema.fields if f.name == q.column)
+            for frag in fragments:
+                for start in range(0, frag.physical_rows, rows):
+                    stop = min(start + rows, frag.physical_rows)
+                    column = frag.read([field], (start, stop)).column(0)
+                    offsets = np.arange(start, stop, dtype=np.int64)
+                    addresses = frag.row_addresses(offsets)
+                    ids = frag.row_ids[offsets] if stable else addresses
+                    yield column, frag.live_mask(start, stop), ids, addresses
+            return
+        inner = self.ds.scanner(
+            columns=[q.column],
+            filter=self.options.filter,
+            # row ids are the addresses unless the dataset has stable ones: read them once
+            with_row_id=stable,
+            with_row_address=True,
+            batch_size=rows,
+            fragments=fragments,
+        )
+        for batch in inner.to_batches():
+            addresses = batch.column(ROW_ADDRESS).to_numpy()
+            ids = batch.column(ROW_ID).to_numpy() if stable else addresses
+            yield batch.column(0), None, ids, addresses
 
     def _search_index(self, index: IvfIndex, tops: list[RunningTopK], refine: int | None) -> list:
         """Candidates from the ``nprobes`` nearest partitions of an IVF index: live rows only,
@@ -263,9 +284,12 @@ def _merge(tops: list[RunningTopK], fixed: list, k: int) -> list:
     return out
 
 
-def _vectors(column: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """The non-null vectors of a fixed_size_list column as an (n, dim) array, and the mask of
-    the rows they come from (rows with a null vector are never results, as in pylance)."""
+def _vectors(
+    column: pa.Array | pa.ChunkedArray, dim: int, keep: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The non-null vectors of a fixed_size_list column (of the rows ``keep`` allows) as an
+    (n, dim) array, and the mask of the rows they come from (rows with a null vector are
+    never results, as in pylance)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     n = len(column)
@@ -274,7 +298,9 @@ def _vectors(column: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndarray, 
     if values.null_count and flat.dtype.kind != "f":
         flat = flat.astype(np.float32)
     matrix = flat.reshape(n, dim)
+    valid = np.ones(n, dtype=bool) if keep is None else keep
     if column.null_count:
-        valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        return matrix[valid], valid
-    return matrix, np.ones(n, dtype=bool)
+        valid = valid & np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if keep is None and not column.null_count:
+        return matrix, valid
+    return matrix[valid], valid
