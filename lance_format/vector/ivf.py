@@ -11,11 +11,11 @@ are nearest and ranks only their rows.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from .. import storage
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import index_pb2, table_pb2
 from ..reader import LanceFileReader
@@ -72,24 +72,24 @@ class ProductQuantizer:
     transposed: bool  # a partition's codes stored sub-vector-major
 
     @classmethod
-    def read(cls, storage: LanceFileReader) -> ProductQuantizer:
+    def read(cls, aux: LanceFileReader) -> ProductQuantizer:
         try:
-            (entry,) = json.loads((storage.schema.metadata or {})[b"storage_metadata"])
+            (entry,) = json.loads((aux.schema.metadata or {})[b"storage_metadata"])
             info = json.loads(entry)
             nbits, m, dim = int(info["nbits"]), int(info["num_sub_vectors"]), int(info["dimension"])
             position = int(info["codebook_position"])
         except (KeyError, ValueError, TypeError):
-            raise CorruptFileError("no readable PQ storage metadata", path=storage.path) from None
+            raise CorruptFileError("no readable PQ storage metadata", path=aux.path) from None
         if nbits != 8:
-            raise UnsupportedError(f"{nbits}-bit PQ codes are not read yet", path=storage.path)
+            raise UnsupportedError(f"{nbits}-bit PQ codes are not read yet", path=aux.path)
         if m <= 0 or dim % m:
-            raise CorruptFileError(f"PQ of {m} sub-vectors over dimension {dim}", path=storage.path)
+            raise CorruptFileError(f"PQ of {m} sub-vectors over dimension {dim}", path=aux.path)
         tensor = index_pb2.Tensor()
-        tensor.ParseFromString(storage.global_buffer(position))
+        tensor.ParseFromString(aux.global_buffer(position))
         dtype = _TENSOR_TYPES.get(tensor.data_type)
         size = m * (1 << nbits) * (dim // m)
         if dtype is None or len(tensor.data) != size * np.dtype(dtype).itemsize:
-            raise CorruptFileError("the PQ codebook does not match its metadata", path=storage.path)
+            raise CorruptFileError("the PQ codebook does not match its metadata", path=aux.path)
         codebook = np.frombuffer(tensor.data, dtype=dtype).reshape(m, 1 << nbits, dim // m)
         return cls(codebook.astype(np.float32), bool(info.get("transposed", False)))
 
@@ -113,13 +113,13 @@ class IvfIndex:
     starts: np.ndarray  # first row of each partition in the auxiliary file
     lengths: np.ndarray
     fragments: set[int] | None  # fragment ids the index covers
-    storage: LanceFileReader
+    rows: LanceFileReader  # auxiliary.idx: the indexed rows, grouped by partition
     pq: ProductQuantizer | None = None
 
     @classmethod
     def open(cls, root: str, meta: table_pb2.IndexMetadata) -> IvfIndex:
-        folder = os.path.join(root, "_indices", _uuid(meta))
-        index = LanceFileReader(os.path.join(folder, "index.idx"))
+        folder = storage.join(root, "_indices", _uuid(meta))
+        index = LanceFileReader(storage.open_file(storage.join(folder, "index.idx")))
         try:
             info = json.loads((index.schema.metadata or {})[b"lance:index"])
             index_type, metric = str(info["type"]).upper(), str(info["distance_type"]).lower()
@@ -127,13 +127,13 @@ class IvfIndex:
             raise CorruptFileError("no lance:index metadata", path=index.path) from None
         if index_type not in SUPPORTED:
             raise UnsupportedError(f"vector index type {index_type} is not read yet")
-        storage = LanceFileReader(os.path.join(folder, "auxiliary.idx"))
+        rows = LanceFileReader(storage.open_file(storage.join(folder, "auxiliary.idx")))
         centroids = _centroids(_ivf(index), index.path)
-        lengths = np.asarray(_ivf(storage).lengths, dtype=np.int64)
-        if len(lengths) != len(centroids) or lengths.sum() != storage.num_rows:
+        lengths = np.asarray(_ivf(rows).lengths, dtype=np.int64)
+        if len(lengths) != len(centroids) or lengths.sum() != rows.num_rows:
             raise CorruptFileError(
                 "IVF partition lengths do not match the centroids or the stored rows",
-                path=storage.path,
+                path=rows.path,
             )
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         return cls(
@@ -144,8 +144,8 @@ class IvfIndex:
             starts,
             lengths,
             _fragment_bitmap(meta),
-            storage,
-            ProductQuantizer.read(storage) if index_type == "IVF_PQ" else None,
+            rows,
+            ProductQuantizer.read(rows) if index_type == "IVF_PQ" else None,
         )
 
     def probe(self, q: np.ndarray, nprobes: int) -> np.ndarray:
@@ -162,7 +162,7 @@ class IvfIndex:
         IVF_PQ."""
         start, n = int(self.starts[p]), int(self.lengths[p])
         name = PQ_CODE if self.pq is not None else "flat"
-        table = self.storage.read_range(start, start + n, ["_rowid", name])
+        table = self.rows.read_range(start, start + n, ["_rowid", name])
         col = table.column(name).combine_chunks()
         dim = col.type.list_size
         values = col.values.slice(col.offset * dim, len(col) * dim).to_numpy(zero_copy_only=False)
