@@ -5,12 +5,15 @@ the oracle."""
 
 from __future__ import annotations
 
+import os
+
 import lance
 import numpy as np
 import pyarrow as pa
 import pytest
 from vector_helpers import random_vectors, write_vector_dataset
 
+from lance_format import storage
 from lance_format.table.dataset import dataset as open_dataset
 from lance_format.vector.ivf import IvfIndex, vector_indices
 
@@ -92,3 +95,21 @@ def test_same_rows_as_pylance_through_the_index(indexed, nprobes, refine_factor,
         approximate += exact["_rowid"].to_pylist() != got["_rowid"].to_pylist()
     if nprobes == 1:
         assert approximate  # one partition of eight misses true neighbours: the index was used
+
+
+def test_index_read_through_the_storage_layer(indexed):
+    """The same search over a copy of the dataset (data, manifests and index files) held in
+    the in-memory object store."""
+    uri = "memory://tests/vector-index-" + os.path.basename(os.path.dirname(indexed))
+    for folder, _, files in os.walk(indexed):
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), indexed).replace(os.sep, "/")
+            with open(os.path.join(folder, name), "rb") as f:
+                storage.put(f"{uri}/{rel}", f.read())
+    theirs, ours = lance.dataset(indexed), open_dataset(uri)
+    metric = IvfIndex.open(ours.uri, vector_indices(ours, "vec")[0]).metric
+    q = np.random.default_rng(12).standard_normal(DIM).astype(np.float32)
+    nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 2, "metric": metric}
+    want = theirs.to_table(nearest=nearest, with_row_id=True)
+    got = ours.to_table(nearest=nearest, with_row_id=True)
+    assert got["_rowid"].to_pylist() == want["_rowid"].to_pylist()
