@@ -66,7 +66,7 @@ def test_index_metadata_matches_pylance_statistics(indexed):
     assert index.fragments == {0, 1, 2}
 
 
-@pytest.mark.parametrize("nprobes, refine_factor", [(1, None), (3, None), (2, 3)])
+@pytest.mark.parametrize("nprobes, refine_factor", [(1, None), (3, None), (2, 3), (None, None)])
 @pytest.mark.parametrize(
     "kw",
     [{}, {"filter": "id % 3 = 0", "prefilter": True}, {"filter": "id % 3 = 0"}],
@@ -74,7 +74,7 @@ def test_index_metadata_matches_pylance_statistics(indexed):
 def test_same_rows_as_pylance_through_the_index(indexed, nprobes, refine_factor, kw):
     theirs, ours = lance.dataset(indexed), open_dataset(indexed)
     metric = IvfIndex.open(ours.uri, vector_indices(ours, "vec")[0]).metric
-    rng = np.random.default_rng(nprobes)
+    rng = np.random.default_rng(nprobes or 0)
     approximate = 0  # searches where the index gave other rows than an exact search
     for _ in range(5):
         nearest = {

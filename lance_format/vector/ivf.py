@@ -28,6 +28,35 @@ _TENSOR_TYPES = {
     index_pb2.Tensor.FLOAT64: "<f8",
 }
 SUPPORTED = ("IVF_FLAT", "IVF_PQ")
+# pylance's adaptive initial probe budget for float32 queries: per metric, per k bucket
+# (k <= 1, <= 10, <= 100, <= 200, <= 500, <= 1000), (relative margin, floor, cap)
+_K_BUCKETS = (1, 10, 100, 200, 500)
+_ADAPTIVE = {
+    "l2": (
+        (0.2175, 5, 19),
+        (0.265, 6, 24),
+        (0.33, 11, 38),
+        (0.375, 15, 56),
+        (0.3725, 22, 81),
+        (0.4175, 29, 93),
+    ),
+    "cosine": (
+        (0.235, 3, 50),
+        (0.2875, 8, 77),
+        (0.38, 7, 106),
+        (0.415, 18, 156),
+        (0.45, 28, 192),
+        (0.47, 34, 248),
+    ),
+    "dot": (
+        (0.14, 56, 112),
+        (0.055, 144, 432),
+        (0.0625, 200, 768),
+        (0.0675, 211, 833),
+        (0.07, 244, 971),
+        (0.0725, 279, 1092),
+    ),
+}
 PQ_CODE = "__pq_code"
 
 
@@ -148,14 +177,48 @@ class IvfIndex:
             ProductQuantizer.read(rows) if index_type == "IVF_PQ" else None,
         )
 
-    def probe(self, q: np.ndarray, nprobes: int) -> np.ndarray:
-        """The partitions to search: the ``nprobes`` nearest centroids by the index's metric
+    def centroid_order(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Partitions nearest first, with their centroid distances, by the index's metric
         (cosine indexes hold normalised vectors and are probed with l2)."""
         metric = "l2" if self.metric == "cosine" else self.metric
         query = q / np.linalg.norm(q) if self.metric == "cosine" else q
         d = exact_distances(metric, self.centroids, query.astype(self.centroids.dtype))
         order = np.lexsort((np.arange(len(d)), d))
-        return order[: min(nprobes, len(d))]
+        return order, d[order]
+
+    def probe(self, q: np.ndarray, nprobes: int) -> np.ndarray:
+        """The partitions to search: the ``nprobes`` nearest centroids."""
+        return self.centroid_order(q)[0][:nprobes]
+
+    def default_nprobes(self, q: np.ndarray, k: int, refine_factor: int | None) -> int:
+        """pylance's initial probe budget when ``nprobes`` is not given: for float32 queries
+        (k <= 1000, no refine above 1) the partitions whose centroid distance is within a
+        per-metric relative margin of the nearest, clamped to a per-k floor and cap; for
+        the others, those within a k-dependent multiple of the nearest distance."""
+        _, d = self.centroid_order(q)
+        if not len(d):
+            return 0
+        nearest = float(d[0])
+        adaptive = (
+            self.centroids.dtype == np.float32
+            and q.dtype == np.float32
+            and k <= 1000
+            and (refine_factor or 1) <= 1
+            and bool(np.isfinite(q).all())
+        )
+        if adaptive:
+            bucket = int(np.searchsorted(_K_BUCKETS, k))
+            margin, floor, cap = _ADAPTIVE[self.metric][bucket]
+            if not np.isfinite(nearest):
+                selected = len(d)
+            else:
+                scale = abs(1.0 - nearest) if self.metric == "dot" else nearest
+                gap = d.astype(np.float64) - nearest
+                selected = int(np.sum(np.isfinite(d) & (gap <= margin * scale)))
+            return min(max(selected, floor), cap, len(d))
+        factor = 0.6 if k <= 1 else 7.0 if k <= 10 else 81.0
+        threshold = np.float32(nearest) * np.float32(factor)
+        return min(max(1, int(np.sum(d <= threshold))), len(d))
 
     def partition(self, p: int) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, stored vectors) of partition ``p``; PQ codes (rows x sub-vectors) for
@@ -170,22 +233,14 @@ class IvfIndex:
             values = values.reshape(dim, n).T
         return table.column("_rowid").to_numpy(), values.reshape(len(col), dim)
 
-    def pq_candidates(self, q: np.ndarray, nprobes: int) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids, PQ distances) of the rows in the probed partitions: the codes are of the
-        residual to the partition centroid (of the normalised vector for cosine indexes,
-        which pylance searches with l2)."""
-        ids, dists = [], []
+    def pq_distances(self, q: np.ndarray, p: int, codes: np.ndarray) -> np.ndarray:
+        """PQ distances of partition ``p``'s coded rows: the codes are of the residual to the
+        partition centroid (of the normalised vector for cosine indexes, which pylance
+        searches with l2)."""
         query = q.astype(np.float32)
         if self.metric == "cosine":
             query = query / np.linalg.norm(query)
-        for p in self.probe(q, nprobes):
-            rows, codes = self.partition(int(p))
-            residual = query - self.centroids[p].astype(np.float32)
-            ids.append(rows)
-            dists.append(self.pq.distances(residual, codes))
-        if not ids:
-            return np.zeros(0, np.uint64), np.zeros(0, np.float32)
-        return np.concatenate(ids), np.concatenate(dists)
+        return self.pq.distances(query - self.centroids[p].astype(np.float32), codes)
 
 
 def vector_indices(ds, column: str) -> list[table_pb2.IndexMetadata]:

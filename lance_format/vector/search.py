@@ -1,14 +1,16 @@
-"""Exact k-nearest-neighbour search, with pylance's ``to_table(nearest=...)`` semantics.
+"""k-nearest-neighbour search, with pylance's ``to_table(nearest=...)`` semantics.
 
-The vector column is streamed through the table scanner in chunks of a bounded size (deleted
-rows and, with ``prefilter=True``, rows failing the filter never reach the search); each
-chunk is ranked against every query with one BLAS product and folded into a running top-k
-per query.  Only the winners' other columns are then read, by row address.  With
-``prefilter=False`` the filter runs on those k rows, so fewer than k may come back, as in
-pylance.  With an IVF_FLAT (l2, cosine, dot) or IVF_PQ (l2, cosine; 8-bit codes) index on
-the column, of the query's metric, and an explicit ``nprobes``, the probed partitions are searched instead,
-the fragments the index does not cover exactly, and the two merged; every other search is
-exact.
+Exact search streams the vector column in chunks of a bounded size (deleted rows and, with
+``prefilter=True``, rows failing the filter never reach it); each chunk is ranked against
+every query with one BLAS product and folded into a running top-k per query.  Only the
+winners' other columns are then read, by row address.  With ``prefilter=False`` the filter
+runs on those k rows, so fewer than k may come back, as in pylance.
+
+With an IVF_FLAT (l2, cosine, dot) or IVF_PQ (l2, cosine; 8-bit codes) index on the column,
+of the query's metric, and ``use_index`` left on, the probed partitions are searched instead
+(``nprobes`` of them, or pylance's adaptive budget when it is not given), the fragments the
+index does not cover exactly, and the two merged.  Other indexes (several segments, HNSW,
+SQ, 4-bit PQ, stable row ids) fall back to exact search.
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ class VectorScanner:
         )
         tops = [RunningTopK(q.k, q.metric, v) for v in q.queries]
         fragments = self.ds.get_fragments()
-        index = usable_index(self.ds, q.column, q.metric) if q.use_index and q.nprobes else None
+        index = usable_index(self.ds, q.column, q.metric) if q.use_index else None
         fixed: list = [None] * len(tops)
         if index is not None:
             if index.fragments is not None:
@@ -202,30 +204,43 @@ class VectorScanner:
             )
         fixed = []
         for top, query in zip(tops, q.queries, strict=True):
+            ids, data = self._probe(index, query, allowed)
             if index.pq is not None:
-                ids, dist = index.pq_candidates(query, q.nprobes)
-            else:
-                parts = [index.partition(int(p)) for p in index.probe(query, q.nprobes)]
-                ids = np.concatenate([p[0] for p in parts])
-                vectors = np.concatenate([p[1] for p in parts])
-            keep = live_addresses(self.ds, ids)
-            if allowed is not None:
-                keep &= np.isin(ids, allowed)
-            ids = ids[keep]
-            if index.pq is not None:
-                fixed.append(self._rank_pq(top, ids, dist[keep], refine))
+                fixed.append(self._rank_pq(top, ids, data, refine))
                 continue
             fixed.append(None)
-            vectors = vectors[keep]
             if not len(ids):
                 continue
-            x = vectors.astype(np.float32, copy=False)
+            x = data.astype(np.float32, copy=False)
             x_norm2 = squared_norms(x)
             q32 = query.astype(np.float32)[None, :]
             q_norm = float(np.linalg.norm(query.astype(np.float64)))
             s = scores(q.metric, x, x_norm2, q32, np.array([q_norm], np.float32))[0]
-            top.add(s, ids, ids, vectors, tolerance(q.metric, x, x_norm2, q_norm))
+            top.add(s, ids, ids, data, tolerance(q.metric, x, x_norm2, q_norm))
         return fixed
+
+    def _probe(self, index: IvfIndex, query: np.ndarray, allowed) -> tuple:
+        """(row ids, stored vectors or PQ distances) of the live, allowed rows of the probed
+        partitions.  Without an explicit ``nprobes``, pylance's initial budget, then further
+        partitions, nearest first, while fewer than k rows qualify (filters, deletions)."""
+        q = self.query
+        order, _ = index.centroid_order(query)
+        budget = q.nprobes or index.default_nprobes(query, q.k, q.refine_factor)
+        ids, data, found = [], [], 0
+        for i, p in enumerate(order.tolist()):
+            if i >= budget and (q.nprobes is not None or found >= q.k):
+                break
+            rows, stored = index.partition(p)
+            keep = live_addresses(self.ds, rows)
+            if allowed is not None:
+                keep &= np.isin(rows, allowed)
+            rows, stored = rows[keep], stored[keep]
+            ids.append(rows)
+            data.append(index.pq_distances(query, p, stored) if index.pq is not None else stored)
+            found += len(rows)
+        if not ids:
+            return np.zeros(0, np.uint64), np.zeros((0, q.dim), np.float32)
+        return np.concatenate(ids), np.concatenate(data)
 
     def _rank_pq(self, top: RunningTopK, ids: np.ndarray, dist: np.ndarray, refine: int | None):
         """The k best by PQ distance, or with ``refine`` the k * refine best re-ranked by
