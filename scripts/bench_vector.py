@@ -6,6 +6,8 @@ Data: seeded float32 vectors (standard normal), written once by pylance into --d
 dataset and metric (l2, cosine, dot), --queries query vectors are searched with k=10,
 ``use_index=False`` (exact); each side is warmed up once, then timed alternately, best of --repeat per query,
 summed over the queries.  The top-k row ids are compared as a sanity check.
+With ``--ivf-pq``, an IVF_PQ index (built once by pylance on a copy of each dataset) is also
+searched with k=10, nprobes=20 by both sides.
 Ratios are ours/pylance latency: below 1 means we are faster.
 
 Example (smoke):  python scripts/bench_vector.py --quick --repeat 1
@@ -74,6 +76,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--metrics", default="l2,cosine,dot")
+    ap.add_argument("--ivf-pq", action="store_true", help="also time an IVF_PQ index search")
     args = ap.parse_args()
 
     import lance
@@ -104,6 +107,44 @@ def main() -> None:
                 f"{f'{n}x{dim}':>16} {metric:>7} {t_ours:9.3f} {t_theirs:10.3f} "
                 f"{t_ours / t_theirs:7.2f}  {same}"
             )
+        if args.ivf_pq:
+            bench_ivf_pq(path, n, dim, queries, args.repeat)
+
+
+def bench_ivf_pq(path: str, n: int, dim: int, queries: np.ndarray, repeat: int) -> None:
+    """IVF_PQ search (k=10, nprobes=20) over a pylance-built index on a copy of ``path``."""
+    import shutil
+
+    import lance
+
+    from lance_format.table.dataset import dataset as open_dataset
+
+    indexed = path.replace(".lance", "_ivfpq.lance")
+    if not os.path.isdir(indexed):
+        shutil.copytree(path, indexed + ".tmp")
+        t0 = time.perf_counter()
+        lance.dataset(indexed + ".tmp").create_index(
+            "vec", "IVF_PQ", num_partitions=max(16, int(np.sqrt(n))), num_sub_vectors=dim // 8
+        )
+        print(f"{f'{n}x{dim}':>16} pylance IVF_PQ build {time.perf_counter() - t0:.1f} s")
+        os.rename(indexed + ".tmp", indexed)
+    theirs, ours = lance.dataset(indexed), open_dataset(indexed)
+    t_ours = t_theirs = 0.0
+    agree = total = 0
+    for q in queries:
+        kw = {"columns": ["id"], "nearest": {"column": "vec", "q": q, "k": 10, "nprobes": 20}}
+        ours.to_table(**kw)
+        theirs.to_table(**kw)
+        dt, got = best(ours, kw, repeat)
+        t_ours += dt
+        dt, want = best(theirs, kw, repeat)
+        t_theirs += dt
+        agree += len(set(got["id"].to_pylist()) & set(want["id"].to_pylist()))
+        total += len(want)
+    print(
+        f"{f'{n}x{dim}':>16} {'ivf_pq':>7} {t_ours:9.3f} {t_theirs:10.3f} "
+        f"{t_ours / t_theirs:7.2f}  top-k agreement {agree}/{total}"
+    )
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ are nearest and ranks only their rows.
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,6 +59,7 @@ _ADAPTIVE = {
     ),
 }
 PQ_CODE = "__pq_code"
+INDEX_CACHE_SIZE = 16  # opened indexes kept (centroids, codebook, PQ codes read so far)
 
 
 def _uuid(meta: table_pb2.IndexMetadata) -> str:
@@ -125,10 +127,11 @@ class ProductQuantizer:
     def distances(self, residual: np.ndarray, codes: np.ndarray) -> np.ndarray:
         """Squared l2 from ``residual`` to each coded row: a per-sub-space distance table,
         summed over the codes (float32, as pylance sums it)."""
-        m, _, sub = self.codebook.shape
-        parts = residual.astype(np.float32).reshape(m, 1, sub)
-        table = ((self.codebook - parts) ** 2).sum(axis=2, dtype=np.float32)  # (m, 2**nbits)
-        return table[np.arange(m)[None, :], codes].sum(axis=1, dtype=np.float32)
+        m, size, sub = self.codebook.shape
+        diff = self.codebook - residual.astype(np.float32).reshape(m, 1, sub)
+        table = np.einsum("mks,mks->mk", diff, diff)  # (m, 2**nbits)
+        flat = codes.astype(np.intp) + (np.arange(m, dtype=np.intp) * size)[None, :]
+        return table.ravel()[flat].sum(axis=1, dtype=np.float32)
 
 
 @dataclass
@@ -144,6 +147,7 @@ class IvfIndex:
     fragments: set[int] | None  # fragment ids the index covers
     rows: LanceFileReader  # auxiliary.idx: the indexed rows, grouped by partition
     pq: ProductQuantizer | None = None
+    _codes: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, root: str, meta: table_pb2.IndexMetadata) -> IvfIndex:
@@ -222,7 +226,16 @@ class IvfIndex:
 
     def partition(self, p: int) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, stored vectors) of partition ``p``; PQ codes (rows x sub-vectors) for
-        IVF_PQ."""
+        IVF_PQ, kept in memory once read (they are a few bytes a row, and index files never
+        change: a new index gets a new directory)."""
+        if self.pq is None:
+            return self._read_partition(p)
+        cached = self._codes.get(p)
+        if cached is None:
+            cached = self._codes[p] = self._read_partition(p)
+        return cached
+
+    def _read_partition(self, p: int) -> tuple[np.ndarray, np.ndarray]:
         start, n = int(self.starts[p]), int(self.lengths[p])
         name = PQ_CODE if self.pq is not None else "flat"
         table = self.rows.read_range(start, start + n, ["_rowid", name])
@@ -264,13 +277,21 @@ def usable_index(ds, column: str, metric: str) -> IvfIndex | None:
     if len(metas) != 1:
         return None
     try:
-        index = IvfIndex.open(ds.uri, metas[0])
+        index = _open_index(ds.uri, metas[0].SerializeToString())
     except UnsupportedError:
         return None
     supported = ("l2", "cosine") if index.pq is not None else ("l2", "dot", "cosine")
     if index.metric != metric or index.metric not in supported:
         return None
     return index
+
+
+@functools.lru_cache(maxsize=INDEX_CACHE_SIZE)
+def _open_index(root: str, meta_bytes: bytes) -> IvfIndex:
+    """Opened indexes, by dataset and index entry: an index directory is immutable."""
+    meta = table_pb2.IndexMetadata()
+    meta.ParseFromString(meta_bytes)
+    return IvfIndex.open(root, meta)
 
 
 def live_addresses(ds, addresses: np.ndarray) -> np.ndarray:
