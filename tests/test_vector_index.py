@@ -113,3 +113,21 @@ def test_index_read_through_the_storage_layer(indexed):
     want = theirs.to_table(nearest=nearest, with_row_id=True)
     got = ours.to_table(nearest=nearest, with_row_id=True)
     assert got["_rowid"].to_pylist() == want["_rowid"].to_pylist()
+
+
+@pytest.mark.filterwarnings("ignore:The 'list_indices' method is deprecated:DeprecationWarning")
+def test_list_indices_as_pylance(indexed, tmp_path):
+    theirs = lance.dataset(indexed).list_indices()
+    ours = open_dataset(indexed).list_indices()
+    for entry in theirs:
+        entry["fragment_ids"] = set(entry["fragment_ids"])
+    assert ours == theirs
+    # scalar indexes are named by their details message
+    path = str(tmp_path / "scalar.lance")
+    lance.write_dataset(pa.table({"a": np.arange(50), "s": [str(i) for i in range(50)]}), path)
+    lance.dataset(path).create_scalar_index("a", "BTREE")
+    lance.dataset(path).create_scalar_index("s", "BITMAP")
+    want = lance.dataset(path).list_indices()
+    for entry in want:
+        entry["fragment_ids"] = set(entry["fragment_ids"])
+    assert open_dataset(path).list_indices() == want

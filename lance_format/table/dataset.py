@@ -32,6 +32,7 @@ from . import (
     deletion,
     features,
     filters,
+    indices,
     manifest,
     paths,
     staging,
@@ -137,6 +138,10 @@ class Dataset:
             m = manifest.read_manifest(entry.path)
             out.append({"version": m.version, "timestamp": m.timestamp, "metadata": {}})
         return out
+
+    def list_indices(self) -> list[dict]:
+        """The index segments of this version, as pylance's ``list_indices`` gives them."""
+        return indices.list_indices(self)
 
     @property
     def tags(self) -> tags.Tags:

@@ -134,6 +134,24 @@ class ProductQuantizer:
         return table.ravel()[flat].sum(axis=1, dtype=np.float32)
 
 
+def _index_info(root: str, meta: table_pb2.IndexMetadata) -> tuple[LanceFileReader, dict]:
+    """``index.idx`` of an index entry and its ``lance:index`` metadata (type, metric)."""
+    path = storage.join(root, "_indices", _uuid(meta), "index.idx")
+    index = LanceFileReader(storage.open_file(path))
+    try:
+        info = json.loads((index.schema.metadata or {})[b"lance:index"])
+        if not isinstance(info, dict):
+            raise ValueError("not an object")
+    except (KeyError, ValueError):
+        raise CorruptFileError("no lance:index metadata", path=index.path) from None
+    return index, info
+
+
+def vector_index_type(root: str, meta: table_pb2.IndexMetadata) -> str:
+    """The type a vector index's files name (IVF_FLAT, IVF_PQ, IVF_HNSW_SQ, ...)."""
+    return str(_index_info(root, meta)[1].get("type", "")).upper()
+
+
 @dataclass
 class IvfIndex:
     """One IVF index segment: centroids, partition row ranges, and its stored rows."""
@@ -152,12 +170,11 @@ class IvfIndex:
     @classmethod
     def open(cls, root: str, meta: table_pb2.IndexMetadata) -> IvfIndex:
         folder = storage.join(root, "_indices", _uuid(meta))
-        index = LanceFileReader(storage.open_file(storage.join(folder, "index.idx")))
+        index, info = _index_info(root, meta)
         try:
-            info = json.loads((index.schema.metadata or {})[b"lance:index"])
             index_type, metric = str(info["type"]).upper(), str(info["distance_type"]).lower()
-        except (KeyError, ValueError, TypeError):
-            raise CorruptFileError("no lance:index metadata", path=index.path) from None
+        except KeyError:
+            raise CorruptFileError("no index type or metric", path=index.path) from None
         if index_type not in SUPPORTED:
             raise UnsupportedError(f"vector index type {index_type} is not read yet")
         rows = LanceFileReader(storage.open_file(storage.join(folder, "auxiliary.idx")))
