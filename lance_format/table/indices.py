@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..pb import table_pb2
-from ..vector.ivf import _uuid, vector_index_type
+from ..vector.ivf import index_uuid, vector_index_type
 from .conflicts import _fragment_bitmap
 
 _DETAILS_SUFFIX = "IndexDetails"
@@ -28,7 +28,7 @@ def list_indices(ds) -> list[dict]:
             {
                 "name": meta.name,
                 "type": index_type(ds.uri, meta),
-                "uuid": _uuid(meta),
+                "uuid": index_uuid(meta),
                 "fields": [names.get(f, str(f)) for f in meta.fields],
                 "version": int(meta.dataset_version),
                 "fragment_ids": _fragment_bitmap(meta) or set(),

@@ -62,7 +62,7 @@ PQ_CODE = "__pq_code"
 INDEX_CACHE_SIZE = 16  # opened indexes kept (centroids, codebook, PQ codes read so far)
 
 
-def _uuid(meta: table_pb2.IndexMetadata) -> str:
+def index_uuid(meta: table_pb2.IndexMetadata) -> str:
     h = meta.uuid.uuid.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
@@ -136,7 +136,7 @@ class ProductQuantizer:
 
 def _index_info(root: str, meta: table_pb2.IndexMetadata) -> tuple[LanceFileReader, dict]:
     """``index.idx`` of an index entry and its ``lance:index`` metadata (type, metric)."""
-    path = storage.join(root, "_indices", _uuid(meta), "index.idx")
+    path = storage.join(root, "_indices", index_uuid(meta), "index.idx")
     index = LanceFileReader(storage.open_file(path))
     try:
         info = json.loads((index.schema.metadata or {})[b"lance:index"])
@@ -169,7 +169,7 @@ class IvfIndex:
 
     @classmethod
     def open(cls, root: str, meta: table_pb2.IndexMetadata) -> IvfIndex:
-        folder = storage.join(root, "_indices", _uuid(meta))
+        folder = storage.join(root, "_indices", index_uuid(meta))
         index, info = _index_info(root, meta)
         try:
             index_type, metric = str(info["type"]).upper(), str(info["distance_type"]).lower()
