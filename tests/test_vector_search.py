@@ -289,3 +289,11 @@ def test_with_row_address_and_count(f32, queries):
     assert open_dataset(f32).scanner(nearest=nearest, filter="id % 2 = 0").count_rows() == len(
         lance.dataset(f32).to_table(nearest=nearest, filter="id % 2 = 0")
     )
+
+
+def test_candidate_memory_is_bounded_before_searching(f32):
+    q = np.zeros((64, DIM), np.float32)
+    with pytest.raises(InvalidArgumentError, match="MiB of candidates"):
+        open_dataset(f32).to_table(nearest={"column": "vec", "q": q, "k": 1 << 20})
+    with pytest.raises(InvalidArgumentError, match="at most"):
+        open_dataset(f32).to_table(nearest={"column": "vec", "q": q[0], "k": (1 << 20) + 1})

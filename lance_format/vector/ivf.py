@@ -63,6 +63,7 @@ INDEX_CACHE_SIZE = 16  # opened indexes kept (centroids, codebook, PQ codes read
 
 
 def index_uuid(meta: table_pb2.IndexMetadata) -> str:
+    """The index's directory name under ``_indices/`` (its UUID, hyphenated)."""
     h = meta.uuid.uuid.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 

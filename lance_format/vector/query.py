@@ -18,7 +18,9 @@ from ..errors import InvalidArgumentError
 from .metrics import FLOAT_METRICS, normalise_metric
 
 DEFAULT_K = 10
-MAX_K = 1 << 20  # every query keeps k candidates with their vectors in memory
+MAX_K = 1 << 20
+# every query keeps up to about 2k candidates with their vectors in memory
+MAX_CANDIDATE_BYTES = 2 << 30
 KEYS = {"column", "q", "k", "metric", "nprobes", "refine_factor", "use_index"}
 _ELEMENT_TYPES = {
     pa.float16(): np.float16,
@@ -130,9 +132,17 @@ def parse_nearest(nearest: object, schema: pa.Schema) -> NearestQuery:
     k = _positive_int(nearest, "k", DEFAULT_K)
     if k > MAX_K:
         raise InvalidArgumentError(f"nearest 'k' must be at most {MAX_K}, got {k}")
+    queries = np.ascontiguousarray(arr.reshape(-1, dim).astype(element))
+    held = 2 * k * len(queries) * dim * queries.itemsize
+    if held > MAX_CANDIDATE_BYTES:
+        raise InvalidArgumentError(
+            f"k={k} for {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} of dimension "
+            f"{dim} would hold about {held >> 20} MiB of candidates (limit "
+            f"{MAX_CANDIDATE_BYTES >> 20} MiB): ask for fewer neighbours or queries"
+        )
     return NearestQuery(
         column=column,
-        queries=np.ascontiguousarray(arr.reshape(-1, dim).astype(element)),
+        queries=queries,
         k=k,
         metric=metric,
         batched=arr.ndim == 2,
