@@ -23,21 +23,22 @@ DIM = 16
 @pytest.fixture(
     scope="module",
     params=[
-        ("IVF_FLAT", "l2", True),
-        ("IVF_FLAT", "dot", True),
-        ("IVF_FLAT", "cosine", True),
-        ("IVF_PQ", "l2", True),
-        ("IVF_PQ", "l2", False),  # every fragment indexed: PQ distances are reported
-        ("IVF_PQ", "cosine", False),
-        ("IVF_PQ", "cosine", True),
+        ("IVF_FLAT", "l2", True, None),
+        ("IVF_FLAT", "dot", True, None),
+        ("IVF_FLAT", "cosine", True, None),
+        ("IVF_PQ", "l2", True, 8),
+        ("IVF_PQ", "l2", False, 8),  # every fragment indexed: PQ distances are reported
+        ("IVF_PQ", "cosine", False, 8),
+        ("IVF_PQ", "cosine", True, 8),
+        ("IVF_PQ", "l2", False, 4),  # two codes a byte
     ],
-    ids=lambda p: f"{p[0]}-{p[1]}-{'appended' if p[2] else 'covered'}",
+    ids=lambda p: f"{p[0]}{p[3] or ''}-{p[1]}-{'appended' if p[2] else 'covered'}",
 )
 def indexed(request, tmp_path_factory) -> str:
-    index_type, metric, append = request.param
+    index_type, metric, append, nbits = request.param
     path = tmp_path_factory.mktemp("ivf") / "ds.lance"
     write_vector_dataset(path, n=3000, dim=DIM, seed=4, rows_per_file=1000)
-    extra_args = {"num_sub_vectors": 4} if index_type == "IVF_PQ" else {}
+    extra_args = {"num_sub_vectors": 4, "num_bits": nbits} if index_type == "IVF_PQ" else {}
     lance.dataset(str(path)).create_index(
         "vec", index_type=index_type, num_partitions=8, metric=metric, **extra_args
     )

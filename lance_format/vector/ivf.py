@@ -112,8 +112,8 @@ class ProductQuantizer:
             position = int(info["codebook_position"])
         except (KeyError, ValueError, TypeError):
             raise CorruptFileError("no readable PQ storage metadata", path=aux.path) from None
-        if nbits != 8:
-            raise UnsupportedError(f"{nbits}-bit PQ codes are not read yet", path=aux.path)
+        if nbits not in (4, 8):
+            raise UnsupportedError(f"{nbits}-bit PQ codes are not read", path=aux.path)
         if m <= 0 or dim % m:
             raise CorruptFileError(f"PQ of {m} sub-vectors over dimension {dim}", path=aux.path)
         tensor = index_pb2.Tensor()
@@ -125,9 +125,21 @@ class ProductQuantizer:
         codebook = np.frombuffer(tensor.data, dtype=dtype).reshape(m, 1 << nbits, dim // m)
         return cls(codebook.astype(np.float32), bool(info.get("transposed", False)))
 
+    def unpack(self, stored: np.ndarray) -> np.ndarray:
+        """(rows, num_sub_vectors) codes from the stored bytes: 4-bit codes come two a byte,
+        the even sub-vector in the low nibble."""
+        m, size, _ = self.codebook.shape
+        if size == 256:
+            return stored
+        codes = np.empty((len(stored), stored.shape[1] * 2), dtype=np.uint8)
+        codes[:, 0::2] = stored & 0x0F
+        codes[:, 1::2] = stored >> 4
+        return codes[:, :m]
+
     def distances(self, residual: np.ndarray, codes: np.ndarray) -> np.ndarray:
         """Squared l2 from ``residual`` to each coded row: a per-sub-space distance table,
         summed over the codes (float32, as pylance sums it)."""
+        codes = self.unpack(codes)
         m, size, sub = self.codebook.shape
         diff = self.codebook - residual.astype(np.float32).reshape(m, 1, sub)
         table = np.einsum("mks,mks->mk", diff, diff)  # (m, 2**nbits)
