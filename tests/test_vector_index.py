@@ -132,3 +132,32 @@ def test_list_indices_as_pylance(indexed, tmp_path):
     for entry in want:
         entry["fragment_ids"] = set(entry["fragment_ids"])
     assert open_dataset(path).list_indices() == want
+
+
+@pytest.mark.parametrize("index_type", ["IVF_FLAT", "IVF_PQ"])
+def test_stable_row_ids(tmp_path, index_type):
+    """With stable row ids the index stores ids, not addresses: rows still map back to
+    their data after deletions and appends."""
+    path = tmp_path / "stable.lance"
+    write_vector_dataset(
+        path, n=2000, dim=DIM, seed=6, rows_per_file=700, enable_stable_row_ids=True
+    )
+    extra = {"num_sub_vectors": 4} if index_type == "IVF_PQ" else {}
+    lance.dataset(str(path)).create_index("vec", index_type=index_type, num_partitions=6, **extra)
+    lance.dataset(str(path)).delete("id % 5 = 1")
+    more = pa.table(
+        {
+            "id": pa.array(np.arange(2000, 2300)),
+            "label": pa.array(["new"] * 300),
+            "vec": random_vectors(np.random.default_rng(2), 300, DIM),
+        }
+    )
+    lance.write_dataset(more, str(path), mode="append")
+    theirs, ours = lance.dataset(str(path)), open_dataset(str(path))
+    rng = np.random.default_rng(5)
+    for nprobes in (2, None):
+        for kw in ({}, {"filter": "id % 2 = 0", "prefilter": True}):
+            nearest = {"column": "vec", "q": rng.standard_normal(DIM), "k": 10, "nprobes": nprobes}
+            want = theirs.to_table(nearest=nearest, with_row_id=True, **kw)
+            got = ours.to_table(nearest=nearest, with_row_id=True, **kw)
+            assert got.select(["id", "_rowid"]).equals(want.select(["id", "_rowid"]))

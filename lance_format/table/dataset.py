@@ -340,7 +340,8 @@ class Dataset:
         return self._gather(addresses, len(addr), columns)
 
     @functools.cached_property
-    def _row_id_map(self) -> tuple[np.ndarray, np.ndarray]:
+    def row_id_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """(stable row ids ascending, their row addresses) of this version's rows."""
         ids, addrs = [], []
         for f in self._fragments:
             rid = f.row_ids
@@ -355,7 +356,7 @@ class Dataset:
         return ids_all[order], addrs_all[order]
 
     def _row_id_index(self, ids: np.ndarray) -> np.ndarray:
-        keys, addrs = self._row_id_map
+        keys, addrs = self.row_id_map
         pos = np.searchsorted(keys, ids)
         pos = np.minimum(pos, max(len(keys) - 1, 0))
         if not len(keys) or (keys[pos] != ids).any():

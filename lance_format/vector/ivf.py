@@ -299,10 +299,8 @@ def vector_indices(ds, column: str) -> list[table_pb2.IndexMetadata]:
 
 
 def usable_index(ds, column: str, metric: str) -> IvfIndex | None:
-    """The IVF index this search can use: one segment, a type read here, the query's metric,
-    row ids that are row addresses.  None means an exact search (the caller says so)."""
-    if ds.stable_row_ids:
-        return None
+    """The IVF index this search can use: one segment, a type read here, the query's metric.
+    None means an exact search."""
     metas = vector_indices(ds, column)
     if len(metas) != 1:
         return None

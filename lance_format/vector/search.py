@@ -10,7 +10,7 @@ With an IVF_FLAT (l2, cosine, dot) or IVF_PQ (l2, cosine; 8- or 4-bit codes) ind
 column, of the query's metric, and ``use_index`` left on, the probed partitions are searched instead
 (``nprobes`` of them, or pylance's adaptive budget when it is not given), the fragments the
 index does not cover exactly, and the two merged.  Other indexes (several segments, HNSW,
-SQ, stable row ids) fall back to exact search.
+SQ) fall back to exact search.
 """
 
 from __future__ import annotations
@@ -204,9 +204,9 @@ class VectorScanner:
             )
         fixed = []
         for top, query in zip(tops, q.queries, strict=True):
-            ids, data = self._probe(index, query, allowed)
+            ids, addresses, data = self._probe(index, query, allowed)
             if index.pq is not None:
-                fixed.append(self._rank_pq(top, ids, data, refine))
+                fixed.append(self._rank_pq(top, ids, addresses, data, refine))
                 continue
             fixed.append(None)
             if not len(ids):
@@ -216,47 +216,60 @@ class VectorScanner:
             q32 = query.astype(np.float32)[None, :]
             q_norm = float(np.linalg.norm(query.astype(np.float64)))
             s = scores(q.metric, x, x_norm2, q32, np.array([q_norm], np.float32))[0]
-            top.add(s, ids, ids, data, tolerance(q.metric, x, x_norm2, q_norm))
+            top.add(s, ids, addresses, data, tolerance(q.metric, x, x_norm2, q_norm))
         return fixed
 
     def _probe(self, index: IvfIndex, query: np.ndarray, allowed) -> tuple:
-        """(row ids, stored vectors or PQ distances) of the live, allowed rows of the probed
-        partitions.  Without an explicit ``nprobes``, pylance's initial budget, then further
-        partitions, nearest first, while fewer than k rows qualify (filters, deletions)."""
+        """(row ids, row addresses, stored vectors or PQ distances) of the live, allowed rows
+        of the probed partitions.  Without an explicit ``nprobes``, pylance's initial budget,
+        then further partitions, nearest first, while fewer than k rows qualify (filters,
+        deletions)."""
         q = self.query
         order, _ = index.centroid_order(query)
         budget = q.nprobes or index.default_nprobes(query, q.k, q.refine_factor)
-        ids, data, found = [], [], 0
+        ids, addrs, data, found = [], [], [], 0
         for i, p in enumerate(order.tolist()):
             if i >= budget and (q.nprobes is not None or found >= q.k):
                 break
             rows, stored = index.partition(p)
-            keep = live_addresses(self.ds, rows)
+            addresses, keep = self._addresses(rows)
+            keep &= live_addresses(self.ds, addresses)
             if allowed is not None:
-                keep &= np.isin(rows, allowed)
-            rows, stored = rows[keep], stored[keep]
+                keep &= np.isin(addresses, allowed)
+            rows, addresses, stored = rows[keep], addresses[keep], stored[keep]
             ids.append(rows)
+            addrs.append(addresses)
             data.append(index.pq_distances(query, p, stored) if index.pq is not None else stored)
             found += len(rows)
         if not ids:
-            return np.zeros(0, np.uint64), np.zeros((0, q.dim), np.float32)
-        return np.concatenate(ids), np.concatenate(data)
+            empty = np.zeros(0, np.uint64)
+            return empty, empty, np.zeros((0, q.dim), np.float32)
+        return np.concatenate(ids), np.concatenate(addrs), np.concatenate(data)
 
-    def _rank_pq(self, top: RunningTopK, ids: np.ndarray, dist: np.ndarray, refine: int | None):
+    def _addresses(self, row_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row addresses of an index's row ids (the same unless the dataset has stable row
+        ids) and which of them this version still has."""
+        if not self.ds.stable_row_ids:
+            return row_ids, np.ones(len(row_ids), dtype=bool)
+        keys, addrs = self.ds.row_id_map
+        pos = np.minimum(np.searchsorted(keys, row_ids), max(len(keys) - 1, 0))
+        found = (keys[pos] == row_ids) if len(keys) else np.zeros(len(row_ids), dtype=bool)
+        return np.where(found, addrs[pos] if len(keys) else row_ids, row_ids), found
+
+    def _rank_pq(self, top: RunningTopK, ids, addresses, dist, refine: int | None):
         """The k best by PQ distance, or with ``refine`` the k * refine best re-ranked by
         their exact distance (they join the running top-k with their vectors)."""
         q = self.query
         order = np.lexsort((ids, dist))
         if not refine:
             order = order[: q.k]
-            return dist[order], ids[order], ids[order]
+            return dist[order], ids[order], addresses[order]
         order = order[: q.k * refine]
-        ids = ids[order]
-        column = self.ds.take_addresses(ids, columns=[q.column]).column(0)
+        ids, addresses = ids[order], addresses[order]
+        column = self.ds.take_addresses(addresses, columns=[q.column]).column(0)
         vectors, valid = _vectors(column, q.dim)
-        ids = ids[valid]
         exact = exact_distances(q.metric, vectors, top.query)
-        top.add(exact, ids, ids, vectors, 0.0)
+        top.add(exact, ids[valid], addresses[valid], vectors, 0.0)
         return None
 
     def _materialise(self, results) -> pa.Table:
