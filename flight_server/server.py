@@ -30,6 +30,7 @@ from . import requestlog, tls
 from .actions import ACTIONS
 from .catalog import Catalog
 from .errors import BadRequest, NotFound, Unavailable, flight_errors, guarded, schema_errors
+from .incoming import read_batches, stream_schema
 from .ingest import PutOptions, ingest, parse_put
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
@@ -242,18 +243,10 @@ class LanceFlightServer(flight.FlightServerBase):
         else:
             opts = parse_put(parse_json(descriptor.command, "the put command"))
         requestlog.annotate(context, dataset=opts.dataset, mode=opts.mode)
-
-        def batches() -> Iterator[pa.RecordBatch]:
-            for chunk in reader:
-                if context.is_cancelled():
-                    raise flight.FlightCancelledError("the client cancelled the put")
-                self._check_running()
-                if chunk.data is not None and chunk.data.num_rows:
-                    yield chunk.data
-            # a client that vanished mid-stream looks like the end of the stream to the
-            # reader; only the call's cancellation tells it apart from done_writing()
-            if context.is_cancelled():
-                raise flight.FlightCancelledError("the client went away during the put")
+        what = "the put"
+        schema = stream_schema(reader, what)
+        if schema is None:
+            raise BadRequest("the put sent no data: a stream needs at least its schema")
 
         def on_rows(rows: int, nbytes: int) -> None:
             requestlog.accumulate(context, rows=rows, bytes=nbytes)
@@ -261,7 +254,8 @@ class LanceFlightServer(flight.FlightServerBase):
                 self.metrics.record_written(rows, nbytes)
 
         try:
-            result = ingest(self.catalog, opts, reader.schema, batches(), on_rows=on_rows)
+            batches = read_batches(reader, schema, what, context, self._check_running)
+            result = ingest(self.catalog, opts, schema, batches, on_rows=on_rows)
         except Exception as exc:
             if self.metrics is not None and type(exc).__name__.endswith("CommitConflictError"):
                 self.metrics.record_commit_conflict()

@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 
 from flight_server import requestlog
 from flight_server.auth import require_write
+from flight_server.incoming import read_batches, stream_schema
 from flight_server.ingest import PutOptions
 from flight_server.ingest import ingest as server_ingest
 from lance_format.errors import InvalidArgumentError, UnsupportedError
@@ -287,14 +288,13 @@ class FlightSqlService:
                 if cmd.HasField("transaction_id"):
                     raise UnsupportedError(_NO_TRANSACTIONS)
                 require_write(context)
-                params = read_params(reader)
-                count = self.statements.update(cmd.query, params if params.num_columns else None)
+                count = self.statements.update(cmd.query, read_params(reader))
                 reply = pb.DoPutUpdateResult(record_count=count)
             elif isinstance(cmd, pb.CommandPreparedStatementUpdate):
                 require_write(context)
                 h = self.statements.resolve_handle(cmd.prepared_statement_handle)
                 params = read_params(reader)
-                count = self.statements.update(h.sql, params if params.num_columns else h.params)
+                count = self.statements.update(h.sql, h.params if params is None else params)
                 reply = pb.DoPutUpdateResult(record_count=count)
             elif isinstance(cmd, pb.CommandStatementIngest):
                 require_write(context)
@@ -322,21 +322,19 @@ class FlightSqlService:
         requestlog.annotate(context, dataset=plan.dataset, mode=plan.mode)
         metrics = getattr(self.server, "metrics", None)
 
-        def batches() -> Iterator[pa.RecordBatch]:
-            for chunk in reader:
-                if context.is_cancelled():
-                    raise flight.FlightCancelledError("the client cancelled the ingest")
-                if chunk.data is not None and chunk.data.num_rows:
-                    yield chunk.data
-            if context.is_cancelled():
-                raise flight.FlightCancelledError("the client went away during the ingest")
-
         def on_rows(rows: int, nbytes: int) -> None:
             requestlog.accumulate(context, rows=rows, bytes=nbytes)
             if metrics is not None:
                 metrics.record_written(rows, nbytes)
 
-        result = server_ingest(self.catalog, opts, reader.schema, batches(), on_rows=on_rows)
+        what = "the ingest"
+        schema = stream_schema(reader, what)
+        if schema is None:
+            raise InvalidArgumentError(
+                "the ingest sent no data: a stream needs at least its schema"
+            )
+        batches = read_batches(reader, schema, what, context)
+        result = server_ingest(self.catalog, opts, schema, batches, on_rows=on_rows)
         return int(result["rows_written"])
 
     # -- DoAction ----------------------------------------------------------------------------

@@ -32,11 +32,12 @@ import struct
 import threading
 from collections.abc import Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
+from flight_server.incoming import decode_stream, read_table
+from flight_server.ingest import aligned
 from lance_format.errors import InvalidArgumentError
 from lance_format.pb import flight_sql_pb2 as pb
 from lance_format.table.scanner import ROW_ADDRESS
@@ -109,23 +110,23 @@ class Handle:
             count = header.get("count")
             ident = header.get("id")
             body = data[_HEAD.size + size :]
-            params = pa.ipc.open_stream(body).read_all() if body else None
-        except (ValueError, KeyError, TypeError, pa.ArrowInvalid):
+        except (ValueError, KeyError, TypeError):
             raise bad from None
+        params = decode_stream(body, "the handle's parameters") if body else None
         if not isinstance(sql, str) or (count is not None and not isinstance(count, int)):
             raise bad
         return cls(sql, params, pins, count, None if ident is None else str(ident))
 
 
-def read_params(reader: flight.MetadataRecordBatchReader) -> pa.Table:
-    """The parameter rows of a DoPut, realigned (DoPut buffers may be unaligned, and DuckDB is
-    native code) and with positional column names."""
-    table = reader.read_all()
-    if table.num_columns == 0:
-        return table
-    table = table.combine_chunks()
-    if table.num_rows:
-        table = table.take(pa.array(np.arange(table.num_rows)))
+def read_params(reader: flight.MetadataRecordBatchReader) -> pa.Table | None:
+    """The parameter rows of a DoPut, validated, realigned (DoPut buffers may be unaligned,
+    and DuckDB is native code) and with positional column names.  None when the client sent
+    no parameters: no stream at all (ADBC's ``execute_update``) or one without columns."""
+    table = read_table(reader, "the parameters")
+    if table is None or table.num_columns == 0:
+        return None
+    batches = [aligned(b) for b in table.to_batches()]
+    table = pa.Table.from_batches(batches, schema=table.schema)
     return table.rename_columns([str(i) for i in range(table.num_columns)])
 
 
@@ -176,16 +177,16 @@ class Statements:
             result.parameter_schema = pa.schema(fields).serialize().to_pybytes()
         return result
 
-    def bind_parameters(self, handle: bytes, params: pa.Table) -> bytes:
+    def bind_parameters(self, handle: bytes, params: pa.Table | None) -> bytes:
         """A new handle with ``params`` bound (checked against the statement)."""
         h = Handle.decode(handle)
         statement = parse_statement(h.sql)
-        if params.num_columns != statement.param_count:
+        have = 0 if params is None else params.num_columns
+        if have != statement.param_count:
             raise SqlError(
-                f"the statement takes {statement.param_count} parameter(s), "
-                f"{params.num_columns} were bound"
+                f"the statement takes {statement.param_count} parameter(s), {have} were bound"
             )
-        bound = params if params.num_columns else None
+        bound = params
         if h.ident is not None and bound is not None:
             with self._lock:
                 self._legacy[h.ident] = bound
