@@ -77,6 +77,8 @@ UNIMPLEMENTED = "UNIMPLEMENTED"
 UNAUTHENTICATED = "UNAUTHENTICATED"
 PERMISSION_DENIED = "PERMISSION_DENIED"
 UNAVAILABLE = "UNAVAILABLE"
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # a server limit (memory, concurrent statements)
+DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # the server's time limit for the call ran out
 CANCELLED = "CANCELLED"
 INTERNAL = "INTERNAL"
 
@@ -87,6 +89,7 @@ _OWN_CLASS: dict[str, type[flight.FlightError]] = {
     PERMISSION_DENIED: flight.FlightUnauthorizedError,
     UNAVAILABLE: flight.FlightUnavailableError,
     CANCELLED: flight.FlightCancelledError,
+    DEADLINE_EXCEEDED: flight.FlightTimedOutError,
 }
 
 
@@ -146,6 +149,23 @@ class Unavailable(ServiceError):
     retryable = True
 
 
+class ResourceExhausted(ServiceError):
+    """A server limit was reached: memory for a statement, concurrent statements.
+    ``retryable`` when waiting may help (a busy server, not a statement too big)."""
+
+    kind = RESOURCE_EXHAUSTED
+
+    def __init__(self, message: str, *, retryable: bool = False):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class DeadlineExceeded(ServiceError):
+    """The server's time limit for the call (e.g. a SQL statement's) ran out."""
+
+    kind = DEADLINE_EXCEEDED
+
+
 def kind_of(exc: BaseException) -> str:
     """The Flight kind an exception is reported as."""
     if isinstance(exc, ServiceError):
@@ -190,6 +210,8 @@ def to_flight_error(
     retryable = bool(getattr(exc, "retryable", False))
     extra = json.dumps({"kind": kind, "retryable": retryable}).encode()
     cls = _OWN_CLASS.get(kind, flight.FlightServerError)
+    if kind == RESOURCE_EXHAUSTED and retryable:  # gRPC clients back off and retry these
+        cls = flight.FlightUnavailableError
     return cls(f"[{kind}] {message}", extra)
 
 

@@ -47,6 +47,8 @@ class LanceFlightServer(flight.FlightServerBase):
     processes and advertised servers); default: this server alone.  ``authenticator``
     (:class:`.auth.Authenticator`) turns authentication on for every call; ``tls_cert`` and
     ``tls_key`` turn on TLS; ``metrics`` is a :class:`.metrics.ServerMetrics` to update.
+    ``sql`` answers Flight SQL, bounded by ``sql_limits`` (:class:`.sql.limits.SqlLimits`:
+    statement timeout, memory limit, threads, concurrent statements; default: its defaults).
     ``middleware`` adds factories to the server's own (request log, metrics, auth); further
     keyword arguments (``auth_handler``, ``tls_certificates``, ``verify_client``, ...) go to
     ``FlightServerBase`` unchanged.
@@ -65,6 +67,7 @@ class LanceFlightServer(flight.FlightServerBase):
         tls_key: str | None = None,
         metrics: Any = None,
         sql: bool = False,
+        sql_limits: Any = None,
         middleware: dict[str, flight.ServerMiddlewareFactory] | None = None,
         **kwargs: Any,
     ):
@@ -93,6 +96,7 @@ class LanceFlightServer(flight.FlightServerBase):
         self.location = f"{scheme}://{host}:{self.port}"
         self.locations = list(locations) if locations else [self.location]
         self.sql = None
+        self.sql_limits = sql_limits
         if sql:
             self.sql = _sql_service(self)
         if warm:
@@ -307,7 +311,7 @@ def _sql_service(server: LanceFlightServer):
     except ImportError:
         return None
     try:
-        return FlightSqlService(server.catalog, server=server)
+        return FlightSqlService(server.catalog, server=server, limits=server.sql_limits)
     except TypeError:
         return FlightSqlService(server.catalog)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import grpc
@@ -22,6 +24,7 @@ from flight_sql_helpers import adbc_connect, duckdb_truth, running_server, uri
 from google.protobuf import any_pb2
 
 from flight_server.errors import error_kind
+from flight_server.sql.limits import SqlLimits
 from flight_server.sql.protocol import pack
 from flight_server.sql.statements import Handle
 from lance_format.pb import flight_sql_pb2 as pb
@@ -312,3 +315,154 @@ def test_update_with_parameters_but_none_sent_is_a_clear_error(scene):
     cur.close()
     c.close()
     assert scene.snapshot()[:2] == before[:2]
+
+
+# -- C: statement limits ---------------------------------------------------------------------
+
+# minutes of DuckDB work for one thread, whatever the machine: only an interrupt ends it early
+HEAVY = "SELECT count(*) AS n FROM range(200000) a, range(200000) b WHERE (a.range * 7 + b.range) % 1000003 = 5"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_after(seconds: float = 2.0) -> float:
+    """CPU the server (this process: the server runs in it) uses in the next ``seconds``."""
+    before = cpu_seconds(os.getpid())
+    time.sleep(seconds)
+    return cpu_seconds(os.getpid()) - before
+
+
+def query_descriptor(sql: str) -> flight.FlightDescriptor:
+    return cmd(pb.CommandStatementQuery(query=sql))
+
+
+def run_query(client: flight.FlightClient, sql: str, options=None) -> pa.Table:
+    info = client.get_flight_info(query_descriptor(sql), options)
+    return client.do_get(info.endpoints[0].ticket, options).read_all()
+
+
+def start_heavy(server) -> tuple[flight.FlightClient, flight.FlightInfo, threading.Thread, list]:
+    """HEAVY read by a client in a thread, once the server runs it: (client, its FlightInfo,
+    the thread, the list that receives the error the read ends with)."""
+    client = flight.connect(uri(server))
+    info = client.get_flight_info(query_descriptor(HEAVY))
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        # chunk by chunk: pyarrow's read_all() turns CANCELLED into a simulated SIGINT
+        try:
+            stream = client.do_get(info.endpoints[0].ticket)
+            while True:
+                stream.read_chunk()
+        except StopIteration:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while server.service.governor.running == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return client, info, thread, failure
+
+
+@pytest.fixture
+def limited(tmp_path: Path, request):
+    """A server over a small dataset with the SqlLimits the test passes (indirect)."""
+    table = pa.table({"id": pa.array(range(20), pa.int64()), "name": [f"n{i}" for i in range(20)]})
+    lance.write_dataset(table, tmp_path / "people")
+    limits = SqlLimits(**request.param)
+    with running_server(str(tmp_path), sql_limits=limits) as server:
+        yield Scene(tmp_path, server)
+
+
+@pytest.mark.parametrize("limited", [dict(timeout=1.0, threads=2)], indirect=True)
+def test_a_statement_over_its_time_is_stopped(limited):
+    client = flight.connect(uri(limited.server))
+    with pytest.raises(flight.FlightTimedOutError) as e:
+        run_query(client, HEAVY)
+    assert error_kind(e.value) == "DEADLINE_EXCEEDED"
+    assert "statement timeout" in str(e.value)
+    # DuckDB stopped: it would use both threads for minutes otherwise
+    assert cpu_after() < 0.2
+    assert limited.server.service.governor.running == 0
+    limited.assert_alive()
+    client.close()
+
+
+@pytest.mark.parametrize("limited", [dict(timeout=600.0, threads=2)], indirect=True)
+def test_a_statement_stops_when_its_client_goes_away(limited):
+    client = flight.connect(uri(limited.server))
+    with pytest.raises(flight.FlightTimedOutError):  # the client's own deadline
+        run_query(client, HEAVY, flight.FlightCallOptions(timeout=1.0))
+    client.close()
+    deadline = time.monotonic() + 10
+    while limited.server.service.governor.running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert limited.server.service.governor.running == 0
+    assert cpu_after() < 0.2
+    limited.assert_alive()
+
+
+@pytest.mark.parametrize("limited", [dict(timeout=600.0, threads=1)], indirect=True)
+def test_cancel_flight_info_stops_a_blocking_statement(limited):
+    client, info, reader, failure = start_heavy(limited.server)
+    other = flight.connect(uri(limited.server))
+    # while it runs, a well-behaved client gets right answers
+    truth = lance.dataset(str(limited.path)).to_table()
+    want = duckdb_truth(
+        "SELECT id, name FROM people WHERE id % 3 = 1 ORDER BY id", {"people": truth}
+    )
+    assert run_query(other, "SELECT id, name FROM people WHERE id % 3 = 1 ORDER BY id").equals(want)
+    body = _field(1, info.serialize())  # CancelFlightInfoRequest{info}
+    [res] = other.do_action(flight.Action("CancelFlightInfo", body))
+    assert res.body.to_pybytes()[:2] == b"\x08\x01"  # CANCEL_STATUS_CANCELLED
+    reader.join(20)
+    assert not reader.is_alive()
+    assert failure and isinstance(failure[0], flight.FlightCancelledError)
+    assert cpu_after() < 0.2
+    other.close()
+    client.close()
+
+
+@pytest.mark.parametrize("limited", [dict(memory_limit="64MiB", threads=1)], indirect=True)
+def test_a_statement_over_the_memory_limit_fails_cleanly(limited):
+    client = flight.connect(uri(limited.server))
+    with pytest.raises(pa.ArrowException) as e:
+        run_query(client, "SELECT count(DISTINCT i::VARCHAR || 'x') AS n FROM range(20000000) t(i)")
+    assert error_kind(e.value) == "RESOURCE_EXHAUSTED"
+    assert "memory limit" in str(e.value) and "Traceback" not in str(e.value)
+    assert not (Path.cwd() / ".tmp").exists()  # nothing spilled into the working directory
+    assert run_query(client, "SELECT count(DISTINCT i) AS n FROM range(1000) t(i)").to_pylist() == [
+        {"n": 1000}
+    ]
+    client.close()
+
+
+@pytest.mark.parametrize(
+    "limited", [dict(max_statements=1, queue_seconds=0.2, timeout=3.0, threads=1)], indirect=True
+)
+def test_statements_beyond_the_limit_are_refused_then_served(limited):
+    client, _, holder, failure = start_heavy(limited.server)
+    other = flight.connect(uri(limited.server))
+    with pytest.raises(flight.FlightUnavailableError) as e:
+        run_query(other, "SELECT 1 AS x")
+    assert error_kind(e.value) == "RESOURCE_EXHAUSTED"
+    holder.join(30)
+    assert failure and isinstance(failure[0], flight.FlightTimedOutError)  # its 3 s ran out
+    assert run_query(other, "SELECT 1 AS x").to_pylist() == [{"x": 1}]
+    other.close()
+    client.close()
+
+
+def test_limits_are_checked():
+    for bad in ({"timeout": 0}, {"max_statements": 0}, {"memory_limit": "lots"}, {"threads": 0}):
+        with pytest.raises(ValueError):
+            SqlLimits(**bad)
+    assert SqlLimits(memory_limit="1.5GiB").duckdb_memory_limit == "1.5GiB"

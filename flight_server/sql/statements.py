@@ -45,6 +45,7 @@ from lance_format.table.scanner import ROW_ADDRESS
 from . import protocol
 from .engine import Binding, Execution, SqlEngine, Statement, parse_statement
 from .errors import SqlError
+from .limits import Watch
 
 __all__ = [
     "DELETE_RESULT_SCHEMA",
@@ -203,6 +204,7 @@ class Statements:
         params: pa.Table | None,
         descriptor: flight.FlightDescriptor,
         on_delete=None,
+        watch: Watch | None = None,
     ) -> flight.FlightInfo:
         """Plan a query (pinning the versions it reads) or run a DELETE (``on_delete`` is
         called first, e.g. to check the caller may write)."""
@@ -211,18 +213,18 @@ class Statements:
         if statement.kind == "delete":
             if on_delete is not None:
                 on_delete()
-            count = self.delete(binding, params)
+            count = self.delete(binding, params, watch)
             ticket = Handle(sql, count=count)
             return self._info(DELETE_RESULT_SCHEMA, descriptor, ticket, total_records=count)
-        schema = self.engine.schema(binding, params)
+        schema = self.engine.schema(binding, params, watch)
         ticket = Handle(sql, params, pins=binding.pins)
         return self._info(schema, descriptor, ticket, total_records=-1)
 
-    def schema(self, sql: str, params: pa.Table | None) -> pa.Schema:
+    def schema(self, sql: str, params: pa.Table | None, watch: Watch | None = None) -> pa.Schema:
         statement = parse_statement(sql)
         if statement.kind == "delete":
             return DELETE_RESULT_SCHEMA
-        return self.engine.schema(self.engine.bind(statement), params)
+        return self.engine.schema(self.engine.bind(statement), params, watch)
 
     @staticmethod
     def _info(
@@ -233,7 +235,7 @@ class Statements:
         return flight.FlightInfo(schema, descriptor, [endpoint], total_records, -1)
 
     def open_ticket(
-        self, ticket: pb.TicketStatementQuery
+        self, ticket: pb.TicketStatementQuery, watch: Watch | None = None
     ) -> tuple[pa.Schema, Iterator, Execution | None]:
         """The stream a ticket names: (schema, batches, the execution to cancel, if any)."""
         h = Handle.decode(ticket.statement_handle)
@@ -244,24 +246,24 @@ class Statements:
         if statement.kind != "query":
             raise InvalidArgumentError("this ticket does not name a query")
         binding = self.engine.bind(statement, pins=h.pins)
-        execution = self.engine.execute(binding, h.params)
+        execution = self.engine.execute(binding, h.params, watch)
         return execution.schema, iter(execution), execution
 
     # -- updates -----------------------------------------------------------------------------
 
-    def update(self, sql: str, params: pa.Table | None) -> int:
+    def update(self, sql: str, params: pa.Table | None, watch: Watch | None = None) -> int:
         """Run an update (DELETE) for every parameter row; the number of rows deleted."""
         statement = parse_statement(sql)
         if statement.kind != "delete":
             raise SqlError("only DELETE runs as an update; send queries with CommandStatementQuery")
-        return self.delete(self.engine.bind(statement), params)
+        return self.delete(self.engine.bind(statement), params, watch)
 
-    def delete(self, binding: Binding, params: pa.Table | None) -> int:
+    def delete(self, binding: Binding, params: pa.Table | None, watch: Watch | None = None) -> int:
         """Delete the rows the statement selects, in one conflict-checked commit."""
         statement: Statement = binding.statement
         if params is not None and params.num_columns == 0:
             params = None
-        addresses = self.engine.delete_addresses(binding, params)
+        addresses = self.engine.delete_addresses(binding, params, watch)
         if not len(addresses):
             return 0
         _, ds = binding.datasets[statement.target]
