@@ -29,7 +29,7 @@ from . import auth as auth_mod
 from . import requestlog, tls
 from .actions import ACTIONS
 from .catalog import Catalog
-from .errors import BadRequest, NotFound, Unavailable, flight_errors, guarded, schema_errors
+from .errors import BadRequest, NotFound, Unavailable, Unimplemented, flight_errors, guarded
 from .incoming import read_batches, stream_schema
 from .ingest import PutOptions, ingest, parse_put
 from .planning import checked_scanner, flight_info, plan
@@ -167,7 +167,7 @@ class LanceFlightServer(flight.FlightServerBase):
         p = self._plan(q)
         return flight_info(descriptor, p, self.locations)
 
-    @schema_errors
+    @flight_errors
     def get_schema(self, context, descriptor) -> flight.SchemaResult:
         if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
             descriptor.command
@@ -265,6 +265,10 @@ class LanceFlightServer(flight.FlightServerBase):
                 self.metrics.record_commit_conflict()
             raise
         writer.write(pa.py_buffer(json.dumps(result).encode()))
+
+    @flight_errors
+    def do_exchange(self, context, descriptor, reader, writer) -> None:
+        raise Unimplemented("DoExchange is not supported: read with DoGet, write with DoPut")
 
     # -- actions ---------------------------------------------------------------------------
 

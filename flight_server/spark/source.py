@@ -328,15 +328,18 @@ class DatasetState:
     schema: pa.Schema
 
 
-def _is_not_found(error: flight.FlightError) -> bool:
-    return error_kind(error) == "NOT_FOUND" or str(error).startswith("[NOT_FOUND]")
+def _is_not_found(error: BaseException) -> bool:
+    """A server error of kind NOT_FOUND (pyarrow raises it as ``ArrowKeyError``)."""
+    return isinstance(error, (flight.FlightError, pa.ArrowException)) and (
+        error_kind(error) == "NOT_FOUND"
+    )
 
 
 def dataset_state(conn: Connection, dataset: str) -> DatasetState | None:
     """The dataset's latest version and its schema, or ``None`` when it does not exist."""
     try:
         latest = latest_version(conn, dataset)
-    except flight.FlightError as e:
+    except (flight.FlightError, pa.ArrowException) as e:
         if _is_not_found(e):
             return None
         raise

@@ -6,9 +6,9 @@ conversion errors), an unknown table, version or tag ``NOT_FOUND``, a table that
 exist yet ``ALREADY_EXISTS``, an unsupported statement (INSERT, transactions, Substrait)
 ``UNIMPLEMENTED``, a lost commit ``ABORTED``, a statement over the memory limit
 ``RESOURCE_EXHAUSTED``.  :func:`to_flight` turns any exception leaving a
-Flight SQL call into the server's Flight error: ``FlightServerError`` with
-``[KIND] message`` and the kind in ``extra_info`` (no server traceback reaches the client),
-or the Flight class of its own for unauthenticated, unauthorized, cancelled and internal.
+Flight SQL call into the server's error of that kind (:func:`flight_server.errors.to_flight_error`:
+the kind's gRPC code where pyarrow can send it, ``[KIND] message``, no server traceback), so
+the ADBC driver raises ProgrammingError for bad SQL (INVALID_ARGUMENT).
 """
 
 from __future__ import annotations

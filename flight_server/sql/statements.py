@@ -36,8 +36,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
+from flight_server.errors import BadRequest
 from flight_server.incoming import decode_stream, read_table
 from flight_server.ingest import aligned
+from flight_server.query import load_json
 from lance_format.errors import InvalidArgumentError
 from lance_format.pb import flight_sql_pb2 as pb
 from lance_format.table.scanner import ROW_ADDRESS
@@ -103,7 +105,7 @@ class Handle:
         if magic != _MAGIC or fmt != _FORMAT or size > len(data) - _HEAD.size:
             raise bad
         try:
-            header = json.loads(data[_HEAD.size : _HEAD.size + size])
+            header = load_json(data[_HEAD.size : _HEAD.size + size], "the handle")
             sql = header["sql"]
             pins = header.get("pins")
             if pins is not None:
@@ -111,7 +113,7 @@ class Handle:
             count = header.get("count")
             ident = header.get("id")
             body = data[_HEAD.size + size :]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, BadRequest):
             raise bad from None
         params = decode_stream(body, "the handle's parameters") if body else None
         if not isinstance(sql, str) or (count is not None and not isinstance(count, int)):
