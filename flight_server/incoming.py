@@ -4,10 +4,10 @@ A DoPut stream or an IPC stream inside a statement handle is decoded by pyarrow 
 checking what its buffers say: a string column whose offsets go backwards, or dictionary
 indices past the dictionary's end, reach native code (DuckDB, Arrow kernels, our writer)
 and can crash the process.  Every batch is therefore validated in full
-(``RecordBatch.validate(full=True)``: offsets, indices, UTF-8, buffer sizes) and checked
-against the stream's schema here, the one place every entry point reads client data
-through (plain do_put, Flight SQL bulk ingest, statement parameters sent with DoPut or
-carried in a handle).  Anything invalid is a :class:`~flight_server.errors.BadRequest`
+(:func:`lance_format.validation.check_arrays`: Arrow's full validation of offsets,
+indices, UTF-8 and buffer sizes) and checked against the stream's schema here, the one
+place every entry point reads client data through (plain do_put, Flight SQL bulk ingest,
+statement parameters sent with DoPut or carried in a handle).  Anything invalid is a :class:`~flight_server.errors.BadRequest`
 (INVALID_ARGUMENT) raised before the first use, so it changes nothing.
 """
 
@@ -18,6 +18,9 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from lance_format.errors import InvalidDataError
+from lance_format.validation import check_arrays
+
 from .errors import BadRequest
 
 __all__ = ["checked_batch", "decode_stream", "read_batches", "read_table", "stream_schema"]
@@ -27,13 +30,13 @@ _NO_DATA = "never sent a data message"
 
 
 def checked_batch(batch: pa.RecordBatch, schema: pa.Schema, what: str) -> pa.RecordBatch:
-    """``batch`` once it is known to be valid Arrow data of ``schema``."""
+    """``batch`` once it is known to be structurally valid Arrow data of ``schema``."""
     if not batch.schema.equals(schema):
         raise BadRequest(f"{what}: a batch's schema differs from the stream's")
     try:
-        batch.validate(full=True)
-    except pa.ArrowException as exc:
-        raise BadRequest(f"{what} is not valid Arrow data: {_first_line(exc)}") from None
+        check_arrays(batch)
+    except InvalidDataError as exc:
+        raise BadRequest(f"{what} is not valid: {exc}") from None
     return batch
 
 
