@@ -8,6 +8,7 @@ the answers well-behaved clients must still get.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
@@ -467,3 +468,26 @@ def test_limits_are_checked():
         with pytest.raises(ValueError):
             SqlLimits(**bad)
     assert SqlLimits(memory_limit="1.5GiB").duckdb_memory_limit == "1.5GiB"
+
+
+class _IdleCall:
+    """The one method of a call context the service uses before a stream starts."""
+
+    def is_cancelled(self) -> bool:
+        return False
+
+
+def test_a_stream_dropped_before_its_first_batch_frees_its_slot(scene):
+    """gRPC drops a DoGet stream unread when its client leaves right away; a generator that
+    never started runs no ``finally``, so the slot must be freed another way."""
+    service = scene.server.service
+    client = flight.connect(uri(scene.server))
+    info = client.get_flight_info(query_descriptor("SELECT * FROM people"))
+    client.close()
+    for _ in range(service.limits.max_statements + 2):  # more than the slots: none may leak
+        stream = service.do_get(_IdleCall(), info.endpoints[0].ticket)
+        assert service.governor.running == 1
+        del stream
+        gc.collect()
+        assert service.governor.running == 0 and not service._running
+    scene.assert_alive()

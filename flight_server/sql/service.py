@@ -13,6 +13,7 @@ is the command itself, and DoGet computes the answer.  Statement tickets are sel
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -244,6 +245,9 @@ class FlightSqlService:
         except Exception as e:
             raise self._fail(e, context) from None
         stream = self._stream(context, key, batches, execution, watch)
+        # a generator never started runs no ``finally``: when gRPC drops the stream before
+        # its first batch (the client left), this releases the slot and the connection
+        weakref.finalize(stream, self._finish, key, watch, execution)
         return flight.GeneratorStream(schema, stream)
 
     def _start(self, key: bytes, context: flight.ServerCallContext) -> Watch:
@@ -285,9 +289,13 @@ class FlightSqlService:
                 raise flight.FlightCancelledError("the query was cancelled") from None
             raise self._fail(e, context) from None
         finally:
-            if execution is not None:
-                execution.close()
-            self._end(key, watch)
+            self._finish(key, watch, execution)
+
+    def _finish(self, key: bytes, watch: Watch, execution: Execution | None) -> None:
+        """A DoGet's end, however it ends (idempotent)."""
+        if execution is not None:
+            execution.close()
+        self._end(key, watch)
 
     # -- DoPut -------------------------------------------------------------------------------
 
