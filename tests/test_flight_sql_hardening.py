@@ -491,3 +491,36 @@ def test_a_stream_dropped_before_its_first_batch_frees_its_slot(scene):
         gc.collect()
         assert service.governor.running == 0 and not service._running
     scene.assert_alive()
+
+
+@pytest.mark.parametrize("limited", [dict(timeout=1.0, threads=1)], indirect=True)
+def test_a_delete_over_its_time_deletes_nothing(limited):
+    before = limited.snapshot()
+    heavy_ids = HEAVY.replace("count(*) AS n", "count(*)")
+    c = adbc_connect(limited.server)
+    cur = c.cursor()
+    cur.adbc_statement.set_sql_query(f"DELETE FROM people WHERE id IN ({heavy_ids})")
+    with pytest.raises(Exception, match=r"\[DEADLINE_EXCEEDED\].*statement timeout") as e:
+        cur.adbc_statement.execute_update()
+    assert "Traceback" not in str(e.value)
+    cur.close()
+    c.close()
+    after = limited.snapshot()
+    assert after[:2] == before[:2] and after[2][-1].equals(before[2][-1])
+    assert limited.server.service.governor.running == 0
+
+
+def test_serve_options_set_the_sql_limits():
+    import argparse
+
+    from flight_server.serve import add_serve_arguments, sql_limits
+
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    defaults = sql_limits(vars(parser.parse_args(["root"])))
+    assert defaults == SqlLimits()  # timeout 300 s, 8 statements, 5 s queue
+    assert defaults.duckdb_threads >= 1 and defaults.duckdb_memory_limit.endswith("MiB")
+    args = ["root", "--sql-timeout", "0", "--sql-memory-limit", "3GiB", "--sql-threads", "3"]
+    args += ["--sql-max-statements", "2", "--sql-queue-seconds", "0.5"]
+    got = sql_limits(vars(parser.parse_args(args)))
+    assert got == SqlLimits(None, "3GiB", 3, 2, 0.5)
