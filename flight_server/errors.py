@@ -27,7 +27,8 @@ No status a Python handler can produce carries ALREADY_EXISTS, FAILED_PRECONDITI
 or RESOURCE_EXHAUSTED: pyarrow maps no Python class to Arrow's AlreadyExists, Arrow's Flight
 transport has no code for the other three, and a ``grpc-status-details-bin`` whose code
 differs from the call's status is refused by gRPC clients (grpc-go reports INTERNAL
-"grpc-status-details-bin mismatch").  These kinds travel as ``FlightServerError`` (gRPC
+"grpc-status-details-bin mismatch"; pinned by
+``tests/test_flight_sql_hardening.py::test_grpc_clients_refuse_a_status_detail_with_another_code``).  These kinds travel as ``FlightServerError`` (gRPC
 UNKNOWN) whose ``extra_info`` carries the kind as JSON (``{"kind": "ABORTED", "retryable":
 true}``), which :func:`error_kind` reads back, like the ``[KIND]`` prefix every message has;
 a retryable RESOURCE_EXHAUSTED (a busy server) travels as UNAVAILABLE so clients back off

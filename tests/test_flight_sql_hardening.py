@@ -524,3 +524,27 @@ def test_serve_options_set_the_sql_limits():
     args += ["--sql-max-statements", "2", "--sql-queue-seconds", "0.5"]
     got = sql_limits(vars(parser.parse_args(args)))
     assert got == SqlLimits(None, "3GiB", 3, 2, 0.5)
+
+
+class _RichStatus(flight.FlightServerBase):
+    """Answers every GetFlightInfo with UNKNOWN carrying a google.rpc.Status detail whose code
+    is ALREADY_EXISTS: the one way left to name another code, and why errors.py cannot."""
+
+    def get_flight_info(self, context, descriptor):
+        detail = b"\x08\x06" + _field(2, b"m")  # google.rpc.Status{code: 6, message: "m"}
+        raise flight.FlightServerError("[ALREADY_EXISTS] m", detail)
+
+
+def test_grpc_clients_refuse_a_status_detail_with_another_code():
+    import adbc_driver_flightsql.dbapi as dbapi
+
+    server = _RichStatus("grpc://127.0.0.1:0")
+    try:
+        c = adbc_connect(server)
+        cur = c.cursor()
+        with pytest.raises(dbapi.InternalError, match="grpc-status-details-bin mismatch"):
+            cur.execute("SELECT 1")
+        cur.close()
+        c.close()
+    finally:
+        server.shutdown()
