@@ -28,11 +28,11 @@ or RESOURCE_EXHAUSTED: pyarrow maps no Python class to Arrow's AlreadyExists, Ar
 transport has no code for the other three, and a ``grpc-status-details-bin`` whose code
 differs from the call's status is refused by gRPC clients (grpc-go reports INTERNAL
 "grpc-status-details-bin mismatch"; pinned by
-``tests/test_flight_sql_hardening.py::test_grpc_clients_refuse_a_status_detail_with_another_code``).  These kinds travel as ``FlightServerError`` (gRPC
-UNKNOWN) whose ``extra_info`` carries the kind as JSON (``{"kind": "ABORTED", "retryable":
-true}``), which :func:`error_kind` reads back, like the ``[KIND]`` prefix every message has;
-a retryable RESOURCE_EXHAUSTED (a busy server) travels as UNAVAILABLE so clients back off
-and retry.
+``tests/test_flight_sql_hardening.py::test_grpc_clients_refuse_a_status_detail_with_another_code``).
+These kinds travel as ``FlightServerError`` (gRPC UNKNOWN) whose ``extra_info`` carries the
+kind as JSON (``{"kind": "ABORTED", "retryable": true}``), which :func:`error_kind` reads
+back, like the ``[KIND]`` prefix every message has; a retryable RESOURCE_EXHAUSTED (a busy
+server) travels as UNAVAILABLE so clients back off and retry.
 
 Commit conflicts are ``ABORTED`` (gRPC's code for "a concurrent transaction won; retry the
 read-modify-write"), with ``retryable`` true when redoing the operation may succeed;
