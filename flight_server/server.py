@@ -33,6 +33,7 @@ from .errors import BadRequest, NotFound, Unavailable, flight_errors, guarded, s
 from .ingest import PutOptions, ingest, parse_put
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
+from .streams import batch_stream
 from .tickets import Ticket
 
 log = logging.getLogger("lance_flight")
@@ -208,7 +209,7 @@ class LanceFlightServer(flight.FlightServerBase):
             schema = scanner.schema
             batches = prefetch(scanner.to_batches())
         stream = guarded(self._stream(context, batches), self, context)
-        return flight.GeneratorStream(schema, stream)
+        return batch_stream(schema, stream)
 
     def _stream(self, context, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Lazily hand batches to gRPC: pulled one at a time, so a slow client slows decoding

@@ -25,6 +25,7 @@ from flight_server import requestlog
 from flight_server.auth import require_write
 from flight_server.ingest import PutOptions
 from flight_server.ingest import ingest as server_ingest
+from flight_server.streams import batch_stream
 from lance_format.errors import InvalidArgumentError, UnsupportedError
 from lance_format.pb import flight_sql_pb2 as pb
 
@@ -232,7 +233,7 @@ class FlightSqlService:
         if execution is not None:
             with self._lock:
                 self._running.setdefault(key, set()).add(execution)
-        return flight.GeneratorStream(schema, self._stream(context, key, batches, execution))
+        return batch_stream(schema, self._stream(context, key, batches, execution))
 
     def _stream(
         self,
