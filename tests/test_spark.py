@@ -319,6 +319,35 @@ def test_projection(spark, server, root: Path) -> None:
     ]
 
 
+def test_categorical_columns(spark, server, root: Path) -> None:
+    """A pandas categorical (an Arrow dictionary column) reaches Spark as its values: the
+    streams carry the dictionaries, one per fragment here, and Spark reads their values."""
+    import pandas as pd
+
+    n = 1500
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(n, dtype=np.int64),
+            "color": pd.Categorical(np.resize(["red", "green", None, "blue"], n)),
+        }
+    )
+    lance.write_dataset(
+        pa.Table.from_pandas(frame, preserve_index=False), str(root / "cats"), max_rows_per_file=500
+    )
+    df = _reader(spark, server).load("cats")
+    assert dict((f.name, f.dataType.simpleString()) for f in df.schema.fields) == {
+        "id": "bigint",
+        "color": "string",
+    }
+    expected = lance.dataset(str(root / "cats")).to_table()
+    got = [(r.id, r.color) for r in df.orderBy("id").collect()]
+    assert got == list(
+        zip(
+            expected["id"].to_pylist(), expected["color"].cast(pa.string()).to_pylist(), strict=True
+        )
+    )
+
+
 def test_version_pinned(spark, server, root: Path) -> None:
     uri = str(root / "versions")
     lance.write_dataset(
