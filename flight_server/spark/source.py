@@ -9,8 +9,8 @@ executors redeem the tickets with ``do_get`` (trying the locations in order) and
 batches cast, one vectorised cast per column, to exactly the Arrow schema Spark expects.
 So one query reads one version, and so do all queries on one loaded DataFrame (as with
 Delta tables; load again to see newer commits).  With a user-given schema
-(``spark.read.schema(...)``) ``schema()`` is not called: each query then reads the version
-latest when it is planned.
+(``spark.read.schema(...)``) ``schema()`` is not called: a read plan then reads the version
+latest when it is made (Spark may reuse a DataFrame's read plan for later queries).
 
 Spark's filters stay with Spark: the source pushes none.  Spark 4.3 keeps the read plan a
 filter pushdown produces (the partitions, their tickets, and the reader that ``read()`` runs)
