@@ -242,3 +242,20 @@ def test_flight_sql_enum_results(sql_conn):
     assert pa.types.is_dictionary(got.schema.field("level").type)
     levels = got["level"].cast(pa.string()).to_pylist()
     assert levels == [["lo", "mid", "hi"][i % 3] for i in range(100_000)]
+
+
+def test_flight_sql_error_mid_stream_reaches_adbc_without_a_traceback(sql_conn):
+    """A query failing after result batches were sent: the error still travels as the
+    service's own status (through the stream's outer generator), never a Python traceback."""
+    sql = (
+        "SELECT i, CASE WHEN i = 1500000 THEN error('boom at ' || i) ELSE i END AS v "
+        "FROM range(2000000) t(i)"
+    )
+    rows = 0
+    with sql_conn.cursor() as cur:
+        cur.execute(sql)
+        with pytest.raises(Exception) as err:
+            for batch in cur.fetch_record_batch():
+                rows += batch.num_rows
+    assert 0 < rows < 1500000  # batches arrived before the failure
+    assert "Traceback" not in str(err.value) and "request id" in str(err.value)
