@@ -244,6 +244,17 @@ def test_flight_sql_enum_results(sql_conn):
     assert levels == [["lo", "mid", "hi"][i % 3] for i in range(100_000)]
 
 
+def test_adbc_ingest_of_categorical_columns(sql_conn, root):
+    """ADBC's bulk ingest (a Flight SQL DoPut) of pandas categoricals: pylance reads the
+    dataset back with dictionary types and the same rows."""
+    table = pa.Table.from_pandas(_categorical_frame(2000, seed=7), preserve_index=False)
+    with sql_conn.cursor() as cur:
+        assert cur.adbc_ingest("ingested_cats", table, mode="create") == 2000
+    written = lance.dataset(str(root / "ingested_cats")).to_table()
+    assert pa.types.is_dictionary(written.schema.field("word").type)
+    assert _decoded(written).equals(_decoded(table))
+
+
 def test_flight_sql_error_mid_stream_reaches_adbc_without_a_traceback(sql_conn):
     """A query failing after result batches were sent: the error still travels as the
     service's own status (through the stream's outer generator), never a Python traceback."""
