@@ -10,6 +10,7 @@ for Flight SQL, and pylance's read of what a ``do_put`` wrote.
 from __future__ import annotations
 
 import json
+import time
 
 import lance
 import numpy as np
@@ -18,11 +19,13 @@ import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
 from flight_fixtures import cmd, serve
-from flight_sql_helpers import adbc_connect, duckdb_truth, running_server
+from flight_sql_helpers import adbc_connect, duckdb_truth, running_server, uri
 
 import lance_format
 from flight_server.errors import Unavailable
 from flight_server.server import LanceFlightServer
+from flight_server.sql.protocol import pack
+from lance_format.pb import flight_sql_pb2 as pb
 
 N = 3000
 COLORS = ["red", "green", "blue", "ochre"]
@@ -270,3 +273,20 @@ def test_flight_sql_error_mid_stream_reaches_adbc_without_a_traceback(sql_conn):
                 rows += batch.num_rows
     assert 0 < rows < 1500000  # batches arrived before the failure
     assert "Traceback" not in str(err.value) and "request id" in str(err.value)
+
+
+def test_flight_sql_client_cancel_ends_the_query(root):
+    """The stream stays lazy on the Flight SQL path: a client that cancels after one batch
+    of an endless-looking query ends it (the service forgets the running execution)."""
+    query = pb.CommandStatementQuery(query="SELECT * FROM range(100000000) t(i)")
+    with running_server(str(root), service_kw={"result_batch_rows": 500}) as s:
+        with fl.connect(uri(s)) as client:
+            info = client.get_flight_info(fl.FlightDescriptor.for_command(pack(query)))
+            reader = client.do_get(info.endpoints[0].ticket)
+            assert reader.read_chunk().data.num_rows == 500
+            assert len(s.service._running) == 1
+            reader.cancel()
+            deadline = time.monotonic() + 10
+            while s.service._running and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not s.service._running
