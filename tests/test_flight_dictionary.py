@@ -4,7 +4,9 @@ A Flight stream must send each dictionary before the first batch that uses it, a
 when a batch brings another one; without them the client fails with "IPC stream did not
 have the expected number (1) of dictionaries".  Truth is pylance's read of the same dataset
 (every endpoint of a FlightInfo read in order must equal it), DuckDB over pylance's table
-for Flight SQL, and pylance's read of what a ``do_put`` wrote.
+for Flight SQL, and pylance's read of what a ``do_put`` wrote.  Also what the stream that
+carries them must keep: an error raised mid-stream keeps its Flight status (no traceback),
+and a client's cancel ends the work behind the stream.
 """
 
 from __future__ import annotations
