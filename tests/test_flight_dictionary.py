@@ -155,6 +155,18 @@ def test_dictionaries_changing_between_batches(client, root):
     ]
 
 
+@pytest.mark.parametrize("name", ["theirs", "ours"])
+def test_an_unchanged_dictionary_is_sent_once(client, name):
+    """Ten batches of one fragment share each column's dictionary: the stream sends the
+    three dictionaries once, not once per batch."""
+    info = client.get_flight_info(cmd(dataset=name, batch_size=100))
+    reader = client.do_get(info.endpoints[0].ticket)
+    assert reader.read_all().num_rows == 1000
+    stats = reader.stats
+    assert stats.num_record_batches == 10
+    assert stats.num_dictionary_batches == 3 and stats.num_replaced_dictionaries == 0
+
+
 def test_put_of_a_dictionary_column(client, root, tmp_path):
     """A client streams batches whose dictionaries change; pylance reads the rows back."""
     frame = _categorical_frame(900, seed=3)
