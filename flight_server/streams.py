@@ -16,6 +16,11 @@ sub-stream: the IPC writer sends the dictionaries, gRPC pulls one batch at a tim
 client slows the producer down; a cancelled call drops the reader, closing the iterator),
 and an error ends the reader quietly and is raised by the outer generator, where pyarrow
 maps Flight exceptions to their gRPC status.
+
+A dictionary equal to the one last sent is not sent again; a different one is sent whole,
+as a replacement (the IPC writer's default: every stream reader handles replacements, while
+deltas need the new dictionary to extend the old one, which separately written fragments'
+dictionaries seldom do).
 """
 
 from __future__ import annotations
