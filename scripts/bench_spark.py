@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 ),
                 (
                     "q6",
-                    "lance_flight (4 columns, filter option)",
+                    "lance_flight (4 columns + filter)",
                     lambda: q6(flight(columns=Q6_COLUMNS, filter=Q6_FILTER)).collect()[0][0],
                 ),
             ]
