@@ -190,6 +190,31 @@ def test_put_of_a_dictionary_column(client, root, tmp_path):
     assert _decoded(got).equals(_decoded(table))
 
 
+def test_nested_dictionaries_put_and_read(client, root):
+    """Dictionaries inside a struct and a list: put by a client in batches, read back over
+    Flight (every endpoint) and by pylance, the same rows as sent."""
+    n = 900
+    words = pa.array(["a", "b", None, "a"] * (n // 4)).dictionary_encode()
+    items = pa.array(["x", "y", "z"] * (2 * n // 3)).dictionary_encode()
+    table = pa.table(
+        {
+            "s": pa.StructArray.from_arrays([words, pa.array(range(n))], names=["w", "n"]),
+            "l": pa.ListArray.from_arrays(pa.array(range(0, 2 * n + 1, 2), pa.int32()), items),
+        }
+    )
+    writer, results = client.do_put(cmd(dataset="put/nested", mode="create"), table.schema)
+    writer.write_table(table, max_chunksize=200)
+    writer.done_writing()
+    assert json.loads(results.read().to_pybytes())["rows_written"] == n
+    writer.close()
+    expected = table.to_pylist()
+    assert lance.dataset(str(root / "put" / "nested")).to_table().to_pylist() == expected
+    info = client.get_flight_info(cmd(dataset="put/nested", split_rows=250, batch_size=100))
+    got, _ = _read_endpoints(client, info)
+    assert got.schema.field("l").type.value_type == pa.dictionary(pa.int32(), pa.string())
+    assert got.to_pylist() == expected
+
+
 def test_error_after_a_dictionary_batch_keeps_its_flight_status(root):
     """An error raised while the stream runs (here: the server shutting down after one
     batch) reaches the client as its own status, without a server traceback."""
