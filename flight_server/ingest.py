@@ -143,7 +143,8 @@ def _plain(t: pa.DataType) -> pa.DataType:
 
 def needs_cast(target: pa.Schema, got: pa.Schema) -> bool:
     """Whether the stream's batches must be cast to the dataset's types: a representation
-    change only (``string_view`` or ``large_string`` data for a ``string`` column, ...).
+    change only (``string_view`` or ``large_string`` data for a ``string`` column, nested
+    fields that differ in nullability alone, ...).
     Other differences (names, order, types) are a SchemaError, raised before anything is
     written."""
     if target.names != got.names:
@@ -154,7 +155,7 @@ def needs_cast(target: pa.Schema, got: pa.Schema) -> bool:
     for a, b in zip(target, got, strict=True):
         if a.type.equals(b.type):
             continue
-        if not _plain(a.type).equals(_plain(b.type)):
+        if not _plain(write.comparable_type(a.type)).equals(_plain(write.comparable_type(b.type))):
             raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
         cast = True
     return cast
@@ -258,7 +259,7 @@ def ingest(
         version = opts.data_storage_version or (
             current.data_storage_version if current is not None else "stable"
         )
-        target = lance_schema.to_arrow().with_metadata(schema.metadata)
+        target = lance_schema.to_dataset_arrow().with_metadata(schema.metadata)
     must_cast = needs_cast(target, schema)
     if opts.data_storage_version and appending and opts.data_storage_version != version:
         raise BadRequest(
@@ -344,7 +345,7 @@ def _commit(root: str, fragments, staged: dict, opts: PutOptions, target: pa.Sch
         raise AlreadyExists(f"dataset {opts.dataset!r} was created by another writer meanwhile")
     latest = paths.list_versions(root)[-1].version
     theirs = manifest.read_manifest(paths.find_version(root, latest).path)
-    write.check_schema(theirs.schema.to_arrow(), target)  # our files hold these types
+    write.check_schema(theirs.schema.to_dataset_arrow(), target)  # what we write them from
     again = dict(staged, mode="append", read_version=latest, data_storage_version=None)
     return staging.commit_staged(root, fragments, **again).version
 
