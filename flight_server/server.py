@@ -66,10 +66,11 @@ class LanceFlightServer(flight.FlightServerBase):
         metrics: Any = None,
         sql: bool = False,
         middleware: dict[str, flight.ServerMiddlewareFactory] | None = None,
+        storage_options: dict[str, str] | None = None,
         **kwargs: Any,
     ):
         self.cache = SearchCache(cache_bytes)
-        self.catalog = Catalog(root, self.cache)
+        self.catalog = Catalog(root, self.cache, storage_options)
         self.metrics = metrics
         self.authenticator = authenticator
         self._deadline: float | None = None  # set by begin_shutdown

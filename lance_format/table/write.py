@@ -10,7 +10,6 @@ file this write created.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
@@ -159,7 +158,6 @@ def write_fragments(
             metadata=reader.schema.metadata,
         )
         reader = pa.RecordBatchReader.from_batches(target, _cast_to(reader, target))
-    os.makedirs(os.path.join(root, "data"), exist_ok=True)
     leaf_ids = column_field_ids(schema.fields, major, minor)
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
@@ -195,7 +193,7 @@ def write_fragments(
                     name = paths.new_data_file_name()
                     if on_new_file is not None:
                         on_new_file(name)
-                    path = os.path.join(root, "data", name)
+                    path = paths.data_file_path(root, name)
                     written.append(path)
                     writer = LanceFileWriter(
                         path,
@@ -219,10 +217,7 @@ def write_fragments(
         if writer is not None:
             writer.abort()
         for path in written:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            paths.remove(path, missing_ok=True)
         raise
     return fragments
 
@@ -232,7 +227,7 @@ def remove_fragment_files(root: str, fragments) -> None:
     abandoned write), so no orphan is left behind; already-missing files are fine."""
     for frag in fragments:
         for f in frag.files:
-            paths.remove(os.path.join(root, "data", f.path), missing_ok=True)
+            paths.remove(paths.data_file_path(root, f.path), missing_ok=True)
 
 
 def column_field_ids(fields, major: int, minor: int) -> list[int]:
