@@ -34,6 +34,7 @@ from .incoming import read_batches, stream_schema
 from .ingest import PutOptions, ingest, parse_put
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
+from .streams import batch_stream
 from .tickets import Ticket
 
 log = logging.getLogger("lance_flight")
@@ -214,7 +215,7 @@ class LanceFlightServer(flight.FlightServerBase):
             schema = scanner.schema
             batches = prefetch(scanner.to_batches())
         stream = guarded(self._stream(context, batches), self, context)
-        return flight.GeneratorStream(schema, stream)
+        return batch_stream(schema, stream)
 
     def _stream(self, context, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Lazily hand batches to gRPC: pulled one at a time, so a slow client slows decoding

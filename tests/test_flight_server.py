@@ -270,10 +270,14 @@ def wide_root(tmp_path_factory) -> str:
     n = 64 * 32768
     rng = np.random.default_rng(0)
     lance.write_dataset(pa.table({"a": rng.random(n), "b": rng.random(n)}), str(root / "wide"))
+    # the same with a dictionary column (a pandas categorical): its stream carries dictionaries
+    words = pa.array([f"word-{i % 5000}" for i in range(n)]).dictionary_encode()
+    lance.write_dataset(pa.table({"a": rng.random(n), "w": words}), str(root / "words"))
     return str(root)
 
 
-def test_stream_is_lazy_and_stops_when_cancelled(wide_root):
+@pytest.mark.parametrize("dataset", ["wide", "words"])
+def test_stream_is_lazy_and_stops_when_cancelled(wide_root, dataset):
     """The client reads one batch: the server decodes a few more (gRPC's window and one
     read-ahead step), not the whole endpoint; after a cancel it decodes nothing more."""
     pulled: list[int] = []
@@ -288,9 +292,9 @@ def test_stream_is_lazy_and_stops_when_cancelled(wide_root):
     reader = None
     try:
         with fl.connect(f"grpc://127.0.0.1:{server.port}") as c:
-            info = c.get_flight_info(cmd(dataset="wide", batch_size=32768))
+            info = c.get_flight_info(cmd(dataset=dataset, batch_size=32768))
             reader = c.do_get(info.endpoints[0].ticket)
-            reader.read_chunk()
+            assert reader.read_chunk().data.schema.equals(info.schema)
             time.sleep(1.0)  # give a runaway producer the time to run away
             assert 1 <= len(pulled) <= 32  # of 64 batches (1 MiB each)
             reader.cancel()

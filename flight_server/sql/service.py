@@ -27,6 +27,7 @@ from flight_server.auth import require_write
 from flight_server.incoming import read_batches, stream_schema
 from flight_server.ingest import PutOptions
 from flight_server.ingest import ingest as server_ingest
+from flight_server.streams import batch_stream
 from lance_format.errors import InvalidArgumentError, UnsupportedError
 from lance_format.pb import flight_sql_pb2 as pb
 
@@ -248,7 +249,7 @@ class FlightSqlService:
         # a generator never started runs no ``finally``: when gRPC drops the stream before
         # its first batch (the client left), this releases the slot and the connection
         weakref.finalize(stream, self._finish, key, watch, execution)
-        return flight.GeneratorStream(schema, stream)
+        return batch_stream(schema, stream)
 
     def _start(self, key: bytes, context: flight.ServerCallContext) -> Watch:
         watch = self.governor.admit(context)
