@@ -8,9 +8,11 @@ here, so a bad request fails before anything is opened, with a message naming th
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow.flight as flight
 
 from .errors import BadRequest
@@ -20,6 +22,8 @@ DEFAULT_BATCH_SIZE = 64 * 1024
 MAX_BATCH_SIZE = 1 << 24
 MAX_ROW_IDS = 10_000_000
 MAX_COMMAND_BYTES = 64 << 20
+MAX_JSON_DEPTH = 64  # our commands nest 3 deep; filters travel as text
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 MAX_INT = (1 << 63) - 1  # counts and offsets; row ids are uint64
 MAX_ROW_ID = (1 << 64) - 1
 
@@ -36,6 +40,8 @@ class Query:
     row_ids: list[int] | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
     split_rows: int = DEFAULT_SPLIT_ROWS
+    nearest: dict[str, Any] | None = None
+    prefilter: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -50,17 +56,45 @@ _KEYS = {
     "row_ids",
     "batch_size",
     "split_rows",
+    "nearest",
+    "prefilter",
 }
+
+
+def load_json(data: bytes | str, what: str) -> Any:
+    """JSON a client sent (a command, ticket, handle header, token), or a BadRequest.
+
+    Nesting is bounded (``MAX_JSON_DEPTH``) before parsing: the parser recurses once per
+    level, and JSON nested 100k deep would otherwise end in a RecursionError."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"{what} is not valid JSON: {exc}") from None
+    if _nests_deeper(text, MAX_JSON_DEPTH):
+        raise BadRequest(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"{what} is not valid JSON: {exc}") from None
+
+
+def _nests_deeper(text: str, limit: int) -> bool:
+    """Whether ``text``'s arrays and objects nest deeper than ``limit`` (brackets inside
+    strings not counted): linear time, no recursion, nothing to do with few brackets."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    raw = np.frombuffer(_JSON_STRING.sub("", text).encode("utf-8"), dtype=np.uint8)
+    steps = np.zeros(len(raw), dtype=np.int64)
+    steps[(raw == ord("[")) | (raw == ord("{"))] = 1
+    steps[(raw == ord("]")) | (raw == ord("}"))] = -1
+    return int(np.cumsum(steps).max(initial=0)) > limit
 
 
 def parse_json(data: bytes, what: str) -> dict[str, Any]:
     """A JSON object from a command/body, or a BadRequest saying what is wrong."""
     if len(data) > MAX_COMMAND_BYTES:
         raise BadRequest(f"{what} is larger than {MAX_COMMAND_BYTES} bytes")
-    try:
-        value = json.loads(data.decode("utf-8") if data else "{}")
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BadRequest(f"{what} is not valid JSON: {exc}") from None
+    value = load_json(data or b"{}", what)
     if not isinstance(value, dict):
         raise BadRequest(f"{what} must be a JSON object, got {type(value).__name__}")
     return value
@@ -101,6 +135,34 @@ def string_list(obj: dict, key: str) -> list[str] | None:
     return value
 
 
+def nearest_value(obj: dict) -> dict[str, Any] | None:
+    """The ``nearest`` object, shape-checked here (its values are checked against the
+    dataset's schema when the query is planned): ``q`` is a list of numbers, a list of such
+    lists (a batch of queries), or base64 of little-endian float32."""
+    value = obj.get("nearest")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadRequest(f"'nearest' must be a JSON object, got {value!r}")
+    q = value.get("q")
+
+    def numbers(v: object) -> bool:
+        return isinstance(v, list) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v
+        )
+
+    if not (
+        isinstance(q, str)
+        or numbers(q)
+        or (isinstance(q, list) and q and all(numbers(r) for r in q))
+    ):
+        raise BadRequest(
+            "'nearest' needs 'q': a list of numbers, a list of such lists, or base64 "
+            "little-endian float32"
+        )
+    return value
+
+
 def parse_descriptor(descriptor: flight.FlightDescriptor) -> Query:
     if descriptor.descriptor_type == flight.DescriptorType.PATH:
         parts = [p.decode() if isinstance(p, bytes) else p for p in descriptor.path]
@@ -138,8 +200,16 @@ def parse_command(cmd: dict[str, Any]) -> Query:
             )
         if flt is not None or cmd.get("limit") is not None or cmd.get("offset") is not None:
             raise BadRequest("'row_ids' cannot be combined with 'filter', 'limit' or 'offset'")
+    nearest = nearest_value(cmd)
+    prefilter = cmd.get("prefilter", False)
+    if not isinstance(prefilter, bool):
+        raise BadRequest(f"'prefilter' must be true or false, got {prefilter!r}")
+    if nearest is not None and row_ids is not None:
+        raise BadRequest("'nearest' cannot be combined with 'row_ids'")
     return Query(
         dataset=dataset,
+        nearest=nearest,
+        prefilter=prefilter,
         columns=string_list(cmd, "columns"),
         filter=flt,
         version=version_value(cmd),

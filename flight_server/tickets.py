@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import pyarrow.flight as flight
 
 from .errors import BadRequest
-from .query import MAX_BATCH_SIZE, MAX_INT, MAX_ROW_ID, MAX_ROW_IDS
+from .query import MAX_BATCH_SIZE, MAX_INT, MAX_ROW_ID, MAX_ROW_IDS, load_json
 
 TICKET_VERSION = 1
 MAX_TICKET_BYTES = 128 << 20
@@ -34,6 +34,8 @@ class Ticket:
     limit: int | None = None
     offset: int | None = None
     row_ids: list[int] | None = None
+    nearest: dict | None = None  # a nearest-neighbour search over the whole version
+    prefilter: bool = False
 
     def encode(self) -> flight.Ticket:
         body = {k: v for k, v in asdict(self).items() if v is not None and v is not False}
@@ -44,10 +46,7 @@ class Ticket:
     def decode(cls, raw: bytes) -> Ticket:
         if len(raw) > MAX_TICKET_BYTES:
             raise BadRequest("the ticket is too large")
-        try:
-            body = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise BadRequest("the ticket is not one this server issued (not JSON)") from None
+        body = load_json(raw, "the ticket")
         if not isinstance(body, dict) or body.pop("v", None) != TICKET_VERSION:
             raise BadRequest("the ticket is not one this server issued (unknown format)")
         fields = set(cls.__dataclass_fields__)
@@ -75,6 +74,8 @@ class Ticket:
             )
             and (self.filter is None or isinstance(self.filter, str))
             and isinstance(self.with_row_id, bool)
+            and isinstance(self.prefilter, bool)
+            and (self.nearest is None or isinstance(self.nearest, dict))
             and is_int(self.batch_size, 1)
             and self.batch_size <= MAX_BATCH_SIZE
             and all(
