@@ -78,6 +78,7 @@ UNAUTHENTICATED = "UNAUTHENTICATED"
 PERMISSION_DENIED = "PERMISSION_DENIED"
 UNAVAILABLE = "UNAVAILABLE"
 CANCELLED = "CANCELLED"
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
 INTERNAL = "INTERNAL"
 
 # kinds sent with a pyarrow Flight class of their own (the gRPC code says it all)
@@ -137,6 +138,13 @@ class Forbidden(ServiceError):
     """Authenticated, but not allowed to do this (e.g. a read-only user writing)."""
 
     kind = PERMISSION_DENIED
+
+
+class ResourceExhausted(ServiceError):
+    """A request over a configured limit (message size, login attempts): retrying it as is
+    fails again; a smaller request, or one after the advertised wait, may not."""
+
+    kind = RESOURCE_EXHAUSTED
 
 
 class Unavailable(ServiceError):

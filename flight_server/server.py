@@ -6,12 +6,19 @@ layer's scanner, written through :mod:`.ingest`, administered through :mod:`.act
 handler maps errors through :mod:`.errors`; auth, request logs and metrics are middleware
 (:mod:`.auth`, :mod:`.requestlog`, :mod:`.metrics`).  Flight SQL commands (protobuf ``Any``
 messages) go to the Flight SQL service when one is attached.
+
+Every handler first checks that the server is ready (the port takes calls as soon as pyarrow
+starts it, before the Flight SQL service exists: until then every call is UNAVAILABLE), then
+the message sizes (:mod:`.limits`), and runs under the caller's dataset grant
+(:mod:`.permissions`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,17 +33,36 @@ from lance_format.table.scanner import ROW_ID
 from lance_format.workers import prefetch
 
 from . import auth as auth_mod
-from . import requestlog, tls
+from . import permissions, requestlog, tls
 from .actions import ACTIONS
 from .catalog import Catalog
 from .errors import BadRequest, NotFound, Unavailable, flight_errors, guarded, schema_errors
 from .ingest import PutOptions, ingest, parse_put
+from .limits import BoundedReader, Limits
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
 from .tickets import Ticket
 
 log = logging.getLogger("lance_flight")
 DEFAULT_CACHE_BYTES = 256 << 20
+
+
+def _entry(fn):
+    """Handler prologue: refuse calls until the server is ready, run under the caller's grant."""
+
+    @functools.wraps(fn)
+    def handler(self: LanceFlightServer, context: flight.ServerCallContext, *args: Any) -> Any:
+        if not self._ready.is_set():
+            raise Unavailable("the server is starting; retry in a moment")
+        grants = None
+        if self.authenticator is not None:
+            grants = auth_mod.current_grants(context)
+        if grants is None:
+            return fn(self, context, *args)
+        with permissions.scope(auth_mod.current_user(context).user, grants):
+            return fn(self, context, *args)
+
+    return handler
 
 
 class LanceFlightServer(flight.FlightServerBase):
@@ -46,9 +72,10 @@ class LanceFlightServer(flight.FlightServerBase):
     processes and advertised servers); default: this server alone.  ``authenticator``
     (:class:`.auth.Authenticator`) turns authentication on for every call; ``tls_cert`` and
     ``tls_key`` turn on TLS; ``metrics`` is a :class:`.metrics.ServerMetrics` to update.
-    ``middleware`` adds factories to the server's own (request log, metrics, auth); further
-    keyword arguments (``auth_handler``, ``tls_certificates``, ``verify_client``, ...) go to
-    ``FlightServerBase`` unchanged.
+    ``middleware`` adds factories to the server's own (request log, metrics, auth); ``limits``
+    bounds the size of client messages (:class:`.limits.Limits`); further keyword arguments
+    (``auth_handler``, ``tls_certificates``, ``verify_client``, ...) go to ``FlightServerBase``
+    unchanged.
     """
 
     def __init__(
@@ -65,8 +92,13 @@ class LanceFlightServer(flight.FlightServerBase):
         metrics: Any = None,
         sql: bool = False,
         middleware: dict[str, flight.ServerMiddlewareFactory] | None = None,
+        limits: Limits | None = None,
         **kwargs: Any,
     ):
+        # pyarrow serves from inside super().__init__: everything a call touches exists first
+        self._ready = threading.Event()
+        self.limits = limits or Limits()
+        self.sql = None
         self.cache = SearchCache(cache_bytes)
         self.catalog = Catalog(root, self.cache)
         self.metrics = metrics
@@ -91,9 +123,8 @@ class LanceFlightServer(flight.FlightServerBase):
         host = location.split("://", 1)[1].rsplit(":", 1)[0]
         self.location = f"{scheme}://{host}:{self.port}"
         self.locations = list(locations) if locations else [self.location]
-        self.sql = None
-        if sql:
-            self.sql = _sql_service(self)
+        self._start_services(sql)
+        self._ready.set()
         if warm:
             started = time.perf_counter()
             warmed = self.catalog.warm()
@@ -105,6 +136,11 @@ class LanceFlightServer(flight.FlightServerBase):
             )
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _start_services(self, sql: bool) -> None:
+        """Make the services that share the port (Flight SQL); calls wait for this."""
+        if sql:
+            self.sql = _sql_service(self)
 
     def shutdown(self) -> None:
         super().shutdown()
@@ -135,13 +171,15 @@ class LanceFlightServer(flight.FlightServerBase):
     # -- discovery -------------------------------------------------------------------------
 
     @flight_errors
+    @_entry
     def list_flights(self, context, criteria) -> Iterator[flight.FlightInfo]:
         """Every dataset (whose name starts with ``criteria``, when given) at its latest
         version, with the FlightInfo of the whole dataset."""
+        self.limits.check_message(len(criteria or b""), "the criteria")
         prefix = criteria.decode("utf-8", "replace") if criteria else ""
         requestlog.annotate(context)
         infos = []
-        for name in self.catalog.names():
+        for name in permissions.readable(self.catalog.names()):
             if not name.startswith(prefix):
                 continue
             descriptor = flight.FlightDescriptor.for_path(name)
@@ -152,7 +190,9 @@ class LanceFlightServer(flight.FlightServerBase):
         return iter(infos)
 
     @flight_errors
+    @_entry
     def get_flight_info(self, context, descriptor) -> flight.FlightInfo:
+        self.limits.check_descriptor(descriptor)
         if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
             descriptor.command
         ):
@@ -163,7 +203,9 @@ class LanceFlightServer(flight.FlightServerBase):
         return flight_info(descriptor, p, self.locations)
 
     @schema_errors
+    @_entry
     def get_schema(self, context, descriptor) -> flight.SchemaResult:
+        self.limits.check_descriptor(descriptor)
         if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
             descriptor.command
         ):
@@ -176,8 +218,10 @@ class LanceFlightServer(flight.FlightServerBase):
     # -- reading ---------------------------------------------------------------------------
 
     @flight_errors
+    @_entry
     def do_get(self, context, ticket) -> flight.FlightDataStream:
         raw = ticket.ticket
+        self.limits.check_message(len(raw), "the ticket")
         if self._is_sql(raw):
             return self.sql.do_get(context, ticket)
         t = Ticket.decode(raw)
@@ -230,7 +274,10 @@ class LanceFlightServer(flight.FlightServerBase):
     # -- writing ---------------------------------------------------------------------------
 
     @flight_errors
+    @_entry
     def do_put(self, context, descriptor, reader, writer) -> None:
+        self.limits.check_descriptor(descriptor)
+        reader = BoundedReader(reader, self.limits)
         if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
             descriptor.command
         ):
@@ -270,6 +317,8 @@ class LanceFlightServer(flight.FlightServerBase):
 
     # -- actions ---------------------------------------------------------------------------
 
+    @flight_errors
+    @_entry
     def list_actions(self, context) -> list[tuple[str, str]]:
         out = [(name, a.description) for name, a in ACTIONS.items()]
         if self.sql is not None:
@@ -277,8 +326,10 @@ class LanceFlightServer(flight.FlightServerBase):
         return out
 
     @flight_errors
+    @_entry
     def do_action(self, context, action) -> Iterator[flight.Result]:
         kind = action.type
+        self.limits.check_message(action.body.size if action.body else 0, "the action body")
         if self.sql is not None and self.sql.handles_action(kind):
             return self.sql.do_action(context, action)
         entry = ACTIONS.get(kind)
@@ -287,6 +338,8 @@ class LanceFlightServer(flight.FlightServerBase):
         body = parse_json(action.body.to_pybytes() if action.body else b"", "the action body")
         if entry.mutates:
             self._require_write(context)
+            if isinstance(body.get("dataset"), str):
+                permissions.check_write(body["dataset"])
         if "dataset" in body:
             requestlog.annotate(context, dataset=str(body["dataset"])[:200])
         if self.metrics is not None:

@@ -25,6 +25,7 @@ from flight_server import requestlog
 from flight_server.auth import require_write
 from flight_server.ingest import PutOptions
 from flight_server.ingest import ingest as server_ingest
+from flight_server.permissions import readable
 from lance_format.errors import InvalidArgumentError, UnsupportedError
 from lance_format.pb import flight_sql_pb2 as pb
 
@@ -196,11 +197,11 @@ class FlightSqlService:
             return metadata.catalogs()
         if isinstance(cmd, pb.CommandGetDbSchemas):
             return metadata.db_schemas(
-                self.catalog.names(), opt("catalog"), opt("db_schema_filter_pattern")
+                readable(self.catalog.names()), opt("catalog"), opt("db_schema_filter_pattern")
             )
         if isinstance(cmd, pb.CommandGetTables):
             return metadata.tables(
-                self.catalog.names(),
+                readable(self.catalog.names()),
                 opt("catalog"),
                 opt("db_schema_filter_pattern"),
                 opt("table_name_filter_pattern"),

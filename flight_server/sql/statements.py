@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
+from flight_server.permissions import check_write
 from lance_format.errors import InvalidArgumentError
 from lance_format.pb import flight_sql_pb2 as pb
 from lance_format.table.scanner import ROW_ADDRESS
@@ -260,6 +261,7 @@ class Statements:
         statement: Statement = binding.statement
         if params is not None and params.num_columns == 0:
             params = None
+        check_write(binding.datasets[statement.target][0])
         addresses = self.engine.delete_addresses(binding, params)
         if not len(addresses):
             return 0

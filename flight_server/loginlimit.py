@@ -1,0 +1,168 @@
+"""Failed logins, rate-limited: token buckets per user and for the whole server.
+
+A password check is deliberately slow (PBKDF2, about half a second of CPU at the default
+iterations), so a flood of bad logins could take the server's CPU.  Each failed login takes
+one token from the bucket of the user it named and, for password checks, one from the
+server's bucket; while either is empty, further password logins for that user (or, for the
+server bucket, any password login) are refused at once, without hashing.  Buckets refill one
+token per ``refill`` seconds.  Valid bearer tokens are never refused (checking one costs
+microseconds), so a flood cannot lock out clients that already logged in.  At most
+``max_concurrent`` password checks run at once; more wait briefly, then are refused.
+
+pyarrow's server middleware is not told the peer's address, so the buckets are keyed by the
+user a call names, plus the one server-wide bucket; a proxy in front of the server can add
+per-address limits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pyarrow.flight as flight
+
+log = logging.getLogger("lance_flight.auth")
+
+MAX_TRACKED_USERS = 10_000  # memory bound: a flood of invented user names
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``burst`` failures at once, then one more per ``refill`` seconds (burst 0: no limit)."""
+
+    burst: int
+    refill: float
+
+    @classmethod
+    def parse(cls, text: str) -> Rate:
+        """``"5/30"``: 5 failures, then one per 30 seconds; ``"0"``: unlimited."""
+        burst, slash, refill = text.strip().partition("/")
+        try:
+            rate = cls(int(burst), float(refill) if slash else 1.0)
+        except ValueError:
+            raise ValueError(f"bad rate {text!r}: expected BURST/SECONDS, e.g. 5/30") from None
+        if rate.burst < 0 or not rate.refill > 0:
+            raise ValueError(f"bad rate {text!r}: BURST >= 0 and SECONDS > 0")
+        return rate
+
+
+DEFAULT_USER_RATE = Rate(5, 30.0)
+DEFAULT_SERVER_RATE = Rate(20, 2.0)
+
+
+class _Bucket:
+    __slots__ = ("tokens", "stamp", "logged")
+
+    def __init__(self, burst: int, now: float):
+        self.tokens = float(burst)
+        self.stamp = now
+        self.logged = False
+
+    def refill(self, rate: Rate, now: float) -> None:
+        self.tokens = min(float(rate.burst), self.tokens + (now - self.stamp) / rate.refill)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.logged = False  # the next time it runs dry is news again
+
+    def wait(self, rate: Rate) -> float:
+        return max(0.0, (1.0 - self.tokens) * rate.refill)
+
+
+class LoginLimiter:
+    """Counts failed logins and says when a password check must not even be tried."""
+
+    def __init__(
+        self,
+        user_rate: Rate = DEFAULT_USER_RATE,
+        server_rate: Rate = DEFAULT_SERVER_RATE,
+        *,
+        max_concurrent: int = 1,
+        queue_seconds: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.user_rate = user_rate
+        self.server_rate = server_rate
+        self._clock = clock
+        self._users: OrderedDict[str, _Bucket] = OrderedDict()
+        self._server = _Bucket(server_rate.burst, clock())
+        self._lock = threading.Lock()
+        self._hashing = threading.BoundedSemaphore(max(1, max_concurrent))
+        self._queue_seconds = queue_seconds
+        self.refused = 0  # logins refused without a check (for tests and metrics)
+        self._last_log = float("-inf")
+        self._suppressed = 0
+
+    def _user(self, user: str, now: float) -> _Bucket:
+        bucket = self._users.get(user)
+        if bucket is None:
+            bucket = self._users[user] = _Bucket(self.user_rate.burst, now)
+            while len(self._users) > MAX_TRACKED_USERS:
+                self._users.popitem(last=False)
+        else:
+            self._users.move_to_end(user)
+            bucket.refill(self.user_rate, now)
+        return bucket
+
+    def check_password_login(self, user: str) -> None:
+        """Refuse (UNAUTHENTICATED, no hashing) while ``user`` or the server is limited."""
+        now = self._clock()
+        with self._lock:
+            limited = None
+            if self.user_rate.burst:
+                bucket = self._user(user, now)
+                if bucket.tokens < 1:
+                    limited = (f"user {user!r}", bucket, self.user_rate)
+            if limited is None and self.server_rate.burst:
+                self._server.refill(self.server_rate, now)
+                if self._server.tokens < 1:
+                    limited = ("this server", self._server, self.server_rate)
+            if limited is None:
+                return
+            what, bucket, rate = limited
+            self.refused += 1
+            wait = bucket.wait(rate)
+            if not bucket.logged:
+                bucket.logged = True
+                log.warning("too many failed logins for %s: refusing for %.0fs", what, wait)
+        raise flight.FlightUnauthenticatedError(
+            f"too many failed logins for {what}; retry in {max(1, round(wait))}s"
+        )
+
+    def failed(self, user: str | None, *, password: bool, how: str) -> None:
+        """Count one failed login (``password``: it cost a password check) and log it; the
+        log says at most one line per second, with how many it left out."""
+        now = self._clock()
+        with self._lock:
+            if user is not None and self.user_rate.burst:
+                bucket = self._user(user, now)
+                bucket.tokens = max(0.0, bucket.tokens - 1)
+            if password and self.server_rate.burst:
+                self._server.refill(self.server_rate, now)
+                self._server.tokens = max(0.0, self._server.tokens - 1)
+            if now - self._last_log < 1.0:
+                self._suppressed += 1
+                return
+            self._last_log, suppressed, self._suppressed = now, self._suppressed, 0
+        more = f" ({suppressed} more failed logins not logged)" if suppressed else ""
+        log.warning("failed login (%s) for user %r%s", how, user, more)
+
+    def succeeded(self, user: str) -> None:
+        """A good password: the user's failures are forgiven."""
+        with self._lock:
+            self._users.pop(user, None)
+
+    @contextmanager
+    def hashing(self) -> Iterator[None]:
+        """One password check at a time (per ``max_concurrent``); a call that cannot start
+        one within ``queue_seconds`` is refused as UNAVAILABLE, to be retried."""
+        if not self._hashing.acquire(timeout=self._queue_seconds):
+            raise flight.FlightUnavailableError("the server is busy checking logins; retry")
+        try:
+            yield
+        finally:
+            self._hashing.release()
