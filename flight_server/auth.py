@@ -308,7 +308,7 @@ class Authenticator:
         if not _USER_RE.fullmatch(user):  # no such user can exist: nothing to hash
             self.limiter.failed(None, password=False, how="malformed user name")
             raise flight.FlightUnauthenticatedError("invalid user name or password")
-        self.limiter.check_password_login(user)
+        self.limiter.begin_password_login(user)
         record = self._users.get(user)
         with self.limiter.hashing():
             ok = verify_password(password, record.password_hash if record else self._dummy_hash)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from lance_format.errors import InvalidArgumentError
+
 from .errors import ResourceExhausted
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
@@ -34,7 +36,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         if self.max_message_bytes < 1024 or self.max_batch_bytes < 1024:
-            raise ValueError("message size limits must be at least 1 KiB")
+            raise InvalidArgumentError("message size limits must be at least 1 KiB")
 
     def check_message(self, size: int, what: str) -> None:
         """Refuse a control message (ticket, command, action body) over the limit."""

@@ -108,20 +108,26 @@ class LoginLimiter:
             bucket.refill(self.user_rate, now)
         return bucket
 
-    def check_password_login(self, user: str) -> None:
-        """Refuse (UNAUTHENTICATED, no hashing) while ``user`` or the server is limited."""
+    def begin_password_login(self, user: str) -> None:
+        """Take one attempt from ``user``'s bucket and the server's, or refuse at once
+        (UNAUTHENTICATED, nothing hashed) while either is empty.  Taking the attempt before
+        the check, not after it fails, keeps concurrent attempts within the burst; a good
+        password gives it back (:meth:`succeeded`)."""
         now = self._clock()
         with self._lock:
-            limited = None
-            if self.user_rate.burst:
-                bucket = self._user(user, now)
-                if bucket.tokens < 1:
-                    limited = (f"user {user!r}", bucket, self.user_rate)
-            if limited is None and self.server_rate.burst:
+            user_bucket = self._user(user, now) if self.user_rate.burst else None
+            if self.server_rate.burst:
                 self._server.refill(self.server_rate, now)
-                if self._server.tokens < 1:
-                    limited = ("this server", self._server, self.server_rate)
+            limited = None
+            if user_bucket is not None and user_bucket.tokens < 1:
+                limited = (f"user {user!r}", user_bucket, self.user_rate)
+            elif self.server_rate.burst and self._server.tokens < 1:
+                limited = ("this server", self._server, self.server_rate)
             if limited is None:
+                if user_bucket is not None:
+                    user_bucket.tokens -= 1
+                if self.server_rate.burst:
+                    self._server.tokens -= 1
                 return
             what, bucket, rate = limited
             self.refused += 1
@@ -134,16 +140,13 @@ class LoginLimiter:
         )
 
     def failed(self, user: str | None, *, password: bool, how: str) -> None:
-        """Count one failed login (``password``: it cost a password check) and log it; the
-        log says at most one line per second, with how many it left out."""
+        """Count one failed login and log it (a password attempt was counted when it began);
+        the log says at most one line per second, with how many it left out."""
         now = self._clock()
         with self._lock:
-            if user is not None and self.user_rate.burst:
+            if user is not None and not password and self.user_rate.burst:
                 bucket = self._user(user, now)
                 bucket.tokens = max(0.0, bucket.tokens - 1)
-            if password and self.server_rate.burst:
-                self._server.refill(self.server_rate, now)
-                self._server.tokens = max(0.0, self._server.tokens - 1)
             if now - self._last_log < 1.0:
                 self._suppressed += 1
                 return
@@ -152,9 +155,11 @@ class LoginLimiter:
         log.warning("failed login (%s) for user %r%s", how, user, more)
 
     def succeeded(self, user: str) -> None:
-        """A good password: the user's failures are forgiven."""
+        """A good password: the user's failures are forgiven, the server's attempt returned."""
         with self._lock:
             self._users.pop(user, None)
+            if self.server_rate.burst:
+                self._server.tokens = min(float(self.server_rate.burst), self._server.tokens + 1)
 
     @contextmanager
     def hashing(self) -> Iterator[None]:

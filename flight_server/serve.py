@@ -35,6 +35,15 @@ def _bytes(text: str) -> int:
     return int(t)
 
 
+def _rate(text: str):
+    from .loginlimit import Rate
+
+    try:
+        return Rate.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("root", help="directory holding the datasets (names are paths under it)")
     p.add_argument("--host", default="127.0.0.1")
@@ -57,6 +66,30 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")
     p.add_argument("--auth-users", help="users file (user:pbkdf2-hash[:role]): Basic auth")
     p.add_argument("--auth-tokens", help="static bearer tokens file")
+    p.add_argument(
+        "--login-limit",
+        type=_rate,
+        default="5/30",
+        help="failed logins per user: BURST/SECONDS (5/30: 5, then one per 30 s; 0: no limit)",
+    )
+    p.add_argument(
+        "--login-server-limit",
+        type=_rate,
+        default="20/2",
+        help="failed password logins for the whole server, same form (default 20/2)",
+    )
+    p.add_argument(
+        "--max-message-bytes",
+        type=_bytes,
+        default="16M",
+        help="largest ticket, command, action body or put metadata accepted (default 16M)",
+    )
+    p.add_argument(
+        "--max-batch-bytes",
+        type=_bytes,
+        default="256M",
+        help="largest record batch one put message may carry (default 256M)",
+    )
     p.add_argument("--metrics-port", type=int, help="Prometheus metrics (worker i: port + i)")
     p.add_argument("--log-level", default="INFO")
 
@@ -105,14 +138,20 @@ def _ports(host: str, port: int, n: int) -> list[int]:
 
 
 def _build(opts: dict, port: int, locations: list[str] | None, secret: str | None, index: int):
+    from .limits import DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Limits
     from .server import LanceFlightServer
 
     authenticator = None
     if opts.get("auth_users") or opts.get("auth_tokens"):
         from .auth import Authenticator
+        from .loginlimit import DEFAULT_SERVER_RATE, DEFAULT_USER_RATE, LoginLimiter
 
+        limiter = LoginLimiter(
+            opts.get("login_limit") or DEFAULT_USER_RATE,
+            opts.get("login_server_limit") or DEFAULT_SERVER_RATE,
+        )
         authenticator = Authenticator.from_files(
-            opts.get("auth_users"), opts.get("auth_tokens"), secret=secret
+            opts.get("auth_users"), opts.get("auth_tokens"), secret=secret, limiter=limiter
         )
     metrics = None
     if opts.get("metrics_port") is not None:
@@ -131,6 +170,10 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         tls_key=opts.get("tls_key"),
         metrics=metrics,
         sql=not opts.get("no_sql"),
+        limits=Limits(
+            max_message_bytes=opts.get("max_message_bytes") or DEFAULT_MAX_MESSAGE_BYTES,
+            max_batch_bytes=opts.get("max_batch_bytes") or DEFAULT_MAX_BATCH_BYTES,
+        ),
     )
     endpoint = None
     if metrics is not None:
