@@ -36,9 +36,18 @@ from . import auth as auth_mod
 from . import permissions, requestlog, tls
 from .actions import ACTIONS
 from .catalog import Catalog
-from .errors import BadRequest, NotFound, Unavailable, flight_errors, guarded, schema_errors
+from .errors import (
+    BadRequest,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+    flight_errors,
+    guarded,
+    schema_errors,
+)
 from .ingest import PutOptions, ingest, parse_put
 from .limits import BoundedReader, Limits
+from .memory import Reclaimer, ReclaimOnRefusal
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
 from .tickets import Ticket
@@ -57,10 +66,14 @@ def _entry(fn):
         grants = None
         if self.authenticator is not None:
             grants = auth_mod.current_grants(context)
-        if grants is None:
-            return fn(self, context, *args)
-        with permissions.scope(auth_mod.current_user(context).user, grants):
-            return fn(self, context, *args)
+        try:
+            if grants is None:
+                return fn(self, context, *args)
+            with permissions.scope(auth_mod.current_user(context).user, grants):
+                return fn(self, context, *args)
+        except ResourceExhausted:
+            self.reclaimer.request()  # the refused message may have been large
+            raise
 
     return handler
 
@@ -111,6 +124,8 @@ class LanceFlightServer(flight.FlightServerBase):
         if metrics is not None:
             metrics.watch_cache(self.cache.stats)
             observers["metrics"] = metrics.middleware()
+        self.reclaimer = Reclaimer()
+        observers["reclaim"] = ReclaimOnRefusal(self.reclaimer)
         if authenticator is not None:
             options = auth_mod.auth_server_options(authenticator, observers)
         else:
@@ -144,6 +159,7 @@ class LanceFlightServer(flight.FlightServerBase):
 
     def shutdown(self) -> None:
         super().shutdown()
+        self.reclaimer.close()
         if self.sql is not None:
             self.sql.close()  # the engine's DuckDB, now that no call can use it
 

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -272,10 +273,14 @@ def test_server_memory_stays_bounded_under_oversized_messages(root, tmp_path):
                     with pytest.raises(fl.FlightError) as info:
                         call()
                     assert kind(info.value) == code
-        growth = _rss_mib(pid) - start
-        # 18 messages of 8 MiB: gRPC holds each whole (about 2.5x) while it is refused, and
-        # the allocator keeps some of it; nothing accumulates per message
-        assert growth < 120, f"server RSS grew by {growth:.0f} MiB"
+        grown = _rss_mib(pid) - start
+        # 18 messages of 8 MiB, each held whole by gRPC (and copied by pyarrow) while it is
+        # refused: nothing may accumulate, and what the allocator kept is given back soon
+        assert grown < 150, f"server RSS grew by {grown:.0f} MiB"
+        deadline = time.monotonic() + 20
+        while _rss_mib(pid) - start > 48 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _rss_mib(pid) - start <= 48, f"RSS stayed {_rss_mib(pid) - start:.0f} MiB up"
         assert read_public_a(client, options).equals(want)
         assert s.process.poll() is None
     assert versions(root) == before
