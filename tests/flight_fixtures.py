@@ -148,3 +148,20 @@ def data_files(uri: str) -> set[str]:
     """Names of the files in a dataset's ``data/`` directory (empty when there is none)."""
     path = os.path.join(uri, "data")
     return set(os.listdir(path)) if os.path.isdir(path) else set()
+
+
+def every_version(root: str | os.PathLike[str]) -> dict[str, list[pa.Table]]:
+    """Every version of every dataset under ``root``, as pylance reads it (to show a call
+    changed nothing: compare before and after)."""
+    import lance
+
+    out = {}
+    for dirpath, dirnames, _ in os.walk(root):
+        if "_versions" in dirnames:
+            name = os.path.relpath(dirpath, root).replace(os.sep, "/")
+            ds = lance.dataset(dirpath)
+            out[name] = [
+                lance.dataset(dirpath, version=v["version"]).to_table() for v in ds.versions()
+            ]
+            dirnames[:] = []
+    return out

@@ -23,7 +23,7 @@ import lance
 import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
-from flight_fixtures import action, cmd, make_table, put, read_info, serve
+from flight_fixtures import action, cmd, every_version, make_table, put, read_info, serve
 from flight_sql_helpers import running_server
 
 from flight_server.auth import Authenticator, hash_password
@@ -45,17 +45,6 @@ def root(tmp_path_factory) -> Path:
     for name, n in (("public/a", 500), ("public/b", 300), ("team/c", 200), ("secret/d", 100)):
         lance.write_dataset(make_table(n, seed=n), str(root / name))
     return root
-
-
-def versions(root: Path) -> dict[str, list[pa.Table]]:
-    """Every version of every dataset, as pylance reads it."""
-    out = {}
-    for name in ("public/a", "public/b", "team/c", "secret/d"):
-        ds = lance.dataset(str(root / name))
-        out[name] = [
-            lance.dataset(str(root / name), version=v["version"]).to_table() for v in ds.versions()
-        ]
-    return out
 
 
 def kind(exc: BaseException) -> str | None:
@@ -202,7 +191,7 @@ def oversized_calls(client: fl.FlightClient, options: fl.FlightCallOptions | Non
 def test_oversized_messages_are_refused_before_use(root, tmp_path):
     users = users_file(tmp_path, [("alice", "pw", "write")])
     auth = Authenticator.from_files(users, secret=SECRET)
-    before = versions(root)
+    before = every_version(root)
     limits = Limits(max_message_bytes=LIMIT, max_batch_bytes=LIMIT)
     with running_server(str(root), authenticator=auth, limits=limits) as server:
         client = fl.FlightClient(f"grpc://127.0.0.1:{server.port}")
@@ -224,7 +213,7 @@ def test_oversized_messages_are_refused_before_use(root, tmp_path):
             options,
         )
         assert got.equals(lance.dataset(str(root / "public/a")).to_table())
-    assert versions(root) == before
+    assert every_version(root) == before
     assert not (root / "public" / "new").exists()
 
 
@@ -243,7 +232,7 @@ def _rss_mib(pid: int, key: str = "VmRSS") -> float:
 
 def test_server_memory_stays_bounded_under_oversized_messages(root, tmp_path):
     users = users_file(tmp_path, [("alice", "pw", "write")])
-    before = versions(root)
+    before = every_version(root)
     size = 8 << 20
     with serve(
         str(root),
@@ -283,7 +272,7 @@ def test_server_memory_stays_bounded_under_oversized_messages(root, tmp_path):
         assert _rss_mib(pid) - start <= 48, f"RSS stayed {_rss_mib(pid) - start:.0f} MiB up"
         assert read_public_a(client, options).equals(want)
         assert s.process.poll() is None
-    assert versions(root) == before
+    assert every_version(root) == before
 
 
 # -- logins ----------------------------------------------------------------------------------
@@ -544,19 +533,9 @@ def granted(tmp_path):
     return root, auth
 
 
-def snapshot(root: Path) -> dict[str, list[pa.Table]]:
-    out = {}
-    for name in ("public/a", "public/w", "team/c", "secret/d"):
-        ds = lance.dataset(str(root / name))
-        out[name] = [
-            lance.dataset(str(root / name), version=v["version"]).to_table() for v in ds.versions()
-        ]
-    return out
-
-
 def test_grants_limit_flight_reads_writes_and_actions(granted):
     root, auth = granted
-    before = snapshot(root)
+    before = every_version(root)
     with running_server(str(root), authenticator=auth) as server:
         client = fl.FlightClient(f"grpc://127.0.0.1:{server.port}")
         alice = bearer_options(client.authenticate_basic_token("alice", "pw")[1])
@@ -599,7 +578,7 @@ def test_grants_limit_flight_reads_writes_and_actions(granted):
             assert "PERMISSION_DENIED" in str(info.value) or isinstance(
                 info.value, fl.FlightUnauthorizedError
             ), (what, info.value)
-        assert snapshot(root) == before
+        assert every_version(root) == before
         # inside the grant
         assert read_info_with(
             client, client.get_flight_info(fl.FlightDescriptor.for_path("public/a"), alice), alice
@@ -613,12 +592,12 @@ def test_grants_limit_flight_reads_writes_and_actions(granted):
     assert lance.dataset(str(root / "public/w")).count_rows() == 25
     assert lance.dataset(str(root / "team/c")).count_rows() == 27
     for name in ("public/a", "secret/d"):
-        assert snapshot(root)[name] == before[name]
+        assert every_version(root)[name] == before[name]
 
 
 def test_grants_limit_flight_sql_metadata_queries_and_writes(granted):
     root, auth = granted
-    before = snapshot(root)
+    before = every_version(root)
     with running_server(str(root), authenticator=auth) as server:
         rita = _adbc(server, username="rita", password="pw")
         objects = rita.adbc_get_objects(depth="tables").read_all().to_pylist()
@@ -649,6 +628,6 @@ def test_grants_limit_flight_sql_metadata_queries_and_writes(granted):
     assert not (root / "secret" / "new").exists()
     assert lance.dataset(str(root / "public/w")).count_rows() == 10
     assert lance.dataset(str(root / "public/new")).to_table().equals(make_table(3))
-    after = snapshot(root)
+    after = every_version(root)
     for name in ("public/a", "team/c", "secret/d"):
         assert after[name] == before[name]
