@@ -26,7 +26,7 @@ import pytest
 from flight_fixtures import action, cmd, every_version, make_table, put, read_info, serve
 from flight_sql_helpers import running_server
 
-from flight_server.auth import Authenticator, hash_password
+from flight_server.auth import Authenticator, Grants, hash_password
 from flight_server.errors import error_kind
 from flight_server.limits import Limits
 from flight_server.loginlimit import LoginLimiter, Rate
@@ -631,3 +631,42 @@ def test_grants_limit_flight_sql_metadata_queries_and_writes(granted):
     after = every_version(root)
     for name in ("public/a", "team/c", "secret/d"):
         assert after[name] == before[name]
+
+
+def test_grant_prefixes_name_subtrees():
+    g = Grants.parse("read=team,pub/;write=team/w")
+    assert [g.can_read(n) for n in ("team", "team/x", "teammate", "pub", "pub/a", "x")] == [
+        True,
+        True,
+        False,
+        False,
+        True,
+        False,
+    ]
+    assert [g.can_write(n) for n in ("team/w", "team/w/x", "team/wx", "team/x")] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert Grants.parse("write=a").can_read("b")  # no read= part: reads are not limited
+    assert not Grants.parse("read=a;write=").can_write("a")  # an empty list allows nothing
+    assert Grants.parse("read=*").can_read("anything/at/all")
+    for bad in ("read=a b", "own=x", "read=a;read=b", "read=_x", "read=../x"):
+        with pytest.raises(ValueError):
+            Grants.parse(bad)
+
+
+@pytest.mark.parametrize(
+    "flag,value",
+    [("--login-limit", "lots"), ("--login-server-limit", "5/0"), ("--max-message-bytes", "12")],
+)
+def test_bad_limit_flags_are_refused_at_start(tmp_path, flag, value, capsys):
+    from flight_server.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        code = main(["serve", str(tmp_path), "--port", "0", flag, value])
+        raise SystemExit(code)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert flag in err or "at least 1 KiB" in err, err
