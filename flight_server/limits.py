@@ -2,13 +2,16 @@
 
 gRPC delivers every message whole: Arrow's Flight server raises gRPC's receive limit to
 unlimited (``SetMaxReceiveMessageSize(-1)``) and pyarrow exposes no ``builder_hook`` to lower
-it, so a message is already in memory (about 2.5 times its size at the peak, released after
-the call) when a handler, or the auth middleware, first sees the call.  What the server can do
-is refuse at once, before decoding, copying or keeping anything: control messages (tickets,
-descriptor commands and paths, action bodies, put metadata) are bounded by
-``max_message_bytes``, each record batch of a put by ``max_batch_bytes``.  Headers are bounded
-by gRPC itself (16 KiB of metadata per call).  To stop large messages before they are read,
-put a proxy with a request-size limit in front of the server.
+it, so a message is already in memory when the auth middleware or a handler first sees the
+call: about 2.5 times its size at the peak for a call refused for its credentials, and for an
+authenticated ticket or command more (pyarrow copies it into Python objects three more times
+before the handler runs).  It is released when the call ends, and :mod:`.memory` hands it back
+to the system.  What the server can do is refuse at once, before decoding, copying or keeping
+anything: control messages (tickets, descriptor commands and paths, action bodies, put
+metadata) are bounded by ``max_message_bytes``, each record batch of a put by
+``max_batch_bytes``.  Headers are bounded by gRPC itself (16 KiB of metadata per call).  To
+stop large messages before they are read at all, put a proxy with a request-size limit in
+front of the server.
 """
 
 from __future__ import annotations
