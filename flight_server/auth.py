@@ -722,26 +722,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--role", choices=ROLES, help="role for the users-file line")
     p.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS)
     p.add_argument("--stdin", action="store_true", help="read the password from stdin")
+    grant_help = "limit to dataset prefixes: 'read=PREFIX,...;write=PREFIX,...'"
+    p.add_argument("--grant", help=grant_help)
     p = sub.add_parser("token", help="make a random static token (a tokens-file line)")
     p.add_argument("--user")
     p.add_argument("--role", choices=ROLES)
+    p.add_argument("--grant", help=grant_help)
     sub.add_parser("secret", help=f"make a random token-signing secret for {SECRET_ENV}")
     args = parser.parse_args(argv)
     try:
-        if args.command == "hash":
-            if args.role and not args.user:
-                parser.error("--role needs --user")
+        if args.command in ("hash", "token"):
+            if (args.role or args.grant) and not args.user:
+                parser.error("--role and --grant need --user")
             if args.user:
                 _check_user_name(args.user)
+            grant = str(_parse_grant(args.grant)) if args.grant else None
+            role = args.role or (DEFAULT_ROLE if grant else None)
+        if args.command == "hash":
             encoded = hash_password(_read_password(args.stdin), iterations=args.iterations)
-            fields = [args.user, encoded, args.role] if args.user else [encoded]
+            fields = [args.user, encoded, role, grant] if args.user else [encoded]
             print(":".join(f for f in fields if f))
         elif args.command == "token":
-            if args.role and not args.user:
-                parser.error("--role needs --user")
-            if args.user:
-                _check_user_name(args.user)
-            print(" ".join(f for f in (secrets.token_urlsafe(32), args.user, args.role) if f))
+            fields = [secrets.token_urlsafe(32), args.user, role, grant]
+            print(" ".join(f for f in fields if f))
         else:
             print(generate_secret())
     except AuthConfigError as exc:

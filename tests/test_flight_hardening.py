@@ -670,3 +670,34 @@ def test_bad_limit_flags_are_refused_at_start(tmp_path, flag, value, capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert flag in err or "at least 1 KiB" in err, err
+
+
+def test_auth_cli_writes_grant_lines_the_server_reads(tmp_path):
+    import subprocess
+    import sys
+
+    from flight_fixtures import REPO
+
+    def run(*args: str, stdin: str = "") -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "flight_server.auth", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=60,
+            check=True,
+        )
+        return out.stdout
+
+    users = run("hash", "--user", "ann", "--grant", "read=public, team/", "--iterations", "1000",
+                stdin="ann-pw\n")  # fmt: skip
+    tokens = run("token", "--user", "bot", "--role", "write", "--grant", "write=team/")
+    (tmp_path / "users").write_text(users)
+    (tmp_path / "tokens").write_text(tokens)
+    auth = Authenticator.from_files(tmp_path / "users", tmp_path / "tokens", secret=SECRET)
+    ann = auth.check_password("ann", "ann-pw")
+    assert ann == ("ann", "read")
+    assert auth.grants_of(ann) == Grants(read=("public", "team/"))
+    bot = auth.verify_token(tokens.split()[0])
+    assert bot == ("bot", "write") and auth.grants_of(bot) == Grants(write=("team/",))
