@@ -379,7 +379,9 @@ class Authenticator:
         if not isinstance(user, str) or role not in ROLES or not isinstance(expires, int):
             raise flight.FlightUnauthenticatedError("invalid bearer token")
         if self._clock() >= expires:
-            raise flight.FlightUnauthenticatedError("bearer token expired: authenticate again")
+            error = flight.FlightUnauthenticatedError("bearer token expired: authenticate again")
+            error.expired = True  # a client that logged in once: not a failed login
+            raise error
         if self._users:
             # a user removed from the file (and the server restarted) loses its tokens, and a
             # user demoted to read loses write at once
@@ -412,8 +414,9 @@ class Authenticator:
         if scheme == "bearer":
             try:
                 return self.verify_token(credentials), None
-            except flight.FlightUnauthenticatedError:
-                self.limiter.failed(self.claimed_user(headers), password=False, how="bearer")
+            except flight.FlightUnauthenticatedError as exc:
+                if not getattr(exc, "expired", False):
+                    self.limiter.failed(self.claimed_user(headers), password=False, how="bearer")
                 raise
         raise flight.FlightUnauthenticatedError(
             "unsupported authorization scheme (use Basic in the Handshake, then Bearer)"

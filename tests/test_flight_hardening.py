@@ -701,3 +701,22 @@ def test_auth_cli_writes_grant_lines_the_server_reads(tmp_path):
     assert auth.grants_of(ann) == Grants(read=("public", "team/"))
     bot = auth.verify_token(tokens.split()[0])
     assert bot == ("bot", "write") and auth.grants_of(bot) == Grants(write=("team/",))
+
+
+def test_expired_tokens_do_not_count_as_failed_logins_but_forged_ones_do():
+    now = [1000.0]
+    limiter = LoginLimiter(Rate(2, 60.0), Rate(100, 1.0))
+    users = {"u": (hash_password("pw", iterations=ITER), "read")}
+    auth = Authenticator(users, secret=SECRET, limiter=limiter, clock=lambda: now[0])
+    token = auth.issue_token(auth.check_password("u", "pw"), ttl=10)
+    now[0] += 60
+    for _ in range(5):  # a dashboard polling with its old token
+        with pytest.raises(fl.FlightUnauthenticatedError, match="expired"):
+            auth.authenticate({"authorization": [f"Bearer {token}"]}, handshake=False)
+    assert auth.check_password("u", "pw") == ("u", "read")  # not locked out
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    for _ in range(2):
+        with pytest.raises(fl.FlightUnauthenticatedError, match="invalid bearer token"):
+            auth.authenticate({"authorization": [f"Bearer {forged}"]}, handshake=False)
+    with pytest.raises(fl.FlightUnauthenticatedError, match="too many failed logins"):
+        auth.check_password("u", "pw")
