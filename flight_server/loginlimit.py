@@ -82,7 +82,7 @@ class LoginLimiter:
         server_rate: Rate = DEFAULT_SERVER_RATE,
         *,
         max_concurrent: int = 1,
-        queue_seconds: float = 2.0,
+        queue_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.user_rate = user_rate
