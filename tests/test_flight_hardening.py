@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -720,3 +722,25 @@ def test_expired_tokens_do_not_count_as_failed_logins_but_forged_ones_do():
             auth.authenticate({"authorization": [f"Bearer {forged}"]}, handshake=False)
     with pytest.raises(fl.FlightUnauthenticatedError, match="too many failed logins"):
         auth.check_password("u", "pw")
+
+
+def test_a_flood_of_calls_without_credentials_does_not_flood_the_log(root, tmp_path, caplog):
+    users = users_file(tmp_path, [("alice", "pw", "read")])
+    auth = Authenticator.from_files(users, secret=SECRET)
+    caplog.set_level(logging.INFO, logger="flight_server.requests")
+    with running_server(str(root), authenticator=auth) as server:
+        client = fl.FlightClient(f"grpc://127.0.0.1:{server.port}")
+        started = time.monotonic()
+        for _ in range(300):
+            with pytest.raises(fl.FlightUnauthenticatedError):
+                client.list_actions()
+        elapsed = time.monotonic() - started
+        time.sleep(0.2)  # the budget refills: the next refusal is logged with the count
+        with pytest.raises(fl.FlightUnauthenticatedError):
+            client.list_actions()
+    lines = [r.getMessage() for r in caplog.records if "status=UNAUTHENTICATED" in r.getMessage()]
+    left_out = sum(
+        int(m.group(1)) for line in lines if (m := re.search(r"refusals_not_logged=(\d+)", line))
+    )
+    assert len(lines) <= 40 + 20 * (elapsed + 0.2) + 1
+    assert len(lines) + left_out == 301  # every refusal logged or counted
