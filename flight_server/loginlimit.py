@@ -1,13 +1,15 @@
 """Failed logins, rate-limited: token buckets per user and for the whole server.
 
 A password check is deliberately slow (PBKDF2, about half a second of CPU at the default
-iterations), so a flood of bad logins could take the server's CPU.  Each failed login takes
-one token from the bucket of the user it named and, for password checks, one from the
-server's bucket; while either is empty, further password logins for that user (or, for the
-server bucket, any password login) are refused at once, without hashing.  Buckets refill one
-token per ``refill`` seconds.  Valid bearer tokens are never refused (checking one costs
-microseconds), so a flood cannot lock out clients that already logged in.  At most
-``max_concurrent`` password checks run at once; more wait briefly, then are refused.
+iterations), so a flood of bad logins could take the server's CPU.  Every password login
+takes one token from the bucket of the user it names and one from the server's bucket before
+the check (a good password gives them back); a bad bearer token takes one from its user's.
+While either bucket is empty, password logins for that user (for the server bucket: any
+password login) are refused at once, without hashing.  Buckets refill one token per
+``refill`` seconds.  Valid bearer tokens are never refused (checking one costs microseconds),
+and expired ones do not count, so a flood cannot lock out clients that already logged in.
+At most ``max_concurrent`` password checks run at once; the others wait their turn (up to
+``queue_seconds``, then UNAVAILABLE).
 
 pyarrow's server middleware is not told the peer's address, so the buckets are keyed by the
 user a call names, plus the one server-wide bucket; a proxy in front of the server can add

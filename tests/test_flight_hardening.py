@@ -208,6 +208,10 @@ def test_oversized_messages_are_refused_before_use(root, tmp_path):
                 call()
             assert kind(info.value) == "RESOURCE_EXHAUSTED", (what, info.value)
             assert "limit" in str(info.value)
+        # headers: gRPC refuses more than 16 KiB of metadata before any code of ours runs
+        huge = fl.FlightCallOptions(headers=[(b"authorization", token), (b"x-pad", b"p" * BIG)])
+        with pytest.raises(pa.ArrowException, match="metadata size exceeds"):
+            client.list_actions(huge)
         # under the limits, the same calls work
         got = read_info_with(
             client,
