@@ -67,12 +67,17 @@ class Limits:
 
 
 class BoundedReader:
-    """A put's ``MetadataRecordBatchReader`` that refuses any message over the limits and a
-    ``read_all`` over ``max_batch_bytes`` in total (Flight SQL parameters are read whole)."""
+    """A put's ``MetadataRecordBatchReader`` that refuses any message over the limits and,
+    when ``whole`` (data the server keeps in memory, such as Flight SQL parameters), a stream
+    over ``max_batch_bytes`` in total."""
 
-    def __init__(self, reader: flight.MetadataRecordBatchReader, limits: Limits):
+    def __init__(
+        self, reader: flight.MetadataRecordBatchReader, limits: Limits, *, whole: bool = False
+    ):
         self._reader = reader
         self._limits = limits
+        self._whole = whole
+        self._total = 0
 
     @property
     def schema(self) -> pa.Schema:
@@ -81,6 +86,13 @@ class BoundedReader:
     def read_chunk(self) -> flight.FlightStreamChunk:
         chunk = self._reader.read_chunk()
         self._limits.check_batch(chunk.data, chunk.app_metadata)
+        if self._whole and chunk.data is not None:
+            self._total += chunk.data.nbytes
+            if self._total > self._limits.max_batch_bytes:
+                raise ResourceExhausted(
+                    f"the put's data exceeds the server's limit of "
+                    f"{self._limits.max_batch_bytes} bytes in all"
+                )
         return chunk
 
     def __iter__(self) -> Iterator[flight.FlightStreamChunk]:
@@ -91,14 +103,5 @@ class BoundedReader:
                 return
 
     def read_all(self) -> pa.Table:
-        batches, total = [], 0
-        for chunk in self:
-            if chunk.data is not None:
-                total += chunk.data.nbytes
-                if total > self._limits.max_batch_bytes:
-                    raise ResourceExhausted(
-                        f"the put's data exceeds the server's limit of "
-                        f"{self._limits.max_batch_bytes} bytes"
-                    )
-                batches.append(chunk.data)
+        batches = [c.data for c in self if c.data is not None]
         return pa.Table.from_batches(batches, schema=self.schema)

@@ -293,11 +293,14 @@ class LanceFlightServer(flight.FlightServerBase):
     @_entry
     def do_put(self, context, descriptor, reader, writer) -> None:
         self.limits.check_descriptor(descriptor)
-        reader = BoundedReader(reader, self.limits)
         if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
             descriptor.command
         ):
+            # parameters are held whole; an ingest streams to disk like a put
+            whole = not self.sql.is_ingest(descriptor.command)
+            reader = BoundedReader(reader, self.limits, whole=whole)
             return self.sql.do_put(context, descriptor, reader, writer)
+        reader = BoundedReader(reader, self.limits)
         self._require_write(context)
         if descriptor.descriptor_type == flight.DescriptorType.PATH:
             q = parse_descriptor(descriptor)

@@ -27,6 +27,7 @@ import pyarrow.flight as fl
 import pytest
 from flight_fixtures import action, cmd, every_version, make_table, put, read_info, serve
 from flight_sql_helpers import running_server
+from google.protobuf import any_pb2
 
 from flight_server.auth import Authenticator, Grants, hash_password
 from flight_server.errors import error_kind
@@ -748,3 +749,52 @@ def test_a_flood_of_calls_without_credentials_does_not_flood_the_log(root, tmp_p
     )
     assert len(lines) <= 40 + 20 * (elapsed + 0.2) + 1
     assert len(lines) + left_out == 301  # every refusal logged or counted
+
+
+def test_sql_parameters_are_bounded_in_all_while_ingest_streams(tmp_path):
+    lance.write_dataset(make_table(100), str(tmp_path / "t"))
+    limits = Limits(max_message_bytes=LIMIT, max_batch_bytes=LIMIT)
+    chunk = pa.record_batch({"0": pa.array(["v" * 1000] * 10)})  # ~10 KiB a batch
+    with running_server(str(tmp_path), limits=limits) as server:
+        client = fl.FlightClient(f"grpc://127.0.0.1:{server.port}")
+        req = pack(
+            pb.ActionCreatePreparedStatementRequest(query="SELECT count(*) FROM t WHERE s = ?")
+        )
+        [res] = list(client.do_action(fl.Action("CreatePreparedStatement", req)))
+        wrapper = any_pb2.Any.FromString(res.body.to_pybytes())
+        handle = pb.ActionCreatePreparedStatementResult.FromString(wrapper.value)
+        bind = fl.FlightDescriptor.for_command(
+            pack(
+                pb.CommandPreparedStatementQuery(
+                    prepared_statement_handle=handle.prepared_statement_handle
+                )
+            )
+        )
+        writer, reader = client.do_put(bind, chunk.schema)
+        with pytest.raises((fl.FlightError, OSError)) as info:
+            for _ in range(12):  # 120 KiB in all, each batch well under the limit
+                writer.write_batch(chunk)
+            writer.done_writing()
+            reader.read()
+            writer.close()
+        assert "[RESOURCE_EXHAUSTED]" in str(info.value) and "in all" in str(info.value)
+        # a bulk ingest of the same size streams to disk: no total limit
+        data = pa.Table.from_batches([chunk.rename_columns(["s"])] * 12)
+        opts = pb.CommandStatementIngest.TableDefinitionOptions
+        ingest = fl.FlightDescriptor.for_command(
+            pack(
+                pb.CommandStatementIngest(
+                    table="big",
+                    table_definition_options=opts(
+                        if_not_exist=opts.TABLE_NOT_EXIST_OPTION_CREATE,
+                        if_exists=opts.TABLE_EXISTS_OPTION_FAIL,
+                    ),
+                )
+            )
+        )
+        writer, reader = client.do_put(ingest, data.schema)
+        writer.write_table(data, max_chunksize=10)
+        writer.done_writing()
+        reader.read()
+        writer.close()
+    assert lance.dataset(str(tmp_path / "big")).to_table().equals(data.combine_chunks())

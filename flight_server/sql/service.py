@@ -111,6 +111,14 @@ class FlightSqlService:
         return action_type in protocol.ACTION_TYPES
 
     @staticmethod
+    def is_ingest(cmd: bytes) -> bool:
+        """Whether a DoPut command is a bulk ingest (its data streams to disk)."""
+        try:
+            return isinstance(protocol.unpack(cmd), pb.CommandStatementIngest)
+        except InvalidArgumentError:
+            return False
+
+    @staticmethod
     def list_actions() -> list[tuple[str, str]]:
         return list(protocol.ACTION_TYPES.items())
 
