@@ -35,6 +35,7 @@ import pyarrow as pa
 from lance_format.errors import CommitConflictError, InvalidArgumentError, SchemaError
 from lance_format.schema import LanceSchema
 from lance_format.table import manifest, paths, staging, write
+from lance_format.validation import check_arrays
 
 from . import permissions
 from .catalog import Catalog
@@ -239,6 +240,7 @@ def ingest(
             counted["bytes"] += b.nbytes
             if on_rows is not None:
                 on_rows(b.num_rows, b.nbytes)
+            check_arrays(b)  # before a cast or a copy reads its offsets
             if must_cast:  # first: a cast makes new (aligned) buffers of its own
                 b = conform(b, target)
             yield aligned(b)

@@ -52,6 +52,13 @@ class InvalidArgumentError(LanceError, ValueError):
     """The caller asked for something impossible: unknown column, row out of range."""
 
 
+class InvalidDataError(InvalidArgumentError, OSError):
+    """Data that cannot be written as given: nulls in a non-nullable field, an invalid Arrow
+    array (offsets that go backwards, bad UTF-8, dictionary keys out of range), a shape Lance
+    cannot store.  pylance raises ``OSError`` for most of these and ``ValueError`` for the
+    rest, so this is both."""
+
+
 class SchemaError(LanceError):
     """A schema cannot be mapped between Lance and Arrow, or does not match the data."""
 

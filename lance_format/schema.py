@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from .errors import InvalidArgumentError, SchemaError
+from .errors import InvalidArgumentError, InvalidDataError, SchemaError
 from .pb import file_pb2
 
 EXT_NAME_KEY = "ARROW:extension:name"
@@ -421,10 +421,11 @@ class LanceField:
     def from_arrow(cls, f: pa.Field, next_id: list[int], parent_id: int) -> LanceField:
         """Assign ids depth-first; ``next_id`` is a one-element counter shared by the walk."""
         t = f.type
-        metadata = {k.decode("utf-8"): v for k, v in (f.metadata or {}).items()}
+        metadata = _utf8_metadata(f.metadata, f"field {f.name!r}")
         if isinstance(t, pa.BaseExtensionType):
-            metadata.update(_extension_metadata(t))
+            metadata.update(_utf8_metadata(_extension_metadata(t), f"field {f.name!r}"))
             t = t.storage_type
+        _check_list_sizes(t, f.name)
         if metadata.get(EXT_NAME_KEY) == ARROW_JSON_EXT_NAME.encode():
             # pylance stores arrow.json as lance.json (JSONB in large_binary)
             lt = "json"
@@ -461,6 +462,42 @@ class LanceField:
                 )
         me.children = [cls.from_arrow(k, next_id, me.id) for k in kids]
         return me
+
+
+def _utf8_metadata(metadata: Mapping | None, owner: str) -> dict[str, bytes]:
+    """Arrow metadata with text keys; keys and values must be UTF-8, as Lance stores text
+    (pylance refuses anything else rather than read it back with replacement characters)."""
+    out: dict[str, bytes] = {}
+    for key, value in (metadata or {}).items():
+        raw_key = key.encode() if isinstance(key, str) else bytes(key)
+        raw_value = value.encode() if isinstance(value, str) else bytes(value)
+        try:
+            text_key = raw_key.decode("utf-8")
+            raw_value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgumentError(
+                f"the metadata of {owner} is not valid UTF-8 (key {raw_key!r}); "
+                "encode binary metadata, e.g. as base64"
+            ) from None
+        out[text_key] = raw_value
+    return out
+
+
+def _check_list_sizes(t: pa.DataType, name: str) -> None:
+    """A fixed-size list of 0 items cannot be stored (its values take no room, so readers
+    cannot size it); pylance refuses it at any depth of fixed-size lists too."""
+    while True:
+        if isinstance(t, pa.BaseExtensionType):
+            t = t.storage_type
+        if not pa.types.is_fixed_size_list(t):
+            return
+        if t.list_size <= 0:
+            raise InvalidDataError(
+                f"fixed-size list of {t.value_type} has dimension {t.list_size}; "
+                "the dimension must be a positive integer",
+                column=name,
+            )
+        t = t.value_type
 
 
 def _has_nested(t: pa.DataType) -> bool:
@@ -616,8 +653,7 @@ class LanceSchema:
     def from_arrow(cls, schema: pa.Schema, first_id: int = 0) -> LanceSchema:
         counter = [first_id]
         fields = [LanceField.from_arrow(f, counter, -1) for f in schema]
-        metadata = {k.decode("utf-8"): v for k, v in (schema.metadata or {}).items()}
-        return cls(fields, metadata)
+        return cls(fields, _utf8_metadata(schema.metadata, "the schema"))
 
     def to_arrow(self) -> pa.Schema:
         md = {k.encode(): v for k, v in self.metadata.items()} or None

@@ -49,6 +49,7 @@ from .structural.page import EncodedPage
 from .v2_0 import encoder as v20
 from .v2_0 import page_meta as v20_meta
 from .v2_0.decoder import v20_column_fields
+from .validation import check_batch
 from .workers import pool
 
 DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
@@ -166,6 +167,8 @@ class LanceFileWriter:
         self._schema = schema
         self._lance_schema = lance_schema
         self._file_schema = lance_schema
+        # non-nullable in the target (a dataset's schema) even where the data's schema is not
+        self._required = [not f.nullable for f in lance_schema.fields]
         if self._blobs is not None:
             self._file_schema = blob_v2_file_schema(lance_schema)
         for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
@@ -213,6 +216,7 @@ class LanceFileWriter:
             raise SchemaError(_schema_diff(self._schema, batch.schema))
         if batch.num_rows == 0:
             return
+        check_batch(batch, self._required)  # refused before anything is buffered
         try:
             full = []
             for i in range(batch.num_columns):

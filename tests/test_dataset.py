@@ -187,6 +187,50 @@ def test_add_columns_both_ways(tmp_path, version):
         open_dataset(uri).add_columns({"id": "id + 1"})
 
 
+CONSTANT_COLUMNS = {
+    "zero": "0",
+    "text": "'x'",
+    "sum": "1 + 2",
+    "none": "NULL",
+    "half": "CAST(1.5 AS DOUBLE)",
+    "yes": "true",
+}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_add_columns_reading_no_column_fill_every_row(tmp_path, version, monkeypatch):
+    """A constant has one value per existing row (it once wrote files of 0 rows, after which
+    neither reader could read the dataset): the same rows, values and schema as pylance's,
+    over several fragments, deletions, a fully deleted fragment, and fragments longer than
+    one evaluation step."""
+    import shutil
+
+    from lance_format.table import dataset as dataset_module
+
+    monkeypatch.setattr(dataset_module, "ADD_COLUMNS_ROWS", 250)
+    base = str(tmp_path / "base")
+    lance.write_dataset(_table(1500), base, data_storage_version=version, max_rows_per_file=600)
+    lance.dataset(base).delete("id % 9 = 0 OR id >= 1200")  # the third fragment goes
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    shutil.copytree(base, theirs)
+    shutil.copytree(base, ours)
+    for name, sql in CONSTANT_COLUMNS.items():
+        lance.dataset(theirs).add_columns({name: sql})
+        open_dataset(ours).add_columns({name: sql})
+    # a constant beside a column-reading expression, in one call
+    lance.dataset(theirs).add_columns({"k": "7", "id3": "id * 3"})
+    open_dataset(ours).add_columns({"k": "7", "id3": "id * 3"})
+    expected = lance.dataset(theirs).to_table()
+    assert expected.num_rows == lance.dataset(base).count_rows() > 0
+    assert lance.dataset(ours).to_table().equals(expected)
+    assert lance.dataset(ours).schema == lance.dataset(theirs).schema  # nullability too
+    assert open_dataset(ours).to_table().equals(expected)
+    assert open_dataset(ours).to_table(filter="zero = 0 AND text = 'x'").num_rows == len(expected)
+    for frag in lance.dataset(ours).get_fragments():
+        assert frag.to_table().num_rows == frag.count_rows()
+    _same_as_pylance(ours)
+
+
 def test_cleanup_old_versions_keeps_what_pylance_needs(tmp_path):
     import datetime as dt
     import os

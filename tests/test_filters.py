@@ -747,3 +747,184 @@ def test_long_or_chain_and_deep_nesting() -> None:
     assert referenced_columns(parse_filter(sql, SCHEMA), SCHEMA) == ["i"]
     with pytest.raises(InvalidArgumentError, match="nested too deeply"):
         parse_filter("(" * 3000 + "i = 1" + ")" * 3000, SCHEMA)
+
+
+# -- long IN lists and the size and depth limits ---------------------------------------------
+
+
+def _sql_list(values: list) -> str:
+    """Python values as SQL literals, as a generated filter would write them."""
+    out = []
+    for v in values:
+        if v is None:
+            out.append("NULL")
+        elif isinstance(v, str):
+            out.append(_sql_string(v))
+        else:
+            out.append(repr(v))
+    return ", ".join(out)
+
+
+def _long_lists() -> tuple[list[str], list[str]]:
+    """Long IN lists pylance accepts, and ones it refuses where we read each literal as a
+    comparison would (values beyond the column's type, dates written as strings)."""
+    rng = np.random.default_rng(7)
+
+    def pick(column: str, k: int) -> list:
+        values = [v for v in TABLE[column].to_pylist() if v is not None and v == v]
+        return [values[j] for j in rng.integers(0, len(values), k)]
+
+    accepted = [
+        f"i IN ({_sql_list(pick('i', 30) + [-1000, 7])})",
+        f"i NOT IN ({_sql_list(pick('i', 30))})",
+        f"i IN ({_sql_list(pick('i', 20) + [None])})",  # NULL: misses become NULL
+        f"i NOT IN ({_sql_list(pick('i', 20) + [None])})",
+        f"i8 IN ({_sql_list(pick('i8', 20))})",
+        f"u16 IN ({_sql_list(pick('u16', 20))})",
+        f"big IN ({_sql_list(pick('big', 20))})",
+        f"f IN ({_sql_list(pick('f', 20) + [0, -0.0, 1e10, 3])})",
+        f"f IN ({', '.join(['1.5e0', '.5', '-0', '2', '-3.25', '1E10'] * 3)})",
+        f"f32 IN ({_sql_list(pick('f32', 20) + [0.1, -0.0])})",
+        f"f NOT IN ({_sql_list(pick('f', 20) + [None])})",
+        f"s IN ({_sql_list(pick('s', 20))})",  # it's: escaped quotes
+        f"s IN ({_sql_list(['abc', 'xyz', 'a_c'] * 6 + [None])})",
+        f"s NOT IN ({', '.join('  ' + _sql_string(v) for v in STRINGS * 2)})",
+        f"ls IN ({_sql_list(pick('ls', 20))})",
+        f"s IN ({_sql_list(pick('s', 20))}) AND i IN ({_sql_list(pick('i', 20))})",
+        f"i > 3 OR (s IN ({_sql_list(pick('s', 16))}) AND NOT i8 IN ({_sql_list(pick('i8', 16))}))",
+        f"s = 'x IN ({_sql_list(list(range(20)))})' OR i IN ({_sql_list(pick('i', 16))})",
+    ]
+    refused_by_pylance = [
+        f"i IN ({_sql_list(pick('i', 20) + [10**10])})",
+        f"i8 IN ({_sql_list(pick('i8', 20) + [300, -129])})",
+        f"u16 IN ({_sql_list(pick('u16', 20) + [-1])})",
+        f"big IN ({_sql_list(pick('big', 20) + [2**63 + 5])})",
+        f"i IN ({_sql_list([float(v) for v in pick('i', 20)] + [2.5])})",
+        f"s IN ({_sql_list(list(range(20)))})",
+        f"d IN ({_sql_list([str(d) for d in pick('d', 20)])})",
+    ]
+    return accepted, refused_by_pylance
+
+
+LONG_LISTS, LONG_LISTS_OURS_ONLY = _long_lists()
+
+
+def _outcome(sql: str) -> list[int] | str:
+    try:
+        return our_ids(sql)
+    except InvalidArgumentError as e:
+        return type(e).__name__
+
+
+def _lifted_and_parsed(sql: str, monkeypatch) -> list[int] | str:
+    """The outcome of ``sql`` with its lists lifted, checked equal to the parser's."""
+    from lance_format.table import filter_text
+
+    assert filter_text.prepare(sql).lists  # the list was lifted
+    lifted = _outcome(sql)
+    with monkeypatch.context() as m:
+        m.setattr(filter_text, "MIN_LIFTED_ITEMS", 10**9)
+        assert not filter_text.prepare(sql).lists
+        assert _outcome(sql) == lifted
+    return lifted
+
+
+@pytest.mark.parametrize("sql", LONG_LISTS, ids=range(len(LONG_LISTS)))
+def test_long_in_lists_match_pylance(pylance_ds, sql: str, monkeypatch) -> None:
+    """Lists of 16 literals or more skip the SQL parser (one Arrow array each, built at
+    once); the rows must be pylance's, and the same as when the parser reads the list."""
+    assert _lifted_and_parsed(sql, monkeypatch) == pylance_ids(pylance_ds, sql)
+
+
+@pytest.mark.parametrize("sql", LONG_LISTS_OURS_ONLY, ids=range(len(LONG_LISTS_OURS_ONLY)))
+def test_long_in_lists_read_as_the_parser_reads_them(sql: str, monkeypatch) -> None:
+    """Where pylance refuses a list, lifted or not it means the same to us."""
+    _lifted_and_parsed(sql, monkeypatch)
+
+
+def test_lifted_lists_prune_as_parsed_lists(monkeypatch) -> None:
+    from lance_format.table import filter_text
+
+    sql = f"i IN ({_sql_list(list(range(-5, 15)))}) AND s IN ({_sql_list(STRINGS * 2)})"
+    lifted = filters_module.conjunct_terms(sql)
+    monkeypatch.setattr(filter_text, "MIN_LIFTED_ITEMS", 10**9)
+    assert lifted == filters_module.conjunct_terms(sql)
+    assert [t[:2] for t in lifted] == [("i", "in"), ("s", "in")]
+
+
+def test_a_large_in_list_matches_pylance(pylance_ds) -> None:
+    """50,000 items (a generated filter), through our dataset scanner too."""
+    import lance_format
+
+    values = list(range(-25_000, 25_000))
+    ours = lance_format.dataset(pylance_ds.uri)
+    for sql in (
+        f"i IN ({_sql_list(values)})",
+        f"s IN ({_sql_list([f'v{k}' for k in values] + ['abc'])})",
+    ):
+        expected = pylance_ids(pylance_ds, sql)
+        assert our_ids(sql) == expected
+        scanned = ours.to_table(filter=sql, columns=["id"]).column("id").to_pylist()
+        assert sorted(scanned) == expected
+
+
+def test_lifted_list_errors_name_the_list() -> None:
+    sql = f"b IN ({_sql_list(list(range(20)))})"
+    with pytest.raises(InvalidArgumentError) as e:
+        parse_filter(sql, SCHEMA)
+    assert "<20 values>" in str(e.value) and "lance_in_" not in str(e.value)
+
+
+def test_a_placeholder_the_user_wrote_is_not_a_lifted_list() -> None:
+    from lance_format.table import filter_text
+
+    sql = f"i IN ({_sql_list(list(range(20)))}) OR i IN (:{filter_text.PLACEHOLDER_PREFIX}0)"
+    with pytest.raises(InvalidArgumentError, match="PLACEHOLDER"):
+        parse_filter(sql, SCHEMA)
+
+
+DEEP = {
+    "parentheses": "(" * 3000 + "i = 1" + ")" * 3000,
+    "not": "NOT " * 100_000 + "b",
+    "minus": "i = " + "- " * 100_000 + "1",
+    "functions": "abs(" * 5000 + "i" + ")" * 5000 + " = 1",
+    "case": "CASE WHEN " * 2000 + "b THEN 1 ELSE 0 END" * 2000 + " = 1",
+    "arithmetic": "i" + " + i" * 2000 + " = 1",
+    "mixed": "(NOT " * 20 + "b" + ")" * 20,
+}
+
+
+@pytest.mark.parametrize("sql", DEEP.values(), ids=DEEP.keys())
+def test_deep_nesting_is_a_clear_error(sql: str) -> None:
+    """Refused before the recursive parser or translator could run out of stack."""
+    with pytest.raises(InvalidArgumentError, match="nested too deeply") as e:
+        parse_filter(sql, SCHEMA)
+    assert not isinstance(e.value.__context__, RecursionError)
+    assert len(str(e.value)) < 600  # the filter is quoted cut short
+
+
+def test_nesting_within_the_limits_matches_pylance(pylance_ds) -> None:
+    from lance_format.table import filter_text
+
+    depth = filter_text.MAX_FILTER_DEPTH
+    sqls = [
+        "(" * depth + "i = 1" + ")" * depth,
+        "NOT (" * (depth * 2 // 3) + "i = 1" + ")" * (depth * 2 // 3),
+        "i" + " + i" * (filter_text.MAX_TREE_DEPTH - 8) + " > 3",
+    ]
+    for sql in sqls:
+        assert our_ids(sql) == pylance_ids(pylance_ds, sql)
+
+
+def test_size_limits(monkeypatch) -> None:
+    from lance_format.table import filter_text
+
+    or_chain = " OR ".join(f"i = {k}" for k in range(10_000))  # ~120 KB for the parser
+    assert len(or_chain) > filter_text.MAX_PARSED_BYTES
+    with pytest.raises(InvalidArgumentError, match="outside long IN"):
+        parse_filter(or_chain, SCHEMA)
+    as_list = f"i IN ({', '.join(str(k) for k in range(-20, 10_000))})"  # as a list
+    assert our_ids(as_list) == [r for r, v in enumerate(TABLE["i"].to_pylist()) if v is not None]
+    monkeypatch.setattr(filter_text, "MAX_FILTER_BYTES", len(as_list) - 1)
+    with pytest.raises(InvalidArgumentError, match="characters long; the limit is"):
+        parse_filter(as_list, SCHEMA)

@@ -160,6 +160,57 @@ def test_refused_appends_write_nothing(client, root):
     assert lance.dataset(uri).version == 1 and lance.dataset(uri).to_table().equals(t)
 
 
+def test_nulls_in_a_not_null_column_are_refused(client, root):
+    """A put of nulls into a NOT NULL column (or a nested NOT NULL field) commits nothing."""
+    uri = os.path.join(root, "notnull")
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("s", pa.struct([pa.field("x", pa.int32(), nullable=False)])),
+        ]
+    )
+    good = pa.table({"id": [1, 2], "s": [{"x": 1}, {"x": 2}]}, schema=schema)
+    put(client, cmd(dataset="notnull"), good)
+    files = data_files(uri)
+    loose = pa.table({"id": pa.array([3, None], pa.int64()), "s": good.column("s")})
+    child = pa.StructArray.from_arrays(
+        [pa.array([None, 4], pa.int32())], fields=[schema[1].type[0]]
+    )
+    nested = pa.Table.from_arrays([pa.array([5, 6], pa.int64()), child], schema=schema)
+    for data in (loose, nested):
+        with pytest.raises(OSError):  # pylance refuses both
+            lance.write_dataset(data, uri, mode="append")
+        e = _refused(client, cmd(dataset="notnull", mode="append"), data)
+        assert error_kind(e) == "INVALID_ARGUMENT" and "non-nullable" in str(e)
+    assert data_files(uri) == files
+    assert lance.dataset(uri).version == 1 and lance.dataset(uri).to_table().equals(good)
+
+
+def _bad_offsets(n: int, typ: pa.DataType) -> pa.Array:
+    """``n`` values whose offsets go backwards (a client can send such an array)."""
+    offsets = pa.array([0, 5, 2] + list(range(3, n + 1)), pa.int32()).buffers()[1]
+    return pa.Array.from_buffers(typ, n, [None, offsets, pa.py_buffer(b"abcdef" * n)])
+
+
+@pytest.mark.parametrize("stored", [pa.binary(), pa.large_binary(), pa.string()])
+def test_invalid_arrays_are_refused_before_any_use(client, root, stored):
+    """Offsets that go backwards: refused before a cast to the dataset's type (or a copy)
+    reads them, and nothing is written."""
+    name = f"offsets-{stored}"
+    uri = os.path.join(root, name)
+    good = pa.table({"id": pa.array([1, 2], pa.int64()), "b": pa.array(["ab", "c"]).cast(stored)})
+    put(client, cmd(dataset=name), good)
+    files = data_files(uri)
+    sent = pa.binary() if stored == pa.large_binary() else stored  # a cast on the server
+    bad = pa.Table.from_arrays(
+        [pa.array([3, 4, 5], pa.int64()), _bad_offsets(3, sent)], names=["id", "b"]
+    )
+    e = _refused(client, cmd(dataset=name, mode="append"), bad)
+    assert error_kind(e) == "INVALID_ARGUMENT" and "offset" in str(e).lower()
+    assert data_files(uri) == files
+    assert lance.dataset(uri).version == 1 and lance.dataset(uri).to_table().equals(good)
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -495,7 +495,7 @@ def _add_columns(ds: Dataset, transforms) -> Dataset:
         used = sorted({c for cf in compiled.values() for c in cf.top_level_columns})
         source = [f for f in ds.lance_schema.fields if f.name in used]
         probe = _evaluate_columns(ds.scanner(columns=used).schema.empty_table(), compiled)
-        new_schema = LanceSchema.from_arrow(probe.schema, first_id=first_id)
+        new_schema = LanceSchema.from_arrow(_constant_nullability(probe.schema, compiled), first_id)
         fragments = [
             _write_column_file(ds, frag, source, compiled, new_schema)
             for frag in ds.get_fragments()
@@ -534,6 +534,25 @@ def _evaluate_columns(table: pa.Table, compiled: dict) -> pa.Table:
     )
 
 
+def _constant_nullability(schema: pa.Schema, compiled: dict) -> pa.Schema:
+    """An expression that reads no column has one value for every row: its column is
+    non-nullable unless that value is NULL (pylance's schema says the same)."""
+    fields = []
+    for f in schema:
+        cf = compiled[f.name]
+        if not cf.paths:
+            value = _evaluate_columns(_rows_without_columns(1), {f.name: cf}).column(0)
+            f = f.with_nullable(value.null_count > 0)
+        fields.append(f)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def _rows_without_columns(n: int) -> pa.Table:
+    """``n`` rows to evaluate expressions that read no column over (a table with no
+    columns has no rows); the placeholder column is never named by such expressions."""
+    return pa.table({"_": pa.nulls(n)})
+
+
 def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema: LanceSchema):
     """One new data file holding the computed columns for every physical row of ``frag``."""
     version = ds.data_storage_version
@@ -549,7 +568,10 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
     try:
         for start in range(0, frag.physical_rows, ADD_COLUMNS_ROWS):
             stop = min(start + ADD_COLUMNS_ROWS, frag.physical_rows)
-            values = _evaluate_columns(frag.read(source, (start, stop)), compiled)
+            rows = (
+                frag.read(source, (start, stop)) if source else _rows_without_columns(stop - start)
+            )
+            values = _evaluate_columns(rows, compiled)
             writer.write_table(values.cast(arrow_schema))
         size = writer.close().num_bytes
     except BaseException:

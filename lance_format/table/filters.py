@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
@@ -40,6 +41,8 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 
 from ..errors import InvalidArgumentError, SchemaError
+from . import filter_text
+from .filter_text import LiteralList
 
 __all__ = ["CompiledFilter", "compile_filter", "parse_filter", "referenced_columns"]
 
@@ -110,7 +113,8 @@ def compile_filter(filter: str | pc.Expression | None, schema: pa.Schema) -> Com
             f"a filter must be a SQL string or a pyarrow.compute.Expression, "
             f"got {type(filter).__name__}"
         )
-    _remember(compiled)
+    if not (isinstance(filter, str) and len(filter) > _REMEMBERED_TEXT):
+        _remember(compiled)  # a long IN list would make a key of megabytes
     return compiled
 
 
@@ -139,6 +143,7 @@ def referenced_columns(expr: pc.Expression, schema: pa.Schema) -> list[str]:
 _MEMORY: OrderedDict[bytes, tuple[tuple[str, ...], ...]] = OrderedDict()
 _MEMORY_LOCK = threading.Lock()
 _MEMORY_SIZE = 512
+_REMEMBERED_TEXT = 64 * 1024  # longer filters are not remembered (use compile_filter's paths)
 
 
 def _expression_key(expr: pc.Expression) -> bytes | None:
@@ -498,6 +503,64 @@ def _not(a):
     return (not a) if isinstance(a, bool) else pc.invert(a)
 
 
+# -- parsing --------------------------------------------------------------------------------
+
+_PARSE_FAILED = "is not valid SQL"
+_PLACEHOLDER = re.compile(r":(" + filter_text.PLACEHOLDER_PREFIX + r"\w+)")
+_SHOWN_CHARS = 200
+
+
+def _shown(sql: str) -> str:
+    """``sql`` quoted for a message, cut short when long (a filter may be megabytes)."""
+    if len(sql) <= _SHOWN_CHARS:
+        return repr(sql)
+    return f"{sql[:_SHOWN_CHARS]!r}... ({len(sql):,} characters)"
+
+
+def _parse(sql: str) -> tuple[exp.Expression, dict[str, LiteralList]]:
+    """The sqlglot tree of a filter whose long literal IN lists are lifted out (within the
+    limits of :mod:`.filter_text`), and those lists by placeholder name."""
+    prepared = filter_text.prepare(sql)
+    try:
+        tree = sqlglot.parse_one(prepared.sql, dialect=LanceFilterDialect, into=exp.Condition)
+    except ParseError as e:
+        detail = "; ".join(
+            f"{err.get('description')} (line {err.get('line')}, col {err.get('col')})"
+            for err in (e.errors or [])
+        )
+        raise InvalidArgumentError(f"{_PARSE_FAILED}: {detail or e}") from None
+    except SqlglotError as e:
+        raise InvalidArgumentError(f"{_PARSE_FAILED}: {e}") from None
+    _check_depth(tree)
+    return tree, prepared.lists
+
+
+def _check_depth(tree: exp.Expression) -> None:
+    """Refuse a tree deeper than :data:`.filter_text.MAX_TREE_DEPTH` (walked without
+    recursion), so that translating it cannot exhaust the stack.  A chain of ANDs or of ORs
+    is one level: it is translated as a flat list."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > filter_text.MAX_TREE_DEPTH:
+            raise InvalidArgumentError(
+                f"the filter is nested too deeply: more than {filter_text.MAX_TREE_DEPTH} "
+                "operators inside one another"
+            )
+        chain = isinstance(node, (exp.And, exp.Or))
+        for child in node.iter_expressions():
+            stack.append((child, depth if chain and type(child) is type(node) else depth + 1))
+
+
+def _balanced(fn: Callable, terms: list) -> object:
+    """``terms`` joined with the binary ``fn`` as a balanced tree: thousands of terms must
+    not make an expression thousands deep (Arrow binds it recursively)."""
+    while len(terms) > 1:
+        pairs = [fn(a, b) for a, b in zip(terms[0::2], terms[1::2], strict=False)]
+        terms = pairs + ([terms[-1]] if len(terms) % 2 else [])
+    return terms[0]
+
+
 # -- the translator -------------------------------------------------------------------------
 
 
@@ -506,6 +569,8 @@ class _Translator:
 
     def __init__(self, sql: str, schema: pa.Schema, *, boolean: bool = True):
         self.sql = sql
+        self.shown = _shown(sql)  # the text as error messages quote it
+        self.lists: dict[str, LiteralList] = {}  # IN lists lifted out before parsing
         self.schema = schema
         self.require_boolean = boolean  # False: a value expression (``add_columns``)
         self.paths: dict[tuple[str, ...], None] = {}
@@ -513,8 +578,14 @@ class _Translator:
     # errors ------------------------------------------------------------------------------
 
     def invalid(self, problem: str, node: exp.Expression | None = None) -> InvalidArgumentError:
-        where = f" in {node.sql(dialect=LanceFilterDialect)!r}" if node is not None else ""
-        return InvalidArgumentError(f"filter {self.sql!r}: {problem}{where}")
+        where = ""
+        if node is not None:
+            text = _PLACEHOLDER.sub(
+                lambda m: f"<{len(self.lists[m[1]]):,} values>" if m[1] in self.lists else m[0],
+                node.sql(dialect=LanceFilterDialect),
+            )
+            where = f" in {_shown(text)}"
+        return InvalidArgumentError(f"filter {self.shown}: {problem}{where}")
 
     def unsupported(self, what: str, node: exp.Expression) -> InvalidArgumentError:
         return self.invalid(f"unsupported SQL construct: {what}", node)
@@ -525,31 +596,21 @@ class _Translator:
         if not self.sql.strip():
             raise InvalidArgumentError("the filter is empty")
         try:
-            tree = sqlglot.parse_one(self.sql, dialect=LanceFilterDialect, into=exp.Condition)
-        except ParseError as e:
-            detail = "; ".join(
-                f"{err.get('description')} (line {err.get('line')}, col {err.get('col')})"
-                for err in (e.errors or [])
-            )
-            raise InvalidArgumentError(
-                f"filter {self.sql!r} is not valid SQL: {detail or e}"
-            ) from None
-        except SqlglotError as e:
-            raise InvalidArgumentError(f"filter {self.sql!r} is not valid SQL: {e}") from None
-        except RecursionError:
-            raise InvalidArgumentError(
-                f"filter {self.sql[:200]!r}... is nested too deeply"
-            ) from None
-        try:
+            tree, self.lists = _parse(self.sql)
             term = self.translate(tree)
-        except RecursionError:
-            raise InvalidArgumentError(
-                f"filter {self.sql[:200]!r}... is nested too deeply"
-            ) from None
-        out = self.type_of(term.expr, tree) if term.const is None else term.type
+        except RecursionError:  # the limits are there to keep this from happening
+            raise InvalidArgumentError(f"filter {self.shown} is nested too deeply") from None
+        except InvalidArgumentError as e:
+            if e.problem.startswith(_PARSE_FAILED):
+                raise InvalidArgumentError(f"filter {self.shown} {e.problem}") from None
+            raise
+        if term.const is not None or self.lists:
+            out = term.type  # binding again would hash every value of a lifted list again
+        else:
+            out = self.type_of(term.expr, tree)
         if self.require_boolean and not pa.types.is_boolean(out):
             raise InvalidArgumentError(
-                f"filter {self.sql!r} does not return a boolean (it returns {out})"
+                f"filter {self.shown} does not return a boolean (it returns {out})"
             )
         # a struct read whole covers its fields: keep the outermost path only
         paths = sorted(self.paths)
@@ -595,10 +656,7 @@ class _Translator:
             # exhaust the stack, here or when Arrow binds it
             fn = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
             terms = [self.boolean(operand).expr for operand in node.flatten()]
-            while len(terms) > 1:
-                pairs = [fn(a, b) for a, b in zip(terms[0::2], terms[1::2], strict=False)]
-                terms = pairs + ([terms[-1]] if len(terms) % 2 else [])
-            return _Term(terms[0], pa.bool_())
+            return _Term(_balanced(fn, terms), pa.bool_())
         if isinstance(node, exp.Not):
             inner = self.boolean(node.this)
             return _Term(pc.invert(inner.expr), pa.bool_())
@@ -643,7 +701,7 @@ class _Translator:
         field = self.lookup(self.schema, name, quoted)
         if field is None:
             raise SchemaError(
-                f"filter {self.sql!r} references unknown column {name!r}; "
+                f"filter {self.shown} references unknown column {name!r}; "
                 f"columns: {_names(self.schema.names)}",
                 column=name,
             )
@@ -651,14 +709,14 @@ class _Translator:
         for child_name, child_quoted in parts[1:]:
             if not pa.types.is_struct(field.type):
                 raise SchemaError(
-                    f"filter {self.sql!r}: {format_path(path)!r} is {field.type}, "
+                    f"filter {self.shown}: {format_path(path)!r} is {field.type}, "
                     f"not a struct, so it has no field {child_name!r}",
                     column=format_path(path),
                 )
             child = self.lookup(field.type, child_name, child_quoted)
             if child is None:
                 raise SchemaError(
-                    f"filter {self.sql!r} references unknown field {child_name!r} of "
+                    f"filter {self.shown} references unknown field {child_name!r} of "
                     f"{format_path(path)!r}; fields: {[f.name for f in field.type]}",
                     column=format_path(path + [child_name]),
                 )
@@ -924,32 +982,81 @@ class _Translator:
         if not node.expressions:
             raise self.invalid("IN needs at least one value", node)
         probe = self.translate(node.this)
-        items = [self.translate(e) for e in node.expressions]
+        lifted = self.lifted(node)
+        if lifted is not None:
+            value_set = self.lifted_value_set(probe, lifted)
+            if value_set is not None:
+                return self.in_value_set(probe, value_set, lifted.nulls > 0, node)
+            items = [self.lifted_item(item, lifted.numeric, node) for item in lifted.items()]
+        else:
+            items = [self.translate(e) for e in node.expressions]
         if probe.const is None and all(i.const is not None for i in items):
             coerced = [self.coerce(i, probe.type, node) for i in items]
             if all(c.type == probe.type or c.is_null_const for c in coerced):
                 return self.in_set(probe, coerced, node)
-        out = None
-        for item in items:
-            eq = self.compare("eq", probe, item, node).expr
-            out = eq if out is None else pc.or_kleene(out, eq)
-        return _Term(out, pa.bool_())
+        equal = [self.compare("eq", probe, item, node).expr for item in items]
+        return _Term(_balanced(pc.or_kleene, equal), pa.bool_())
+
+    def lifted(self, node: exp.In) -> LiteralList | None:
+        """The literal list lifted out of ``node`` before parsing, if it was."""
+        (first, *rest) = node.expressions
+        if rest or not isinstance(first, exp.Placeholder):
+            return None
+        return self.lists.get(first.name)
+
+    def lifted_item(self, item: str | None, numeric: bool, node: exp.Expression) -> _Term:
+        """One lifted literal, typed as the parser's literal would be."""
+        if item is None:
+            return _const(pa.scalar(None, pa.null()))
+        return self.number(item, node) if numeric else _const(pa.scalar(item, pa.string()))
+
+    @staticmethod
+    def lifted_value_set(probe: _Term, lifted: LiteralList) -> pa.Array | None:
+        """The lifted list as one array of the probe's type, for the cases where converting
+        it at once gives exactly what :meth:`coerce` gives item by item: strings against a
+        string column, integers that fit an integer column, numbers against float32/64.
+        None for anything else (then the items go one by one)."""
+        t, values = probe.type, lifted.values
+        if probe.const is not None:
+            return None
+        try:
+            if not lifted.numeric:
+                return values.cast(t) if _is_stringy(t) else None
+            if pa.types.is_integer(t):
+                if not lifted.integers:
+                    return None
+                ints = values.cast(pa.int64())
+                low, high = pc.min_max(ints).values()
+                if len(ints) and not (_int_fits(low.as_py(), t) and _int_fits(high.as_py(), t)):
+                    return None
+                return ints.cast(t)
+            if t in (pa.float32(), pa.float64()):
+                return values.cast(pa.float64()).cast(t, safe=False)
+        except _ARROW_ERRORS:  # e.g. an integer beyond int64: item by item
+            return None
+        return None
 
     def in_set(self, probe: _Term, items: list[_Term], node: exp.Expression) -> _Term:
         values = [i.const for i in items if i.const.is_valid]
-        has_null = len(values) < len(items)
-        if pa.types.is_floating(probe.type):  # -0.0 and 0.0 are one value in SQL
-            zeros = [v for v in values if v.as_py() == 0.0]
-            if zeros:
-                values += [pa.scalar(0.0, probe.type), pa.scalar(-0.0, probe.type)]
         value_set = pa.array(values, type=probe.type) if values else pa.array([], probe.type)
-        found = pc.is_in(probe.expr, value_set=value_set, skip_nulls=True)
-        # SQL: a NULL probe gives NULL; a NULL in the list turns "not found" into NULL
-        out = pc.if_else(pc.is_valid(probe.expr), found, pc.scalar(_BOOL_NULL))
-        if has_null:
-            out = pc.or_kleene(out, pc.scalar(_BOOL_NULL))
-        self.type_of(out, node)
-        return _Term(out, pa.bool_())
+        return self.in_value_set(probe, value_set, len(values) < len(items), node)
+
+    def in_value_set(
+        self, probe: _Term, value_set: pa.Array, has_null: bool, node: exp.Expression
+    ) -> _Term:
+        if pa.types.is_floating(probe.type) and len(value_set):  # -0.0 and 0.0 are one value
+            if np.any(value_set.to_numpy(zero_copy_only=False) == 0):
+                zeros = pa.array([0.0, -0.0], pa.float64()).cast(probe.type)
+                value_set = pa.concat_arrays([value_set, zeros])
+
+        def membership(values: pa.Array) -> pc.Expression:
+            found = pc.is_in(probe.expr, value_set=values, skip_nulls=True)
+            # SQL: a NULL probe gives NULL; a NULL in the list turns "not found" into NULL
+            out = pc.if_else(pc.is_valid(probe.expr), found, pc.scalar(_BOOL_NULL))
+            return pc.or_kleene(out, pc.scalar(_BOOL_NULL)) if has_null else out
+
+        self.type_of(membership(value_set[:1]), node)  # binding hashes every value: one will do
+        return _Term(membership(value_set), pa.bool_())
 
     def between(self, node: exp.Between) -> _Term:
         if node.args.get("symmetric"):
@@ -1285,6 +1392,8 @@ _FUNCTIONS: dict[str, Callable[[_Translator, exp.Func], _Term]] = {
 
 # -- statistics pruning --------------------------------------------------------------------
 
+MAX_PRUNED_VALUES = 1000  # longer IN lists are left to the filter (no statistics pruning)
+_INT_TEXT = re.compile(r"-?\d+")
 _PRUNE_OPS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 _FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
@@ -1296,14 +1405,14 @@ def conjunct_terms(filter: str | pc.Expression | None) -> list[tuple[str, str, o
     if not isinstance(filter, str):
         return []
     try:
-        tree = sqlglot.parse_one(filter, dialect=LanceFilterDialect, into=exp.Condition)
-    except SqlglotError:
+        tree, lists = _parse(filter)
+    except (InvalidArgumentError, RecursionError):
         return []
     terms: list[tuple[str, str, object]] = []
     for node in tree.flatten() if isinstance(tree, exp.And) else [tree]:
         while isinstance(node, exp.Paren):
             node = node.this
-        term = _prunable(node)
+        term = _prunable(node, lists)
         if term is not None:
             terms.append(term)
     return terms
@@ -1333,7 +1442,9 @@ def _column(node: exp.Expression) -> str | None:
     return None
 
 
-def _prunable(node: exp.Expression) -> tuple[str, str, object] | None:
+def _prunable(
+    node: exp.Expression, lists: dict[str, LiteralList]
+) -> tuple[str, str, object] | None:
     for kind, op in _PRUNE_OPS.items():
         if isinstance(node, kind):
             left, right = node.this, node.expression
@@ -1343,6 +1454,15 @@ def _prunable(node: exp.Expression) -> tuple[str, str, object] | None:
                 op = _FLIPPED[op]
             return (col, op, value) if col is not None and ok else None
     if isinstance(node, exp.In) and _column(node.this) and node.expressions:
+        first = node.expressions[0]
+        if isinstance(first, exp.Placeholder) and first.name in lists:
+            lifted = lists[first.name]
+            if lifted.nulls or len(lifted) > MAX_PRUNED_VALUES:
+                return None  # statistics judge each value apart: not worth it for many
+            items = lifted.values.to_pylist()
+            if lifted.numeric:
+                items = [int(v) if _INT_TEXT.fullmatch(v) else float(v) for v in items]
+            return _column(node.this), "in", items
         values = [_literal(v) for v in node.expressions]
         if all(ok for ok, _ in values):
             return _column(node.this), "in", [v for _, v in values]

@@ -19,7 +19,7 @@ import pyarrow.dataset as pads
 
 from ..errors import InvalidArgumentError, SchemaError
 from ..schema import LanceField, LanceSchema
-from .filters import conjunct_terms, parse_filter, referenced_columns
+from .filters import compile_filter, conjunct_terms
 from .fragment import Fragment
 
 DEFAULT_BATCH_SIZE = 8192
@@ -78,11 +78,12 @@ class Scanner:
         for meta in (ROW_ID, ROW_ADDRESS):
             if meta not in arrow_schema.names:
                 arrow_schema = arrow_schema.append(pa.field(meta, pa.uint64()))
-        self.filter = parse_filter(options.filter, arrow_schema)
+        compiled = compile_filter(options.filter, arrow_schema)
+        self.filter = None if compiled is None else compiled.expression
         self.filter_fields: list[LanceField] = []
         self.filter_meta: list[str] = []
-        if self.filter is not None:
-            names = {c.split(".")[0] for c in referenced_columns(self.filter, arrow_schema)}
+        if compiled is not None:
+            names = set(compiled.top_level_columns)
             self.filter_fields = [f for f in schema.fields if f.name in names]
             real = {f.name for f in schema.fields}
             self.filter_meta = [m for m in (ROW_ID, ROW_ADDRESS) if m in names and m not in real]

@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError, SchemaError, UnsupportedError
+from ..errors import InvalidArgumentError, InvalidDataError, SchemaError, UnsupportedError
 from ..pb import table_pb2
 from ..schema import LanceSchema
 from ..structural.column import leaf_fields
 from ..v2_0.decoder import v20_column_fields
+from ..validation import check_arrays
 from ..writer import LanceFileWriter
 from . import paths
 
@@ -69,15 +70,56 @@ def storage_version(version: str) -> tuple[int, int]:
     return v
 
 
-def check_schema(expected: pa.Schema, got: pa.Schema) -> None:
-    """Appends must match the dataset's schema (names and types, in order)."""
+def check_schema(expected: pa.Schema, got: pa.Schema) -> bool:
+    """Appends must match the dataset's schema (names and types, in order).  Nested fields
+    may differ in nullability alone, as pylance allows (a fixed-size list's items are always
+    nullable once stored): then the data must be cast, which this returns."""
     if expected.names != got.names:
         raise SchemaError(
             f"the data's columns {got.names} differ from the dataset's {expected.names}"
         )
+    cast = False
     for a, b in zip(expected, got, strict=True):
-        if not a.type.equals(b.type):
+        if a.type.equals(b.type):
+            continue
+        if not _nullable_inside(a.type).equals(_nullable_inside(b.type)):
             raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
+        cast = True
+    return cast
+
+
+def _nullable_inside(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nested field nullable (map keys stay as they must be)."""
+
+    def loose(f: pa.Field) -> pa.Field:
+        return f.with_type(_nullable_inside(f.type)).with_nullable(True)
+
+    if pa.types.is_struct(t):
+        return pa.struct([loose(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(_nullable_inside(t.key_type)), loose(t.item_field))
+    if pa.types.is_large_list(t):
+        return pa.large_list(loose(t.value_field))
+    if pa.types.is_list(t):
+        return pa.list_(loose(t.value_field))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(loose(t.value_field), t.list_size)
+    return t
+
+
+def _cast_to(batches: Iterable[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The batches cast to ``target``'s types (nested nullability only, see
+    :func:`check_schema`); nulls where the dataset's nested field forbids them are refused."""
+    for batch in batches:
+        check_arrays(batch)  # before the cast reads its offsets
+        try:
+            arrays = [c.cast(f.type) for c, f in zip(batch.columns, target, strict=True)]
+        except pa.ArrowInvalid as e:
+            problem = str(e).strip().splitlines()[0]
+            raise InvalidDataError(
+                f"the data does not fit the dataset's types: {problem}"
+            ) from None
+        yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 def write_fragments(
@@ -101,7 +143,12 @@ def write_fragments(
     major, minor = storage_version(data_storage_version)
     arrow_schema = schema.to_arrow()
     reader = to_reader(data, arrow_schema)
-    check_schema(arrow_schema, reader.schema)
+    if check_schema(arrow_schema, reader.schema):
+        target = pa.schema(
+            [f.with_type(e.type) for f, e in zip(reader.schema, arrow_schema, strict=True)],
+            metadata=reader.schema.metadata,
+        )
+        reader = pa.RecordBatchReader.from_batches(target, _cast_to(reader, target))
     os.makedirs(os.path.join(root, "data"), exist_ok=True)
     leaf_ids = column_field_ids(schema.fields, major, minor)
     fragments: list[table_pb2.DataFragment] = []

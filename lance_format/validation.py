@@ -1,0 +1,137 @@
+"""Checks on Arrow data before it is written, so that no file holds what a reader refuses.
+
+pylance refuses nulls in a non-nullable field (anywhere in the nesting) and invalid arrays
+(offsets that go backwards, bad UTF-8, dictionary keys out of range); a file written from
+either is unreadable or silently wrong.  Each batch is checked once, before any of it is
+buffered: Arrow's full validation (C++, linear in the data, with no copies), then null
+counts, which are cached on the arrays, so a schema whose fields are all nullable costs
+nothing more.  Nested children are only looked at when a non-nullable field lies below.
+
+Null semantics match pylance 14: a null under a null struct parent is masked (allowed), but
+every value in a list's or fixed-size list's range counts, whether or not its slot is null.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import InvalidDataError
+
+__all__ = ["check_arrays", "check_batch", "has_required_field"]
+
+
+def check_batch(batch: pa.RecordBatch, required: Sequence[bool]) -> None:
+    """Refuse ``batch`` if it is not valid Arrow data or has nulls where the schema forbids
+    them; ``required[i]`` says the target schema declares top-level column ``i`` non-nullable
+    (a dataset's own nullability, which an append's data may not repeat)."""
+    check_arrays(batch)
+    for i, f in enumerate(batch.schema):
+        _check_nulls(batch.column(i), not required[i] and f.nullable, f.name, None)
+
+
+def check_arrays(batch: pa.RecordBatch) -> None:
+    """Refuse ``batch`` unless every column is valid Arrow data (offsets, UTF-8, dictionary
+    keys): what must hold before any kernel (a cast, a copy) reads it."""
+    for i, f in enumerate(batch.schema):
+        column = batch.column(i)
+        try:
+            layout = _layout_type(column.type)
+            (column if layout is None else column.view(layout)).validate(full=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            problem = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise InvalidDataError(f"invalid Arrow data: {problem}", column=f.name) from None
+
+
+def _check_nulls(arr: pa.Array, nullable: bool, path: str, visible: pa.Array | None) -> None:
+    """Raise if a non-nullable ``arr`` has a null at a ``visible`` position (all if None),
+    then descend into children that hold a non-nullable field."""
+    if isinstance(arr.type, pa.BaseExtensionType):
+        arr = arr.storage
+    if not nullable and arr.null_count:
+        if visible is None or pc.any(pc.and_(visible, arr.is_null())).as_py():
+            raise InvalidDataError("contains nulls but is declared non-nullable", column=path)
+    t = arr.type
+    if not has_required_field(t):
+        return
+    if pa.types.is_struct(t):
+        if arr.null_count:
+            valid = arr.is_valid()
+            visible = valid if visible is None else pc.and_(visible, valid)
+        for k in range(t.num_fields):
+            child = t.field(k)
+            _check_nulls(arr.field(k), child.nullable, f"{path}.{child.name}", visible)
+    elif pa.types.is_fixed_size_list(t):
+        size = t.list_size
+        values = arr.values.slice(arr.offset * size, len(arr) * size)
+        _check_nulls(values, t.value_field.nullable, f"{path}.{t.value_field.name}", None)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        if len(arr) == 0:
+            return
+        offsets = arr.offsets
+        start, stop = offsets[0].as_py(), offsets[-1].as_py()
+        values = arr.values.slice(start, stop - start)
+        # a map's entries are a non-nullable struct of its key and item fields
+        item = pa.field("entries", values.type, False) if pa.types.is_map(t) else t.value_field
+        _check_nulls(values, item.nullable, f"{path}.{item.name}", None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout_type(t: pa.DataType) -> pa.DataType | None:
+    """``t`` with the types whose *values* Arrow's full validation judges (date64 in whole
+    days, times within a day, decimals within their precision) replaced by plain types of
+    the same layout, or None when there are none.  pylance stores and reads such values as
+    they are; only the structure (offsets, UTF-8, dictionary keys) makes a file unreadable.
+    """
+    if isinstance(t, pa.BaseExtensionType):
+        return _layout_type(t.storage_type) or t.storage_type
+    if pa.types.is_date64(t) or pa.types.is_time(t):
+        return pa.int64() if t.bit_width == 64 else pa.int32()
+    if pa.types.is_decimal(t):
+        return pa.binary(t.byte_width)
+    if pa.types.is_dictionary(t):
+        inner = _layout_type(t.value_type)
+        return None if inner is None else pa.dictionary(t.index_type, inner, t.ordered)
+    if pa.types.is_struct(t):
+        fields = [t.field(k) for k in range(t.num_fields)]
+        inner = [_layout_type(f.type) for f in fields]
+        if all(x is None for x in inner):
+            return None
+        return pa.struct(
+            [f if x is None else f.with_type(x) for f, x in zip(fields, inner, strict=True)]
+        )
+    if pa.types.is_map(t):
+        key, item = _layout_type(t.key_type), _layout_type(t.item_type)
+        if key is None and item is None:
+            return None
+        return pa.map_(
+            t.key_field.with_type(key or t.key_type), t.item_field.with_type(item or t.item_type)
+        )
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        inner = _layout_type(t.value_type)
+        if inner is None:
+            return None
+        item = t.value_field.with_type(inner)
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(item, t.list_size)
+        return pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def has_required_field(t: pa.DataType) -> bool:
+    """Whether a non-nullable field lies anywhere below type ``t`` (cached per type)."""
+    if isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    if pa.types.is_struct(t):
+        fields = [t.field(k) for k in range(t.num_fields)]
+    elif pa.types.is_map(t):
+        return True  # map keys are never nullable
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        fields = [t.value_field]
+    else:
+        return False
+    return any(not f.nullable or has_required_field(f.type) for f in fields)
