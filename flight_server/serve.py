@@ -70,24 +70,28 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--login-limit",
         type=_rate,
         default="5/30",
-        help="failed logins per user: BURST/SECONDS (5/30: 5, then one per 30 s; 0: no limit)",
+        metavar="BURST/SECONDS",
+        help="failed logins per user: BURST, then one per SECONDS (default 5/30; 0: no limit)",
     )
     p.add_argument(
         "--login-server-limit",
         type=_rate,
         default="20/2",
-        help="failed password logins for the whole server, same form (default 20/2)",
+        metavar="BURST/SECONDS",
+        help="failed password logins for the whole server (default 20/2; 0: no limit)",
     )
     p.add_argument(
         "--max-message-bytes",
         type=_bytes,
         default="16M",
+        metavar="BYTES",
         help="largest ticket, command, action body or put metadata accepted (default 16M)",
     )
     p.add_argument(
         "--max-batch-bytes",
         type=_bytes,
         default="256M",
+        metavar="BYTES",
         help="largest record batch one put message may carry (default 256M)",
     )
     p.add_argument("--metrics-port", type=int, help="Prometheus metrics (worker i: port + i)")
