@@ -5,7 +5,8 @@ processes on consecutive ports (free ones with ``--port 0``); each knows every s
 location, so the endpoints of one ``FlightInfo`` spread over all of them.  The parent
 supervises: it prints one listening line once every worker is up, forwards SIGTERM/SIGINT,
 and exits 0 when they all stopped cleanly.  Auth tokens are signed with one secret made by
-the parent, so a token issued by any worker is accepted by all.
+the parent, so a token issued by any worker is accepted by all.  ``--rest-port P`` adds the
+Lance Namespace REST API (:mod:`flight_server.rest`) to every process, all on port P.
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="largest record batch one put message may carry (default 256M)",
     )
     p.add_argument("--metrics-port", type=int, help="Prometheus metrics (worker i: port + i)")
+    p.add_argument(
+        "--rest-port",
+        type=int,
+        help="also serve the Lance Namespace REST API on this port (0: a free one; every "
+        "worker shares it)",
+    )
     p.add_argument("--log-level", default="INFO")
 
 
@@ -118,6 +125,8 @@ def serve(args: argparse.Namespace) -> int:
     scheme = "grpc+tls" if args.tls_cert else "grpc"
     public = args.public_host or (socket.getfqdn() if args.host == "0.0.0.0" else args.host)
     ports = _ports(args.host, args.port, args.workers)
+    if args.rest_port == 0 and args.workers > 1:  # one port all workers share: pick it here
+        args.rest_port = _ports(args.host, 0, 2)[0]
     locations = [f"{scheme}://{public}:{p}" for p in ports] + list(args.advertise)
     if args.workers == 1:
         return _run(vars(args), ports[0], locations if len(locations) > 1 else None, secret, None)
@@ -179,13 +188,27 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
             max_batch_bytes=opts.get("max_batch_bytes") or DEFAULT_MAX_BATCH_BYTES,
         ),
     )
-    endpoint = None
+    endpoints, rest_url = [], None
     if metrics is not None:
         from .metrics import serve_metrics
 
-        endpoint = serve_metrics(metrics, opts["host"], opts["metrics_port"] + index)
-        log.info("metrics on %s", endpoint.url)
-    return server, endpoint
+        endpoints.append(serve_metrics(metrics, opts["host"], opts["metrics_port"] + index))
+        log.info("metrics on %s", endpoints[-1].url)
+    if opts.get("rest_port") is not None:
+        from .rest import RestApp, RestServer
+
+        app = RestApp(server.catalog, authenticator=authenticator, metrics=metrics)
+        rest = RestServer(
+            app,
+            opts["host"],
+            opts["rest_port"],
+            tls_cert=opts.get("tls_cert"),
+            tls_key=opts.get("tls_key"),
+            reuse_port=opts.get("workers", 1) > 1,
+        )
+        endpoints.append(rest.start())
+        rest_url = rest.url
+    return server, endpoints, rest_url
 
 
 def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | None = None) -> int:
@@ -206,7 +229,7 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        server, endpoint = _build(opts, port, locations, secret, index)
+        server, endpoints, rest_url = _build(opts, port, locations, secret, index)
     except (LanceError, OSError, pa.ArrowException) as exc:  # bad root, port taken, TLS files
         if ready is not None:
             ready.put(("error", str(exc)))
@@ -216,6 +239,8 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
         ready.put(("ok", server.location))
     else:
         print(f"lance-flight listening on {server.location}", flush=True)
+        if rest_url:
+            print(f"Lance Namespace REST API on {rest_url}", flush=True)
     # the server runs from its construction; the main thread only waits for a signal (a
     # pyarrow ``serve()`` would shut down without a deadline: one stalled client would keep
     # the process alive for ever)
@@ -223,10 +248,10 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
         if parent is not None and os.getppid() != parent:
             log.warning("the supervisor is gone: shutting down")
             stopping.set()
-    return _shutdown(server, endpoint, float(opts["shutdown_grace"]))
+    return _shutdown(server, endpoints, float(opts["shutdown_grace"]))
 
 
-def _shutdown(server, endpoint, grace: float) -> int:
+def _shutdown(server, endpoints, grace: float) -> int:
     """Stop taking calls, give running ones ``grace`` seconds, then end the rest: streams
     that still pull batches fail with UNAVAILABLE, puts abort and remove their files; a call
     blocked on a client that neither reads nor sends ends with the process."""
@@ -234,7 +259,7 @@ def _shutdown(server, endpoint, grace: float) -> int:
     closer = threading.Thread(target=server.shutdown, daemon=True)
     closer.start()
     closer.join(grace + EXTRA_SECONDS)
-    if endpoint is not None:
+    for endpoint in endpoints:
         endpoint.close()
     if closer.is_alive():
         log.warning("calls still open %.1fs after the grace period; exiting", EXTRA_SECONDS)
@@ -279,6 +304,10 @@ def _supervise(args, ports: list[int], locations: list[str], secret: str | None)
         return 2
     print(f"lance-flight listening on {locations[0]}", flush=True)
     print(f"workers: {' '.join(locations[: len(procs)])}", flush=True)
+    if args.rest_port is not None:
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        scheme = "https" if args.tls_cert else "http"
+        print(f"Lance Namespace REST API on {scheme}://{host}:{args.rest_port}", flush=True)
     restarts: list[float] = []
     failed = False
     while True:

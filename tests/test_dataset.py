@@ -261,3 +261,35 @@ def test_cleanup_old_versions_keeps_what_pylance_needs(tmp_path):
     for v, table in before.items():
         assert lance.dataset(uri, version=v).to_table().equals(table)
         _same_as_pylance(uri, v)
+
+
+def test_alter_columns_as_pylance(tmp_path):
+    """Renames (top-level and nested) and nullability: the same schema and rows as pylance's
+    ``alter_columns`` on a copy, and a version pylance reads."""
+    import shutil
+
+    table = pa.table(
+        {
+            "a": pa.array([1, None, 3], pa.int64()),
+            "b": [1, 2, 3],
+            "s": [{"x": 1, "y": "p"}, {"x": 2, "y": None}, {"x": 3, "y": "r"}],
+        }
+    )
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance.write_dataset(table, ours)
+    shutil.copytree(ours, theirs)
+    changes = [{"path": "s.x", "name": "z"}, {"path": "b", "name": "bb", "nullable": False}]
+    got = open_dataset(ours).alter_columns(*changes)
+    lance.dataset(theirs).alter_columns(*changes)
+    assert got.version == 2
+    assert lance.dataset(ours).schema == lance.dataset(theirs).schema
+    assert lance.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
+    with pytest.raises(InvalidArgumentError):  # nulls cannot become non-nullable
+        got.alter_columns({"path": "a", "nullable": False})
+    with pytest.raises(SchemaError):
+        got.alter_columns({"path": "s.nope", "name": "q"})
+    with pytest.raises(SchemaError):  # the new name is taken
+        got.alter_columns({"path": "a", "name": "bb"})
+    with pytest.raises(lance_format.UnsupportedError):
+        got.alter_columns({"path": "a", "data_type": pa.int32()})
+    assert lance.dataset(ours).version == 2  # the refusals committed nothing

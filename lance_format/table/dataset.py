@@ -8,6 +8,7 @@ lets a server pin a version in a ticket.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Iterator, Sequence
@@ -158,8 +159,15 @@ class Dataset:
         op = transaction_pb2.Transaction.Project(
             schema=schema.to_protos(), preserves_nullability=True
         )
-        commit.commit(self.uri, commit.new_transaction(self.version, project=op))
-        return dataset(self.uri, cache=self.cache)
+        committed = commit.commit(self.uri, commit.new_transaction(self.version, project=op))
+        return dataset(self.uri, committed.version, cache=self.cache)
+
+    def alter_columns(self, *alterations: dict) -> Dataset:
+        """Rename columns or change their nullability, as pylance's ``alter_columns``: each
+        alteration is ``{"path": "a" or "a.b", "name": new name, "nullable": bool}``.  Only
+        the schema changes (a Project, no data rewritten); making a column non-nullable
+        checks that it holds no null.  Changing a type (``data_type``) is unsupported."""
+        return _alter_columns(self, alterations)
 
     def add_columns(self, transforms: dict[str, str] | pa.Field | list | pa.Schema) -> Dataset:
         """New columns: ``{"name": "SQL expression over existing columns"}`` computes them
@@ -199,16 +207,16 @@ class Dataset:
         target = self if version is None else self.checkout_version(version)
         latest = self.latest_version
         op = transaction_pb2.Transaction.Restore(version=target.version)
-        commit.commit(self.uri, commit.new_transaction(latest, restore=op))
-        return dataset(self.uri, cache=self.cache)
+        committed = commit.commit(self.uri, commit.new_transaction(latest, restore=op))
+        return dataset(self.uri, committed.version, cache=self.cache)
 
     def commit_fragments(self, fragments: list) -> Dataset:
         """Commit staged fragments (from :func:`write_fragments`, possibly written by many
         processes) in ONE Append transaction against this version."""
         frags = [write.fragment_from_json(f) if isinstance(f, str) else f for f in fragments]
         op = transaction_pb2.Transaction.Append(fragments=frags)
-        commit.commit(self.uri, commit.new_transaction(self.version, append=op))
-        return dataset(self.uri, cache=self.cache)
+        committed = commit.commit(self.uri, commit.new_transaction(self.version, append=op))
+        return dataset(self.uri, committed.version, cache=self.cache)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -393,8 +401,8 @@ def write_dataset(
             max_page_bytes=max_page_bytes,
         )
         txn = staging.staged_transaction(fragments, mode="append", read_version=current.version)
-        commit.commit(root, txn)
-        return dataset(root)
+        committed = commit.commit(root, txn)
+        return dataset(root, committed.version)
     previous = dataset(root) if exists else None
     read_version = previous.version if previous is not None else 0
     if data_storage_version is None:  # an overwrite keeps the dataset's file version
@@ -417,14 +425,14 @@ def write_dataset(
         schema_metadata=reader.schema.metadata,
     )
     naming = paths.ManifestNaming.V2 if enable_v2_manifest_paths else paths.ManifestNaming.V1
-    commit.commit(
+    committed = commit.commit(
         root,
         txn,
         naming=None if exists else naming,
         stable_row_ids=enable_stable_row_ids,
         data_storage_version=data_storage_version,
     )
-    return dataset(root)
+    return dataset(root, committed.version)
 
 
 def _delete(ds: Dataset, predicate: str | pc.Expression) -> Dataset:
@@ -455,8 +463,8 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> Dataset:
     op = transaction_pb2.Transaction.Delete(
         updated_fragments=updated, deleted_fragment_ids=gone, predicate=text
     )
-    commit.commit(ds.uri, commit.new_transaction(ds.version, delete=op))
-    return dataset(ds.uri, cache=ds.cache)
+    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, delete=op))
+    return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
 def write_fragments(
@@ -515,8 +523,63 @@ def _add_columns(ds: Dataset, transforms) -> Dataset:
     op = transaction_pb2.Transaction.Merge(
         fragments=fragments, schema=schema.to_protos(), preserves_nullability=True
     )
-    commit.commit(ds.uri, commit.new_transaction(ds.version, merge=op))
-    return dataset(ds.uri, cache=ds.cache)
+    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, merge=op))
+    return dataset(ds.uri, committed.version, cache=ds.cache)
+
+
+def _alter_columns(ds: Dataset, alterations) -> Dataset:
+    fields = list(ds.lance_schema.fields)
+    for alt in alterations:
+        if not isinstance(alt, dict) or not isinstance(alt.get("path"), str):
+            raise InvalidArgumentError("each alteration must be a dict with a 'path'")
+        unknown = set(alt) - {"path", "name", "nullable", "data_type"}
+        if unknown:
+            raise InvalidArgumentError(f"unknown alteration keys {sorted(unknown)}")
+        if alt.get("data_type") is not None:
+            raise UnsupportedError("changing a column's type is not supported")
+        path = alt["path"].split(".")
+        name, nullable = alt.get("name"), alt.get("nullable")
+        if name is not None and (not isinstance(name, str) or not name or "." in name):
+            raise InvalidArgumentError(f"bad new column name {name!r}")
+        if nullable is False and ds.count_rows(filter=_null_filter(path)) > 0:
+            raise InvalidArgumentError(
+                f"column {alt['path']!r} holds nulls and cannot be made non-nullable"
+            )
+        fields = _replace_field(fields, path, name, nullable, alt["path"])
+    schema = LanceSchema(fields, dict(ds.lance_schema.metadata))
+    op = transaction_pb2.Transaction.Project(schema=schema.to_protos(), preserves_nullability=False)
+    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, project=op))
+    return dataset(ds.uri, committed.version, cache=ds.cache)
+
+
+def _null_filter(path: list[str]) -> str:
+    return ".".join(f"`{p}`" for p in path) + " IS NULL"
+
+
+def _replace_field(fields, path: list[str], name, nullable, full: str) -> list:
+    """``fields`` with the field at ``path`` renamed and/or its nullability set."""
+    out, found = [], False
+    for f in fields:
+        if f.name != path[0]:
+            out.append(f)
+            continue
+        found = True
+        if len(path) == 1:
+            siblings = {g.name for g in fields if g is not f}
+            if name is not None and name in siblings:
+                raise SchemaError(f"cannot rename {full!r} to {name!r}: the name is taken")
+            changes = {}
+            if name is not None:
+                changes["name"] = name
+            if nullable is not None:
+                changes["nullable"] = bool(nullable)
+            out.append(dataclasses.replace(f, **changes))
+        else:
+            kids = _replace_field(f.children, path[1:], name, nullable, full)
+            out.append(dataclasses.replace(f, children=kids))
+    if not found:
+        raise SchemaError(f"no column {full!r} in the dataset")
+    return out
 
 
 def _next_field_id(ds: Dataset) -> int:

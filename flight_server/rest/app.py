@@ -1,0 +1,529 @@
+"""The HTTP side of the Lance Namespace REST API: routes, auth, bodies, errors, logs, metrics.
+
+Routes are the spec's (``POST /v1/<object>/{id}/<action>``, the list routes with GET).  A JSON
+body is validated with the spec's request model from the ``lance_namespace`` package; an
+identifier in the body must match the route's.  Arrow bodies (CreateTable, InsertIntoTable)
+are spooled to a temporary file (memory up to a limit, then disk) before a worker thread
+writes them, so a slow client never holds a writer; QueryTable's Arrow IPC file is streamed
+batch by batch.  With an :class:`~flight_server.auth.Authenticator`, every call needs
+``Authorization: Bearer <token>`` or ``x-api-key: <token>`` (or the request body's
+``identity``; headers win), and changes need the ``write`` role, as over Flight.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import secrets
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+import pyarrow as pa
+import pydantic
+from lance_namespace import (
+    AlterTableAddColumnsRequest,
+    AlterTableAlterColumnsRequest,
+    AlterTableDropColumnsRequest,
+    CountTableRowsRequest,
+    CreateNamespaceRequest,
+    CreateTableTagRequest,
+    DeleteFromTableRequest,
+    DeleteTableTagRequest,
+    DescribeNamespaceRequest,
+    DescribeTableRequest,
+    DescribeTableVersionRequest,
+    DropNamespaceRequest,
+    GetTableTagVersionRequest,
+    NamespaceExistsRequest,
+    QueryTableRequest,
+    RenameTableRequest,
+    RestoreTableRequest,
+    TableExistsRequest,
+    UpdateTableTagRequest,
+)
+from lance_namespace.errors import ErrorCode
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..auth import Authenticator, Identity
+from ..catalog import Catalog
+from ..requestlog import _SANE_ID, REQUEST_ID_HEADER, format_logfmt
+from .errors import RestError, from_exception, unsupported
+from .naming import parse_id
+from .operations import ArrowResult, Call, Operations
+
+log = logging.getLogger("flight_server.requests")
+MAX_JSON_BYTES = 1 << 20
+SPOOL_IN_MEMORY = 64 << 20  # Arrow bodies beyond this go to a temporary file
+DEFAULT_MAX_BODY = 64 << 30
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+ARROW_FILE = "application/vnd.apache.arrow.file"
+
+# (method, path, operation, request model or body kind, changes data?)
+_NONE, _ARROW = "none", "arrow"
+ROUTES: list[tuple[str, str, str, Any, bool]] = [
+    ("POST", "/v1/namespace/{id}/create", "create_namespace", CreateNamespaceRequest, True),
+    ("GET", "/v1/namespace/{id}/list", "list_namespaces", _NONE, False),
+    ("POST", "/v1/namespace/{id}/describe", "describe_namespace", DescribeNamespaceRequest, False),
+    ("POST", "/v1/namespace/{id}/drop", "drop_namespace", DropNamespaceRequest, True),
+    ("POST", "/v1/namespace/{id}/exists", "namespace_exists", NamespaceExistsRequest, False),
+    ("GET", "/v1/namespace/{id}/table/list", "list_tables", _NONE, False),
+    ("GET", "/v1/table", "list_all_tables", _NONE, False),
+    ("POST", "/v1/table/{id}/describe", "describe_table", DescribeTableRequest, False),
+    ("POST", "/v1/table/{id}/exists", "table_exists", TableExistsRequest, False),
+    ("POST", "/v1/table/{id}/drop", "drop_table", _NONE, True),
+    ("POST", "/v1/table/{id}/restore", "restore_table", RestoreTableRequest, True),
+    ("POST", "/v1/table/{id}/rename", "rename_table", RenameTableRequest, True),
+    ("POST", "/v1/table/{id}/version/list", "list_table_versions", _NONE, False),
+    (
+        "POST",
+        "/v1/table/{id}/version/describe",
+        "describe_table_version",
+        DescribeTableVersionRequest,
+        False,
+    ),
+    ("POST", "/v1/table/{id}/tags/list", "list_table_tags", _NONE, False),
+    (
+        "POST",
+        "/v1/table/{id}/tags/version",
+        "get_table_tag_version",
+        GetTableTagVersionRequest,
+        False,
+    ),
+    ("POST", "/v1/table/{id}/tags/create", "create_table_tag", CreateTableTagRequest, True),
+    ("POST", "/v1/table/{id}/tags/delete", "delete_table_tag", DeleteTableTagRequest, True),
+    ("POST", "/v1/table/{id}/tags/update", "update_table_tag", UpdateTableTagRequest, True),
+    ("POST", "/v1/table/{id}/create", "create_table", _ARROW, True),
+    ("POST", "/v1/table/{id}/insert", "insert_into_table", _ARROW, True),
+    ("POST", "/v1/table/{id}/delete", "delete_from_table", DeleteFromTableRequest, True),
+    ("POST", "/v1/table/{id}/count_rows", "count_table_rows", CountTableRowsRequest, False),
+    ("POST", "/v1/table/{id}/query", "query_table", QueryTableRequest, False),
+    (
+        "POST",
+        "/v1/table/{id}/add_columns",
+        "alter_table_add_columns",
+        AlterTableAddColumnsRequest,
+        True,
+    ),
+    (
+        "POST",
+        "/v1/table/{id}/alter_columns",
+        "alter_table_alter_columns",
+        AlterTableAlterColumnsRequest,
+        True,
+    ),
+    (
+        "POST",
+        "/v1/table/{id}/drop_columns",
+        "alter_table_drop_columns",
+        AlterTableDropColumnsRequest,
+        True,
+    ),
+]
+
+# the spec's other operations: answered with its Unsupported error (code 0, HTTP 406)
+UNSUPPORTED: list[tuple[str, str, str, str]] = [
+    (
+        "POST",
+        "/v1/table/{id}/register",
+        "RegisterTable",
+        "a table is the directory its name names under the root",
+    ),
+    (
+        "POST",
+        "/v1/table/{id}/deregister",
+        "DeregisterTable",
+        "a table is the directory its name names under the root",
+    ),
+    ("POST", "/v1/table/{id}/declare", "DeclareTable", ""),
+    ("POST", "/v1/table/{id}/backfill_column", "AlterTableBackfillColumns", ""),
+    ("POST", "/v1/table/{id}/update_field_metadata", "UpdateFieldMetadata", ""),
+    ("POST", "/v1/table/{id}/schema_metadata/update", "UpdateTableSchemaMetadata", ""),
+    ("GET", "/v1/table/{id}/stats", "GetTableStats", ""),
+    ("POST", "/v1/table/{id}/stats", "GetTableStats", ""),
+    ("POST", "/v1/table/{id}/update", "UpdateTable", ""),
+    ("POST", "/v1/table/{id}/merge_insert", "MergeInsertIntoTable", ""),
+    ("POST", "/v1/table/{id}/explain_plan", "ExplainTableQueryPlan", ""),
+    ("POST", "/v1/table/{id}/analyze_plan", "AnalyzeTableQueryPlan", ""),
+    ("POST", "/v1/table/{id}/create_index", "CreateTableIndex", "no index support yet"),
+    (
+        "POST",
+        "/v1/table/{id}/create_scalar_index",
+        "CreateTableScalarIndex",
+        "no index support yet",
+    ),
+    ("POST", "/v1/table/{id}/index/list", "ListTableIndices", "no index support yet"),
+    (
+        "POST",
+        "/v1/table/{id}/index/{index_name}/stats",
+        "DescribeTableIndexStats",
+        "no index support yet",
+    ),
+    (
+        "GET",
+        "/v1/table/{id}/index/{index_name}/stats",
+        "DescribeTableIndexStats",
+        "no index support yet",
+    ),
+    ("POST", "/v1/table/{id}/index/{index_name}/drop", "DropTableIndex", "no index support yet"),
+    (
+        "POST",
+        "/v1/table/{id}/version/create",
+        "CreateTableVersion",
+        "commits go through the server",
+    ),
+    ("POST", "/v1/table/{id}/version/delete", "BatchDeleteTableVersions", ""),
+    ("POST", "/v1/table/version/batch-create", "BatchCreateTableVersions", ""),
+    ("POST", "/v1/table/batch-commit", "BatchCommitTables", ""),
+    ("POST", "/v1/table/{id}/branches/list", "ListTableBranches", "no branch support"),
+    ("POST", "/v1/table/{id}/branches/create", "CreateTableBranch", "no branch support"),
+    ("POST", "/v1/table/{id}/branches/delete", "DeleteTableBranch", "no branch support"),
+    ("POST", "/v1/transaction/{id}/describe", "DescribeTransaction", ""),
+    ("POST", "/v1/transaction/{id}/alter", "AlterTransaction", ""),
+    ("POST", "/v1/materialized_view/{id}/create", "CreateMaterializedView", ""),
+    ("POST", "/v1/materialized_view/{id}/refresh", "RefreshMaterializedView", ""),
+]
+
+# what a SchemaError means per operation: an unknown column when reading or dropping
+_COLUMN_NOT_FOUND = {
+    "query_table",
+    "count_table_rows",
+    "delete_from_table",
+    "alter_table_drop_columns",
+    "alter_table_alter_columns",
+}
+
+
+class RestApp:
+    """The Starlette application over one catalog (and optionally one authenticator)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        authenticator: Authenticator | None = None,
+        metrics: Any = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY,
+    ):
+        self.catalog = catalog
+        self.ops = Operations(catalog)
+        self.authenticator = authenticator
+        self.metrics = metrics
+        self.max_body_bytes = max_body_bytes
+        routes = [
+            Route(path, self._endpoint(op, kind, write), methods=[method])
+            for method, path, op, kind, write in ROUTES
+        ]
+        routes += [
+            Route(path, self._unsupported(name, why), methods=[method])
+            for method, path, name, why in UNSUPPORTED
+        ]
+        routes.append(Route("/oauth/token", self._oauth_token, methods=["POST"]))
+        self.app = Starlette(routes=routes)
+        self.app.add_exception_handler(404, self._not_found)
+        self.app.add_exception_handler(405, self._not_found)
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.app(scope, receive, send)
+
+    # -- endpoints --------------------------------------------------------------------------
+
+    def _endpoint(self, op: str, kind: Any, write: bool) -> Callable:
+        handler = getattr(self.ops, op)
+
+        async def endpoint(request: Request) -> Response:
+            started = time.perf_counter()
+            rid = _request_id(request)
+            user = None
+            spool = None
+            try:
+                call = Call(
+                    ids=parse_id(
+                        request.path_params.get("id", "$"), request.query_params.get("delimiter")
+                    ),
+                    delimiter=request.query_params.get("delimiter"),
+                    params=dict(request.query_params),
+                )
+                if kind is _ARROW or kind is _NONE:
+                    # before reading a byte of the body: no upload without credentials
+                    user = self._authenticate(request, None, write)
+                    if kind is _ARROW:
+                        spool = await self._spool(request)
+                        call.data = spool
+                else:  # a small JSON body, whose ``identity`` may carry the credentials
+                    call.model = await _json_model(request, kind)
+                    user = self._authenticate(request, call.model.identity, write)
+                    _check_body_id(call.model, call.ids)
+                if call.params.get("branch") or getattr(call.model, "branch", None):
+                    raise unsupported("branches", "only the main history is served")
+                result = await run_in_threadpool(handler, call)
+                response = self._respond(result, spool)
+                self._done(request, op, rid, user, started, response.status_code, None)
+            except Exception as exc:  # noqa: BLE001 - every error becomes the spec's response
+                schema_code = (
+                    ErrorCode.TABLE_COLUMN_NOT_FOUND
+                    if op in _COLUMN_NOT_FOUND
+                    else ErrorCode.TABLE_SCHEMA_VALIDATION_ERROR
+                )
+                err = from_exception(
+                    exc, root=self.catalog.root, schema_code=schema_code, request_id=rid
+                )
+                response = JSONResponse(err.body(), status_code=err.status)
+                self._done(request, op, rid, user, started, err.status, err)
+            finally:
+                if spool is not None:  # written by now: only QueryTable streams, from no body
+                    spool.close()
+            response.headers[REQUEST_ID_HEADER] = rid
+            return response
+
+        return endpoint
+
+    def _unsupported(self, name: str, why: str) -> Callable:
+        async def endpoint(request: Request) -> Response:
+            started = time.perf_counter()
+            rid = _request_id(request)
+            try:
+                user = self._authenticate(request, None, False)
+                err = unsupported(name, why)
+            except Exception as exc:  # noqa: BLE001
+                user, err = None, from_exception(exc, root=self.catalog.root, request_id=rid)
+            self._done(request, name, rid, user, started, err.status, err)
+            return JSONResponse(
+                err.body(), status_code=err.status, headers={REQUEST_ID_HEADER: rid}
+            )
+
+        return endpoint
+
+    async def _oauth_token(self, request: Request) -> Response:
+        """The spec's OAuth2 client-credentials flow: a user of the users file trades its
+        name and password (form fields ``client_id``/``client_secret``, or HTTP Basic) for
+        the same signed bearer token the Flight handshake issues."""
+        started = time.perf_counter()
+        rid = _request_id(request)
+
+        def refuse(status: int, error: str, text: str) -> Response:
+            self._done(
+                request,
+                "oauth_token",
+                rid,
+                None,
+                started,
+                status,
+                RestError(ErrorCode.UNAUTHENTICATED, text),
+            )
+            body = {"error": error, "error_description": text}
+            return JSONResponse(body, status_code=status, headers={"cache-control": "no-store"})
+
+        if self.authenticator is None or not self.authenticator.has_users:
+            return refuse(400, "unsupported_grant_type", "password logins are not enabled")
+        raw = await request.body()
+        if len(raw) > MAX_JSON_BYTES:
+            return refuse(400, "invalid_request", "the request is too large")
+        form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
+        if form.get("grant_type") != "client_credentials":
+            return refuse(400, "unsupported_grant_type", "grant_type must be client_credentials")
+        user, password = form.get("client_id"), form.get("client_secret")
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("basic "):
+            try:
+                decoded = base64.b64decode(auth[6:].strip(), validate=True).decode("utf-8")
+            except (ValueError, UnicodeError):
+                return refuse(401, "invalid_client", "malformed Basic credentials")
+            user, _, password = decoded.partition(":")
+        if not user or password is None:
+            return refuse(401, "invalid_client", "client_id and client_secret are required")
+        try:
+            identity = await run_in_threadpool(self.authenticator.check_password, user, password)
+        except Exception:  # noqa: BLE001 - a wrong password, whatever the class
+            return refuse(401, "invalid_client", "invalid user name or password")
+        token = self.authenticator.issue_token(identity)
+        self._done(request, "oauth_token", rid, identity.user, started, 200, None)
+        body = {
+            "access_token": token,
+            "token_type": "Bearer",
+            "expires_in": int(self.authenticator.token_ttl),
+        }
+        return JSONResponse(body, headers={"cache-control": "no-store"})
+
+    async def _not_found(self, request: Request, exc: Exception) -> Response:
+        err = RestError(ErrorCode.INVALID_INPUT, f"no route {request.method} {request.url.path}")
+        return JSONResponse(err.body(), status_code=404)
+
+    # -- pieces -----------------------------------------------------------------------------
+
+    def _respond(self, result: Any, spool: Any) -> Response:
+        if result is None:
+            return Response(status_code=200)
+        if isinstance(result, ArrowResult):
+            return StreamingResponse(_ipc_file(result, self.metrics), media_type=ARROW_FILE)
+        if self.metrics is not None and spool is not None and isinstance(result, dict):
+            spool.seek(0, 2)
+            self.metrics.record_written(result.get("num_inserted_rows") or 0, spool.tell())
+        return JSONResponse(result)  # a dict, or CountTableRows' bare integer
+
+    def _authenticate(self, request: Request, body_identity: Any, write: bool) -> str | None:
+        if self.authenticator is None:
+            return None
+        token = None
+        auth = request.headers.get("authorization")
+        if auth:
+            scheme, _, credentials = auth.strip().partition(" ")
+            if scheme.lower() != "bearer" or not credentials.strip():
+                raise RestError(
+                    ErrorCode.UNAUTHENTICATED,
+                    "unsupported authorization scheme: send 'Authorization: Bearer <token>' or 'x-api-key'",
+                )
+            token = credentials.strip()
+        elif request.headers.get("x-api-key"):
+            token = request.headers["x-api-key"].strip()
+        elif body_identity is not None:
+            token = body_identity.auth_token or body_identity.api_key
+        if not token:
+            raise RestError(
+                ErrorCode.UNAUTHENTICATED,
+                "authentication required: send 'Authorization: Bearer <token>' or 'x-api-key: <token>'",
+            )
+        identity: Identity = self.authenticator.verify_token(token)
+        if write and identity.role != "write":
+            raise RestError(
+                ErrorCode.PERMISSION_DENIED,
+                f"user {identity.user!r} has read-only access; this call needs the write role",
+            )
+        return identity.user
+
+    async def _spool(self, request: Request):
+        """The request body in a temporary file (in memory up to a limit)."""
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise RestError(
+                ErrorCode.INVALID_INPUT, f"the body exceeds {self.max_body_bytes} bytes"
+            )
+        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
+        total = 0
+        try:
+            async for chunk in request.stream():
+                total += len(chunk)
+                if total > self.max_body_bytes:
+                    raise RestError(
+                        ErrorCode.INVALID_INPUT, f"the body exceeds {self.max_body_bytes} bytes"
+                    )
+                spool.write(chunk)
+        except BaseException:
+            spool.close()
+            raise
+        spool.seek(0)
+        return spool
+
+    def _done(self, request, op, rid, user, started, status, err) -> None:
+        seconds = time.perf_counter() - started
+        code = "OK" if err is None else err.code.name
+        if self.metrics is not None:
+            self.metrics.requests.inc(method=f"rest.{op}", status=code)
+            self.metrics.request_seconds.observe(seconds, method=f"rest.{op}")
+        record = {
+            "ts": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "request_id": rid,
+            "method": f"rest.{op}",
+            "peer": f"{request.client.host}:{request.client.port}" if request.client else None,
+            "user": user,
+            "status": code,
+            "http_status": status,
+            "duration_ms": round(seconds * 1000.0, 3),
+            "path": request.url.path,
+        }
+        if err is not None:
+            record["error"] = err.message[:300]
+        log.log(logging.INFO if err is None else logging.WARNING, format_logfmt(record))
+
+
+def _request_id(request: Request) -> str:
+    incoming = request.headers.get(REQUEST_ID_HEADER)
+    return incoming if incoming and _SANE_ID.fullmatch(incoming) else secrets.token_hex(8)
+
+
+async def _json_model(request: Request, model: Any) -> Any:
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_JSON_BYTES:
+            raise RestError(
+                ErrorCode.INVALID_INPUT, f"the JSON body exceeds {MAX_JSON_BYTES} bytes"
+            )
+    try:
+        obj = json.loads(body) if body.strip() else {}
+    except ValueError as exc:
+        raise RestError(ErrorCode.INVALID_INPUT, f"the body is not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise RestError(ErrorCode.INVALID_INPUT, "the body must be a JSON object")
+    try:
+        return model.from_dict(obj)
+    except (pydantic.ValidationError, ValueError, TypeError) as exc:
+        raise RestError(
+            ErrorCode.INVALID_INPUT, f"invalid {model.__name__}: {_short(exc)}"
+        ) from None
+
+
+def _short(exc: Exception) -> str:
+    if isinstance(exc, pydantic.ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+    return str(exc)
+
+
+def _check_body_id(model: Any, ids: list[str]) -> None:
+    body_id = getattr(model, "id", None)
+    if body_id is not None and list(body_id) != ids:
+        raise RestError(
+            ErrorCode.INVALID_INPUT, f"the body names {list(body_id)}, the route names {ids}"
+        )
+
+
+class _Chunks(io.RawIOBase):
+    """A write-only file handing out what was written so far (the IPC writer asks ``tell``
+    for its block offsets, so the position counts every byte ever written)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.position = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        chunk = bytes(data)
+        self.parts.append(chunk)
+        self.position += len(chunk)
+        return len(chunk)
+
+    def tell(self) -> int:
+        return self.position
+
+    def take(self) -> bytes:
+        out = b"".join(self.parts)
+        self.parts.clear()
+        return out
+
+
+def _ipc_file(result: ArrowResult, metrics: Any = None) -> Iterator[bytes]:
+    """The Arrow IPC file of a query, produced batch by batch (run on a worker thread)."""
+    sink = _Chunks()
+    rows = 0
+    with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), result.schema) as writer:
+        yield sink.take()
+        for batch in result.batches:
+            writer.write_batch(batch)
+            rows += batch.num_rows
+            yield sink.take()
+    yield sink.take()
+    if metrics is not None:
+        metrics.record_served(rows, sink.position)

@@ -1,0 +1,170 @@
+"""Namespace and table identifiers over the catalog's root, laid out as pylance's ``dir``
+namespace lays out a root.
+
+An identifier is a list of names, written joined by a delimiter (``$`` unless the request
+says otherwise; the delimiter alone is the root namespace).  A namespace is a directory under
+the root that is not a dataset; the table ``t`` of namespace ``ns`` is the dataset directory
+``ns/t.lance`` (what CreateTable makes, and exactly pylance's layout for tables of the root
+namespace).  Datasets Flight already serves under names without the suffix
+(``nycflights13/flights``) are the tables of their parent directory too, so the REST view
+holds every dataset the Flight catalog names: ``nycflights13$flights`` is the Flight
+dataset ``nycflights13/flights``, ``ns$t`` created over REST is the Flight dataset
+``ns/t.lance``.  Every name goes through :meth:`Catalog.path_of`, so the REST view is
+confined to the root by the same rules as Flight.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from lance_namespace.errors import ErrorCode
+
+from lance_format.table import paths
+
+from ..catalog import Catalog
+from ..errors import BadRequest
+from .errors import RestError
+
+DEFAULT_DELIMITER = "$"
+TABLE_SUFFIX = ".lance"
+MAX_ID_PARTS = 64
+
+
+def parse_id(raw: str, delimiter: str | None) -> list[str]:
+    """The identifier in a route (``a$b``; the delimiter alone is the root: ``[]``)."""
+    delim = delimiter or DEFAULT_DELIMITER
+    if raw == delim:
+        return []
+    parts = raw.split(delim)
+    if len(parts) > MAX_ID_PARTS or any(not p for p in parts):
+        raise RestError(ErrorCode.INVALID_INPUT, f"malformed identifier {raw!r}")
+    return parts
+
+
+def join_id(parts: list[str], delimiter: str | None = None) -> str:
+    return (delimiter or DEFAULT_DELIMITER).join(parts) if parts else DEFAULT_DELIMITER
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table's identifier, its catalog name (``ns/t.lance``) and its directory."""
+
+    id: list[str]
+    name: str
+    path: str
+
+    @property
+    def namespace(self) -> list[str]:
+        return self.id[:-1]
+
+
+class Layout:
+    """Namespaces and tables of the catalog's root."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self.root = catalog.root
+
+    # -- names ------------------------------------------------------------------------------
+
+    def _path(self, parts: list[str]) -> str:
+        try:
+            return self.catalog.path_of("/".join(parts))
+        except BadRequest as exc:
+            raise RestError(ErrorCode.INVALID_INPUT, exc.problem) from None
+
+    def _check_namespace_parts(self, ns: list[str]) -> None:
+        for part in ns:
+            if part.endswith(TABLE_SUFFIX):
+                raise RestError(
+                    ErrorCode.INVALID_INPUT,
+                    f"namespace name {part!r} must not end with {TABLE_SUFFIX!r} (table folders do)",
+                )
+
+    def namespace_path(self, ns: list[str]) -> str:
+        """The directory of namespace ``ns`` (which need not exist)."""
+        self._check_namespace_parts(ns)
+        return self.root if not ns else self._path(ns)
+
+    def namespace_exists(self, ns: list[str]) -> bool:
+        path = self.namespace_path(ns)
+        return os.path.isdir(path) and not _is_dataset(path)
+
+    def require_namespace(self, ns: list[str]) -> str:
+        path = self.namespace_path(ns)
+        if not os.path.isdir(path) or _is_dataset(path):
+            raise RestError(
+                ErrorCode.NAMESPACE_NOT_FOUND, f"namespace {join_id(ns)!r} does not exist"
+            )
+        return path
+
+    def table(self, ids: list[str]) -> TableRef:
+        """The table ``ids`` names: its existing dataset (``t.lance`` first, then ``t``), or
+        where CreateTable puts it (``t.lance``)."""
+        if not ids:
+            raise RestError(ErrorCode.INVALID_INPUT, "a table identifier cannot be empty")
+        ns, leaf = ids[:-1], ids[-1]
+        self._check_namespace_parts(ns)
+        if leaf.endswith(TABLE_SUFFIX):
+            raise RestError(
+                ErrorCode.INVALID_INPUT,
+                f"table name {leaf!r}: name the table without the {TABLE_SUFFIX!r} suffix",
+            )
+        candidates = [ns + [leaf + TABLE_SUFFIX], ns + [leaf]]
+        for parts in candidates:
+            path = self._path(parts)
+            if _is_dataset(path):
+                return TableRef(list(ids), "/".join(parts), path)
+        parts = candidates[0]
+        return TableRef(list(ids), "/".join(parts), self._path(parts))
+
+    def existing_table(self, ids: list[str]) -> TableRef:
+        """The table ``ids`` names; TableNotFound (NamespaceNotFound for a missing
+        namespace) if there is none."""
+        ref = self.table(ids)
+        if not _is_dataset(ref.path):
+            self.require_namespace(ref.namespace)
+            raise RestError(ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ids)!r} does not exist")
+        return ref
+
+    # -- listing ----------------------------------------------------------------------------
+
+    def child_namespaces(self, ns: list[str]) -> list[str]:
+        path = self.require_namespace(ns)
+        return sorted(
+            entry.name
+            for entry in _children(path)
+            if not entry.name.endswith(TABLE_SUFFIX) and not _is_dataset(entry.path)
+        )
+
+    def tables(self, ns: list[str]) -> list[str]:
+        path = self.require_namespace(ns)
+        names = {_table_name(e.name) for e in _children(path) if _is_dataset(e.path)}
+        return sorted(names)
+
+    def all_tables(self, delimiter: str | None) -> list[str]:
+        """Every table under the root, as full identifiers joined by ``delimiter``."""
+        out = set()
+        for name in self.catalog.names():
+            parts = name.split("/")
+            if any(p.endswith(TABLE_SUFFIX) for p in parts[:-1]):
+                continue
+            out.add(join_id(parts[:-1] + [_table_name(parts[-1])], delimiter))
+        return sorted(out)
+
+
+def _table_name(folder: str) -> str:
+    return folder[: -len(TABLE_SUFFIX)] if folder.endswith(TABLE_SUFFIX) else folder
+
+
+def _is_dataset(path: str) -> bool:
+    return os.path.isdir(os.path.join(path, paths.VERSIONS_DIR))
+
+
+def _children(path: str) -> list[os.DirEntry]:
+    """Sub-directories that can be names (not hidden, not ``_``-prefixed, no symlinks out)."""
+    with os.scandir(path) as it:
+        return [
+            e for e in it if not e.name.startswith((".", "_")) and e.is_dir(follow_symlinks=False)
+        ]

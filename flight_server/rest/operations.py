@@ -1,0 +1,613 @@
+"""The Lance Namespace operations over the catalog's root: namespaces, tables, versions,
+tags, data and schema, each returning the spec's response (a dict, a bare count, or an Arrow
+stream for QueryTable).
+
+Handlers run on worker threads and use the format layer's public dataset API (``dataset``,
+``write_dataset``, ``delete``, ``restore``, tags, ``add_columns``/``drop_columns``, the
+scanner, ``alter_columns``); what it lacks (indexes, vector search, update, merge-insert) is
+answered as unsupported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import pyarrow as pa
+from lance_namespace.errors import ErrorCode
+
+from lance_format.errors import InvalidArgumentError
+from lance_format.table import paths, tags
+from lance_format.table.dataset import Dataset, write_dataset
+from lance_format.table.scanner import ROW_ID
+
+from ..catalog import Catalog
+from ..errors import NotFound
+from .errors import RestError, unsupported
+from .naming import TABLE_SUFFIX, Layout, TableRef, join_id
+from .schema_json import schema_to_json
+
+MAX_PAGE = 10_000  # entries per list page when the client sets no limit
+
+
+@dataclass
+class Call:
+    """One request: the route's identifier, query parameters, parsed JSON body (a
+    ``lance_namespace`` request model) or spooled Arrow body."""
+
+    ids: list[str]
+    delimiter: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    model: Any = None
+    data: IO[bytes] | None = None
+
+    def flag(self, name: str, default: bool = False) -> bool:
+        value = self.params.get(name)
+        if value is None:
+            got = getattr(self.model, name, None) if self.model is not None else None
+            return default if got is None else bool(got)
+        if value.lower() in ("true", "1"):
+            return True
+        if value.lower() in ("false", "0"):
+            return False
+        raise RestError(
+            ErrorCode.INVALID_INPUT, f"query parameter {name}={value!r} is not a boolean"
+        )
+
+    def int_param(self, name: str) -> int | None:
+        value = self.params.get(name)
+        if value is None or value == "":
+            return None
+        try:
+            number = int(value)
+        except ValueError:
+            raise RestError(
+                ErrorCode.INVALID_INPUT, f"{name}={value!r} is not an integer"
+            ) from None
+        if number < 0:
+            raise RestError(ErrorCode.INVALID_INPUT, f"{name} must not be negative")
+        return number
+
+
+@dataclass
+class ArrowResult:
+    """A QueryTable answer: the schema and the batches, streamed as an Arrow IPC file."""
+
+    schema: pa.Schema
+    batches: Iterator[pa.RecordBatch]
+
+
+def _mode(text: str | None, allowed: tuple[str, ...], default: str) -> str:
+    """A mode in any of the spec's spellings (``ExistOk``, ``exist_ok``, ``existok``)."""
+    if text is None or text == "":
+        return default
+    norm = text.replace("_", "").lower()
+    if norm not in allowed:
+        raise RestError(
+            ErrorCode.INVALID_INPUT, f"unsupported mode {text!r} (one of {', '.join(allowed)})"
+        )
+    return norm
+
+
+def _page(names: list[str], call: Call) -> dict:
+    """One page of a sorted listing: names after the page token, at most ``limit``; the
+    token of the next page is the last name sent (absent on the last page)."""
+    limit, token = _paging(call)
+    if token:
+        names = [n for n in names if n > token]
+    limit = MAX_PAGE if limit is None or limit == 0 else min(limit, MAX_PAGE)
+    page = names[:limit]
+    out: dict = {"items": page}
+    if len(names) > limit:
+        out["page_token"] = page[-1]
+    return out
+
+
+def _paging(call: Call) -> tuple[int | None, str | None]:
+    limit = call.int_param("limit")
+    if limit is None and call.model is not None:
+        limit = getattr(call.model, "limit", None)
+    token = call.params.get("page_token")
+    if token is None and call.model is not None:
+        token = getattr(call.model, "page_token", None)
+    return limit, token
+
+
+class Operations:
+    """Every supported operation, by its spec name in snake case."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self.layout = Layout(catalog)
+
+    # -- namespaces -------------------------------------------------------------------------
+
+    def create_namespace(self, call: Call) -> dict:
+        ns = call.ids
+        req = call.model
+        mode = _mode(getattr(req, "mode", None), ("create", "existok", "overwrite"), "create")
+        if getattr(req, "properties", None):
+            raise unsupported("namespace properties")
+        if not ns:
+            raise RestError(ErrorCode.NAMESPACE_ALREADY_EXISTS, "the root namespace always exists")
+        path = self.layout.namespace_path(ns)
+        self.layout.require_namespace(ns[:-1])
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            if not self.layout.namespace_exists(ns):
+                raise RestError(
+                    ErrorCode.INVALID_INPUT, f"{join_id(ns)!r} names a table, not a namespace"
+                ) from None
+            if mode == "create":
+                raise RestError(
+                    ErrorCode.NAMESPACE_ALREADY_EXISTS, f"namespace {join_id(ns)!r} already exists"
+                ) from None
+            if mode == "overwrite" and os.listdir(path):
+                raise RestError(
+                    ErrorCode.NAMESPACE_NOT_EMPTY,
+                    f"namespace {join_id(ns)!r} is not empty: drop its tables first",
+                ) from None
+        return {}
+
+    def list_namespaces(self, call: Call) -> dict:
+        names = self.layout.child_namespaces(call.ids)
+        page = _page(names, call)
+        return {"namespaces": page.pop("items"), **page}
+
+    def describe_namespace(self, call: Call) -> dict:
+        self.layout.require_namespace(call.ids)
+        return {}
+
+    def namespace_exists(self, call: Call) -> None:
+        self.layout.require_namespace(call.ids)
+
+    def drop_namespace(self, call: Call) -> dict:
+        ns = call.ids
+        req = call.model
+        mode = _mode(getattr(req, "mode", None), ("fail", "skip"), "fail")
+        behavior = _mode(getattr(req, "behavior", None), ("restrict", "cascade"), "restrict")
+        if not ns:
+            raise RestError(ErrorCode.INVALID_INPUT, "the root namespace cannot be dropped")
+        if not self.layout.namespace_exists(ns):
+            if mode == "skip":
+                return {}
+            self.layout.require_namespace(ns)
+        path = self.layout.namespace_path(ns)
+        if behavior == "cascade":
+            self._drop_contents(ns)
+        entries = os.listdir(path)
+        if entries:
+            raise RestError(
+                ErrorCode.NAMESPACE_NOT_EMPTY,
+                f"namespace {join_id(ns)!r} is not empty ({len(entries)} entries)",
+            )
+        try:
+            os.rmdir(path)
+        except OSError as exc:  # filled concurrently
+            raise RestError(
+                ErrorCode.NAMESPACE_NOT_EMPTY, f"cannot drop {join_id(ns)!r}: {exc.strerror}"
+            ) from None
+        return {}
+
+    def _drop_contents(self, ns: list[str]) -> None:
+        """Cascade: every table of ``ns`` dropped, every child namespace emptied and removed
+        (other files stay, and keep the namespace from being dropped)."""
+        for child in self.layout.child_namespaces(ns):
+            self._drop_contents(ns + [child])
+            try:
+                os.rmdir(self.layout.namespace_path(ns + [child]))
+            except OSError:
+                pass  # reported by the caller's emptiness check
+        for table in self.layout.tables(ns):
+            _drop_directory(self.layout.existing_table(ns + [table]))
+
+    # -- table metadata ---------------------------------------------------------------------
+
+    def list_tables(self, call: Call) -> dict:
+        names = self.layout.tables(call.ids)
+        page = _page(names, call)
+        return {"tables": page.pop("items"), **page}
+
+    def list_all_tables(self, call: Call) -> dict:
+        names = self.layout.all_tables(call.params.get("delimiter"))
+        page = _page(names, call)
+        return {"tables": page.pop("items"), **page}
+
+    def _open(self, ref: TableRef, version: int | str | None = None) -> Dataset:
+        try:
+            return self.catalog.open(ref.name, version)
+        except NotFound:
+            if not os.path.isdir(os.path.join(ref.path, paths.VERSIONS_DIR)):
+                raise RestError(
+                    ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
+                ) from None
+            raise RestError(
+                ErrorCode.TABLE_VERSION_NOT_FOUND,
+                f"table {join_id(ref.id)!r} has no version {version}",
+            ) from None
+
+    def describe_table(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        out: dict = {
+            "table": ref.id[-1],
+            "namespace": ref.namespace,
+            "location": ref.path,
+            "table_uri": _uri(ref.path),
+        }
+        version = getattr(call.model, "version", None)
+        if call.flag("load_detailed_metadata") or version is not None:
+            ds = self._open(ref, version)
+            if call.flag("load_detailed_metadata"):
+                out["version"] = ds.version
+                out["schema"] = schema_to_json(ds.schema)
+                out["metadata"] = _stats(ds)
+                out["is_only_declared"] = False
+        return out
+
+    def table_exists(self, call: Call) -> None:
+        self.layout.existing_table(call.ids)
+
+    def drop_table(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        _drop_directory(ref)
+        return {"id": ref.id, "location": ref.path}
+
+    def rename_table(self, call: Call) -> dict:
+        """Move the table's directory (atomic: one rename within the root)."""
+        ref = self.layout.existing_table(call.ids)
+        req = call.model
+        namespace = ref.namespace if req.new_namespace_id is None else list(req.new_namespace_id)
+        target = self.layout.table(namespace + [req.new_table_name])
+        self.layout.require_namespace(target.namespace)
+        if os.path.lexists(target.path) or os.path.lexists(target.path.removesuffix(TABLE_SUFFIX)):
+            raise RestError(
+                ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(target.id)!r} already exists"
+            )
+        try:
+            os.rename(ref.path, target.path)
+        except FileNotFoundError:
+            raise RestError(
+                ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
+            ) from None
+        return {}
+
+    # -- versions ---------------------------------------------------------------------------
+
+    def list_table_versions(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        entries = paths.list_versions(ref.path)
+        descending = call.flag("descending")
+        if descending:
+            entries = entries[::-1]
+        limit, token = _paging(call)
+        if token:
+            try:
+                after = int(token)
+            except ValueError:
+                raise RestError(ErrorCode.INVALID_INPUT, f"bad page_token {token!r}") from None
+            entries = [
+                e for e in entries if (e.version < after if descending else e.version > after)
+            ]
+        limit = MAX_PAGE if not limit else min(limit, MAX_PAGE)
+        out: dict = {"versions": [_version_entry(e) for e in entries[:limit]]}
+        if len(entries) > limit:
+            out["page_token"] = str(entries[limit - 1].version)
+        return out
+
+    def describe_table_version(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        version = getattr(call.model, "version", None)
+        ds = self._open(ref, version)
+        entry = paths.find_version(ref.path, ds.version)
+        return {"version": _version_entry(entry)}
+
+    def restore_table(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        target = self._open(ref, call.model.version)
+        new = target.restore()
+        return {"transaction_id": _transaction_id(new)}
+
+    # -- tags -------------------------------------------------------------------------------
+
+    def list_table_tags(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        found = tags.read_all_tags(ref.path)
+        page = _page(sorted(found), call)
+        out: dict = {"tags": {n: _tag_json(found[n]) for n in page.pop("items")}}
+        out.update(page)
+        return out
+
+    def get_table_tag_version(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        return {"version": self._tag(ref, call.model.tag).version}
+
+    def _tag(self, ref: TableRef, name: str) -> tags.TagContents:
+        tags.check_valid_tag(name)
+        if not paths.exists(paths.tag_path(ref.path, name)):
+            raise RestError(
+                ErrorCode.TABLE_TAG_NOT_FOUND, f"table {join_id(ref.id)!r} has no tag {name!r}"
+            )
+        return tags.read_tag(ref.path, name)
+
+    def _check_version(self, ref: TableRef, version: int) -> None:
+        if not any(e.version == version for e in paths.list_versions(ref.path)):
+            raise RestError(
+                ErrorCode.TABLE_VERSION_NOT_FOUND,
+                f"table {join_id(ref.id)!r} has no version {version}",
+            )
+
+    def create_table_tag(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        name, version = call.model.tag, call.model.version
+        tags.check_valid_tag(name)
+        if paths.exists(paths.tag_path(ref.path, name)):
+            raise RestError(ErrorCode.TABLE_TAG_ALREADY_EXISTS, f"tag {name!r} already exists")
+        self._check_version(ref, version)
+        try:
+            tags.create_tag(ref.path, name, version)
+        except InvalidArgumentError:
+            if paths.exists(paths.tag_path(ref.path, name)):  # lost a race for the name
+                raise RestError(
+                    ErrorCode.TABLE_TAG_ALREADY_EXISTS, f"tag {name!r} already exists"
+                ) from None
+            raise
+        return {}
+
+    def update_table_tag(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        self._tag(ref, call.model.tag)
+        self._check_version(ref, call.model.version)
+        tags.update_tag(ref.path, call.model.tag, call.model.version)
+        return {}
+
+    def delete_table_tag(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        self._tag(ref, call.model.tag)
+        try:
+            tags.delete_tag(ref.path, call.model.tag)
+        except InvalidArgumentError:
+            raise RestError(ErrorCode.TABLE_TAG_NOT_FOUND, f"no tag {call.model.tag!r}") from None
+        return {}
+
+    # -- data -------------------------------------------------------------------------------
+
+    def create_table(self, call: Call) -> dict:
+        mode = _mode(call.params.get("mode"), ("create", "existok", "overwrite"), "create")
+        ref = self.layout.table(call.ids)
+        self.layout.require_namespace(ref.namespace)
+        exists = os.path.isdir(os.path.join(ref.path, paths.VERSIONS_DIR))
+        if exists and mode == "create":
+            raise RestError(
+                ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(ref.id)!r} already exists"
+            )
+        if exists and mode == "existok":
+            return {"location": ref.path}
+        counted = _Counted(_ipc_reader(call.data, "CreateTable"))
+        try:
+            ds = write_dataset(counted.reader(), ref.path, mode="overwrite" if exists else "create")
+        except InvalidArgumentError as exc:
+            if "already exists" in exc.problem:
+                raise RestError(
+                    ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(ref.id)!r} already exists"
+                ) from None
+            raise
+        return {"location": ref.path, "version": ds.version}
+
+    def insert_into_table(self, call: Call) -> dict:
+        mode = _mode(call.params.get("mode"), ("append", "overwrite"), "append")
+        ref = self.layout.existing_table(call.ids)
+        reader = _ipc_reader(call.data, "InsertIntoTable")
+        counted = _Counted(reader)
+        ds = write_dataset(counted.reader(), ref.path, mode=mode)
+        return {"num_inserted_rows": counted.rows, "version": ds.version}
+
+    def delete_from_table(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        predicate = call.model.predicate
+        if not predicate or not predicate.strip():
+            raise RestError(ErrorCode.INVALID_INPUT, "DeleteFromTable needs a predicate")
+        ds = self._open(ref).delete(predicate)
+        return {"version": ds.version}
+
+    def count_table_rows(self, call: Call) -> int:
+        ref = self.layout.existing_table(call.ids)
+        ds = self._open(ref, call.model.version)
+        return ds.count_rows(call.model.predicate or None)
+
+    def query_table(self, call: Call) -> ArrowResult:
+        req = call.model
+        ref = self.layout.existing_table(call.ids)
+        vector = req.vector
+        if vector is not None and (vector.single_vector or vector.multi_vector):
+            raise unsupported("vector search (QueryTable with a vector)")
+        if req.full_text_query is not None:
+            raise unsupported("full-text search (QueryTable with full_text_query)")
+        ds = self._open(ref, req.version)
+        columns, renames = None, None
+        if req.columns is not None:
+            if req.columns.column_aliases:
+                renames = dict(req.columns.column_aliases)
+                columns = list(renames.values())
+            elif req.columns.column_names is not None:
+                columns = list(req.columns.column_names)
+        scanner = ds.scanner(
+            columns=columns,
+            filter=req.filter or None,
+            limit=req.k or None,
+            offset=req.offset or None,
+            with_row_id=bool(req.with_row_id),
+        )
+        schema = scanner.schema
+        batches = scanner.to_batches()
+        if renames:
+            names = list(renames.keys()) + ([ROW_ID] if req.with_row_id else [])
+            schema = pa.schema(
+                [f.with_name(n) for f, n in zip(schema, names, strict=True)],
+                metadata=schema.metadata,
+            )
+            batches = (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in batches)
+        return ArrowResult(schema, batches)
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def alter_table_add_columns(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        transforms = {}
+        for entry in call.model.new_columns:
+            if (
+                entry.computed is not None
+                or entry.virtual_column is not None
+                or not entry.expression
+            ):
+                raise unsupported(
+                    "AlterTableAddColumns without an expression (computed or virtual columns)"
+                )
+            transforms[entry.name] = entry.expression
+        ds = self._open(ref).add_columns(transforms)
+        return {"version": ds.version}
+
+    def alter_table_alter_columns(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        changes = []
+        for entry in call.model.alterations:
+            if entry.data_type is not None or entry.virtual_column is not None:
+                raise unsupported("AlterTableAlterColumns changing a type or a virtual column")
+            changes.append({"path": entry.path, "name": entry.rename, "nullable": entry.nullable})
+        return {"version": self._open(ref).alter_columns(*changes).version}
+
+    def alter_table_drop_columns(self, call: Call) -> dict:
+        ref = self.layout.existing_table(call.ids)
+        ds = self._open(ref)
+        names = {f.name for f in ds.schema}
+        missing = [c for c in call.model.columns if c not in names]
+        if missing:
+            raise RestError(
+                ErrorCode.TABLE_COLUMN_NOT_FOUND,
+                f"table {join_id(ref.id)!r} has no column {missing[0]!r}",
+            )
+        return {"version": ds.drop_columns(list(call.model.columns)).version}
+
+
+def _drop_directory(ref: TableRef) -> None:
+    """Out of sight first (renamed to a hidden sibling the catalog never lists), then
+    removed: a reader never sees half a dataset under the table's name."""
+    parent, leaf = os.path.split(ref.path)
+    doomed = os.path.join(parent, f".{leaf}.dropped-{uuid.uuid4().hex[:12]}")
+    try:
+        os.rename(ref.path, doomed)
+    except FileNotFoundError:
+        raise RestError(
+            ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
+        ) from None
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _uri(path: str) -> str:
+    return "file://" + path if path.startswith("/") else path
+
+
+def _stats(ds: Dataset) -> dict[str, str]:
+    """The table statistics pylance puts in DescribeTable's ``metadata``."""
+    frags = ds.manifest.fragments
+    data_files = sum(len(f.files) for f in frags)
+    size = 0
+    for f in frags:
+        for df in f.files:
+            size += df.file_size_bytes or _size(os.path.join(ds.uri, paths.DATA_DIR, df.path))
+    deletions = [f for f in frags if f.HasField("deletion_file")]
+    deleted = sum(f.deletion_file.num_deleted_rows for f in deletions)
+    physical = sum(f.physical_rows for f in frags)
+    return {
+        "total_rows": str(physical - deleted),
+        "total_data_files": str(data_files),
+        "total_deletion_files": str(len(deletions)),
+        "total_fragments": str(len(frags)),
+        "total_files_size": str(size),
+        "total_data_file_rows": str(physical),
+        "total_deletion_file_rows": str(deleted),
+    }
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _version_entry(entry: paths.VersionEntry) -> dict:
+    """A ``TableVersion`` as pylance lists it, from the manifest file as an object store
+    sees it: its path (no leading slash), size, ETag (the local store's
+    ``inode-mtime-size``) and last-modified time."""
+    st = os.stat(entry.path)
+    return {
+        "version": entry.version,
+        "manifest_path": entry.path.lstrip("/"),
+        "manifest_size": st.st_size,
+        "e_tag": f'"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"',
+        "timestamp_millis": st.st_mtime_ns // 1_000_000,
+    }
+
+
+def _transaction_id(ds: Dataset) -> str | None:
+    """The uuid of the transaction that made ``ds`` (its file is ``{read}-{uuid}.txn``)."""
+    name = ds.manifest.transaction_file
+    if not name:
+        return None
+    stem = os.path.basename(name).removesuffix(".txn")
+    return stem.split("-", 1)[1] if "-" in stem else stem
+
+
+def _tag_json(t: tags.TagContents) -> dict:
+    out: dict = {"version": t.version, "manifestSize": t.manifest_size}
+    if t.branch is not None:
+        out["branch"] = t.branch
+    return out
+
+
+def _ipc_reader(data: IO[bytes] | None, operation: str) -> pa.RecordBatchReader:
+    if data is None:
+        raise RestError(ErrorCode.INVALID_INPUT, f"{operation} needs an Arrow IPC stream body")
+    data.seek(0, os.SEEK_END)
+    if data.tell() == 0:
+        raise RestError(ErrorCode.INVALID_INPUT, f"{operation} needs an Arrow IPC stream body")
+    data.seek(0)
+    try:
+        return pa.ipc.open_stream(pa.PythonFile(data, mode="r"))
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise RestError(
+            ErrorCode.INVALID_INPUT, f"the body is not an Arrow IPC stream: {exc}"
+        ) from None
+
+
+class _Counted:
+    """Counts the rows a reader hands on (the insert's ``num_inserted_rows``), turning a
+    malformed stream into bad input."""
+
+    def __init__(self, reader: pa.RecordBatchReader):
+        self._reader = reader
+        self.rows = 0
+
+    def reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self._reader.schema, self._batches())
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        while True:
+            try:
+                batch = self._reader.read_next_batch()
+            except StopIteration:
+                return
+            except pa.ArrowInvalid as exc:
+                raise RestError(
+                    ErrorCode.INVALID_INPUT, f"malformed Arrow IPC stream: {exc}"
+                ) from None
+            self.rows += batch.num_rows
+            yield batch
+
+
+__all__ = ["ArrowResult", "Call", "Operations"]
