@@ -271,12 +271,14 @@ def test_server_memory_stays_bounded_under_oversized_messages(root, tmp_path):
                     assert kind(info.value) == code
         grown = _rss_mib(pid) - start
         # 18 messages of 8 MiB, each held whole by gRPC (and copied by pyarrow) while it is
-        # refused: nothing may accumulate, and what the allocator kept is given back soon
+        # refused: nothing may accumulate
         assert grown < 150, f"server RSS grew by {grown:.0f} MiB"
+        # and what the allocator kept of them is soon given back (trimmed after refusals)
         deadline = time.monotonic() + 20
-        while _rss_mib(pid) - start > 48 and time.monotonic() < deadline:
+        while _rss_mib(pid) - start > 80 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _rss_mib(pid) - start <= 48, f"RSS stayed {_rss_mib(pid) - start:.0f} MiB up"
+        kept = _rss_mib(pid) - start
+        assert kept <= 80, f"RSS stayed {kept:.0f} MiB up"
         assert read_public_a(client, options).equals(want)
         assert s.process.poll() is None
     assert every_version(root) == before
