@@ -256,7 +256,7 @@ def ingest(
         version = opts.data_storage_version or (
             current.data_storage_version if current is not None else "stable"
         )
-        target = lance_schema.to_arrow().with_metadata(schema.metadata)
+        target = lance_schema.to_dataset_arrow().with_metadata(schema.metadata)
     must_cast = needs_cast(target, schema)
     if opts.data_storage_version and appending and opts.data_storage_version != version:
         raise BadRequest(
@@ -342,7 +342,7 @@ def _commit(root: str, fragments, staged: dict, opts: PutOptions, target: pa.Sch
         raise AlreadyExists(f"dataset {opts.dataset!r} was created by another writer meanwhile")
     latest = paths.list_versions(root)[-1].version
     theirs = manifest.read_manifest(paths.find_version(root, latest).path)
-    write.check_schema(theirs.schema.to_arrow(), target)  # our files hold these types
+    write.check_schema(theirs.schema.to_dataset_arrow(), target)  # what we write them from
     again = dict(staged, mode="append", read_version=latest, data_storage_version=None)
     return staging.commit_staged(root, fragments, **again).version
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 from .cache import SearchCache
 from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError
+from .extensions import view_as
 from .io import IOStats, RandomAccessFile, open_file
 from .legacy.container import LEGACY_VERSION
 from .schema import LanceField, LanceSchema
@@ -295,13 +296,14 @@ class LanceFileReader:
         for f in fields:
             if n == 0:
                 arrays.append(pa.array([], type=f.arrow_type))
-            elif self.version == "2.0":
-                arrays.append(self._read_v20(f, rows, start, stop))
+                continue
+            if self.version == "2.0":
+                arr = self._read_v20(f, rows, start, stop)
+            elif owns_column(f):  # a top-level leaf: keep its pages as chunks, no copy
+                arr = pa.chunked_array(results[f.id].chunks)
             else:
-                if owns_column(f):  # a top-level leaf: keep its pages as chunks, no copy
-                    arrays.append(pa.chunked_array(results[f.id].chunks, type=f.arrow_type))
-                else:
-                    arrays.append(build_array(f, results))
+                arr = build_array(f, results)
+            arrays.append(view_as(arr, f.arrow_type))  # the decoders build storage arrays
         schema = pa.schema(
             [
                 pa.field(f.name, a.type, f.nullable, f.to_arrow().metadata)

@@ -268,7 +268,9 @@ def _extension_metadata(t: pa.DataType) -> dict[str, bytes]:
 
 
 def _has_extension(f: LanceField) -> bool:
-    return any(EXT_NAME_KEY in g.metadata for g in f.walk())
+    """An extension type anywhere in the field, bfloat16 fixed-size-list items included
+    (their extension lives in the logical type string, not in a child field)."""
+    return any(EXT_NAME_KEY in g.metadata or BFLOAT16_EXT_NAME in g.logical_type for g in f.walk())
 
 
 @dataclass
@@ -287,15 +289,19 @@ class LanceField:
     unenforced_primary_key: bool = False
     unenforced_primary_key_position: int = 0
     _arrow: pa.Field | None = field(default=None, init=False, repr=False, compare=False)
+    _dataset_arrow: pa.Field | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- Arrow ----------------------------------------------------------------------------
 
-    def _raw_arrow(self) -> pa.Field:
-        """The Arrow field, extension metadata left as metadata."""
+    def _raw_arrow(self, json_text: bool = False) -> pa.Field:
+        """The Arrow field, extension metadata left as metadata; ``json_text`` turns
+        ``lance.json`` (JSONB bytes) into ``arrow.json`` text, as datasets return it."""
+        if json_text and self.logical_type == "json":
+            return pa.field(self.name, pa.json_(pa.string()), self.nullable)
         md = {k.encode(): v for k, v in self.metadata.items()} or None
-        return pa.field(self.name, self._raw_type(), self.nullable, md)
+        return pa.field(self.name, self._raw_type(json_text), self.nullable, md)
 
-    def _raw_type(self) -> pa.DataType:
+    def _raw_type(self, json_text: bool = False) -> pa.DataType:
         lt = self.logical_type
         kids = self.children
         if lt in ("list", "list.struct", "large_list", "large_list.struct"):
@@ -303,16 +309,16 @@ class LanceField:
                 raise SchemaError(
                     f"{lt} field has {len(kids)} children, expected 1", column=self.name
                 )
-            item = kids[0]._raw_arrow()
+            item = kids[0]._raw_arrow(json_text)
             return pa.list_(item) if lt.startswith("list") else pa.large_list(item)
         if lt == "struct":
-            return pa.struct([c._raw_arrow() for c in kids])
+            return pa.struct([c._raw_arrow(json_text) for c in kids])
         if lt == "map":
             if len(kids) != 1 or kids[0].logical_type != "struct" or len(kids[0].children) != 2:
                 raise SchemaError(
                     "map field must have one entries struct with two children", column=self.name
                 )
-            key, value = (c._raw_arrow() for c in kids[0].children)
+            key, value = (c._raw_arrow(json_text) for c in kids[0].children)
             if key.nullable:
                 raise SchemaError("map keys must be non-nullable", column=self.name)
             try:
@@ -328,22 +334,38 @@ class LanceField:
             size = _int_or_error(lt.rsplit(":", 1)[-1], "list size", self.name)
             if size < 0:
                 raise SchemaError(f"negative fixed_size_list size in {lt!r}", column=self.name)
-            return pa.list_(kids[0]._raw_arrow(), size)
+            return pa.list_(kids[0]._raw_arrow(json_text), size)
         if kids:
             raise SchemaError(f"field of type {lt!r} cannot have children", column=self.name)
         return parse_logical_type(lt, self.name)
 
     def to_arrow(self) -> pa.Field:
-        """The Arrow field, with field metadata (bytes) and registered extension types."""
+        """The Arrow field a data file holds, with field metadata (bytes) and registered
+        extension types."""
         if self._arrow is None:
-            f = self._raw_arrow()
-            if _has_extension(self):
-                try:
-                    f = _resolve_extensions(pa.schema([f])).field(0)
-                except (pa.ArrowException, ValueError, TypeError):
-                    pass  # keep the plain storage type with its metadata
-            self._arrow = f
+            self._arrow = self._resolved(self._raw_arrow())
         return self._arrow
+
+    def to_dataset_arrow(self) -> pa.Field:
+        """The Arrow field a dataset read returns: :meth:`to_arrow` with ``lance.json``
+        columns as ``arrow.json`` text, as pylance presents them."""
+        if not self.has_json():
+            return self.to_arrow()
+        if self._dataset_arrow is None:
+            self._dataset_arrow = self._resolved(self._raw_arrow(json_text=True))
+        return self._dataset_arrow
+
+    def _resolved(self, f: pa.Field) -> pa.Field:
+        if _has_extension(self):
+            try:
+                return _resolve_extensions(pa.schema([f])).field(0)
+            except (pa.ArrowException, ValueError, TypeError):
+                pass  # keep the plain storage type with its metadata
+        return f
+
+    def has_json(self) -> bool:
+        """Whether this field or one below it is a ``lance.json`` column."""
+        return any(f.logical_type == "json" for f in self.walk())
 
     @property
     def arrow_type(self) -> pa.DataType:
@@ -426,7 +448,10 @@ class LanceField:
             metadata.update(_utf8_metadata(_extension_metadata(t), f"field {f.name!r}"))
             t = t.storage_type
         _check_list_sizes(t, f.name)
-        if metadata.get(EXT_NAME_KEY) == ARROW_JSON_EXT_NAME.encode():
+        ext = metadata.get(EXT_NAME_KEY)
+        if ext == ARROW_JSON_EXT_NAME.encode() or (
+            ext == JSON_EXT_NAME.encode() and pa.types.is_large_binary(t)
+        ):
             # pylance stores arrow.json as lance.json (JSONB in large_binary)
             lt = "json"
             metadata[EXT_NAME_KEY] = JSON_EXT_NAME.encode()
@@ -658,6 +683,11 @@ class LanceSchema:
     def to_arrow(self) -> pa.Schema:
         md = {k.encode(): v for k, v in self.metadata.items()} or None
         return pa.schema([f.to_arrow() for f in self.fields], metadata=md)
+
+    def to_dataset_arrow(self) -> pa.Schema:
+        """The schema a dataset read returns (see :meth:`LanceField.to_dataset_arrow`)."""
+        md = {k.encode(): v for k, v in self.metadata.items()} or None
+        return pa.schema([f.to_dataset_arrow() for f in self.fields], metadata=md)
 
     # -- lookup ---------------------------------------------------------------------------
 

@@ -79,7 +79,23 @@ def _check_nulls(arr: pa.Array, nullable: bool, path: str, visible: pa.Array | N
         _check_nulls(values, item.nullable, f"{path}.{item.name}", None)
 
 
-@functools.lru_cache(maxsize=1024)
+def _cached_per_type(fn):
+    """``functools.lru_cache`` by type, except for types that cannot be hashed (extension
+    types defined in Python, e.g. pylance's bfloat16): those are computed each time."""
+    cached = functools.lru_cache(maxsize=1024)(fn)
+
+    @functools.wraps(fn)
+    def wrapper(t: pa.DataType):
+        try:
+            hash(t)
+        except TypeError:
+            return fn(t)
+        return cached(t)
+
+    return wrapper
+
+
+@_cached_per_type
 def _layout_type(t: pa.DataType) -> pa.DataType | None:
     """``t`` with the types whose *values* Arrow's full validation judges (date64 in whole
     days, times within a day, decimals within their precision) replaced by plain types of
@@ -121,7 +137,7 @@ def _layout_type(t: pa.DataType) -> pa.DataType | None:
     return None
 
 
-@functools.lru_cache(maxsize=1024)
+@_cached_per_type
 def has_required_field(t: pa.DataType) -> bool:
     """Whether a non-nullable field lies anywhere below type ``t`` (cached per type)."""
     if isinstance(t, pa.BaseExtensionType):

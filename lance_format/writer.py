@@ -38,6 +38,7 @@ from .container.describe import describe
 from .container.footer import encode_tail
 from .container.metadata import encode_column, page_entry
 from .errors import InvalidArgumentError, LanceError, LanceIOError, SchemaError, UnsupportedError
+from .extensions import to_stored_array
 from .pb import encodings_v2_1_pb2 as pb
 from .pb import file_pb2
 from .schema import LanceField, LanceSchema, blob_v2_file_schema
@@ -139,6 +140,7 @@ class LanceFileWriter:
         self._schema: pa.Schema | None = None
         self._lance_schema: LanceSchema | None = None
         self._leaves: list[list[_Leaf]] = []  # per top-level field
+        self._json: list[LanceField | None] = []  # top-level fields holding JSON columns
         self._pending: list[list[pa.Array]] = []
         self._pending_bytes: list[int] = []
         self._inflight: collections.deque[Future] = collections.deque()
@@ -192,6 +194,7 @@ class LanceFileWriter:
             if problem is not None:
                 raise UnsupportedError(f"field {arrow_field.name!r}: {problem}")
             self._leaves.append(leaves)
+            self._json.append(top if top.has_json() else None)
             self._pending.append([])
             self._pending_bytes.append(0)
 
@@ -221,6 +224,8 @@ class LanceFileWriter:
             full = []
             for i in range(batch.num_columns):
                 col = batch.column(i)
+                if self._json[i] is not None:  # JSON text is stored as JSONB
+                    col = to_stored_array(col, self._json[i])
                 self._pending[i].append(col)
                 self._pending_bytes[i] += _arrow_bytes(col)
                 if self._pending_bytes[i] >= self.max_page_bytes:

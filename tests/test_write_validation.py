@@ -258,6 +258,14 @@ def _refused_before_writing(tmp_path, table: pa.Table, builtin, ours, match: str
     with pytest.raises(ours, match=match):
         lance_format.LanceFileWriter(str(tmp_path / "f.lance"), table.schema)
     assert not os.path.exists(tmp_path / "f.lance")
+    # an overwrite of an existing dataset leaves every version as it was
+    existing = str(tmp_path / "existing")
+    first = pa.table({"k": [1, 2]})
+    lance_format.write_dataset(first, existing)
+    files = _data_files(existing)
+    with pytest.raises(ours, match=match):
+        lance_format.write_dataset(table, existing, mode="overwrite")
+    _assert_unchanged(existing, {1: first}, files)
     return uri
 
 
@@ -360,3 +368,21 @@ def test_nulls_for_a_strict_nested_field_are_refused_after_the_cast(tmp_path):
         lance_format.write_dataset(bad, uri, mode="append")
     assert isinstance(e.value, OSError)
     _assert_unchanged(uri, {1: good}, files)
+
+
+def test_view_types_are_stored_as_plain_types_as_in_pylance(tmp_path):
+    table = pa.table(
+        {
+            "s": pa.array(["a", None, "ccc"], pa.string_view()),
+            "b": pa.array([b"x", b"", None], pa.binary_view()),
+        }
+    )
+    results = []
+    for name, module in (("pylance", lance), ("ours", lance_format)):
+        uri = str(tmp_path / name)
+        module.write_dataset(table, uri)
+        module.write_dataset(table, uri, mode="append")
+        results.append(lance.dataset(uri).to_table())
+    assert results[1].equals(results[0])
+    assert results[1].schema.types == [pa.string(), pa.binary()]
+    assert results[1].column("s").to_pylist() == ["a", None, "ccc"] * 2

@@ -98,7 +98,7 @@ class Dataset:
 
     @functools.cached_property
     def schema(self) -> pa.Schema:
-        return self.lance_schema.to_arrow()
+        return self.lance_schema.to_dataset_arrow()
 
     @property
     def data_storage_version(self) -> str:
@@ -222,7 +222,7 @@ class Dataset:
 
     def scanner(
         self,
-        columns: list[str] | None = None,
+        columns: list[str] | dict[str, str] | None = None,
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
@@ -231,7 +231,14 @@ class Dataset:
         batch_size: int | None = None,
         fragments: Sequence[Fragment] | None = None,
         ranges: dict[int, tuple[int, int]] | None = None,
+        scan_in_order: bool | None = None,
+        **other,
     ) -> Scanner:
+        """A scan of this version.  ``columns`` lists names, or maps output names to SQL
+        expressions (``{"b": "upper(s)"}``); ``scan_in_order`` is accepted whatever its
+        value (rows always come in order); pylance's other options are refused unless
+        left at None, since this scanner does not implement them."""
+        _refuse_options(other)
         opts = ScanOptions(
             columns=columns,
             filter=filter,
@@ -319,12 +326,13 @@ class Dataset:
             raise InvalidArgumentError(f"row ids not in version {self.version}")
         return addrs[pos]
 
-    def _gather(self, groups, n: int, columns: list[str] | None) -> pa.Table:
+    def _gather(self, groups, n: int, columns) -> pa.Table:
         scanner = self.scanner(columns=columns)
+        if scanner.projection_meta:
+            raise UnsupportedError("take cannot compute expressions over _rowid or _rowaddr")
         fields = scanner.fields
-        schema = pa.schema([f.to_arrow() for f in fields])
         if not groups:
-            return schema.empty_table()
+            return scanner.schema.empty_table()
         parts, positions = [], []
         for i, where, offsets in groups:
             order = np.argsort(offsets, kind="stable")
@@ -336,10 +344,32 @@ class Dataset:
         table = pa.concat_tables(parts)
         back = np.empty(n, dtype=np.int64)
         back[np.concatenate(positions)] = np.arange(n)
-        return table.take(pa.array(back))
+        table = table.take(pa.array(back))
+        return table if scanner.projection is None else scanner.projection.apply(table)
 
 
 __all__ = ["ROW_ADDRESS", "ROW_ID", "Dataset", "dataset"]
+
+# pylance scanner options that change what a scan returns or how, not implemented here
+_PYLANCE_SCAN_OPTIONS = frozenset(
+    (
+        "nearest batch_size_bytes batch_readahead fragment_readahead index_segments "
+        "full_text_query prefilter use_stats fast_search io_buffer_size late_materialization "
+        "blob_handling use_scalar_index include_deleted_rows scan_stats_callback "
+        "strict_batch_size order_by disable_scoring_autoprojection row_addr_allowlist "
+        "row_addr_blocklist"
+    ).split()
+)
+
+
+def _refuse_options(options: dict) -> None:
+    """Never ignore an argument: pylance's options are refused when set, others unknown."""
+    unknown = sorted(k for k in options if k not in _PYLANCE_SCAN_OPTIONS)
+    if unknown:
+        raise InvalidArgumentError(f"unknown scan option(s): {', '.join(unknown)}")
+    given = sorted(k for k, v in options.items() if v is not None)
+    if given:
+        raise UnsupportedError(f"scan option(s) not supported here: {', '.join(given)}")
 
 
 class _Optimize:
@@ -624,7 +654,7 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
     major, minor = write.storage_version(version)
     name = paths.new_data_file_name()
     path = os.path.join(ds.uri, "data", name)
-    arrow_schema = new_schema.to_arrow()
+    arrow_schema = new_schema.to_dataset_arrow()
     writer = LanceFileWriter(
         path, arrow_schema, version=f"{major}.{minor}", lance_schema=new_schema
     )

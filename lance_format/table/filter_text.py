@@ -12,7 +12,12 @@ of regular expressions (C speed):
   of a second instead of minutes;
 * what is left for sqlglot must fit :data:`MAX_PARSED_BYTES`, and its nesting (parentheses,
   function calls, CASE, and chains of NOT or minus) must stay within
-  :data:`MAX_FILTER_DEPTH` levels, so that parsing never meets Python's recursion limit.
+  :data:`MAX_FILTER_DEPTH` levels, so that parsing never meets Python's recursion limit;
+  once parsed, operators may sit at most :data:`MAX_TREE_DEPTH` deep (``a + b + c ...``
+  chains, which parse flat but translate recursively).
+
+The limits are characters of the text (a filter is a Python ``str``); they apply to
+``add_columns`` expressions too.
 
 Quoted strings, backtick identifiers and comments are skipped whole, so nothing inside them
 is mistaken for a list or a parenthesis.
@@ -50,9 +55,10 @@ PLACEHOLDER_PREFIX = "lance_in_"
 # nesting cost in eighths of a level: what each construct costs sqlglot's recursive parser
 _LEVEL, _NOT, _MINUS = 8, 4, 1
 
-_SQ = r"'[^']*(?:''[^']*)*'"  # '' escapes a quote; backslash is an ordinary character
-_DQ = r'"(?:[^"\']|\'["\']?)*"'  # sqlglot: ' escapes ' and " inside "..."
-_SKIP = rf"{_SQ}|{_DQ}|`[^`]*`|--[^\n]*|/\*.*?\*/"
+# skipped whole; one left open runs to the end (one pass, never a rescan per position)
+_SQ = r"'[^']*(?:''[^']*)*(?:'|\Z)"  # '' escapes a quote; backslash is an ordinary character
+_DQ = r'"(?:[^"\']|\'["\']?)*(?:"|\Z)'  # sqlglot: ' escapes ' and " inside "..."
+_SKIP = rf"{_SQ}|{_DQ}|`[^`]*(?:`|\Z)|--[^\n]*|/\*.*?(?:\*/|\Z)"
 _SCAN = re.compile(
     rf"(?P<list>(?<![\w$`])IN\s*\()|(?P<skip>{_SKIP})|(?P<word>[A-Za-z_][\w$]*)"
     r"|(?P<open>\()|(?P<close>\))|(?P<sep>,)|(?P<minus>-)|[^'\"`A-Za-z_(),\-/]+|.",
@@ -61,6 +67,7 @@ _SCAN = re.compile(
 _SCOPE_ENDS = {"AND", "OR", "WHEN", "THEN", "ELSE", "sep"}  # where a NOT chain ends
 
 _STRING_ITEM = re.compile(r"'([^']*(?:''[^']*)*)'")
+_NOT_A_NUMBER_LIST = re.compile(r"[^0-9eE.,+\-\sNnUuLl]")  # found at once in other text
 _NULLS_AND_COMMAS = re.compile(r"\s*(?:NULL\s*)?(?:,\s*(?:NULL\s*)?)*", re.IGNORECASE)
 # what the SQL tokenizer reads as one number literal (a leading minus is its negation)
 _NUMBER_ITEM = r"^(?:-?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?|(?i:null))$"
@@ -86,7 +93,7 @@ class LiteralList:
 
 
 def _lift_numbers(body: str) -> LiteralList | None:
-    if body.count(",") + 1 < MIN_LIFTED_ITEMS:
+    if body.count(",") + 1 < MIN_LIFTED_ITEMS or _NOT_A_NUMBER_LIST.search(body):
         return None
     parts = pc.ascii_trim_whitespace(pc.split_pattern(pa.array([body]), ",").flatten())
     other = parts.filter(pc.invert(pc.ascii_is_decimal(parts)))  # negative, decimal, NULL

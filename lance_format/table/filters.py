@@ -63,6 +63,8 @@ class CompiledFilter:
     expression: pc.Expression
     paths: tuple[tuple[str, ...], ...]
     sql: str | None = None
+    terms: tuple[tuple[str, str, object], ...] = ()  # see conjunct_terms (SQL filters only)
+    nullable: bool = True  # False when the value can never be NULL (as DataFusion infers)
 
     @property
     def columns(self) -> list[str]:
@@ -179,9 +181,29 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError
 
 def _bind(expr: pc.Expression, schema: pa.Schema) -> pa.DataType:
     """Type of ``expr`` over ``schema``; raises the Arrow error when it does not bind."""
-    table = schema.empty_table()
+    table = pa.schema([f.with_type(_nested_storage(f.type)) for f in schema]).empty_table()
     result = pads.dataset(table).to_table(columns={"_": expr})
     return result.schema.field(0).type
+
+
+def _nested_storage(t: pa.DataType) -> pa.DataType:
+    """``t`` with extension types below the top level replaced by their storage: Arrow's
+    dataset scanner cannot even open a table holding ``struct<uuid>`` or ``list<uuid>``."""
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_storage_deep(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        item = t.value_field.with_type(_storage_deep(t.value_type))
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(item, t.list_size)
+        return pa.list_(item) if pa.types.is_list(t) else pa.large_list(item)
+    if pa.types.is_map(t):
+        key = t.key_field.with_type(_storage_deep(t.key_type))
+        return pa.map_(key, t.item_field.with_type(_storage_deep(t.item_type)))
+    return t
+
+
+def _storage_deep(t: pa.DataType) -> pa.DataType:
+    return _nested_storage(t.storage_type if isinstance(t, pa.BaseExtensionType) else t)
 
 
 _NO_MATCH = re.compile(r"No match for (FieldRef\..*?) in ")
@@ -404,6 +426,12 @@ def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
 _SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
 
 
+def _decimal_type(precision: int, scale: int) -> pa.DataType:
+    if precision <= 38:
+        return pa.decimal128(precision, scale)
+    return pa.decimal256(min(76, precision), scale)
+
+
 def _cast_term(term: _Term, target: pa.DataType) -> _Term:
     if term.type == target:
         return term
@@ -419,7 +447,7 @@ def _cast_term(term: _Term, target: pa.DataType) -> _Term:
         except _ARROW_ERRORS:
             pass
     options = pc.CastOptions(target, allow_float_truncate=True, allow_time_truncate=False)
-    return _Term(term.expr.cast(options=options), target)
+    return _Term(term.expr.cast(options=options), target, not_null=term.not_null)
 
 
 @dataclass
@@ -430,6 +458,8 @@ class _Term:
     type: pa.DataType
     const: pa.Scalar | None = None
     number_text: str | None = None  # the SQL spelling of a numeric literal, for decimals
+    not_null: bool = False  # never NULL: non-null literals and what only they and
+    # non-nullable columns make (tracked for a projection's output nullability)
 
     @property
     def is_null_const(self) -> bool:
@@ -437,7 +467,7 @@ class _Term:
 
 
 def _const(value: pa.Scalar, number_text: str | None = None) -> _Term:
-    return _Term(pc.scalar(value), value.type, value, number_text)
+    return _Term(pc.scalar(value), value.type, value, number_text, value.is_valid)
 
 
 _BOOL_NULL = pa.scalar(None, pa.bool_())
@@ -585,7 +615,8 @@ class _Translator:
                 node.sql(dialect=LanceFilterDialect),
             )
             where = f" in {_shown(text)}"
-        return InvalidArgumentError(f"filter {self.shown}: {problem}{where}")
+        what = "filter" if self.require_boolean else "expression"
+        return InvalidArgumentError(f"{what} {self.shown}: {problem}{where}")
 
     def unsupported(self, what: str, node: exp.Expression) -> InvalidArgumentError:
         return self.invalid(f"unsupported SQL construct: {what}", node)
@@ -615,7 +646,13 @@ class _Translator:
         # a struct read whole covers its fields: keep the outermost path only
         paths = sorted(self.paths)
         paths = [p for p in paths if not any(p[: len(q)] == q for q in paths if len(q) < len(p))]
-        return CompiledFilter(term.expr, tuple(paths), self.sql)
+        return CompiledFilter(
+            term.expr,
+            tuple(paths),
+            self.sql,
+            terms=_terms_of(tree, self.lists),
+            nullable=not term.not_null,
+        )
 
     def type_of(self, expr: pc.Expression, node: exp.Expression) -> pa.DataType:
         """Bind against the referenced columns only: cheap whatever the schema width."""
@@ -655,14 +692,15 @@ class _Translator:
             # flattened and joined as a balanced tree: a chain of thousands of ORs must not
             # exhaust the stack, here or when Arrow binds it
             fn = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
-            terms = [self.boolean(operand).expr for operand in node.flatten()]
-            return _Term(_balanced(fn, terms), pa.bool_())
+            operands = [self.boolean(operand) for operand in node.flatten()]
+            not_null = all(o.not_null for o in operands)
+            return _Term(_balanced(fn, [o.expr for o in operands]), pa.bool_(), not_null=not_null)
         if isinstance(node, exp.Not):
             inner = self.boolean(node.this)
-            return _Term(pc.invert(inner.expr), pa.bool_())
+            return _Term(pc.invert(inner.expr), pa.bool_(), not_null=inner.not_null)
         kind = _COMPARE.get(type(node))
         if kind is not None:
-            left, right = self.translate(node.this), self.translate(node.expression)
+            left, right = self.operands(node)
             return self.compare(kind, left, right, node)
         if isinstance(node, exp.Is):
             return self.is_(node)
@@ -706,6 +744,7 @@ class _Translator:
                 column=name,
             )
         path = [field.name]
+        not_null = not field.nullable
         for child_name, child_quoted in parts[1:]:
             if not pa.types.is_struct(field.type):
                 raise SchemaError(
@@ -722,10 +761,12 @@ class _Translator:
                 )
             field = child
             path.append(field.name)
+            not_null = not_null and not field.nullable
         self.paths[tuple(path)] = None
         if pa.types.is_dictionary(field.type):  # compare and match on the decoded values
-            return _Term(pc.field(*path).cast(field.type.value_type), field.type.value_type)
-        return _Term(pc.field(*path), field.type)
+            value_type = field.type.value_type
+            return _Term(pc.field(*path).cast(value_type), value_type, not_null=not_null)
+        return _Term(pc.field(*path), field.type, not_null=not_null)
 
     def column_parts(self, node: exp.Expression) -> list[tuple[str, bool]]:
         """Identifiers of a (possibly dotted or subscripted) column reference, outermost first."""
@@ -798,7 +839,7 @@ class _Translator:
             return inner
         if not _is_numeric(inner.type):
             raise self.invalid(f"cannot negate {inner.type}", node)
-        return _Term(pc.negate(inner.expr), inner.type)
+        return _Term(pc.negate(inner.expr), inner.type, not_null=inner.not_null)
 
     # coercion ----------------------------------------------------------------------------
 
@@ -935,8 +976,9 @@ class _Translator:
                 problem = f"cannot compare {left.type} with {right.type}"
                 raise self.invalid(problem, node) from None
         floating = pa.types.is_floating(left.type) or pa.types.is_floating(right.type)
+        not_null = left.not_null and right.not_null
         if not floating or left.is_null_const or right.is_null_const:
-            return _Term(base, pa.bool_())
+            return _Term(base, pa.bool_(), not_null=not_null)
         # total order as in pylance: NaN = NaN, NaN above every number
         na, nb = self.nan_of(left), self.nan_of(right)
         if kind in ("eq", "ne"):
@@ -952,7 +994,7 @@ class _Translator:
             out = _not(_or(pc.less(left.expr, right.expr), _and(nb, _not(na))))
         if isinstance(out, bool):
             out = pc.scalar(out)
-        return _Term(out, pa.bool_())
+        return _Term(out, pa.bool_(), not_null=not_null)
 
     @staticmethod
     def nan_of(term: _Term):
@@ -968,11 +1010,11 @@ class _Translator:
         target = node.expression
         if isinstance(target, exp.Null):
             inner = self.translate(node.this)
-            return _Term(pc.is_null(inner.expr), pa.bool_())
+            return _Term(pc.is_null(inner.expr), pa.bool_(), not_null=True)
         if isinstance(target, exp.Boolean):
             inner = self.boolean(node.this)
             value = inner.expr if target.this else pc.invert(inner.expr)
-            return _Term(pc.coalesce(value, pc.scalar(False)), pa.bool_())
+            return _Term(pc.coalesce(value, pc.scalar(False)), pa.bool_(), not_null=True)
         raise self.unsupported("IS other than IS [NOT] NULL/TRUE/FALSE", node)
 
     def in_(self, node: exp.In) -> _Term:
@@ -995,7 +1037,8 @@ class _Translator:
             if all(c.type == probe.type or c.is_null_const for c in coerced):
                 return self.in_set(probe, coerced, node)
         equal = [self.compare("eq", probe, item, node).expr for item in items]
-        return _Term(_balanced(pc.or_kleene, equal), pa.bool_())
+        not_null = probe.not_null and all(i.not_null for i in items)
+        return _Term(_balanced(pc.or_kleene, equal), pa.bool_(), not_null=not_null)
 
     def lifted(self, node: exp.In) -> LiteralList | None:
         """The literal list lifted out of ``node`` before parsing, if it was."""
@@ -1014,13 +1057,16 @@ class _Translator:
     def lifted_value_set(probe: _Term, lifted: LiteralList) -> pa.Array | None:
         """The lifted list as one array of the probe's type, for the cases where converting
         it at once gives exactly what :meth:`coerce` gives item by item: strings against a
-        string column, integers that fit an integer column, numbers against float32/64.
+        string column, ISO dates against a date column, integers that fit an integer
+        column, numbers against float32/64.
         None for anything else (then the items go one by one)."""
         t, values = probe.type, lifted.values
         if probe.const is not None:
             return None
         try:
             if not lifted.numeric:
+                if pa.types.is_date(t):  # Arrow reads YYYY-MM-DD only; others one by one
+                    return values.cast(pa.date32()).cast(t)
                 return values.cast(t) if _is_stringy(t) else None
             if pa.types.is_integer(t):
                 if not lifted.integers:
@@ -1056,7 +1102,8 @@ class _Translator:
             return pc.or_kleene(out, pc.scalar(_BOOL_NULL)) if has_null else out
 
         self.type_of(membership(value_set[:1]), node)  # binding hashes every value: one will do
-        return _Term(membership(value_set), pa.bool_())
+        not_null = probe.not_null and not has_null
+        return _Term(membership(value_set), pa.bool_(), not_null=not_null)
 
     def between(self, node: exp.Between) -> _Term:
         if node.args.get("symmetric"):
@@ -1064,7 +1111,8 @@ class _Translator:
         subject = self.translate(node.this)
         low = self.compare("ge", subject, self.translate(node.args["low"]), node)
         high = self.compare("le", subject, self.translate(node.args["high"]), node)
-        return _Term(pc.and_kleene(low.expr, high.expr), pa.bool_())
+        not_null = low.not_null and high.not_null
+        return _Term(pc.and_kleene(low.expr, high.expr), pa.bool_(), not_null=not_null)
 
     def like(self, node: exp.Expression) -> _Term:
         escape = None
@@ -1092,12 +1140,40 @@ class _Translator:
         out = pc.match_like(subject.expr, text, ignore_case=isinstance(node, exp.ILike))
         if node.args.get("negate"):
             out = pc.invert(out)
-        return _Term(out, pa.bool_())
+        return _Term(out, pa.bool_(), not_null=subject.not_null)
 
     # values ------------------------------------------------------------------------------
 
-    def arithmetic(self, node: exp.Expression) -> _Term:
+    def operands(self, node: exp.Binary) -> tuple[_Term, _Term]:
+        """Both sides of a binary operator.  In a value expression (a projection), a literal
+        beside a plain column takes the column's type, as pylance's planner does
+        (``i32 + 1`` is int32, ``f32 * 0.1`` float32) and a literal that cannot is an error;
+        filters keep DataFusion's coercion instead."""
         left, right = self.translate(node.this), self.translate(node.expression)
+        if self.require_boolean:
+            return left, right
+        columns = (exp.Column, exp.Dot, exp.Bracket)
+        if isinstance(node.this, columns) and right.const is not None and left.const is None:
+            right = self.literal_as(right, left.type, node)
+        elif isinstance(node.expression, columns) and left.const is not None:
+            if right.const is None:
+                left = self.literal_as(left, right.type, node)
+        return left, right
+
+    def literal_as(self, term: _Term, target: pa.DataType, node: exp.Expression) -> _Term:
+        """A constant in a column's type, or an error when it does not convert exactly."""
+        out = self.coerce(term, target, node)
+        if out.type == target or out.is_null_const:
+            return out
+        if (_is_numeric(target) and _is_numeric(out.type)) or _is_stringy(target):
+            shown = term.number_text or repr(term.const.as_py())
+            raise self.invalid(
+                f"literal {shown} cannot be converted to the column's {target}", node
+            )
+        return out
+
+    def arithmetic(self, node: exp.Expression) -> _Term:
+        left, right = self.operands(node)
         left, right = self.unify(left, right, node, arithmetic=True)
         for side in (left, right):
             if not (_is_numeric(side.type) or side.is_null_const):
@@ -1107,7 +1183,41 @@ class _Translator:
         else:
             fn = getattr(pc, _ARITH[type(node)])  # wrapping kernels, as DataFusion
             out = fn(left.expr, right.expr)
-        return _Term(out, self.type_of(out, node))
+        if left.const is not None and right.const is not None and not self.require_boolean:
+            return self.fold(out, node)  # ``i32 * (1 + 2)``: the literal 3 meets the column
+        out_type = self.type_of(out, node)
+        if isinstance(node, exp.Div) and pa.types.is_decimal(out_type):
+            out, out_type = self.decimal_quotient(left, right, node)
+        return _Term(out, out_type, not_null=left.not_null and right.not_null)
+
+    def decimal_quotient(
+        self, left: _Term, right: _Term, node: exp.Expression
+    ) -> tuple[pc.Expression, pa.DataType]:
+        """DataFusion's decimal quotient: the dividend's scale plus 4, truncated toward
+        zero.  Arrow's own quotient has scale max(4, s1 + p2 - s2 + 1): the dividend is
+        widened first so that it keeps at least those digits before they are cut."""
+        p1, s1 = left.type.precision, left.type.scale
+        p2, s2 = right.type.precision, right.type.scale
+        scale = s1 + 4
+        widen = max(0, scale - (s1 + p2 - s2 + 1))
+        dividend = left.expr
+        if widen:
+            wide = _decimal_type(p1 + widen, s1 + widen)
+            dividend = dividend.cast(wide)
+        quotient = pc.divide(dividend, right.expr)
+        out_type = _decimal_type(p1 + s2 + 4, scale)
+        options = pc.CastOptions(out_type, allow_decimal_truncate=True)
+        out = quotient.cast(options=options)
+        self.type_of(out, node)
+        return out, out_type
+
+    def fold(self, expr: pc.Expression, node: exp.Expression) -> _Term:
+        """The value of an expression that reads no column, as a constant."""
+        try:
+            value = pads.dataset(pa.table({"_": [0]})).to_table(columns={"v": expr})
+        except _ARROW_ERRORS as e:
+            raise self.invalid(f"cannot evaluate ({_short(e)})", node) from None
+        return _const(value.column("v")[0])
 
     def modulo(self, left: _Term, right: _Term, node: exp.Expression) -> pc.Expression:
         """Truncated remainder (sign of the dividend), as SQL and Rust define ``%``."""
@@ -1127,7 +1237,7 @@ class _Translator:
             return _const(pa.scalar(None, pa.string()))
         separator = pc.scalar(pa.scalar("", left.type))
         out = pc.binary_join_element_wise(left.expr, right.expr, separator)
-        return _Term(out, self.type_of(out, node))
+        return _Term(out, self.type_of(out, node), not_null=left.not_null and right.not_null)
 
     def sql_type(self, dtype: exp.DataType, node: exp.Expression) -> pa.DataType:
         name = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
@@ -1173,7 +1283,7 @@ class _Translator:
                 allow_float_truncate=lossy_ok,
             )
             out = inner.expr.cast(options=options)
-        return _Term(out, self.type_of(out, node))
+        return _Term(out, self.type_of(out, node), not_null=inner.not_null)
 
     def decimal_literal(self, inner: _Term, node: exp.Expression) -> _Term:
         if inner.is_null_const:
@@ -1310,10 +1420,15 @@ def _fn_abs(t: _Translator, node: exp.Abs) -> _Term:
 def _fn_coalesce(t: _Translator, node: exp.Coalesce) -> _Term:
     args = [t.translate(a) for a in [node.this, *node.expressions]]
     typed = next((a.type for a in args if a.const is None), None)
-    if typed is not None:
+    if typed is not None and t.require_boolean:
         args = [t.coerce(a, typed, node) for a in args]
+    elif typed is not None:  # a projection takes the arguments' common type, as pylance
+        common = args[0].type
+        for a in args[1:]:
+            common = _common_type(common, a.type) or common
+        args = [_cast_term(a, common) for a in args]
     out = pc.coalesce(*[a.expr for a in args])
-    return _Term(out, t.type_of(out, node))
+    return _Term(out, t.type_of(out, node), not_null=any(a.not_null for a in args))
 
 
 def _fn_substring_match(kernel: Callable):
@@ -1375,6 +1490,7 @@ _FUNCTIONS: dict[str, Callable[[_Translator, exp.Func], _Term]] = {
     "Lower": _fn_unary_string("utf8_lower"),
     "Upper": _fn_unary_string("utf8_upper"),
     "Length": _fn_unary_string("utf8_length", pa.int32()),
+    "Reverse": _fn_unary_string("utf8_reverse"),
     "Trim": _fn_trim,
     "Abs": _fn_abs,
     "Coalesce": _fn_coalesce,
@@ -1388,6 +1504,12 @@ _FUNCTIONS: dict[str, Callable[[_Translator, exp.Func], _Term]] = {
     "isnan": _fn_isnan,
     "is_valid": _fn_is_valid,
 }
+
+
+# the value functions (string, math, date) live in their own module
+from .sql_functions import VALUE_FUNCTIONS  # noqa: E402 - needs the translator above
+
+_FUNCTIONS.update(VALUE_FUNCTIONS)
 
 
 # -- statistics pruning --------------------------------------------------------------------
@@ -1408,14 +1530,18 @@ def conjunct_terms(filter: str | pc.Expression | None) -> list[tuple[str, str, o
         tree, lists = _parse(filter)
     except (InvalidArgumentError, RecursionError):
         return []
-    terms: list[tuple[str, str, object]] = []
+    return list(_terms_of(tree, lists))
+
+
+def _terms_of(tree: exp.Expression, lists: dict[str, LiteralList]) -> tuple:
+    terms = []
     for node in tree.flatten() if isinstance(tree, exp.And) else [tree]:
         while isinstance(node, exp.Paren):
             node = node.this
         term = _prunable(node, lists)
         if term is not None:
             terms.append(term)
-    return terms
+    return tuple(terms)
 
 
 def _literal(node: exp.Expression) -> tuple[bool, object]:

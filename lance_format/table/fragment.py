@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from ..cache import SearchCache
 from ..errors import CorruptFileError, LanceError
+from ..extensions import to_dataset_array
 from ..pb import table_pb2
 from ..reader import LanceFileReader
 from ..schema import LanceField, LanceSchema
@@ -248,12 +249,14 @@ class Fragment:
         arrays = []
         out_fields = []
         for f in fields:
-            af = f.to_arrow()
+            af = f.to_dataset_arrow()
             col = columns.get(f.id)
             if col is None:
                 col = pa.nulls(n, af.type)
-            elif not col.type.equals(af.type):
-                col = col.cast(af.type)
+            else:
+                col = to_dataset_array(col, f)
+                if not col.type.equals(af.type):
+                    col = col.cast(af.type)
             arrays.append(col)
             out_fields.append(af)
         return pa.Table.from_arrays(arrays, schema=pa.schema(out_fields))

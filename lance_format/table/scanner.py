@@ -9,7 +9,7 @@ Deleted rows are dropped before anything else sees them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,8 +19,9 @@ import pyarrow.dataset as pads
 
 from ..errors import InvalidArgumentError, SchemaError
 from ..schema import LanceField, LanceSchema
-from .filters import compile_filter, conjunct_terms
+from .filters import compile_filter
 from .fragment import Fragment
+from .projection import Projection
 
 DEFAULT_BATCH_SIZE = 8192
 READ_BYTES = 16 << 20  # stored bytes decoded per step (see Scanner._step)
@@ -34,7 +35,8 @@ TAKE_SELECTIVITY = 0.25
 
 @dataclass
 class ScanOptions:
-    columns: list[str] | None = None
+    # column names, or (as pylance) output names mapped to SQL expressions
+    columns: list[str] | Mapping[str, str] | None = None
     filter: str | pc.Expression | None = None
     limit: int | None = None
     offset: int | None = None
@@ -72,27 +74,46 @@ class Scanner:
         for name, value in (("limit", options.limit), ("offset", options.offset)):
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")
-        self.fields = self._projection(options.columns)
-        arrow_schema = schema.to_arrow()
-        # filters may name the row id and address (``_rowid IN (...)``) as pylance allows
+        arrow_schema = schema.to_dataset_arrow()
+        # filters and projections may name the row id and address (``_rowid IN (...)``)
+        # as pylance allows
         for meta in (ROW_ID, ROW_ADDRESS):
             if meta not in arrow_schema.names:
                 arrow_schema = arrow_schema.append(pa.field(meta, pa.uint64()))
+        self.projection: Projection | None = None
+        self.projection_meta: list[str] = []
+        if isinstance(options.columns, Mapping):
+            self.projection = Projection(options.columns, arrow_schema)
+            self.fields = self._fields_named(self.projection.columns)
+            self.projection_meta = self._meta_named(self.projection.columns)
+        else:
+            self.fields = self._projection(options.columns)
         compiled = compile_filter(options.filter, arrow_schema)
         self.filter = None if compiled is None else compiled.expression
+        self.terms = [] if compiled is None else list(compiled.terms)  # for page statistics
         self.filter_fields: list[LanceField] = []
         self.filter_meta: list[str] = []
         if compiled is not None:
-            names = set(compiled.top_level_columns)
-            self.filter_fields = [f for f in schema.fields if f.name in names]
-            real = {f.name for f in schema.fields}
-            self.filter_meta = [m for m in (ROW_ID, ROW_ADDRESS) if m in names and m not in real]
+            names = compiled.top_level_columns
+            self.filter_fields = self._fields_named(names)
+            self.filter_meta = self._meta_named(names)
+
+    def _fields_named(self, names) -> list[LanceField]:
+        wanted = set(names)
+        return [f for f in self.lance_schema.fields if f.name in wanted]
+
+    def _meta_named(self, names) -> list[str]:
+        """``_rowid`` / ``_rowaddr`` among ``names``, unless the dataset has such columns."""
+        real = {f.name for f in self.lance_schema.fields}
+        return [m for m in (ROW_ID, ROW_ADDRESS) if m in names and m not in real]
 
     def _projection(self, columns: list[str] | None) -> list[LanceField]:
         if columns is None:
             return list(self.lance_schema.fields)
         if isinstance(columns, str):
-            raise InvalidArgumentError("columns must be a list of column names")
+            raise InvalidArgumentError(
+                "columns must be a list of column names or a dict of SQL expressions"
+            )
         by_name = {f.name: f for f in self.lance_schema.fields}
         out = []
         for c in columns:
@@ -105,7 +126,10 @@ class Scanner:
 
     @property
     def schema(self) -> pa.Schema:
-        fields = [f.to_arrow() for f in self.fields]
+        if self.projection is not None:
+            fields = list(self.projection.schema)
+        else:
+            fields = [f.to_dataset_arrow() for f in self.fields]
         if self.options.with_row_id:
             fields.append(pa.field(ROW_ID, pa.uint64()))
         if self.options.with_row_address:
@@ -140,7 +164,7 @@ class Scanner:
         if remaining == 0:
             return
         ranges = self.options.ranges or {}
-        terms = conjunct_terms(self.options.filter) if self.filter is not None else []
+        terms = self.terms
         for frag in self.fragments:
             step = self._step(frag)
             if remaining is not None:
@@ -221,6 +245,14 @@ class Scanner:
         else:
             table = frag.read(self.fields, (start, stop))
             table = table.take(pa.array(offsets - start))
+        if self.projection is not None:
+            for meta in self.projection_meta:
+                values = pa.array(self._meta_column(frag, meta, offsets))
+                if table.num_columns:
+                    table = table.append_column(meta, values)
+                else:  # nothing read from the files: the table has no rows to add to
+                    table = pa.table({meta: values})
+            table = self.projection.apply(table)
         arrays = list(table.columns)
         names = list(table.column_names)
         for meta, wanted in (

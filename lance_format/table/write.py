@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError, InvalidDataError, SchemaError, UnsupportedError
+from ..extensions import json_compatible
 from ..pb import table_pb2
 from ..schema import LanceSchema
 from ..structural.column import leaf_fields
@@ -71,33 +72,39 @@ def storage_version(version: str) -> tuple[int, int]:
 
 
 def check_schema(expected: pa.Schema, got: pa.Schema) -> bool:
-    """Appends must match the dataset's schema (names and types, in order).  Nested fields
-    may differ in nullability alone, as pylance allows (a fixed-size list's items are always
-    nullable once stored): then the data must be cast, which this returns."""
+    """Appends must match the dataset's schema (names and types, in order).  As pylance
+    allows, nested fields may differ in nullability alone (a fixed-size list's items are
+    always nullable once stored) and ``string_view``/``binary_view`` data fills ``string``/
+    ``binary`` columns: then the data must be cast, which this returns."""
     if expected.names != got.names:
         raise SchemaError(
             f"the data's columns {got.names} differ from the dataset's {expected.names}"
         )
     cast = False
     for a, b in zip(expected, got, strict=True):
-        if a.type.equals(b.type):
-            continue
-        if not _nullable_inside(a.type).equals(_nullable_inside(b.type)):
+        if a.type.equals(b.type) or json_compatible(a.type, b):
+            continue  # JSON text of any string type, or JSONB bytes: the writer stores it
+        if not _comparable(a.type).equals(_comparable(b.type)):
             raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
         cast = True
     return cast
 
 
-def _nullable_inside(t: pa.DataType) -> pa.DataType:
-    """``t`` with every nested field nullable (map keys stay as they must be)."""
+def _comparable(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nested field nullable (map keys stay as they must be) and view
+    types as the plain types Lance stores them as."""
 
     def loose(f: pa.Field) -> pa.Field:
-        return f.with_type(_nullable_inside(f.type)).with_nullable(True)
+        return f.with_type(_comparable(f.type)).with_nullable(True)
 
+    if pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_binary_view(t):
+        return pa.binary()
     if pa.types.is_struct(t):
         return pa.struct([loose(t.field(i)) for i in range(t.num_fields)])
     if pa.types.is_map(t):
-        return pa.map_(t.key_field.with_type(_nullable_inside(t.key_type)), loose(t.item_field))
+        return pa.map_(t.key_field.with_type(_comparable(t.key_type)), loose(t.item_field))
     if pa.types.is_large_list(t):
         return pa.large_list(loose(t.value_field))
     if pa.types.is_list(t):
@@ -108,8 +115,8 @@ def _nullable_inside(t: pa.DataType) -> pa.DataType:
 
 
 def _cast_to(batches: Iterable[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The batches cast to ``target``'s types (nested nullability only, see
-    :func:`check_schema`); nulls where the dataset's nested field forbids them are refused."""
+    """The batches cast to ``target``'s types (see :func:`check_schema`); nulls where the
+    dataset's nested field forbids them are refused."""
     for batch in batches:
         check_arrays(batch)  # before the cast reads its offsets
         try:
@@ -141,11 +148,14 @@ def write_fragments(
     if not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
         raise InvalidArgumentError("max_rows_per_file must be a positive integer")
     major, minor = storage_version(data_storage_version)
-    arrow_schema = schema.to_arrow()
+    arrow_schema = schema.to_dataset_arrow()
     reader = to_reader(data, arrow_schema)
     if check_schema(arrow_schema, reader.schema):
         target = pa.schema(
-            [f.with_type(e.type) for f, e in zip(reader.schema, arrow_schema, strict=True)],
+            [
+                f if json_compatible(e.type, f) else f.with_type(e.type)
+                for f, e in zip(reader.schema, arrow_schema, strict=True)
+            ],
             metadata=reader.schema.metadata,
         )
         reader = pa.RecordBatchReader.from_batches(target, _cast_to(reader, target))

@@ -271,9 +271,51 @@ def _concat(parts: list[pa.Array], t: pa.DataType) -> pa.Array:
         return _empty(t)
     if len(parts) == 1:
         return parts[0]
-    if pa.types.is_dictionary(parts[0].type):
+    if not _has_dictionary(t):
+        return pa.concat_arrays(parts)
+    if isinstance(t, pa.BaseExtensionType):
+        storage = _concat([p.storage for p in parts], t.storage_type)
+        return pa.ExtensionArray.from_storage(t, storage)
+    if pa.types.is_dictionary(t):
         return _concat_dictionaries(parts)
-    return pa.concat_arrays(parts)
+    return _concat_nested(parts, t)
+
+
+def _has_dictionary(t: pa.DataType) -> bool:
+    t = storage_type(t)
+    if pa.types.is_dictionary(t):
+        return True
+    return any(_has_dictionary(t.field(i).type) for i in range(t.num_fields))
+
+
+def _concat_nested(parts: list[pa.Array], t: pa.DataType) -> pa.Array:
+    """Join nested pieces child by child, so that dictionaries below the top level are
+    joined by :func:`_concat_dictionaries` (Arrow cannot unify dictionaries holding nulls)."""
+    n = sum(len(p) for p in parts)
+    valid = None
+    if any(p.null_count for p in parts):
+        mask = np.concatenate([p.is_valid().to_numpy(zero_copy_only=False) for p in parts])
+        valid = pa.py_buffer(np.packbits(mask, bitorder="little"))
+    if pa.types.is_struct(t):
+        children = [
+            _concat([p.field(i) for p in parts], t.field(i).type) for i in range(t.num_fields)
+        ]
+        return pa.Array.from_buffers(t, n, [valid], children=children)
+    if pa.types.is_fixed_size_list(t):
+        size = t.list_size
+        values = [p.values.slice(p.offset * size, len(p) * size) for p in parts]
+        return pa.Array.from_buffers(t, n, [valid], children=[_concat(values, t.value_type)])
+    # list, large_list and map: offsets rebased onto the joined values
+    values, offsets, base = [], [np.zeros(1, np.int64)], 0
+    for p in parts:
+        off = np.asarray(p.offsets, dtype=np.int64)
+        values.append(p.values.slice(int(off[0]), int(off[-1] - off[0])))
+        offsets.append(off[1:] - off[0] + base)
+        base += int(off[-1] - off[0])
+    dtype = np.int64 if pa.types.is_large_list(t) else np.int32
+    buf = pa.py_buffer(np.concatenate(offsets).astype(dtype))
+    child = _concat(values, values[0].type)
+    return pa.Array.from_buffers(t, n, [valid, buf], children=[child])
 
 
 def _concat_dictionaries(parts: list[pa.DictionaryArray]) -> pa.DictionaryArray:
