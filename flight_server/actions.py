@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lance_format import storage
 from lance_format.container.describe import describe
 from lance_format.errors import LanceError
 from lance_format.schema import LanceSchema
@@ -378,8 +379,9 @@ def discard_staged(server, body: dict) -> dict:
             job.mark(staging.ABORTED)  # first: a put still running now fails at its next check
         removed += job.remove_uncommitted()
         result |= {"job": job.job, "job_state": state or "aborted"}
-    data = os.path.join(root, paths.DATA_DIR)
-    removed += sum(os.path.isfile(os.path.join(data, df.path)) for f in frags for df in f.files)
+    removed += sum(
+        storage.exists(paths.data_file_path(root, df.path)) for f in frags for df in f.files
+    )
     write.remove_fragment_files(root, frags)
     if not server.catalog.exists(name):  # staged into a dataset never created
         _remove_empty_dataset_dirs(server.catalog.root, root)
@@ -389,17 +391,7 @@ def discard_staged(server, body: dict) -> dict:
 def _remove_empty_dataset_dirs(catalog_root: str, root: str) -> None:
     """After a discard in a dataset that has no version: its empty ``data/``, then the
     dataset's directory and its parents while empty (a job's marker keeps them)."""
-    try:
-        os.rmdir(os.path.join(root, paths.DATA_DIR))
-    except OSError:
-        pass
-    path = root
-    while path != catalog_root and path.startswith(catalog_root + os.sep):
-        try:
-            os.rmdir(path)
-        except OSError:
-            return
-        path = os.path.dirname(path)
+    storage.prune(root, (paths.DATA_DIR,), stop=catalog_root)
 
 
 _STAGED_FILE = re.compile(r"^[A-Za-z0-9_-]{1,200}\.lance$")
@@ -424,7 +416,7 @@ def _staged_fragments(body: dict, root: str, *, must_exist: bool = True) -> list
         for df in f.files:
             if not _STAGED_FILE.match(df.path):
                 raise BadRequest(f"data file {df.path!r} is not a staged file name")
-            if must_exist and not os.path.isfile(os.path.join(root, paths.DATA_DIR, df.path)):
+            if must_exist and not storage.exists(paths.data_file_path(root, df.path)):
                 raise NotFound(f"staged data file {df.path!r} does not exist")
     return frags
 

@@ -1,28 +1,31 @@
-"""The datasets under a root directory: names, confinement, opening, warming the cache.
+"""The datasets under a root (a directory or an object-store prefix): names, confinement,
+opening, warming the cache.
 
 A dataset's name is its path relative to the root (``tpch/lineitem``); a dataset is a
 directory holding ``_versions/``.  Names come from clients, so they are checked before any
-file-system call, here and only here (:meth:`Catalog.path_of`, which every way in uses):
-``/``-separated parts of ASCII letters, digits, ``_``, ``-``, ``.`` and ``=``, each 1-255
-characters, not starting with ``.`` or ``_`` (``_versions``, ``_staging`` are the format's),
-at most 512 characters in all; nothing else (no spaces, control characters, newlines,
-non-ASCII), and the real path (symlinks resolved) must stay under the root.  Opened versions are kept in a small LRU: a version
+file-system or storage call, here and only here (:meth:`Catalog.path_of`, which every way in
+uses): ``/``-separated parts of ASCII letters, digits, ``_``, ``-``, ``.`` and ``=``, each
+1-255 characters, not starting with ``.`` or ``_`` (``_versions``, ``_staging`` are the
+format's), at most 512 characters in all; nothing else (no spaces, control characters,
+newlines, non-ASCII); on a local root the real path (symlinks resolved) must stay under the
+root.  Every listing and read goes through :mod:`lance_format.storage`, so several server
+processes over one bucket see the same datasets: nothing here remembers a "latest" version
+between requests.  Opened versions are kept in a small LRU: a version
 never changes, so any cached ``Dataset`` stays valid; "latest" is resolved per request by
 listing ``_versions/`` (cheap), which is what makes a commit visible at once.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections import OrderedDict
 
+from lance_format import storage
 from lance_format.cache import SearchCache
 from lance_format.errors import InvalidArgumentError, LanceError, LanceIOError
 from lance_format.table import paths, tags
-from lance_format.table.dataset import Dataset
-from lance_format.table.dataset import dataset as open_dataset
+from lance_format.table.dataset import Dataset, find_entry, open_version
 
 from . import permissions
 from .errors import BadRequest, NotFound
@@ -63,10 +66,20 @@ def _well_formed(name: str) -> bool:
 class Catalog:
     """The datasets under ``root``, sharing one search cache."""
 
-    def __init__(self, root: str, cache: SearchCache):
-        self.root = os.path.realpath(root)
-        if not os.path.isdir(self.root):
+    def __init__(
+        self, root: str, cache: SearchCache, storage_options: dict[str, str] | None = None
+    ):
+        self.root = storage.realpath(storage.register(root, storage_options))
+        self.local = storage.scheme_of(self.root) == "file"
+        if self.local and not storage.is_dir(self.root):
             raise InvalidArgumentError(f"the dataset root {root!r} is not a directory")
+        if not self.local:  # fail at start, not on every request, when the store is unusable
+            try:
+                storage.list_dir(self.root)
+            except LanceIOError as exc:
+                raise InvalidArgumentError(
+                    f"cannot list the dataset root {root!r}: {exc.problem}"
+                ) from None
         self.cache = cache
         # (name, version) -> (dataset, its manifest's path): the path is checked on every hit,
         # so a version removed by ``cleanup`` is not served from the cache
@@ -79,63 +92,64 @@ class Catalog:
         """The directory of dataset ``name`` (which need not exist yet), confined to the root."""
         check_name(name)
         parts = name.split("/")
-        path = os.path.join(self.root, *parts)
-        real = os.path.realpath(path)
-        if real != self.root and not real.startswith(self.root + os.sep):
+        path = storage.join(self.root, *parts)
+        if not self.local:
+            return path  # no symlinks in an object store: the checked name is the path
+        real = storage.realpath(path)
+        if real != self.root and not real.startswith(self.root + "/"):
             raise BadRequest(f"dataset name {name!r} leads outside the root")
         return real
 
     def exists(self, name: str) -> bool:
-        return os.path.isdir(os.path.join(self.path_of(name), paths.VERSIONS_DIR))
+        return bool(paths.list_versions(self.path_of(name)))
 
     def names(self) -> list[str]:
-        """Every dataset under the root (sorted), not following symlinks out of it."""
+        """Every dataset under the root (sorted), not following symlinks out of it: one
+        delimited listing per directory level."""
         out = []
-        for dirpath, dirnames, _ in os.walk(self.root, followlinks=False):
-            if paths.VERSIONS_DIR in dirnames:
-                rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
-                if rel != "." and _well_formed(rel):  # one no client could name stays hidden
+        pending = [""]
+        while pending:
+            rel = pending.pop()
+            _files, dirs = storage.list_dir(storage.join(self.root, rel) if rel else self.root)
+            if paths.VERSIONS_DIR in dirs:
+                if rel and _well_formed(rel):  # one no client could name stays hidden
                     out.append(rel)
-                dirnames[:] = []  # a dataset's own directories hold no datasets
-                continue
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+                continue  # a dataset's own directories hold no datasets
+            pending += [f"{rel}/{d}" if rel else d for d in dirs if not d.startswith((".", "_"))]
         return sorted(out)
 
     # -- opening --------------------------------------------------------------------------
 
     def latest_version(self, name: str) -> int:
-        path = self.path_of(name)
-        versions = paths.list_versions(path) if os.path.isdir(path) else []
+        versions = paths.list_versions(self.path_of(name))
         if not versions:
             raise NotFound(f"no dataset named {name!r}")
         return versions[-1].version
 
     def open(self, name: str, version: int | str | None = None) -> Dataset:
         """Dataset ``name`` at ``version`` (a number, a tag, or None for the latest), if the
-        current caller may read it (:mod:`.permissions`)."""
+        current caller may read it (:mod:`.permissions`): one listing of ``_versions/`` per
+        call, so a commit by any process is seen at once."""
         path = self.path_of(name)
         permissions.check_read(name)
-        if version is None:
-            version = self.latest_version(name)
-        elif isinstance(version, str):
+        if isinstance(version, str):
             version = self._resolve_tag(name, path, version)
-        key = (name, int(version))
+        try:
+            entry = find_entry(path, None if version is None else int(version))
+        except LanceIOError:
+            raise NotFound(f"no dataset named {name!r}") from None
+        except InvalidArgumentError:
+            raise NotFound(f"dataset {name!r} has no version {version}") from None
+        key = (name, entry.version)
         with self._lock:
             hit = self._open.get(key)
-            if hit is not None:
+            if hit is not None and hit[1] == entry.path:  # the listing just saw it
                 self._open.move_to_end(key)
-        if hit is not None:
-            if os.path.exists(hit[1]):
                 return hit[0]
-            with self._lock:
-                self._open.pop(key, None)
-        if not os.path.isdir(os.path.join(path, paths.VERSIONS_DIR)):
-            raise NotFound(f"no dataset named {name!r}")
         try:
-            entry = paths.find_version(path, int(version))
-            ds = open_dataset(path, int(version), cache=self.cache)
-        except (InvalidArgumentError, LanceIOError):
-            raise NotFound(f"dataset {name!r} has no version {version}") from None
+            ds = open_version(path, entry, cache=self.cache)
+        except LanceIOError:
+            raise NotFound(f"dataset {name!r} has no version {entry.version}") from None
         with self._lock:
             self._open[key] = (ds, entry.path)
             while len(self._open) > OPEN_VERSIONS:
@@ -143,7 +157,7 @@ class Catalog:
         return ds
 
     def _resolve_tag(self, name: str, path: str, tag: str) -> int:
-        if not os.path.isdir(os.path.join(path, paths.VERSIONS_DIR)):
+        if not paths.list_versions(path):
             raise NotFound(f"no dataset named {name!r}")
         try:
             return tags.resolve_tag(path, tag)

@@ -24,7 +24,6 @@ other could both commit.
 from __future__ import annotations
 
 import base64
-import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lance_format import storage
 from lance_format.errors import CommitConflictError, InvalidArgumentError, SchemaError
 from lance_format.schema import LanceSchema
 from lance_format.table import manifest, paths, staging, write
@@ -116,7 +116,7 @@ def check_job_running(job: staging.StagingJob) -> None:
 
 def find_idempotent(root: str, key: str) -> dict | None:
     """The earlier commit carrying ``key`` among the newest versions, if any."""
-    versions = paths.list_versions(root) if os.path.isdir(root) else []
+    versions = paths.list_versions(root)
     for entry in reversed(versions[-IDEMPOTENCY_WINDOW:]):
         txn = manifest.read_manifest(entry.path).transaction
         if txn is not None and txn.transaction_properties.get(IDEMPOTENCY_KEY) == key:
@@ -144,7 +144,8 @@ def _plain(t: pa.DataType) -> pa.DataType:
 
 def needs_cast(target: pa.Schema, got: pa.Schema) -> bool:
     """Whether the stream's batches must be cast to the dataset's types: a representation
-    change only (``string_view`` or ``large_string`` data for a ``string`` column, ...).
+    change only (``string_view`` or ``large_string`` data for a ``string`` column, nested
+    fields that differ in nullability alone, ...).
     Other differences (names, order, types) are a SchemaError, raised before anything is
     written."""
     if target.names != got.names:
@@ -155,7 +156,7 @@ def needs_cast(target: pa.Schema, got: pa.Schema) -> bool:
     for a, b in zip(target, got, strict=True):
         if a.type.equals(b.type):
             continue
-        if not _plain(a.type).equals(_plain(b.type)):
+        if not _plain(write.comparable_type(a.type)).equals(_plain(write.comparable_type(b.type))):
             raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
         cast = True
     return cast
@@ -273,7 +274,6 @@ def ingest(
         check_job_running(job)
 
     try:
-        os.makedirs(root, exist_ok=True)
         fragments = write.write_fragments(
             pa.RecordBatchReader.from_batches(target, counting()),
             root,
@@ -349,10 +349,7 @@ def _commit(root: str, fragments, staged: dict, opts: PutOptions, target: pa.Sch
 
 def _first_missing(path: str) -> str | None:
     """The outermost directory of ``path`` that does not exist yet (None: it exists)."""
-    missing = None
-    while not os.path.exists(path):
-        missing, path = path, os.path.dirname(path)
-    return missing
+    return storage.outermost_missing(path)
 
 
 def _remove_empty_dirs(
@@ -364,21 +361,8 @@ def _remove_empty_dirs(
         return
     subs = [paths.DATA_DIR, paths.VERSIONS_DIR, paths.TRANSACTIONS_DIR]
     if job is not None:  # a job's directory holding a marker is not empty: it stays
-        subs = [os.path.join(staging.STAGING_DIR, job.job), staging.STAGING_DIR, *subs]
-    for sub in subs:
-        try:
-            os.rmdir(os.path.join(root, sub))
-        except OSError:
-            pass
-    path = root
-    while True:
-        try:
-            os.rmdir(path)
-        except OSError:
-            return
-        if path == created_from:
-            return
-        path = os.path.dirname(path)
+        subs = [f"{staging.STAGING_DIR}/{job.job}", staging.STAGING_DIR, *subs]
+    storage.prune(root, tuple(subs), stop=storage.dirname(created_from))
 
 
 def staged_schema(text: str) -> pa.Schema:

@@ -46,7 +46,19 @@ def _rate(text: str):
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("root", help="directory holding the datasets (names are paths under it)")
+    p.add_argument(
+        "root",
+        help="directory or object-store URI (s3://bucket/prefix, s3+ddb://...?ddbTableName=T) "
+        "holding the datasets (names are paths under it)",
+    )
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="object-store option, as pylance names them (endpoint, region, allow_http, "
+        "aws_access_key_id, ...); repeat for several (default: none, AWS_* variables apply)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8815, help="0: a free port")
     p.add_argument("--public-host", help="host name clients use in endpoint locations")
@@ -133,6 +145,19 @@ def serve(args: argparse.Namespace) -> int:
     return _supervise(args, ports, locations, secret)
 
 
+def storage_options(pairs: list[str]) -> dict[str, str] | None:
+    """``["k=v", ...]`` from ``--storage-option`` as a dict (None when none were given)."""
+    from lance_format.errors import InvalidArgumentError
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgumentError(f"--storage-option takes KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value
+    return out or None
+
+
 def _ports(host: str, port: int, n: int) -> list[int]:
     if port:
         return [port + i for i in range(n)]
@@ -151,8 +176,15 @@ def _ports(host: str, port: int, n: int) -> list[int]:
 
 
 def _build(opts: dict, port: int, locations: list[str] | None, secret: str | None, index: int):
+    from lance_format import storage
+    from lance_format.errors import UnsupportedError
+
     from .limits import DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Limits
     from .server import LanceFlightServer
+
+    if opts.get("rest_port") is not None and storage.scheme_of(opts["root"]) != "file":
+        # the REST namespaces are directories on the local disk
+        raise UnsupportedError("--rest-port serves a local root only, not an object store")
 
     authenticator = None
     if opts.get("auth_users") or opts.get("auth_tokens"):
@@ -187,6 +219,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
             max_message_bytes=opts.get("max_message_bytes") or DEFAULT_MAX_MESSAGE_BYTES,
             max_batch_bytes=opts.get("max_batch_bytes") or DEFAULT_MAX_BATCH_BYTES,
         ),
+        storage_options=storage_options(opts.get("storage_option") or []),
     )
     endpoints, rest_url = [], None
     if metrics is not None:

@@ -106,6 +106,7 @@ class LanceFlightServer(flight.FlightServerBase):
         sql: bool = False,
         middleware: dict[str, flight.ServerMiddlewareFactory] | None = None,
         limits: Limits | None = None,
+        storage_options: dict[str, str] | None = None,
         **kwargs: Any,
     ):
         # pyarrow serves from inside super().__init__: everything a call touches exists first
@@ -113,7 +114,7 @@ class LanceFlightServer(flight.FlightServerBase):
         self.limits = limits or Limits()
         self.sql = None
         self.cache = SearchCache(cache_bytes)
-        self.catalog = Catalog(root, self.cache)
+        self.catalog = Catalog(root, self.cache, storage_options)
         self.metrics = metrics
         self.authenticator = authenticator
         self._deadline: float | None = None  # set by begin_shutdown

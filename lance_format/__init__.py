@@ -8,6 +8,7 @@ from .errors import (
     InvalidDataError,
     LanceError,
     LanceIOError,
+    ObjectNotFoundError,
     SchemaError,
     UnsupportedError,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "LanceFileReader",
     "LanceFileWriter",
     "LanceIOError",
+    "ObjectNotFoundError",
     "SchemaError",
     "SearchCache",
     "UnsupportedError",

@@ -39,6 +39,10 @@ class LanceIOError(LanceError):
     """The storage could not be read or written (missing file, permission, short read)."""
 
 
+class ObjectNotFoundError(LanceIOError, FileNotFoundError):
+    """The file or object does not exist (a FileNotFoundError too, as callers expect)."""
+
+
 class CorruptFileError(LanceError):
     """The bytes do not form a valid Lance structure: truncated, bad magic, bad protobuf,
     out-of-range offsets, inconsistent sizes."""

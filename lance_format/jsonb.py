@@ -19,7 +19,6 @@ otherwise, and NaN or infinities as ``null``.
 
 from __future__ import annotations
 
-import decimal
 import json
 import math
 import struct
@@ -273,25 +272,21 @@ def _number_text(payload: bytes) -> str:
 
 def format_float(value: float) -> str:
     """A finite float as the jsonb crate prints it: shortest round-trip digits, positional
-    for decimal exponents -5..15 (``.0`` added to whole numbers), else ``d.ddde±x``."""
+    for decimal exponents -5..15 (``.0`` added to whole numbers), else ``d.ddde±x``.
+
+    That is Python's ``repr`` except that ``repr`` turns to an exponent one decade
+    earlier (below 1e-4) and pads the exponent to two digits."""
     if not math.isfinite(value):
         return "null"
-    sign, digits, exp = decimal.Decimal(repr(value)).as_tuple()
-    text = "".join(map(str, digits)).rstrip("0") or "0"
-    exp += len(digits) - len(text)  # value = text * 10**exp
-    point = len(text) + exp  # position of the decimal point within ``text``
-    minus = "-" if sign else ""
-    if text == "0":
-        return minus + "0.0"
-    if -5 <= point - 1 < 16:
-        if point <= 0:
-            return f"{minus}0.{'0' * -point}{text}"
-        if point >= len(text):
-            return f"{minus}{text}{'0' * (point - len(text))}.0"
-        return f"{minus}{text[:point]}.{text[point:]}"
-    mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
-    e = point - 1
-    return f"{minus}{mantissa}e{'+' if e > 0 else '-'}{abs(e)}"
+    text = repr(value)
+    mantissa, e, exponent = text.partition("e")
+    if not e:
+        return text
+    power = int(exponent)
+    if power == -5:
+        minus = "-" if mantissa.startswith("-") else ""
+        return f"{minus}0.0000{mantissa.lstrip('-').replace('.', '')}"
+    return f"{mantissa}e{'+' if power > 0 else '-'}{abs(power)}"
 
 
 # -- arrays ----------------------------------------------------------------------------------

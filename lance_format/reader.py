@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from . import storage
 from .cache import SearchCache
 from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError
@@ -21,6 +22,7 @@ from .extensions import view_as
 from .io import IOStats, RandomAccessFile, open_file
 from .legacy.container import LEGACY_VERSION
 from .schema import LanceField, LanceSchema
+from .storage.base import io_pool
 from .structural.column import (
     LeafColumnReader,
     LeafResult,
@@ -54,9 +56,10 @@ class LanceFileReader:
         cache: SearchCache | None = None,
         stats: IOStats | None = None,
         field_columns: dict[int, int] | None = None,
+        storage_options: dict[str, str] | None = None,
     ):
         if isinstance(path, (str, os.PathLike)):
-            self._file = open_file(path, stats)
+            self._file = open_file(storage.register(path, storage_options), stats)
         else:
             self._file = path
         self.path = self._file.path
@@ -287,8 +290,13 @@ class LanceFileReader:
 
             # a range pays off from many rows; a take from a few (each row is a chunk decode)
             big = n >= (PARALLEL_MIN_TAKE if rows is not None else PARALLEL_MIN_ROWS)
+            remote = getattr(self._file, "remote", False)
             if big and (len(readers) > 1 or rows is None):
                 decoded = _decode_in_parallel(readers, rows, start, stop)
+            elif len(readers) > 1 and remote:
+                # small reads on an object store wait on the network: overlap the columns
+                jobs = [io_pool().submit(r.read, rows, start, stop) for r in readers]
+                decoded = [job.result() for job in jobs]
             else:
                 decoded = [r.read(rows, start, stop) for r in readers]
             results = {leaf.id: res for leaf, res in zip(leaves, decoded, strict=True)}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import os
-import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -25,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import storage
 from .compression import compress as cz
 from .compression import dictionary as dictionary_encoding
 from .compression.blocks import (
@@ -109,6 +109,7 @@ class LanceFileWriter:
         max_page_bytes: int = DEFAULT_PAGE_BYTES,
         blob_v2: bool = False,
         lance_schema: LanceSchema | None = None,
+        storage_options: dict[str, str] | None = None,
         **options,
     ):
         if options:
@@ -122,18 +123,15 @@ class LanceFileWriter:
             )
         if not isinstance(max_page_bytes, int) or max_page_bytes <= 0:
             raise InvalidArgumentError("max_page_bytes must be a positive integer")
-        self.path = os.fspath(path)
+        self.path = storage.register(path, storage_options)
         self.version = WRITE_VERSIONS[str(version)]
         self.max_page_bytes = max_page_bytes
         if blob_v2 and self.version != "2.2":
             raise UnsupportedError("blob v2 needs Lance file version 2.2")
         self._blobs = BlobV2Writer(self.path) if blob_v2 else None
         self._given_lance_schema = lance_schema  # field ids to store (a dataset's own ids)
-        self._tmp = f"{self.path}.{uuid.uuid4().hex}.partial"
-        try:
-            self._f = open(self._tmp, "wb")  # noqa: SIM115 - closed in close()/abort()
-        except OSError as e:
-            raise LanceIOError(f"cannot create {self.path}: {e}") from e
+        # visible only on close (temporary file + rename locally, an upload on S3)
+        self._out = storage.create(self.path)
         self._pos = 0
         self._rows = 0
         self._closed = False
@@ -416,7 +414,7 @@ class LanceFileWriter:
     def _write(self, data) -> None:
         mv = memoryview(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else data
         try:
-            self._f.write(mv)
+            self._out.write(mv)
         except OSError as e:
             raise LanceIOError(f"writing {self.path}: {e}") from e
         self._pos += len(data) if not isinstance(data, np.ndarray) else data.nbytes
@@ -462,11 +460,8 @@ class LanceFileWriter:
             columns = [self._column_metadata(leaf) for leaves in self._leaves for leaf in leaves]
             tail = encode_tail(self._pos, [descriptor.SerializeToString()], columns, self.version)
             self._write(tail)
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
             sidecars = self._blobs.commit() if self._blobs is not None else []
-            os.replace(self._tmp, self.path)  # last: the file appears with its sidecars
+            self._out.commit()  # last: the file appears with its sidecars
         except BaseException:
             self.abort()
             raise
@@ -493,12 +488,8 @@ class LanceFileWriter:
         for job in getattr(self, "_inflight", ()):
             job.cancel()  # a running encoding finishes, but nothing is written any more
         try:
-            self._f.close()
+            self._out.abort()
         finally:
-            try:
-                os.unlink(self._tmp)
-            except FileNotFoundError:
-                pass
             if self._blobs is not None:
                 self._blobs.abort()
 

@@ -26,6 +26,7 @@ settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 import fixtures as fx  # noqa: E402
+from storage_fixtures import moto_server, s3_root  # noqa: E402, F401 - shared fixtures
 
 _STORES: list[fx.FixtureStore] = []
 

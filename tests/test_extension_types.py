@@ -180,7 +180,7 @@ def test_unregistered_extension_reads_as_storage_with_metadata(tmp_path):
         pa.register_extension_type(_Celsius())
 
 
-@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_extension_files_both_ways(tmp_path, version):
     """File level: pylance's file reader gets the same columns from our file as from its
     own (JSON stays JSONB there, as pylance's file API keeps it)."""
@@ -272,6 +272,26 @@ def test_jsonb_bytes_and_text_match_pylance(tmp_path):
     assert lance.file.LanceFileReader(path).read_all().to_table().column("j").equals(stored)
 
 
+def test_jsonb_random_numbers_match_pylance(tmp_path):
+    """Random doubles (every decade, every bit pattern) and integers: our bytes and text are
+    pylance's."""
+    rng = np.random.default_rng(8)
+    bits = rng.integers(0, 2**63, 1500, dtype=np.uint64) | (
+        rng.integers(0, 2, 1500, dtype=np.uint64) << np.uint64(63)
+    )
+    doubles = [float(x) for x in bits.view(np.float64) if np.isfinite(x)]
+    doubles += (rng.uniform(-1, 1, 1500) * 10.0 ** rng.integers(-12, 22, 1500)).tolist()
+    ints = rng.integers(-(2**63), 2**63 - 1, 500, dtype=np.int64).tolist()
+    values = [repr(d) for d in doubles] + [str(i) for i in ints]
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(pa.table({"j": pa.array(values, pa.json_())}), uri)
+    texts = lance.dataset(uri).to_table().column("j").to_pylist()
+    data_file = glob.glob(str(tmp_path / "ds" / "data" / "*.lance"))[0]
+    stored = lance.file.LanceFileReader(data_file).read_all().to_table().column("j").to_pylist()
+    assert [jsonb.encode(v) for v in values] == stored
+    assert [jsonb.decode(raw) for raw in stored] == texts
+
+
 @pytest.mark.parametrize("text", INVALID_JSON)
 def test_invalid_json_is_refused_like_pylance(tmp_path, text):
     table = pa.table({"j": pa.array([text], pa.json_())})
@@ -343,3 +363,20 @@ def test_extension_dataset_through_flight_sql(tmp_path):
         got = cur.fetch_arrow_table()
     assert got.column("id").to_pylist() == expected.column("id").to_pylist()
     assert got.column("doc").to_pylist() == expected.column("doc").to_pylist()
+
+
+def test_json_map_values_both_ways(tmp_path):
+    """JSON below a map (2.2): decoded and encoded at that depth too."""
+    values = pa.array(['{"b": 1, "a": [2]}', None, "[2, 1.5]", "true"], pa.json_())
+    offsets = pa.array([0, 2, 2, 4], pa.int32())
+    table = pa.table(
+        {"id": [1, 2, 3], "m": pa.MapArray.from_arrays(offsets, pa.array(list("wxyz")), values)}
+    )
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance.write_dataset(table, theirs, data_storage_version="2.2")
+    lance_format.write_dataset(table, ours, data_storage_version="2.2")
+    expected = lance.dataset(theirs).to_table()
+    assert expected.column("m").to_pylist()[0] == [("w", '{"a":[2],"b":1}'), ("x", None)]
+    _assert_same(lance_format.dataset(theirs).to_table(), expected)
+    _assert_same(lance.dataset(ours).to_table(), expected)
+    _assert_same(lance_format.dataset(theirs).take([2, 0]), lance.dataset(theirs).take([2, 0]))

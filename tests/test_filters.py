@@ -807,6 +807,7 @@ def _long_lists() -> tuple[list[str], list[str]]:
         f"s IN ({_sql_list(['abc', 'xyz', 'a_c'] * 6 + [None])})",
         f"s NOT IN ({', '.join('  ' + _sql_string(v) for v in STRINGS * 2)})",
         f"ls IN ({_sql_list(pick('ls', 20))})",
+        f"dec IN ({_sql_list(list(range(-12, 12)))})",
         f"s IN ({_sql_list(pick('s', 20))}) AND i IN ({_sql_list(pick('i', 20))})",
         f"i > 3 OR (s IN ({_sql_list(pick('s', 16))}) AND NOT i8 IN ({_sql_list(pick('i8', 16))}))",
         f"s = 'x IN ({_sql_list(list(range(20)))})' OR i IN ({_sql_list(pick('i', 16))})",
@@ -818,6 +819,8 @@ def _long_lists() -> tuple[list[str], list[str]]:
         f"big IN ({_sql_list(pick('big', 20) + [2**63 + 5])})",
         f"i IN ({_sql_list([float(v) for v in pick('i', 20)] + [2.5])})",
         f"s IN ({_sql_list(list(range(20)))})",
+        f"dec IN ({', '.join(str(v) for v in pick('dec', 20))}, 3, -0.5, 1e1)",
+        f"dec NOT IN ({', '.join(str(v) for v in pick('dec', 20))}, 0.125)",  # one by one
         f"d IN ({_sql_list([str(d) for d in pick('d', 20)])})",
         f"d NOT IN ({_sql_list([str(d) for d in pick('d', 20)] + ['2020-1-5', ' 2020-02-01'])})",
     ]

@@ -192,6 +192,33 @@ def _bad_offsets(n: int, typ: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(typ, n, [None, offsets, pa.py_buffer(b"abcdef" * n)])
 
 
+def test_nested_nullability_may_differ_as_in_pylance(client, root, tmp_path):
+    """Vectors with non-nullable items (a common export) create and extend a dataset whose
+    stored items are nullable, as with pylance; nulls the dataset forbids are refused."""
+    strict = pa.list_(pa.field("item", pa.float32(), nullable=False), 2)
+    loose = pa.list_(pa.float32(), 2)
+    uri = os.path.join(root, "vectors")
+    first = pa.table({"v": pa.array([[1, 2], [3, 4]], strict)})
+    put(client, cmd(dataset="vectors"), first)
+    put(client, cmd(dataset="vectors", mode="append"), pa.table({"v": pa.array([[5, 6]], loose)}))
+    put(client, cmd(dataset="vectors", mode="append"), first)
+    expected = str(tmp_path / "vectors-pylance")
+    lance.write_dataset(first, expected)
+    lance.write_dataset(pa.table({"v": pa.array([[5, 6]], loose)}), expected, mode="append")
+    lance.write_dataset(first, expected, mode="append")
+    assert lance.dataset(uri).to_table().equals(lance.dataset(expected).to_table())
+    lists = pa.list_(pa.field("item", pa.int32(), nullable=False))
+    put(client, cmd(dataset="strict-lists"), pa.table({"l": pa.array([[1]], lists)}))
+    files = data_files(os.path.join(root, "strict-lists"))
+    e = _refused(
+        client,
+        cmd(dataset="strict-lists", mode="append"),
+        pa.table({"l": pa.array([[2, None]], pa.list_(pa.int32()))}),
+    )
+    assert error_kind(e) == "INVALID_ARGUMENT"
+    assert data_files(os.path.join(root, "strict-lists")) == files
+
+
 @pytest.mark.parametrize("stored", [pa.binary(), pa.large_binary(), pa.string()])
 def test_invalid_arrays_are_refused_before_any_use(client, root, stored):
     """Offsets that go backwards: refused before a cast to the dataset's type (or a copy)

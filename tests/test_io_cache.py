@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lance_format import CorruptFileError, LanceIOError, SearchCache
-from lance_format.io import LocalFile
+from lance_format.storage import LocalFile
 
 
 @pytest.fixture()

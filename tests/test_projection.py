@@ -308,3 +308,7 @@ def test_scan_options_are_never_ignored(uri):
     expected = lance.dataset(uri).to_table()
     assert ds.to_table(nearest=None, batch_readahead=None).equals(expected)
     assert ds.to_table(scan_in_order=False).equals(expected)
+    # count_rows takes the scanner's options, as pylance's does
+    assert ds.count_rows("id > 3", offset=None) == lance.dataset(uri).count_rows("id > 3")
+    with pytest.raises(UnsupportedError, match="fast_search"):
+        ds.count_rows("id > 3", fast_search=True)

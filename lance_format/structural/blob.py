@@ -22,17 +22,17 @@ failed write leaves no sidecar a reader could mistake for a real one.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from .. import storage
 from ..compression import compress as cz
 from ..compression.blocks import FixedWidthBlock, StructBlock, VariableWidthBlock, gather_ranges
-from ..errors import InvalidArgumentError, LanceIOError, SchemaError, UnsupportedError
+from ..errors import InvalidArgumentError, LanceError, SchemaError, UnsupportedError
+from ..storage.base import ObjectWriter
 from . import constant, fullzip
 from .arrow import arrow_to_block
 from .page import EncodedPage
@@ -92,7 +92,8 @@ def sidecar_name(blob_id: int) -> str:
 
 def sidecar_dir(data_path: str) -> str:
     """Sidecars of ``data/x.lance`` live in ``data/x/``."""
-    return os.path.splitext(os.fspath(data_path))[0]
+    path = str(data_path)
+    return path[: -len(".lance")] if path.endswith(".lance") else path.rsplit(".", 1)[0]
 
 
 def classify(sizes: np.ndarray, valid: np.ndarray, th: BlobThresholds) -> np.ndarray:
@@ -106,8 +107,7 @@ def classify(sizes: np.ndarray, valid: np.ndarray, th: BlobThresholds) -> np.nda
 @dataclass
 class _Pack:
     blob_id: int
-    tmp: str
-    file: object
+    file: ObjectWriter
     size: int
     max_size: int
 
@@ -119,15 +119,13 @@ class BlobV2Writer:
     because inline bytes go into the data file at known positions and ids count up."""
 
     def __init__(self, data_path: str):
-        self.data_path = os.fspath(data_path)
+        self.data_path = str(data_path)
         self.dir = sidecar_dir(self.data_path)
-        self._token = uuid.uuid4().hex
         self._columns: dict[str, BlobThresholds] = {}
         self._next_id = 1
         self._pack: _Pack | None = None
-        self._files: list[tuple[str, str]] = []  # (temporary path, final path)
+        self._files: list[tuple[ObjectWriter, str]] = []  # (upload, final path)
         self._committed: list[str] = []
-        self._made_dir = False
 
     # -- columns --------------------------------------------------------------------------
 
@@ -264,48 +262,28 @@ class BlobV2Writer:
             if p > 0:
                 self._open_pack(int(new_ids[p - 1]), th.pack_file)
             chunk = gather_ranges(data, starts[seg], sizes[seg])
-            try:
-                self._pack.file.write(memoryview(np.ascontiguousarray(chunk)))
-            except OSError as e:
-                raise LanceIOError(f"writing blob sidecar {self._pack.tmp}: {e}") from e
+            self._pack.file.write(memoryview(np.ascontiguousarray(chunk)))
             self._pack.size += int(sizes[seg].sum())
 
     def _open_pack(self, blob_id: int, max_size: int) -> None:
         self._close_pack()
-        tmp = self._register(blob_id)
-        try:
-            f = open(tmp, "wb")  # noqa: SIM115 - closed by _close_pack
-        except OSError as e:
-            raise LanceIOError(f"cannot create blob sidecar {tmp}: {e}") from e
-        self._pack = _Pack(blob_id, tmp, f, 0, max_size)
+        self._pack = _Pack(blob_id, self._register(blob_id), 0, max_size)
 
     def _close_pack(self) -> None:
         if self._pack is not None:
             pack, self._pack = self._pack, None
-            try:
-                pack.file.close()
-            except OSError as e:
-                raise LanceIOError(f"writing blob sidecar {pack.tmp}: {e}") from e
+            pack.file.finish()  # made visible by commit() with the others
 
     def _write_file(self, blob_id: int, data: np.ndarray) -> None:
-        tmp = self._register(blob_id)
-        try:
-            with open(tmp, "wb") as f:
-                f.write(memoryview(np.ascontiguousarray(data)))
-        except OSError as e:
-            raise LanceIOError(f"writing blob sidecar {tmp}: {e}") from e
+        upload = self._register(blob_id)
+        upload.write(memoryview(np.ascontiguousarray(data)))
+        upload.finish()
 
-    def _register(self, blob_id: int) -> str:
-        if not self._made_dir and not os.path.isdir(self.dir):
-            try:
-                os.makedirs(self.dir)
-            except OSError as e:
-                raise LanceIOError(f"cannot create blob directory {self.dir}: {e}") from e
-            self._made_dir = True
-        final = os.path.join(self.dir, sidecar_name(blob_id))
-        tmp = f"{final}.{self._token}.partial"
-        self._files.append((tmp, final))
-        return tmp
+    def _register(self, blob_id: int) -> ObjectWriter:
+        final = storage.join(self.dir, sidecar_name(blob_id))
+        upload = storage.create(final)
+        self._files.append((upload, final))
+        return upload
 
     # -- finishing ------------------------------------------------------------------------
 
@@ -315,38 +293,28 @@ class BlobV2Writer:
         return [final for _, final in self._files]
 
     def commit(self) -> list[str]:
-        """Close the open pack and move every sidecar to its final name."""
+        """Close the open pack and make every sidecar visible under its final name."""
         self._close_pack()
-        for tmp, final in self._files:
-            try:
-                with open(tmp, "rb+") as f:
-                    os.fsync(f.fileno())
-                os.replace(tmp, final)
-            except OSError as e:
-                raise LanceIOError(f"cannot finish blob sidecar {final}: {e}") from e
-            self._committed.append(final)
+        for upload, final in self._files:
+            if final not in self._committed:
+                upload.commit()
+                self._committed.append(final)
         return list(self._committed)
 
     def abort(self) -> None:
         """Remove every sidecar this writer created (and its directory if it made it)."""
         try:
             self._close_pack()
-        except LanceIOError:
-            pass
-        for tmp, final in self._files:
-            for p in (tmp, final) if final in self._committed else (tmp,):
-                try:
-                    os.unlink(p)
-                except FileNotFoundError:
-                    pass
+        except LanceError:
+            pass  # its upload is aborted below with the others
+        for upload, final in self._files:
+            if final in self._committed:
+                storage.delete(final, missing_ok=True)
+            else:
+                upload.abort()
         self._files.clear()
         self._committed.clear()
-        if self._made_dir:
-            try:
-                os.rmdir(self.dir)
-            except OSError:
-                pass  # not empty: someone else's files are there too
-            self._made_dir = False
+        storage.prune(self.dir)  # left alone when someone else's files are there too
 
 
 def _aligned_concat(

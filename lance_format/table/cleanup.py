@@ -17,11 +17,11 @@ a job directory goes only once nothing in it changed for ``UNVERIFIED_AGE``, wha
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 from dataclasses import dataclass
 
-from ..errors import InvalidArgumentError
+from .. import storage
+from ..errors import InvalidArgumentError, ObjectNotFoundError
 from . import manifest, paths, staging, tags
 
 UNVERIFIED_AGE = dt.timedelta(days=7)
@@ -70,35 +70,33 @@ def cleanup_old_versions(
     for m in keep:
         for frag in m.fragments:
             for df in frag.files:
-                path = os.path.normpath(paths.data_file_path(root, df.path))
+                path = paths.data_file_path(root, df.path)
                 referenced.add(path)
-                referenced.add(os.path.splitext(path)[0])  # blob sidecar directory
+                referenced.add(path.rsplit(".", 1)[0])  # blob sidecar directory
             if frag.HasField("deletion_file"):
-                referenced.add(
-                    os.path.normpath(paths.deletion_file_path(root, frag.id, frag.deletion_file))
-                )
+                referenced.add(paths.deletion_file_path(root, frag.id, frag.deletion_file))
         if m.pb.transaction_file:
-            referenced.add(
-                os.path.normpath(paths.transaction_file_path(root, m.pb.transaction_file))
-            )
+            referenced.add(paths.transaction_file_path(root, m.pb.transaction_file))
     stats = CleanupStats()
     for entry in drop:
-        stats.bytes_removed += _remove(entry.path)
+        stats.bytes_removed += _remove([storage.ObjectMeta(entry.path, 0, 0)], entry.path)
         stats.old_versions += 1
     unverified_before = now - UNVERIFIED_AGE.total_seconds()
     for sub in (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR, paths.VERSIONS_DIR):
-        directory = os.path.join(root, sub)
-        if not os.path.isdir(directory):
-            continue
-        for name in os.listdir(directory):
-            path = os.path.normpath(os.path.join(directory, name))
+        directory = storage.join(root, sub)
+        entries: dict[str, list[storage.ObjectMeta]] = {}
+        for meta in storage.list_files(directory):
+            name = meta.key[len(directory) + 1 :].split("/", 1)[0]
+            entries.setdefault(name, []).append(meta)
+        for name, found in sorted(entries.items()):
+            path = storage.join(directory, name)
             if path in referenced:
                 continue
-            if sub == paths.VERSIONS_DIR and not name.startswith(".tmp-"):
+            if sub == paths.VERSIONS_DIR and not _is_temporary(name):
                 continue  # manifests and the hint; only a killed commit's temp files go
-            if not delete_unverified and os.path.getmtime(path) > unverified_before:
+            if not delete_unverified and max(m.mtime for m in found) > unverified_before:
                 continue
-            removed = _remove(path)
+            removed = _remove(found, path)
             stats.bytes_removed += removed
             if sub == paths.DATA_DIR and path.endswith(".lance"):
                 stats.data_files_removed += 1
@@ -106,17 +104,18 @@ def cleanup_old_versions(
     return stats
 
 
-def _remove(path: str) -> int:
+def _is_temporary(name: str) -> bool:
+    """A write that never finished: ``<name>.<uuid>.partial`` (or the older ``.tmp-*``)."""
+    return name.endswith(".partial") or name.startswith(".tmp-")
+
+
+def _remove(found: list[storage.ObjectMeta], path: str) -> int:
     """Delete a file or a sidecar directory; bytes freed (0 when already gone)."""
-    try:
-        if os.path.isdir(path):
-            total = 0
-            for entry in os.scandir(path):
-                total += _remove(entry.path)
-            os.rmdir(path)
-            return total
-        size = os.path.getsize(path)
-        os.unlink(path)
+    if len(found) == 1 and found[0].key == path:
+        try:
+            size = found[0].size or storage.file_size(path)
+            storage.delete(path)
+        except ObjectNotFoundError:
+            return 0
         return size
-    except FileNotFoundError:
-        return 0
+    return storage.delete_prefix(path)

@@ -1,10 +1,11 @@
-"""Committing a transaction: the seed's "Committing Datasets" protocol, on a local file system.
+"""Committing a transaction: the "Committing Datasets" protocol, on any store.
 
 1. The data files are already written (staged).
 2. The transaction is written to ``_transactions/{read_version}-{uuid}.txn``.
 3. The next manifest is built by applying the transaction to the latest manifest and written
-   with put-if-not-exists semantics: a temporary file, then ``os.link`` to the final name,
-   which fails if another writer got there first (a manifest is never overwritten).
+   through the dataset's commit handler (:mod:`lance_format.storage.commit`): put-if-not-exists
+   on the store, or the external manifest store; it fails if another writer got there first
+   (a manifest is never overwritten).
 4. If another writer won, the transactions committed since our read version are checked
    against ours (:mod:`.conflicts`): compatible ones are rebased over (the transaction is
    re-applied to the new latest manifest) and the commit retried; anything else raises
@@ -17,7 +18,7 @@ Applying an operation to a manifest lives here too: fragment ids come from
 
 from __future__ import annotations
 
-import os
+import random
 import time
 import uuid as uuidlib
 
@@ -31,6 +32,7 @@ from . import conflicts, features, manifest, paths, rowids, transaction
 WRITER_LIBRARY = "lance-flight"
 WRITER_VERSION = "0.1.0"
 MAX_RETRIES = 50
+BACKOFF_BASE, BACKOFF_CAP = 0.005, 1.0  # seconds: jittered exponential backoff between attempts
 
 
 def new_transaction(read_version: int, **operation) -> transaction_pb2.Transaction:
@@ -55,10 +57,11 @@ def commit(
     Raises :class:`CommitConflictError` (``RetryableCommitConflictError`` when redoing the
     operation against the new version may succeed) if a concurrent commit is incompatible.
     """
-    os.makedirs(os.path.join(root, "_versions"), exist_ok=True)
     read_version = txn.read_version
     txn_name = transaction.write_transaction_file(root, txn)
-    for _ in range(max_retries):
+    for attempt in range(max_retries):
+        if attempt:
+            _backoff(attempt)
         versions = paths.list_versions(root)
         latest = manifest.read_manifest(versions[-1].path) if versions else None
         if naming is None:
@@ -90,6 +93,13 @@ def commit(
             paths.write_version_hint(root, pb.version)
             return manifest.read_manifest(written)
     raise CommitConflictError(f"gave up committing to {root} after {max_retries} attempts")
+
+
+def _backoff(attempt: int) -> None:
+    """Wait a random while after losing a race: writers that keep colliding spread out
+    (on an object store an attempt takes several round trips, so without it the same few
+    writers could keep winning while one starves)."""
+    time.sleep(random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(attempt, 16))))
 
 
 def _rebase(root: str, txn, txn_name: str, read_version: int, versions, latest):

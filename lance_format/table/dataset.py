@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from .. import storage
 from ..cache import SearchCache
 from ..errors import InvalidArgumentError, LanceIOError, SchemaError, UnsupportedError
 from ..pb import transaction_pb2
@@ -45,20 +46,29 @@ def dataset(
     version: int | str | None = None,
     *,
     cache: SearchCache | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> Dataset:
-    """Open a dataset at its latest version, a version number or a tag name."""
-    root = os.fspath(uri)
-    if not os.path.isdir(os.path.join(root, "_versions")):
-        raise LanceIOError(f"{root} is not a Lance dataset (no _versions directory)")
+    """Open a dataset at its latest version, a version number or a tag name.
+
+    ``uri`` is a local path (``~`` expands), ``file://``, ``memory://``, ``s3://bucket/path``
+    or ``s3+ddb://bucket/path?ddbTableName=T``; ``storage_options`` configure the object
+    store with pylance's option names."""
+    root = storage.register(uri, storage_options)
     if isinstance(version, str):
         version = tags.resolve_tag(root, version)
     return Dataset(root, _resolve(root, version), cache=cache)
 
 
 def _resolve(root: str, version: int | None) -> manifest.Manifest:
+    return _load(find_entry(root, version))
+
+
+def find_entry(root: str, version: int | None) -> paths.VersionEntry:
+    """The manifest of ``version`` (None: the latest), found with one listing.
+    LanceIOError when there is no dataset, InvalidArgumentError when no such version."""
     versions = paths.list_versions(root)
     if not versions:
-        raise LanceIOError(f"{root} has no committed version")
+        raise LanceIOError(f"{root} is not a Lance dataset (no committed version in _versions)")
     if version is None:
         entry = versions[-1]
     else:
@@ -69,9 +79,21 @@ def _resolve(root: str, version: int | None) -> manifest.Manifest:
                 f"{versions[-1].version})"
             )
         entry = found[0]
+    return entry
+
+
+def _load(entry: paths.VersionEntry) -> manifest.Manifest:
     m = manifest.read_manifest(entry.path)
     features.check_reader_flags(m)
     return m
+
+
+def open_version(
+    root: str, entry: paths.VersionEntry, *, cache: SearchCache | None = None
+) -> Dataset:
+    """The dataset at a version the caller found by listing ``_versions/`` (a server
+    resolving "latest" per request lists once, not twice)."""
+    return Dataset(storage.register(root), _load(entry), cache=cache)
 
 
 class Dataset:
@@ -258,8 +280,9 @@ class Dataset:
     def to_batches(self, columns=None, filter=None, **kw) -> Iterator[pa.RecordBatch]:
         return self.scanner(columns=columns, filter=filter, **kw).to_batches()
 
-    def count_rows(self, filter: str | pc.Expression | None = None) -> int:
-        return self.scanner(filter=filter, columns=[]).count_rows()
+    def count_rows(self, filter: str | pc.Expression | None = None, **kw) -> int:
+        """Rows matching ``filter``; other options are the scanner's, as in pylance."""
+        return self.scanner(filter=filter, columns=[], **kw).count_rows()
 
     @functools.cached_property
     def _live_counts(self) -> np.ndarray:
@@ -384,7 +407,7 @@ class _Optimize:
 
 
 def _exists(root: str) -> bool:
-    return os.path.isdir(os.path.join(root, "_versions")) and bool(paths.list_versions(root))
+    return bool(paths.list_versions(root))
 
 
 def write_dataset(
@@ -398,6 +421,7 @@ def write_dataset(
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
     max_page_bytes: int | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> Dataset:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``) or a new version replacing the rows
@@ -407,7 +431,7 @@ def write_dataset(
     dataset's file version, or to "stable" for a new dataset.  ``max_page_bytes`` (not in
     pylance) caps the Arrow bytes per page: smaller pages mean finer page-aligned splits
     and cheaper random access."""
-    root = os.fspath(uri)
+    root = storage.register(uri, storage_options)
     if mode not in ("create", "append", "overwrite"):
         raise InvalidArgumentError(f"mode must be create, append or overwrite, not {mode!r}")
     exists = _exists(root)
@@ -502,11 +526,12 @@ def write_fragments(
     uri: str | os.PathLike[str],
     *,
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+    storage_options: dict[str, str] | None = None,
 ) -> list[str]:
     """Stage ``data`` as new fragments of the existing dataset at ``uri`` without committing;
     returns their metadata as JSON strings, to be committed later (by anyone) with
     :meth:`Dataset.commit_fragments`."""
-    ds = dataset(uri)
+    ds = dataset(uri, storage_options=storage_options)
     frags = write.write_fragments(
         data,
         ds.uri,
@@ -653,7 +678,7 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
         raise UnsupportedError(f"cannot add columns to a Lance {version} dataset")
     major, minor = write.storage_version(version)
     name = paths.new_data_file_name()
-    path = os.path.join(ds.uri, "data", name)
+    path = paths.data_file_path(ds.uri, name)
     arrow_schema = new_schema.to_dataset_arrow()
     writer = LanceFileWriter(
         path, arrow_schema, version=f"{major}.{minor}", lance_schema=new_schema

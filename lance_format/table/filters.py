@@ -1058,7 +1058,7 @@ class _Translator:
         """The lifted list as one array of the probe's type, for the cases where converting
         it at once gives exactly what :meth:`coerce` gives item by item: strings against a
         string column, ISO dates against a date column, integers that fit an integer
-        column, numbers against float32/64.
+        column, numbers against float32/64, numbers that fit a decimal column exactly.
         None for anything else (then the items go one by one)."""
         t, values = probe.type, lifted.values
         if probe.const is not None:
@@ -1078,6 +1078,8 @@ class _Translator:
                 return ints.cast(t)
             if t in (pa.float32(), pa.float64()):
                 return values.cast(pa.float64()).cast(t, safe=False)
+            if pa.types.is_decimal(t):  # exact, or an error when a value does not fit
+                return values.cast(t)
         except _ARROW_ERRORS:  # e.g. an integer beyond int64: item by item
             return None
         return None

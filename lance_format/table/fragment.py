@@ -10,19 +10,19 @@ the data files); the scanner and the dataset translate to logical row numbers.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from .. import storage
 from ..cache import SearchCache
 from ..errors import CorruptFileError, LanceError
 from ..extensions import to_dataset_array
 from ..pb import table_pb2
 from ..reader import LanceFileReader
 from ..schema import LanceField, LanceSchema
-from . import deletion, rowids
+from . import deletion, paths, rowids
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class Fragment:
     def _readers(self) -> list[LanceFileReader]:
         out = []
         for f in self.pb.files:
-            path = os.path.join(self.root, "data", f.path)
+            path = paths.data_file_path(self.root, f.path)
             field_columns = None
             if len(f.column_indices) and len(f.fields) == len(f.column_indices):
                 field_columns = {
@@ -140,9 +140,11 @@ class Fragment:
                     if col >= 0
                 }
             try:
-                out.append(LanceFileReader(path, cache=self.cache, field_columns=field_columns))
+                # the manifest knows the size: no HEAD request on object stores
+                source = storage.open_file(path, size=f.file_size_bytes or None)
+                out.append(LanceFileReader(source, cache=self.cache, field_columns=field_columns))
             except LanceError as e:
-                if not os.path.exists(path):  # the manifest names a file that is gone
+                if not storage.exists(path):  # the manifest names a file that is gone
                     raise CorruptFileError(
                         f"fragment {self.fragment_id}: data file {f.path!r} is missing",
                         path=path,

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import os
 import struct
 from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError, Message
 
+from .. import storage
 from ..errors import CorruptFileError, InvalidArgumentError, LanceError, UnsupportedError
 from ..pb import table_pb2, transaction_pb2
 from ..schema import LanceSchema
+from ..storage.commit import handler_for
 from . import features, paths
 
 MAGIC = b"LANC"
@@ -60,7 +61,7 @@ class Manifest:
         """The naming scheme of the file this was read from (None if not from a file)."""
         if self.path is None:
             return None
-        parsed = paths.parse_manifest_name(os.path.basename(self.path))
+        parsed = paths.parse_manifest_name(storage.basename(self.path))
         return parsed[1] if parsed else None
 
     @property
@@ -250,15 +251,15 @@ def decode_manifest(data: bytes, path: str | None = None) -> Manifest:
     return Manifest(pb, path, size, index_section, txn_bytes)
 
 
-def read_manifest(path: str | os.PathLike[str]) -> Manifest:
+def read_manifest(path: str) -> Manifest:
     """Read and validate one manifest file.
 
     A file named like a manifest must hold that version; anything truncated, unparsable or
     inconsistent raises CorruptFileError naming the file.
     """
-    path = os.fspath(path)
+    path = str(path)
     m = decode_manifest(paths.read_bytes(path), path)
-    parsed = paths.parse_manifest_name(os.path.basename(path))
+    parsed = paths.parse_manifest_name(storage.basename(path))
     if parsed is not None and parsed[0] != m.version:
         raise CorruptFileError(
             f"the file is named for version {parsed[0]} but holds version {m.version}", path=path
@@ -354,6 +355,7 @@ def write_manifest(
     """
     pb = manifest.pb if isinstance(manifest, Manifest) else manifest
     data = encode_manifest(manifest, transaction, index_section=index_section)
-    path = paths.manifest_path(root, int(pb.version), naming)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    return path if paths.put_if_not_exists(path, data) else None
+    version = int(pb.version)
+    path = paths.manifest_path(root, version, naming)
+    committed = handler_for(root).commit_manifest(root, version, path, data)
+    return path if committed else None

@@ -1,6 +1,6 @@
 """Where a dataset keeps its files, how versions are named, and the few storage calls used.
 
-Layout (digest §2)::
+Layout::
 
     <root>/_versions/<manifest>            one manifest per version (V1 or V2 names)
     <root>/_versions/latest_version_hint.json   {"version":N}, a hint for other tools
@@ -10,23 +10,22 @@ Layout (digest §2)::
     <root>/_refs/tags/<tag>.json
     <root>/_indices/<uuid>/...
 
-Only the local file system is supported.  Every byte that the table layer reads or writes
-outside data files goes through :func:`read_bytes`, :func:`list_names`,
-:func:`write_atomic`, :func:`put_if_not_exists` and :func:`remove`, so an object store can
-be plugged in by replacing those five calls.
+Paths are strings of any kind :mod:`lance_format.storage` resolves (local paths,
+``memory://``, ``s3://``); this module only names things and lists versions.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-import os
 import re
 import secrets
 import uuid as uuidlib
 from typing import NamedTuple
 
+from .. import storage
 from ..errors import CorruptFileError, InvalidArgumentError, LanceIOError
+from ..storage.commit import handler_for
 
 VERSIONS_DIR = "_versions"
 DATA_DIR = "data"
@@ -34,7 +33,7 @@ DELETIONS_DIR = "_deletions"
 TRANSACTIONS_DIR = "_transactions"
 INDICES_DIR = "_indices"
 REFS_DIR = "_refs"
-TAGS_DIR = os.path.join(REFS_DIR, "tags")
+TAGS_DIR = f"{REFS_DIR}/tags"
 VERSION_HINT_FILE = "latest_version_hint.json"
 MANIFEST_SUFFIX = ".manifest"
 
@@ -66,102 +65,27 @@ class VersionEntry(NamedTuple):
 
 
 # -- storage seam ---------------------------------------------------------------------------
+# Every byte goes through lance_format.storage, which picks the backend from the path (a
+# local path, memory://, s3://).  These names stay for the table layer's convenience.
 
-
-def read_bytes(path: str) -> bytes:
-    """The whole file (metadata files are small)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError as exc:
-        raise LanceIOError("file not found", path=path) from exc
-    except OSError as exc:
-        raise LanceIOError(f"cannot read: {exc.strerror}", path=path) from exc
-
-
-def list_names(directory: str) -> list[str]:
-    """File names in ``directory`` (empty if it does not exist)."""
-    try:
-        return os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    except NotADirectoryError as exc:
-        raise LanceIOError("not a directory", path=directory) from exc
-    except OSError as exc:
-        raise LanceIOError(f"cannot list: {exc.strerror}", path=directory) from exc
-
-
-def _write_temp(path: str, data: bytes) -> str:
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".tmp-{uuidlib.uuid4().hex}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return tmp
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    """Write or replace ``path`` so that readers see the old or the new bytes, never a mix."""
-    try:
-        tmp = _write_temp(path, data)
-        try:
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError as exc:
-        raise LanceIOError(f"cannot write: {exc.strerror}", path=path) from exc
+read_bytes = storage.read_bytes
+list_names = storage.list_names
+write_atomic = storage.put
+remove = storage.delete
+exists = storage.exists
+file_size = storage.file_size
 
 
 def put_if_not_exists(path: str, data: bytes) -> bool:
-    """Create ``path`` with ``data`` atomically; False (and nothing written) if it exists.
-
-    ``link(2)`` refuses an existing name, which is the put-if-not-exists primitive the
-    commit protocol needs; the bytes appear complete or not at all.
-    """
-    try:
-        tmp = _write_temp(path, data)
-    except OSError as exc:
-        raise LanceIOError(f"cannot write: {exc.strerror}", path=path) from exc
-    try:
-        os.link(tmp, path)
-        return True
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        raise LanceIOError(f"cannot create: {exc.strerror}", path=path) from exc
-    finally:
-        os.unlink(tmp)
-
-
-def remove(path: str, *, missing_ok: bool = False) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError as exc:
-        if not missing_ok:
-            raise LanceIOError("file not found", path=path) from exc
-    except OSError as exc:
-        raise LanceIOError(f"cannot remove: {exc.strerror}", path=path) from exc
-
-
-def exists(path: str) -> bool:
-    return os.path.exists(path)
-
-
-def file_size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError as exc:
-        raise LanceIOError(f"cannot stat: {exc.strerror}", path=path) from exc
+    """Create ``path`` with ``data`` atomically; False (and nothing written) if it exists."""
+    return storage.put_if_not_exists(path, data)
 
 
 # -- manifest names -------------------------------------------------------------------------
 
 
 def versions_dir(root: str) -> str:
-    return os.path.join(root, VERSIONS_DIR)
+    return storage.join(root, VERSIONS_DIR)
 
 
 def manifest_name(version: int, naming: ManifestNaming) -> str:
@@ -176,7 +100,7 @@ def manifest_name(version: int, naming: ManifestNaming) -> str:
 
 
 def manifest_path(root: str, version: int, naming: ManifestNaming) -> str:
-    return os.path.join(versions_dir(root), manifest_name(version, naming))
+    return storage.join(versions_dir(root), manifest_name(version, naming))
 
 
 def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
@@ -205,6 +129,7 @@ def list_versions(root: str) -> list[VersionEntry]:
     two manifests of one version is real cannot be told.
     """
     directory = versions_dir(root)
+    handler_for(root).synchronize(root)
     entries: dict[int, VersionEntry] = {}
     schemes: set[ManifestNaming] = set()
     for name in list_names(directory):
@@ -215,11 +140,11 @@ def list_versions(root: str) -> list[VersionEntry]:
         schemes.add(naming)
         if version in entries:
             raise CorruptFileError(
-                f"two manifests for version {version}: {os.path.basename(entries[version].path)}"
+                f"two manifests for version {version}: {storage.basename(entries[version].path)}"
                 f" and {name}",
                 path=directory,
             )
-        entries[version] = VersionEntry(version, os.path.join(directory, name), naming)
+        entries[version] = VersionEntry(version, storage.join(directory, name), naming)
     if len(schemes) > 1:
         raise CorruptFileError(
             "manifests use both the V1 ({version}.manifest) and the V2 (u64::MAX - version) "
@@ -253,16 +178,15 @@ def detect_naming(root: str) -> ManifestNaming | None:
 
 
 def version_hint_path(root: str) -> str:
-    return os.path.join(versions_dir(root), VERSION_HINT_FILE)
+    return storage.join(versions_dir(root), VERSION_HINT_FILE)
 
 
 def read_version_hint(root: str) -> int | None:
     """The version in ``latest_version_hint.json``; None if it is missing or unreadable
     (it is only a hint, so a bad one is not an error)."""
     try:
-        with open(version_hint_path(root), "rb") as f:
-            value = json.loads(f.read()).get("version")
-    except (OSError, ValueError, AttributeError):
+        value = json.loads(storage.read_bytes(version_hint_path(root))).get("version")
+    except (LanceIOError, ValueError, AttributeError):
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -296,7 +220,7 @@ def new_data_file_name() -> str:
 
 def data_file_path(root: str, relative: str) -> str:
     """Absolute path of a ``DataFile.path`` (stored relative to ``data/``)."""
-    return os.path.join(root, DATA_DIR, relative)
+    return storage.join(root, DATA_DIR, relative)
 
 
 DELETION_SUFFIXES = {0: "arrow", 1: "bin"}  # DeletionFile.file_type: ARROW_ARRAY, BITMAP
@@ -323,7 +247,7 @@ def deletion_file_path(root: str, fragment_id: int, deletion_file) -> str:
     name = deletion_file_name(
         fragment_id, deletion_file.read_version, deletion_file.id, deletion_file.file_type
     )
-    return os.path.join(root, DELETIONS_DIR, name)
+    return storage.join(root, DELETIONS_DIR, name)
 
 
 def transaction_file_name(read_version: int, txn_uuid: str) -> str:
@@ -335,12 +259,12 @@ def transaction_file_name(read_version: int, txn_uuid: str) -> str:
 def transaction_file_path(root: str, name: str) -> str:
     """Absolute path of ``Manifest.transaction_file`` (stored relative to
     ``_transactions/``)."""
-    return os.path.join(root, TRANSACTIONS_DIR, name)
+    return storage.join(root, TRANSACTIONS_DIR, name)
 
 
 def tags_dir(root: str) -> str:
-    return os.path.join(root, TAGS_DIR)
+    return storage.join(root, TAGS_DIR)
 
 
 def tag_path(root: str, name: str) -> str:
-    return os.path.join(tags_dir(root), f"{name}.json")
+    return storage.join(tags_dir(root), f"{name}.json")

@@ -23,14 +23,13 @@ range directly continuing a previous range is merged into it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from .. import storage
 from ..errors import CorruptFileError, InvalidArgumentError, LanceError
-from ..io import LocalFile
 from ..pb import rowids_pb2, table_pb2
 
 U64_MAX = (1 << 64) - 1
@@ -303,8 +302,8 @@ def fragment_row_ids(root: str, fragment: table_pb2.DataFragment) -> np.ndarray 
     if where == "inline_row_ids":
         return decode_row_ids(fragment.inline_row_ids, max_len=limit)
     ext = fragment.external_row_ids
-    path = os.path.join(root, ext.path)
-    f = LocalFile(path)
+    path = storage.join(root, ext.path)
+    f = storage.open_file(path)
     try:
         data = f.read_at(ext.offset, ext.size)
     finally:

@@ -24,13 +24,13 @@ than the unverified age.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 
-from ..errors import InvalidArgumentError, LanceIOError
+from .. import storage
+from ..errors import InvalidArgumentError, LanceIOError, ObjectNotFoundError
 from ..pb import table_pb2, transaction_pb2
 from ..schema import LanceSchema
 from . import commit, manifest, paths
@@ -122,13 +122,13 @@ class StagingJob:
             raise InvalidArgumentError(f"a staging job id must be {JOB_ID_RULE}, got {job!r}")
         self.root = root
         self.job = job
-        self.directory = os.path.join(root, STAGING_DIR, job)
+        self.directory = storage.join(root, STAGING_DIR, job)
 
     def state(self) -> str | None:
         """``None`` while the job runs, else ``"committed"`` or ``"aborted"``."""
-        if os.path.exists(os.path.join(self.directory, COMMITTED)):
+        if storage.exists(storage.join(self.directory, COMMITTED)):
             return "committed"
-        if os.path.exists(os.path.join(self.directory, ABORTED)):
+        if storage.exists(storage.join(self.directory, ABORTED)):
             return "aborted"
         return None
 
@@ -137,7 +137,7 @@ class StagingJob:
         if marker not in (ABORTED, COMMITTED):
             raise InvalidArgumentError(f"a job marker is {ABORTED} or {COMMITTED}, not {marker!r}")
         body = {"job": self.job, "at": time.time(), **info}
-        paths.write_atomic(os.path.join(self.directory, marker), json.dumps(body).encode())
+        paths.write_atomic(storage.join(self.directory, marker), json.dumps(body).encode())
 
     def new_put(self, read_version: int) -> StagedPut:
         """The registry entry of one more staged write (created with its first file)."""
@@ -150,7 +150,7 @@ class StagingJob:
         for name in sorted(paths.list_names(self.directory)):
             if not _ENTRY.match(name):
                 continue
-            path = os.path.join(self.directory, name)
+            path = storage.join(self.directory, name)
             try:
                 entry = json.loads(paths.read_bytes(path))
                 files = entry["files"]
@@ -171,7 +171,7 @@ class StagingJob:
             return 0
         since = min(entry["read_version"] for _, entry in entries)
         referenced = referenced_data_files(self.root, after=since)
-        data = os.path.join(self.root, paths.DATA_DIR)
+        data = storage.join(self.root, paths.DATA_DIR)
         partial: dict[str, list[str]] = {}  # file writers write <name>.<hex>.partial first
         for n in paths.list_names(data):
             if n.endswith(".partial"):
@@ -183,9 +183,9 @@ class StagingJob:
                     continue
                 for n in [name, *partial.get(name, ())]:
                     try:
-                        os.unlink(os.path.join(data, n))
+                        storage.delete(storage.join(data, n))
                         removed += 1
-                    except FileNotFoundError:
+                    except ObjectNotFoundError:
                         pass
             paths.remove(path, missing_ok=True)
         return removed
@@ -198,7 +198,7 @@ class StagedPut:
     def __init__(self, job: StagingJob, read_version: int):
         self.job = job
         self.read_version = read_version
-        self.path = os.path.join(job.directory, f"{uuidlib.uuid4().hex}.json")
+        self.path = storage.join(job.directory, f"{uuidlib.uuid4().hex}.json")
         self.files: list[str] = []
 
     def add(self, name: str) -> None:
@@ -222,7 +222,7 @@ def referenced_data_files(root: str, *, after: int = 0) -> set[str]:
     """Data files (names under ``data/``) referenced by any version newer than ``after``: a
     file staged while version ``after`` was the latest cannot be in an older manifest."""
     out: set[str] = set()
-    for entry in paths.list_versions(root) if os.path.isdir(root) else []:
+    for entry in paths.list_versions(root):
         if entry.version > after:
             m = manifest.read_manifest(entry.path)
             out |= {df.path for f in m.fragments for df in f.files}
@@ -234,34 +234,16 @@ def remove_stale_jobs(root: str, before: float) -> int:
     ``before`` (a POSIX time): finished jobs whose late writers are long gone, or jobs whose
     driver died.  Their data files are not touched (cleanup judges those on their own).
     Returns the bytes freed."""
-    base = os.path.join(root, STAGING_DIR)
+    base = storage.join(root, STAGING_DIR)
+    jobs: dict[str, list[storage.ObjectMeta]] = {}
+    for meta in storage.list_files(base):
+        jobs.setdefault(meta.key[len(base) + 1 :].split("/", 1)[0], []).append(meta)
     freed = 0
-    for job in paths.list_names(base):
-        directory = os.path.join(base, job)
-        try:
-            names = os.listdir(directory)
-            stamps = [os.path.getmtime(directory)]
-            stamps += [os.path.getmtime(os.path.join(directory, n)) for n in names]
-        except (FileNotFoundError, NotADirectoryError):
+    for job, found in jobs.items():
+        if max(m.mtime for m in found) >= before:
             continue
-        if max(stamps) >= before:
-            continue
-        for n in names:
-            path = os.path.join(directory, n)
-            try:
-                size = os.path.getsize(path)
-                os.unlink(path)
-                freed += size
-            except (FileNotFoundError, IsADirectoryError, PermissionError):
-                pass
-        try:
-            os.rmdir(directory)
-        except OSError:
-            pass
-    try:
-        os.rmdir(base)
-    except OSError:
-        pass
+        freed += storage.delete_prefix(storage.join(base, job))
+    storage.prune(base)
     return freed
 
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .. import storage
 from ..errors import CorruptFileError, InvalidArgumentError, UnsupportedError
 from . import paths
 
@@ -163,7 +163,7 @@ def read_all_tags(root: str) -> dict[str, TagContents]:
         if not fname.endswith(".json") or fname.startswith("."):
             continue
         name = fname[: -len(".json")]
-        path = os.path.join(directory, fname)
+        path = storage.join(directory, fname)
         out[name] = _decode(name, paths.read_bytes(path), path)
     return out
 

@@ -26,9 +26,7 @@ so it can be read, reported and conservatively treated as a conflict.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import uuid as uuidlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +35,8 @@ from typing import Any, ClassVar
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from ..errors import CorruptFileError, InvalidArgumentError, LanceIOError
+from .. import storage
+from ..errors import CorruptFileError, InvalidArgumentError, ObjectNotFoundError
 from ..pb import file_pb2, table_pb2, transaction_pb2
 
 TXN_DIR = "_transactions"
@@ -821,33 +820,20 @@ def transaction_path(root: str, name: str) -> str:
     rel = name[len(TXN_DIR) + 1 :] if name.startswith(TXN_DIR + "/") else name
     if not rel or "/" in rel or "\\" in rel or rel in (".", ".."):
         raise CorruptFileError(f"invalid transaction file name {name!r}")
-    return os.path.join(root, TXN_DIR, rel)
+    return storage.join(root, TXN_DIR, rel)
 
 
 def write_transaction_file(root: str, txn: Transaction | PbTransaction) -> str:
     """Write ``_transactions/{read_version}-{uuid}.txn`` (bare protobuf, as pylance) and
     return its name, the value for ``Manifest.transaction_file``.
 
-    Written to a temporary name and renamed, so a reader never sees a partial file."""
+    Written atomically, so a reader never sees a partial file."""
     t = as_transaction(txn)
     if not t.uuid or "/" in t.uuid or "\\" in t.uuid:
         raise InvalidArgumentError(f"invalid transaction uuid {t.uuid!r}")
     data = t.to_bytes()
-    directory = os.path.join(root, TXN_DIR)
     name = t.file_name
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=TXN_SUFFIX)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, os.path.join(directory, name))
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    except OSError as e:
-        raise LanceIOError(f"cannot write transaction: {e}", path=directory) from e
+    storage.put(storage.join(root, TXN_DIR, name), data)
     return name
 
 
@@ -856,12 +842,9 @@ def read_transaction_file(root: str, name: str) -> Transaction:
     bytes that do not form a transaction -> CorruptFileError."""
     path = transaction_path(root, name)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise LanceIOError("transaction file not found", path=path) from None
-    except OSError as e:
-        raise LanceIOError(f"cannot read transaction file: {e}", path=path) from e
+        data = storage.read_bytes(path)
+    except ObjectNotFoundError:
+        raise ObjectNotFoundError("transaction file not found", path=path) from None
     return Transaction.from_bytes(data, path=path)
 
 

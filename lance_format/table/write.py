@@ -10,7 +10,6 @@ file this write created.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
@@ -84,18 +83,18 @@ def check_schema(expected: pa.Schema, got: pa.Schema) -> bool:
     for a, b in zip(expected, got, strict=True):
         if a.type.equals(b.type) or json_compatible(a.type, b):
             continue  # JSON text of any string type, or JSONB bytes: the writer stores it
-        if not _comparable(a.type).equals(_comparable(b.type)):
+        if not comparable_type(a.type).equals(comparable_type(b.type)):
             raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
         cast = True
     return cast
 
 
-def _comparable(t: pa.DataType) -> pa.DataType:
+def comparable_type(t: pa.DataType) -> pa.DataType:
     """``t`` with every nested field nullable (map keys stay as they must be) and view
     types as the plain types Lance stores them as."""
 
     def loose(f: pa.Field) -> pa.Field:
-        return f.with_type(_comparable(f.type)).with_nullable(True)
+        return f.with_type(comparable_type(f.type)).with_nullable(True)
 
     if pa.types.is_string_view(t):
         return pa.string()
@@ -104,7 +103,7 @@ def _comparable(t: pa.DataType) -> pa.DataType:
     if pa.types.is_struct(t):
         return pa.struct([loose(t.field(i)) for i in range(t.num_fields)])
     if pa.types.is_map(t):
-        return pa.map_(t.key_field.with_type(_comparable(t.key_type)), loose(t.item_field))
+        return pa.map_(t.key_field.with_type(comparable_type(t.key_type)), loose(t.item_field))
     if pa.types.is_large_list(t):
         return pa.large_list(loose(t.value_field))
     if pa.types.is_list(t):
@@ -159,7 +158,6 @@ def write_fragments(
             metadata=reader.schema.metadata,
         )
         reader = pa.RecordBatchReader.from_batches(target, _cast_to(reader, target))
-    os.makedirs(os.path.join(root, "data"), exist_ok=True)
     leaf_ids = column_field_ids(schema.fields, major, minor)
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
@@ -195,7 +193,7 @@ def write_fragments(
                     name = paths.new_data_file_name()
                     if on_new_file is not None:
                         on_new_file(name)
-                    path = os.path.join(root, "data", name)
+                    path = paths.data_file_path(root, name)
                     written.append(path)
                     writer = LanceFileWriter(
                         path,
@@ -219,10 +217,7 @@ def write_fragments(
         if writer is not None:
             writer.abort()
         for path in written:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            paths.remove(path, missing_ok=True)
         raise
     return fragments
 
@@ -232,7 +227,7 @@ def remove_fragment_files(root: str, fragments) -> None:
     abandoned write), so no orphan is left behind; already-missing files are fine."""
     for frag in fragments:
         for f in frag.files:
-            paths.remove(os.path.join(root, "data", f.path), missing_ok=True)
+            paths.remove(paths.data_file_path(root, f.path), missing_ok=True)
 
 
 def column_field_ids(fields, major: int, minor: int) -> list[int]:
@@ -262,6 +257,7 @@ def fragment_from_json(text: str) -> table_pb2.DataFragment:
 __all__ = [
     "DEFAULT_MAX_ROWS_PER_FILE",
     "check_schema",
+    "comparable_type",
     "fragment_from_json",
     "fragment_to_json",
     "to_reader",

@@ -1,0 +1,323 @@
+"""The local file system backend: keys are absolute paths.
+
+Atomic writes go through a temporary file in the same directory, fsynced, then renamed;
+put-if-not-exists is ``link(2)`` of the temporary file, which refuses an existing name, so
+the bytes appear complete or not at all."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import uuid
+
+from ..errors import LanceIOError, ObjectNotFoundError
+from ..io import IOStats
+from .base import ObjectMeta, ObjectStore, ObjectWriter, check_range, coalesce, split_groups
+
+
+def _error(action: str, exc: OSError, path: str) -> LanceIOError:
+    if isinstance(exc, FileNotFoundError):
+        return ObjectNotFoundError("file not found", path=path)
+    return LanceIOError(f"cannot {action}: {exc.strerror or exc}", path=path)
+
+
+class LocalFile:
+    """A local file read with ``os.pread`` (thread-safe: no shared file position)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        stats: IOStats | None = None,
+        store: LocalStore | None = None,
+    ):
+        self.path = os.fspath(path)
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY)
+            self.size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            raise LanceIOError(f"cannot open: {exc.strerror}", path=self.path) from exc
+        self.stats = stats if stats is not None else IOStats()
+        self._store = store
+        self._lock = threading.Lock()
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        check_range(self.path, self.size, offset, length)
+        if length == 0:
+            return b""
+        try:
+            data = os.pread(self._fd, length, offset)
+        except OSError as exc:
+            raise LanceIOError(f"read failed: {exc.strerror}", path=self.path) from exc
+        if len(data) != length:
+            raise LanceIOError(
+                f"short read: wanted {length} bytes at {offset}, got {len(data)}", path=self.path
+            )
+        with self._lock:
+            self.stats.requests += 1
+            self.stats.bytes_read += length
+        if self._store is not None:
+            self._store.count(read=length)
+        return data
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Several ranges, merging ones that are close together into one request."""
+        if not ranges:
+            return []
+        gap = LocalStore.coalesce_gap
+        groups = coalesce(ranges, gap)
+        blobs = [self.read_at(start, end - start) for start, end, _ in groups]
+        return split_groups(ranges, groups, blobs)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> LocalFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _temp_name(path: str) -> str:
+    return f"{path}.{uuid.uuid4().hex}.partial"
+
+
+class _LocalWriter(ObjectWriter):
+    """Writes to ``<path>.<uuid>.partial``; commit fsyncs and renames it into place."""
+
+    def __init__(self, store: LocalStore, path: str):
+        self._store = store
+        self.path = path
+        self._tmp = _temp_name(path)
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            self._f = open(self._tmp, "wb")  # noqa: SIM115 - closed by commit/abort
+        except OSError as exc:
+            raise _error("create", exc, path) from exc
+
+    def write(self, data: bytes | memoryview) -> None:
+        try:
+            self._f.write(data)
+        except OSError as exc:
+            raise _error("write", exc, self.path) from exc
+        self._store.count(requests=0, written=len(data))
+
+    def finish(self) -> None:
+        """Flush, fsync and close the temporary file (many sidecars stay within fd limits)."""
+        if self._f.closed:
+            return
+        try:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+        except OSError as exc:
+            self.abort()
+            raise _error("write", exc, self.path) from exc
+
+    def commit(self) -> None:
+        self.finish()
+        try:
+            os.replace(self._tmp, self.path)
+        except OSError as exc:
+            self.abort()
+            raise _error("write", exc, self.path) from exc
+        self._store.count()
+
+    def abort(self) -> None:
+        try:
+            self._f.close()
+        finally:
+            try:
+                os.unlink(self._tmp)
+            except FileNotFoundError:
+                pass
+
+
+class LocalStore(ObjectStore):
+    scheme = "file"
+
+    def open(self, key: str, stats: IOStats | None = None) -> LocalFile:
+        self.count()
+        return LocalFile(key, stats, self)
+
+    def get(self, key: str) -> bytes:
+        try:
+            with open(key, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise _error("read", exc, key) from exc
+        self.count(read=len(data))
+        return data
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        with LocalFile(key) as f:
+            data = f.read_at(offset, length)
+        self.count(read=len(data))
+        return data
+
+    def head(self, key: str) -> ObjectMeta | None:
+        self.count()
+        try:
+            st = os.stat(key)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _error("stat", exc, key) from exc
+        if not os.path.isfile(key):
+            return None
+        return ObjectMeta(key, st.st_size, st.st_mtime)
+
+    def list(self, prefix: str) -> list[ObjectMeta]:
+        self.count()
+        out = []
+        for directory, _dirs, files in os.walk(prefix):
+            for name in files:
+                path = os.path.join(directory, name)
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    continue  # removed while listing
+                out.append(ObjectMeta(path, st.st_size, st.st_mtime))
+        return out
+
+    def list_names(self, prefix: str) -> list[str]:
+        self.count()
+        try:
+            return sorted(os.listdir(prefix))
+        except FileNotFoundError:
+            return []
+        except NotADirectoryError as exc:
+            raise LanceIOError("not a directory", path=prefix) from exc
+        except OSError as exc:
+            raise _error("list", exc, prefix) from exc
+
+    def is_dir(self, prefix: str) -> bool:
+        return os.path.isdir(prefix)
+
+    def _write_temp(self, path: str, data: bytes) -> str:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        tmp = _temp_name(path)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return tmp
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            tmp = self._write_temp(key, data)
+            try:
+                os.replace(tmp, key)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError as exc:
+            raise _error("write", exc, key) from exc
+        self.count(written=len(data))
+
+    def put_if_not_exists(self, key: str, data: bytes) -> bool:
+        try:
+            tmp = self._write_temp(key, data)
+        except OSError as exc:
+            raise _error("write", exc, key) from exc
+        try:
+            os.link(tmp, key)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise _error("create", exc, key) from exc
+        finally:
+            os.unlink(tmp)
+            self.count(written=len(data))
+        return True
+
+    def create(self, key: str) -> ObjectWriter:
+        return _LocalWriter(self, key)
+
+    def delete(self, key: str, *, missing_ok: bool = False) -> None:
+        self.count()
+        try:
+            os.unlink(key)
+        except FileNotFoundError as exc:
+            if not missing_ok:
+                raise ObjectNotFoundError("file not found", path=key) from exc
+        except OSError as exc:
+            raise _error("remove", exc, key) from exc
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete the directory tree (the local store has real directories to remove)."""
+        freed = super().delete_prefix(prefix)
+        shutil.rmtree(prefix, ignore_errors=True)
+        return freed
+
+    def copy(self, src: str, dst: str) -> None:
+        self.count()
+        try:
+            os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
+            tmp = _temp_name(dst)
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+        except OSError as exc:
+            raise _error("copy", exc, src) from exc
+
+    def rename(self, src: str, dst: str) -> None:
+        self.count()
+        try:
+            os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
+            os.replace(src, dst)
+        except OSError as exc:
+            raise _error("rename", exc, src) from exc
+
+    def prune(self, prefix: str, subdirs: tuple[str, ...] = (), stop: str | None = None) -> None:
+        """Remove empty directories: each of ``subdirs`` under ``prefix``, then ``prefix``
+        and its parents while they are empty, stopping below ``stop`` (default: at
+        ``prefix`` itself).  Never recursive: another writer may be filling them."""
+        for sub in subdirs:
+            try:
+                os.rmdir(os.path.join(prefix, sub))
+            except OSError:
+                pass
+        path = prefix
+        while True:
+            try:
+                os.rmdir(path)
+            except OSError:
+                return
+            parent = os.path.dirname(path)
+            if stop is None or parent == path or not parent.startswith(stop + os.sep):
+                return
+            path = parent
+
+    def outermost_missing(self, path: str) -> str | None:
+        """The outermost directory of ``path`` that does not exist yet (None: it exists)."""
+        missing = None
+        while not os.path.exists(path):
+            missing, path = path, os.path.dirname(path)
+        return missing
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(file names, directory names) directly under ``prefix``; symlinked directories
+        count as files, so a walk never leaves the tree."""
+        self.count()
+        files, dirs = [], []
+        try:
+            with os.scandir(prefix) as it:
+                for entry in it:
+                    (dirs if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except OSError as exc:
+            raise _error("list", exc, prefix) from exc
+        return sorted(files), sorted(dirs)
+
+    def uri(self, key: str) -> str:
+        return key
