@@ -165,3 +165,59 @@ def every_version(root: str | os.PathLike[str]) -> dict[str, list[pa.Table]]:
             ]
             dirnames[:] = []
     return out
+
+
+def status_of(exc: BaseException) -> str | None:
+    """The gRPC status a client saw: the Flight class's own code, else the server's
+    ``[KIND]`` (in ``extra_info`` or the message)."""
+    from flight_server.errors import error_kind
+
+    own = {
+        fl.FlightUnauthenticatedError: "UNAUTHENTICATED",
+        fl.FlightUnauthorizedError: "PERMISSION_DENIED",
+        fl.FlightUnavailableError: "UNAVAILABLE",
+        fl.FlightCancelledError: "CANCELLED",
+        fl.FlightTimedOutError: "DEADLINE_EXCEEDED",
+    }
+    for cls, code in own.items():
+        if isinstance(exc, cls):
+            return code
+    return error_kind(exc)
+
+
+def run_auth_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """``python -m flight_server.auth ARGS`` (the helper that writes auth-file lines)."""
+    return subprocess.run(
+        [sys.executable, "-m", "flight_server.auth", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+
+
+def login_flood(location: str, users: list[str], attempts: int) -> list[str]:
+    """Bad passwords for ``users`` (one thread each), ``attempts`` each: the outcomes, "in"
+    (let in!), "limited" (refused unchecked), "bad" (checked and refused) or "busy"."""
+    import threading
+
+    outcomes: list[str] = []
+
+    def attacker(user: str) -> None:
+        client = fl.FlightClient(location)
+        for i in range(attempts):
+            try:
+                client.authenticate_basic_token(user, f"guess-{i}")
+                outcomes.append("in")
+            except fl.FlightUnauthenticatedError as exc:
+                outcomes.append("limited" if "too many failed logins" in str(exc) else "bad")
+            except fl.FlightUnavailableError:
+                outcomes.append("busy")
+
+    threads = [threading.Thread(target=attacker, args=(u,)) for u in users]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return outcomes

@@ -25,11 +25,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
-from flight_fixtures import REPO, cmd, every_version, make_table, serve
+from flight_fixtures import (
+    REPO,
+    cmd,
+    every_version,
+    login_flood,
+    make_table,
+    serve,
+    status_of,
+)
 from google.protobuf import any_pb2
 
 from flight_server.auth import hash_password
-from flight_server.errors import error_kind
 from flight_server.sql.protocol import pack
 from lance_format.pb import flight_sql_pb2 as pb
 
@@ -134,20 +141,6 @@ def good_readers(site):
     assert {kind for kind, _ in results} == {"flight", "sql"}
 
 
-def _status(exc: BaseException) -> str | None:
-    own = {
-        fl.FlightUnauthenticatedError: "UNAUTHENTICATED",
-        fl.FlightUnauthorizedError: "PERMISSION_DENIED",
-        fl.FlightUnavailableError: "UNAVAILABLE",
-        fl.FlightCancelledError: "CANCELLED",
-        fl.FlightTimedOutError: "DEADLINE_EXCEEDED",
-    }
-    for cls, code in own.items():
-        if isinstance(exc, cls):
-            return code
-    return error_kind(exc)
-
-
 def _backwards_strings(n: int = 4) -> pa.RecordBatch:
     """The schema of ``data/a``, with a string column whose offsets go backwards (pyarrow
     builds it without validating)."""
@@ -187,7 +180,7 @@ class _Expect:
         try:
             call()
         except (fl.FlightError, pa.ArrowException) as exc:
-            status = _status(exc)
+            status = status_of(exc)
             if status not in statuses:
                 self.problems.append(f"{label}: {status} {str(exc)[:200]!r}")
             return
@@ -395,27 +388,7 @@ def _eventually_unchanged(site, seconds: float = 20) -> None:
 
 
 def test_flood_of_bad_logins(site, good_readers):
-    outcomes: list[str] = []
-
-    def attacker(user: str):
-        client = site.client()
-        for i in range(8):
-            try:
-                client.authenticate_basic_token(user, f"guess-{i}")
-                outcomes.append("in")
-            except fl.FlightUnauthenticatedError as exc:
-                outcomes.append("limited" if "too many failed logins" in str(exc) else "bad")
-            except fl.FlightUnavailableError:
-                outcomes.append("busy")
-
-    threads = [
-        threading.Thread(target=attacker, args=(u,))
-        for u in ("writer", "reader", "nobody", "writer")
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    outcomes = login_flood(site.server.location, ["writer", "reader", "nobody", "writer"], 8)
     assert "in" not in outcomes
     assert outcomes.count("limited") >= len(outcomes) // 2, outcomes
     # a client holding a token is not locked out
@@ -437,7 +410,7 @@ def test_heavy_sql_while_others_read(site, good_readers):
         info = client.get_flight_info(fl.FlightDescriptor.for_command(heavy), options)
         client.do_get(info.endpoints[0].ticket, options).read_all()
     except (fl.FlightError, pa.ArrowException) as exc:
-        assert _status(exc) in (
+        assert status_of(exc) in (
             "DEADLINE_EXCEEDED",
             "CANCELLED",
             "RESOURCE_EXHAUSTED",

@@ -10,12 +10,12 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+from flight_fixtures import run_auth_cli
 from tls_util import make_self_signed_cert
 
 from flight_server import auth, tls
@@ -471,17 +471,6 @@ def test_missing_file_and_weak_secret_are_config_errors(tmp_path, users_file):
         Authenticator.from_files(users_file, secret="short")
     with pytest.raises(AuthConfigError, match="users file or a tokens file"):
         Authenticator.from_files()
-
-
-def run_auth_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flight_server.auth", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
 
 
 def test_cli_makes_lines_the_server_accepts(tmp_path):

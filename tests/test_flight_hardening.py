@@ -25,12 +25,22 @@ import lance
 import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
-from flight_fixtures import action, cmd, every_version, make_table, put, read_info, serve
+from flight_fixtures import (
+    action,
+    cmd,
+    every_version,
+    login_flood,
+    make_table,
+    put,
+    read_info,
+    run_auth_cli,
+    serve,
+    status_of,
+)
 from flight_sql_helpers import running_server
 from google.protobuf import any_pb2
 
 from flight_server.auth import Authenticator, Grants, hash_password
-from flight_server.errors import error_kind
 from flight_server.limits import Limits
 from flight_server.loginlimit import LoginLimiter, Rate
 from flight_server.server import LanceFlightServer
@@ -51,19 +61,6 @@ def root(tmp_path_factory) -> Path:
     for name, n in (("public/a", 500), ("public/b", 300), ("team/c", 200), ("secret/d", 100)):
         lance.write_dataset(make_table(n, seed=n), str(root / name))
     return root
-
-
-def kind(exc: BaseException) -> str | None:
-    """The status a client saw: the server's [KIND], or the Flight class's own code."""
-    own = {
-        fl.FlightUnauthenticatedError: "UNAUTHENTICATED",
-        fl.FlightUnauthorizedError: "PERMISSION_DENIED",
-        fl.FlightUnavailableError: "UNAVAILABLE",
-    }
-    for cls, code in own.items():
-        if isinstance(exc, cls):
-            return code
-    return error_kind(exc)
 
 
 def basic(user: str, password: str) -> bytes:
@@ -130,7 +127,7 @@ def test_bad_dataset_names_are_invalid_argument_everywhere(tmp_path):
             for what, call in calls.items():
                 with pytest.raises(REFUSED) as info:
                     call()
-                assert kind(info.value) == "INVALID_ARGUMENT", (name, what, info.value)
+                assert status_of(info.value) == "INVALID_ARGUMENT", (name, what, info.value)
             # one SQL table name: the Flight SQL ingest path (the driver's C strings end at NUL)
             if "/" not in name and "\x00" not in name:
                 with conn.cursor() as cur, pytest.raises(dbapi.Error, match="dataset name"):
@@ -204,13 +201,13 @@ def test_oversized_messages_are_refused_before_use(root, tmp_path):
         for what, call in oversized_calls(client).items():  # no credentials
             with pytest.raises(REFUSED) as info:
                 call()
-            assert kind(info.value) == "UNAUTHENTICATED", (what, info.value)
+            assert status_of(info.value) == "UNAUTHENTICATED", (what, info.value)
         token = client.authenticate_basic_token("alice", "pw")[1]
         options = bearer_options(token)
         for what, call in oversized_calls(client, options).items():
             with pytest.raises(REFUSED) as info:
                 call()
-            assert kind(info.value) == "RESOURCE_EXHAUSTED", (what, info.value)
+            assert status_of(info.value) == "RESOURCE_EXHAUSTED", (what, info.value)
             assert "limit" in str(info.value)
         # headers: gRPC refuses more than 16 KiB of metadata before any code of ours runs
         huge = fl.FlightCallOptions(headers=[(b"authorization", token), (b"x-pad", b"p" * BIG)])
@@ -271,7 +268,7 @@ def test_server_memory_stays_bounded_under_oversized_messages(root, tmp_path):
                 for call in calls:
                     with pytest.raises(REFUSED) as info:
                         call()
-                    assert kind(info.value) == code
+                    assert status_of(info.value) == code
         grown = _rss_mib(pid) - start
         # 18 messages of 8 MiB, each held whole by gRPC (and copied by pyarrow) while it is
         # refused: nothing may accumulate
@@ -310,27 +307,9 @@ def test_flood_of_bad_logins_is_limited_while_good_clients_work(root, tmp_path):
                 info = good.get_flight_info(fl.FlightDescriptor.for_path("public/a"), options)
                 good_reads.append(read_info_with(good, info, options).equals(want))
 
-        outcomes: list[str] = []
-
-        def attacker(user: str):
-            client = fl.FlightClient(loc)
-            for i in range(6):
-                try:
-                    client.authenticate_basic_token(user, f"guess-{i}")
-                    outcomes.append("in")
-                except fl.FlightUnauthenticatedError as exc:
-                    outcomes.append("limited" if "too many failed logins" in str(exc) else "bad")
-
         t = threading.Thread(target=reader)
         t.start()
-        attackers = [
-            threading.Thread(target=attacker, args=(u,))
-            for u in ("alice", "mallory", "eve", "alice")
-        ]
-        for a in attackers:
-            a.start()
-        for a in attackers:
-            a.join()
+        outcomes = login_flood(loc, ["alice", "mallory", "eve", "alice"], 6)
         stop.set()
         t.join()
         assert "in" not in outcomes
@@ -685,21 +664,9 @@ def test_bad_limit_flags_are_refused_at_start(tmp_path, flag, value, capsys):
 
 
 def test_auth_cli_writes_grant_lines_the_server_reads(tmp_path):
-    import subprocess
-    import sys
-
-    from flight_fixtures import REPO
-
     def run(*args: str, stdin: str = "") -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "flight_server.auth", *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=60,
-            check=True,
-        )
+        out = run_auth_cli(*args, stdin=stdin)
+        assert out.returncode == 0, out.stderr
         return out.stdout
 
     users = run("hash", "--user", "ann", "--grant", "read=public, team/", "--iterations", "1000",
