@@ -66,8 +66,10 @@ import pyarrow.flight as flight
 
 from lance_format.errors import InvalidArgumentError
 
+from .errors import BadRequest
 from .loginlimit import LoginLimiter
 from .permissions import Grants
+from .query import load_json
 
 __all__ = [
     "AUTH_MIDDLEWARE_KEY",
@@ -429,9 +431,10 @@ class Authenticator:
             if scheme == "basic":
                 return _decode_basic(credentials)[0]
             if scheme == "bearer" and credentials.startswith(_TOKEN_PREFIX):
-                claims = json.loads(_b64d(credentials[len(_TOKEN_PREFIX) :].partition(".")[0]))
+                body = _b64d(credentials[len(_TOKEN_PREFIX) :].partition(".")[0])
+                claims = load_json(body, "the token")
                 return claims["u"] if isinstance(claims.get("u"), str) else None
-        except (flight.FlightError, ValueError, KeyError, TypeError, AttributeError):
+        except (flight.FlightError, ValueError, KeyError, TypeError, AttributeError, BadRequest):
             return None
         return None
 

@@ -1,38 +1,38 @@
 """One mapping from the project's errors onto Flight error kinds, applied in every handler.
 
-What pyarrow 26 does with an exception raised by a ``FlightServerBase`` handler (pinned by
+Each kind reaches every client (pyarrow, the ADBC driver, any gRPC client) with its gRPC
+status code, a message starting with the kind (``[INVALID_ARGUMENT] unknown key(s) ...``)
+and no server traceback.  What pyarrow 26's server does with an exception raised by a
+``FlightServerBase`` handler decides how (pinned by
 ``tests/test_flight_server.py::test_pyarrow_error_facts``):
 
-==============================  =================  ========================================
-raised by the handler           gRPC status        the pyarrow client raises
-==============================  =================  ========================================
-``ValueError``/``ArrowInvalid``   INVALID_ARGUMENT   ``ArrowInvalid`` + the server traceback
-``KeyError``                      NOT_FOUND          ``ArrowKeyError`` + the server traceback
-``NotImplementedError``           UNIMPLEMENTED      ``ArrowNotImplementedError`` + traceback
-any other non-Flight exception    UNKNOWN            ``FlightServerError`` + traceback
-``FlightServerError(m, extra)``   UNKNOWN            ``FlightServerError``, ``extra_info`` kept
-``FlightInternalError``           INTERNAL           ``FlightInternalError``
-``FlightUnauthenticatedError``    UNAUTHENTICATED    ``FlightUnauthenticatedError``
-``FlightUnauthorizedError``       PERMISSION_DENIED  ``FlightUnauthorizedError``
-``FlightUnavailableError``        UNAVAILABLE        ``FlightUnavailableError``
-``FlightCancelledError``          CANCELLED          ``FlightCancelledError``
-==============================  =================  ========================================
+* The Flight classes (``FlightInternalError``, ``FlightUnauthenticatedError``, ...) become an
+  Arrow status with a ``FlightStatusDetail``: gRPC INTERNAL, UNAUTHENTICATED,
+  PERMISSION_DENIED, UNAVAILABLE, CANCELLED, DEADLINE_EXCEEDED (``FlightTimedOutError``) or
+  UNKNOWN (``FlightServerError``), the message as raised, ``extra_info`` sent along.
+* Any other exception becomes an Arrow status whose code follows its Python class
+  (``ValueError`` -> Invalid -> gRPC INVALID_ARGUMENT, ``KeyError`` -> NOT_FOUND,
+  ``NotImplementedError`` -> UNIMPLEMENTED, the rest UNKNOWN) with a ``PythonErrorDetail``:
+  the gRPC message is ``<message>. Detail: Python exception: <traceback.format_exception(...)>``,
+  i.e. the server's traceback.  pyarrow looks ``traceback.format_exception`` up each time it
+  formats one, so this module wraps it once (:func:`_install_format_hook`): for the
+  exceptions this module makes (class :class:`_Wire`) it returns just the kind; every other
+  exception is formatted exactly as before.  That is how INVALID_ARGUMENT, NOT_FOUND and
+  UNIMPLEMENTED travel (as ``ArrowInvalid``, ``ArrowKeyError``, ``ArrowNotImplementedError``
+  subclasses): ``[KIND] message. Detail: Python exception: KIND``.
+* ``get_schema`` catches no Flight class: there every exception takes the second path, so
+  the Flight-class kinds arrive as UNKNOWN (with their clean ``[KIND]`` message).
 
-Only the Flight classes travel without the server's Python traceback appended to the message,
-and none of them has the INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
-ABORTED or UNIMPLEMENTED codes.  A service must not leak tracebacks, so the request errors
-travel as ``FlightServerError`` (gRPC UNKNOWN) whose message starts with the kind
-(``[INVALID_ARGUMENT] unknown key(s) ...``) and whose ``extra_info`` carries it as JSON
-(``{"kind": "INVALID_ARGUMENT", "retryable": false}``), which :func:`error_kind` reads back.
-The kinds with a Flight class of their own use it: unauthenticated, unauthorized
-(PERMISSION_DENIED), unavailable (a server shutting down), cancelled, internal.
-
-pyarrow's ``get_schema`` is the exception: it turns every exception, Flight classes included,
-into a status carrying the traceback (pinned by ``test_pyarrow_error_facts``).  There the
-request errors use the classes that give the right gRPC code (``ArrowInvalid`` ->
-INVALID_ARGUMENT, ``ArrowKeyError`` -> NOT_FOUND, ``NotImplementedError`` -> UNIMPLEMENTED),
-with the same ``[KIND] message``, raised from a frame compiled as ``<lance-flight>`` so that
-the traceback pyarrow appends names no file of the server (:func:`schema_errors`).
+No status a Python handler can produce carries ALREADY_EXISTS, FAILED_PRECONDITION, ABORTED
+or RESOURCE_EXHAUSTED: pyarrow maps no Python class to Arrow's AlreadyExists, Arrow's Flight
+transport has no code for the other three, and a ``grpc-status-details-bin`` whose code
+differs from the call's status is refused by gRPC clients (grpc-go reports INTERNAL
+"grpc-status-details-bin mismatch"; pinned by
+``tests/test_flight_sql_hardening.py::test_grpc_clients_refuse_a_status_detail_with_another_code``).
+These kinds travel as ``FlightServerError`` (gRPC UNKNOWN) whose ``extra_info`` carries the
+kind as JSON (``{"kind": "ABORTED", "retryable": true}``), which :func:`error_kind` reads
+back, like the ``[KIND]`` prefix every message has; a retryable RESOURCE_EXHAUSTED (a busy
+server) travels as UNAVAILABLE so clients back off and retry.
 
 Commit conflicts are ``ABORTED`` (gRPC's code for "a concurrent transaction won; retry the
 read-modify-write"), with ``retryable`` true when redoing the operation may succeed;
@@ -48,6 +48,7 @@ import functools
 import json
 import logging
 import re
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -77,18 +78,67 @@ UNIMPLEMENTED = "UNIMPLEMENTED"
 UNAUTHENTICATED = "UNAUTHENTICATED"
 PERMISSION_DENIED = "PERMISSION_DENIED"
 UNAVAILABLE = "UNAVAILABLE"
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # a server limit (memory, concurrent statements)
+DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # the server's time limit for the call ran out
 CANCELLED = "CANCELLED"
-RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
 INTERNAL = "INTERNAL"
 
-# kinds sent with a pyarrow Flight class of their own (the gRPC code says it all)
-_OWN_CLASS: dict[str, type[flight.FlightError]] = {
-    INTERNAL: flight.FlightInternalError,
-    UNAUTHENTICATED: flight.FlightUnauthenticatedError,
-    PERMISSION_DENIED: flight.FlightUnauthorizedError,
-    UNAVAILABLE: flight.FlightUnavailableError,
-    CANCELLED: flight.FlightCancelledError,
+UNKNOWN = "UNKNOWN"
+
+
+class _Wire:
+    """Marks the exceptions this module makes for clients: pyarrow formats their detail as
+    the kind alone (no traceback)."""
+
+    kind = UNKNOWN
+
+
+def _wire(base: type[Exception], kind: str) -> type[Exception]:
+    return type(base.__name__, (base, _Wire), {"kind": kind, "__module__": __name__})
+
+
+# the class each kind is raised as, chosen for the gRPC code pyarrow's server gives it
+_TRANSPORT: dict[str, type[Exception]] = {
+    INVALID_ARGUMENT: _wire(pa.ArrowInvalid, INVALID_ARGUMENT),
+    NOT_FOUND: _wire(pa.ArrowKeyError, NOT_FOUND),
+    UNIMPLEMENTED: _wire(pa.ArrowNotImplementedError, UNIMPLEMENTED),
+    INTERNAL: _wire(flight.FlightInternalError, INTERNAL),
+    UNAUTHENTICATED: _wire(flight.FlightUnauthenticatedError, UNAUTHENTICATED),
+    PERMISSION_DENIED: _wire(flight.FlightUnauthorizedError, PERMISSION_DENIED),
+    UNAVAILABLE: _wire(flight.FlightUnavailableError, UNAVAILABLE),
+    CANCELLED: _wire(flight.FlightCancelledError, CANCELLED),
+    DEADLINE_EXCEEDED: _wire(flight.FlightTimedOutError, DEADLINE_EXCEEDED),
+    UNKNOWN: _wire(flight.FlightServerError, UNKNOWN),  # kinds gRPC cannot carry from here
 }
+# a Flight error raised as is (auth, cancellation): its kind, from its class
+_FLIGHT_KINDS = [
+    (flight.FlightInternalError, INTERNAL),
+    (flight.FlightUnauthenticatedError, UNAUTHENTICATED),
+    (flight.FlightUnauthorizedError, PERMISSION_DENIED),
+    (flight.FlightUnavailableError, UNAVAILABLE),
+    (flight.FlightCancelledError, CANCELLED),
+    (flight.FlightTimedOutError, DEADLINE_EXCEEDED),
+]
+
+
+def _install_format_hook() -> None:
+    """Make pyarrow format the detail of a :class:`_Wire` exception as its kind."""
+    original = traceback.format_exception
+    if getattr(original, "_lance_flight", False):
+        return
+
+    @functools.wraps(original)
+    def format_exception(exc: Any, /, *args: Any, **kwargs: Any) -> list[str]:
+        value = args[0] if args else kwargs.get("value", exc)
+        if isinstance(value, _Wire):
+            return [value.kind]
+        return original(exc, *args, **kwargs)
+
+    format_exception._lance_flight = True  # type: ignore[attr-defined]
+    traceback.format_exception = format_exception
+
+
+_install_format_hook()
 
 
 class ServiceError(LanceError):
@@ -140,18 +190,29 @@ class Forbidden(ServiceError):
     kind = PERMISSION_DENIED
 
 
-class ResourceExhausted(ServiceError):
-    """A request over a configured limit (message size, login attempts): retrying it as is
-    fails again; a smaller request, or one after the advertised wait, may not."""
-
-    kind = RESOURCE_EXHAUSTED
-
-
 class Unavailable(ServiceError):
     """The server cannot take the call now (shutting down): retry, possibly elsewhere."""
 
     kind = UNAVAILABLE
     retryable = True
+
+
+class ResourceExhausted(ServiceError):
+    """A server limit was reached: a message's size, memory for a statement, concurrent
+    statements.
+    ``retryable`` when waiting may help (a busy server, not a statement too big)."""
+
+    kind = RESOURCE_EXHAUSTED
+
+    def __init__(self, message: str, *, retryable: bool = False):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class DeadlineExceeded(ServiceError):
+    """The server's time limit for the call (e.g. a SQL statement's) ran out."""
+
+    kind = DEADLINE_EXCEEDED
 
 
 def kind_of(exc: BaseException) -> str:
@@ -181,8 +242,11 @@ def to_flight_error(
     ``root``: the dataset root, cut out of messages (clients name datasets relative to it and
     need not learn where the server keeps them).
     """
-    if isinstance(exc, flight.FlightError):
+    if isinstance(exc, _Wire):
         return exc
+    if isinstance(exc, flight.FlightError):  # raised as is: same class and message, no traceback
+        kind = next((k for cls, k in _FLIGHT_KINDS if isinstance(exc, cls)), UNKNOWN)
+        return _TRANSPORT[kind](str(exc), exc.extra_info)
     kind = kind_of(exc)
     if isinstance(exc, LanceError):
         message = str(exc)
@@ -197,8 +261,12 @@ def to_flight_error(
         message += f"; request id {request_id}"
     retryable = bool(getattr(exc, "retryable", False))
     extra = json.dumps({"kind": kind, "retryable": retryable}).encode()
-    cls = _OWN_CLASS.get(kind, flight.FlightServerError)
-    return cls(f"[{kind}] {message}", extra)
+    transport = kind
+    if kind == RESOURCE_EXHAUSTED and retryable:  # gRPC clients back off and retry these
+        transport = UNAVAILABLE
+    cls = _TRANSPORT.get(transport, _TRANSPORT[UNKNOWN])
+    text = f"[{kind}] {message}"
+    return cls(text, extra) if issubclass(cls, flight.FlightError) else cls(text)
 
 
 _KIND_PREFIX = re.compile(r"^(?:[A-Za-z ]+: )?\[([A-Z_]+)\] ")
@@ -250,38 +318,6 @@ def flight_errors(fn: F) -> F:
             raise convert(exc, args) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-# get_schema's wrapper is compiled here so the traceback pyarrow sends shows no server file
-_SCHEMA_WRAPPER = """
-def wrap(fn, convert):
-    def handler(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            raise convert(exc, args) from None
-    return handler
-"""
-_namespace: dict[str, Any] = {}
-exec(compile(_SCHEMA_WRAPPER, "<lance-flight>", "exec"), _namespace)  # noqa: S102
-_BY_CODE: dict[str, type[Exception]] = {
-    INVALID_ARGUMENT: pa.ArrowInvalid,
-    NOT_FOUND: pa.ArrowKeyError,
-    UNIMPLEMENTED: NotImplementedError,
-}
-
-
-def _schema_convert(exc: BaseException, args: tuple) -> BaseException:
-    mapped = convert(exc, args)
-    kind = error_kind(mapped)
-    if kind in _BY_CODE:
-        return _BY_CODE[kind](str(mapped))
-    return mapped
-
-
-def schema_errors(fn: F) -> F:
-    """``flight_errors`` for ``get_schema``, where pyarrow ignores the Flight classes."""
-    return functools.wraps(fn)(_namespace["wrap"](fn, _schema_convert))  # type: ignore[return-value]
 
 
 def guarded(items: Iterator[Any], *args: Any) -> Iterator[Any]:

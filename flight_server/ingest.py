@@ -198,8 +198,12 @@ def _aligned_array(arr: pa.Array) -> pa.Array:
     if flat:
         copied = [_copy(b) if _misaligned(b) else b for b in buffers]
         return pa.Array.from_buffers(t, len(arr), copied, arr.null_count, arr.offset)
+    # a whole IPC stream: a bare record batch message would lose the dictionaries
     one = pa.RecordBatch.from_arrays([arr], names=["c"])
-    return pa.ipc.read_record_batch(one.serialize(), one.schema).column(0)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, one.schema) as writer:
+        writer.write_batch(one)
+    return pa.ipc.open_stream(sink.getvalue()).read_next_batch().column(0)
 
 
 def _copy(buf: pa.Buffer) -> pa.Buffer:

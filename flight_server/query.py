@@ -8,9 +8,11 @@ here, so a bad request fails before anything is opened, with a message naming th
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow.flight as flight
 
 from .errors import BadRequest
@@ -20,6 +22,8 @@ DEFAULT_BATCH_SIZE = 64 * 1024
 MAX_BATCH_SIZE = 1 << 24
 MAX_ROW_IDS = 10_000_000
 MAX_COMMAND_BYTES = 64 << 20
+MAX_JSON_DEPTH = 64  # our commands nest 3 deep; filters travel as text
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 MAX_INT = (1 << 63) - 1  # counts and offsets; row ids are uint64
 MAX_ROW_ID = (1 << 64) - 1
 
@@ -53,14 +57,40 @@ _KEYS = {
 }
 
 
+def load_json(data: bytes | str, what: str) -> Any:
+    """JSON a client sent (a command, ticket, handle header, token), or a BadRequest.
+
+    Nesting is bounded (``MAX_JSON_DEPTH``) before parsing: the parser recurses once per
+    level, and JSON nested 100k deep would otherwise end in a RecursionError."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"{what} is not valid JSON: {exc}") from None
+    if _nests_deeper(text, MAX_JSON_DEPTH):
+        raise BadRequest(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"{what} is not valid JSON: {exc}") from None
+
+
+def _nests_deeper(text: str, limit: int) -> bool:
+    """Whether ``text``'s arrays and objects nest deeper than ``limit`` (brackets inside
+    strings not counted): linear time, no recursion, nothing to do with few brackets."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    raw = np.frombuffer(_JSON_STRING.sub("", text).encode("utf-8"), dtype=np.uint8)
+    steps = np.zeros(len(raw), dtype=np.int64)
+    steps[(raw == ord("[")) | (raw == ord("{"))] = 1
+    steps[(raw == ord("]")) | (raw == ord("}"))] = -1
+    return int(np.cumsum(steps).max(initial=0)) > limit
+
+
 def parse_json(data: bytes, what: str) -> dict[str, Any]:
     """A JSON object from a command/body, or a BadRequest saying what is wrong."""
     if len(data) > MAX_COMMAND_BYTES:
         raise BadRequest(f"{what} is larger than {MAX_COMMAND_BYTES} bytes")
-    try:
-        value = json.loads(data.decode("utf-8") if data else "{}")
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BadRequest(f"{what} is not valid JSON: {exc}") from None
+    value = load_json(data or b"{}", what)
     if not isinstance(value, dict):
         raise BadRequest(f"{what} must be a JSON object, got {type(value).__name__}")
     return value

@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 
+from .sql.limits import DEFAULT_MAX_STATEMENTS, DEFAULT_QUEUE_SECONDS, DEFAULT_TIMEOUT, SqlLimits
+
 log = logging.getLogger("lance_flight")
 EXTRA_SECONDS = 2.0  # after the grace period: for aborting puts to clean up
 MAX_RESTARTS, RESTART_WINDOW = 5, 60.0  # more worker deaths than this per window: give up
@@ -69,6 +71,36 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-warm", action="store_true", help="skip warming the search cache")
     p.add_argument("--no-sql", action="store_true", help="do not answer Flight SQL commands")
+    p.add_argument(
+        "--sql-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help="seconds of DuckDB work a Flight SQL statement may use before it is stopped "
+        "(DEADLINE_EXCEEDED); 0: no limit (default: %(default)s)",
+    )
+    p.add_argument(
+        "--sql-memory-limit",
+        help="DuckDB memory limit for all statements of a process, e.g. 4GiB; a statement "
+        "needing more fails with RESOURCE_EXHAUSTED (default: a quarter of RAM, at most 2GiB)",
+    )
+    p.add_argument(
+        "--sql-threads",
+        type=int,
+        help="DuckDB threads per process (default: half the cores, at least 1)",
+    )
+    p.add_argument(
+        "--sql-max-statements",
+        type=int,
+        default=DEFAULT_MAX_STATEMENTS,
+        help="Flight SQL statements running at once per process; one more waits up to "
+        "--sql-queue-seconds, then gets RESOURCE_EXHAUSTED (default: %(default)s)",
+    )
+    p.add_argument(
+        "--sql-queue-seconds",
+        type=float,
+        default=DEFAULT_QUEUE_SECONDS,
+        help="how long a statement waits for a free slot (default: %(default)s)",
+    )
     p.add_argument(
         "--shutdown-grace",
         type=float,
@@ -175,6 +207,18 @@ def _ports(host: str, port: int, n: int) -> list[int]:
             s.close()
 
 
+def sql_limits(opts: dict) -> SqlLimits:
+    """The Flight SQL limits the ``--sql-*`` options ask for."""
+    timeout = opts.get("sql_timeout", DEFAULT_TIMEOUT)
+    return SqlLimits(
+        timeout=timeout if timeout else None,
+        memory_limit=opts.get("sql_memory_limit"),
+        threads=opts.get("sql_threads"),
+        max_statements=opts.get("sql_max_statements", DEFAULT_MAX_STATEMENTS),
+        queue_seconds=opts.get("sql_queue_seconds", DEFAULT_QUEUE_SECONDS),
+    )
+
+
 def _build(opts: dict, port: int, locations: list[str] | None, secret: str | None, index: int):
     from lance_format import storage
     from lance_format.errors import UnsupportedError
@@ -219,6 +263,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
             max_message_bytes=opts.get("max_message_bytes") or DEFAULT_MAX_MESSAGE_BYTES,
             max_batch_bytes=opts.get("max_batch_bytes") or DEFAULT_MAX_BATCH_BYTES,
         ),
+        sql_limits=sql_limits(opts),
         storage_options=storage_options(opts.get("storage_option") or []),
     )
     endpoints, rest_url = [], None

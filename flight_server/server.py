@@ -41,15 +41,17 @@ from .errors import (
     NotFound,
     ResourceExhausted,
     Unavailable,
+    Unimplemented,
     flight_errors,
     guarded,
-    schema_errors,
 )
+from .incoming import read_batches, stream_schema
 from .ingest import PutOptions, ingest, parse_put
 from .limits import BoundedReader, Limits
 from .memory import Reclaimer, ReclaimOnRefusal
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
+from .streams import batch_stream
 from .tickets import Ticket
 
 log = logging.getLogger("lance_flight")
@@ -85,6 +87,8 @@ class LanceFlightServer(flight.FlightServerBase):
     processes and advertised servers); default: this server alone.  ``authenticator``
     (:class:`.auth.Authenticator`) turns authentication on for every call; ``tls_cert`` and
     ``tls_key`` turn on TLS; ``metrics`` is a :class:`.metrics.ServerMetrics` to update.
+    ``sql`` answers Flight SQL, bounded by ``sql_limits`` (:class:`.sql.limits.SqlLimits`:
+    statement timeout, memory limit, threads, concurrent statements; default: its defaults).
     ``middleware`` adds factories to the server's own (request log, metrics, auth); ``limits``
     bounds the size of client messages (:class:`.limits.Limits`); further keyword arguments
     (``auth_handler``, ``tls_certificates``, ``verify_client``, ...) go to ``FlightServerBase``
@@ -104,6 +108,7 @@ class LanceFlightServer(flight.FlightServerBase):
         tls_key: str | None = None,
         metrics: Any = None,
         sql: bool = False,
+        sql_limits: Any = None,
         middleware: dict[str, flight.ServerMiddlewareFactory] | None = None,
         limits: Limits | None = None,
         storage_options: dict[str, str] | None = None,
@@ -139,6 +144,7 @@ class LanceFlightServer(flight.FlightServerBase):
         host = location.split("://", 1)[1].rsplit(":", 1)[0]
         self.location = f"{scheme}://{host}:{self.port}"
         self.locations = list(locations) if locations else [self.location]
+        self.sql_limits = sql_limits
         self._start_services(sql)
         self._ready.set()
         if warm:
@@ -219,7 +225,7 @@ class LanceFlightServer(flight.FlightServerBase):
         p = self._plan(q)
         return flight_info(descriptor, p, self.locations)
 
-    @schema_errors
+    @flight_errors
     @_entry
     def get_schema(self, context, descriptor) -> flight.SchemaResult:
         self.limits.check_descriptor(descriptor)
@@ -269,7 +275,7 @@ class LanceFlightServer(flight.FlightServerBase):
             schema = scanner.schema
             batches = prefetch(scanner.to_batches())
         stream = guarded(self._stream(context, batches), self, context)
-        return flight.GeneratorStream(schema, stream)
+        return batch_stream(schema, stream)
 
     def _stream(self, context, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Lazily hand batches to gRPC: pulled one at a time, so a slow client slows decoding
@@ -309,18 +315,10 @@ class LanceFlightServer(flight.FlightServerBase):
         else:
             opts = parse_put(parse_json(descriptor.command, "the put command"))
         requestlog.annotate(context, dataset=opts.dataset, mode=opts.mode)
-
-        def batches() -> Iterator[pa.RecordBatch]:
-            for chunk in reader:
-                if context.is_cancelled():
-                    raise flight.FlightCancelledError("the client cancelled the put")
-                self._check_running()
-                if chunk.data is not None and chunk.data.num_rows:
-                    yield chunk.data
-            # a client that vanished mid-stream looks like the end of the stream to the
-            # reader; only the call's cancellation tells it apart from done_writing()
-            if context.is_cancelled():
-                raise flight.FlightCancelledError("the client went away during the put")
+        what = "the put"
+        schema = stream_schema(reader, what)
+        if schema is None:
+            raise BadRequest("the put sent no data: a stream needs at least its schema")
 
         def on_rows(rows: int, nbytes: int) -> None:
             requestlog.accumulate(context, rows=rows, bytes=nbytes)
@@ -328,12 +326,17 @@ class LanceFlightServer(flight.FlightServerBase):
                 self.metrics.record_written(rows, nbytes)
 
         try:
-            result = ingest(self.catalog, opts, reader.schema, batches(), on_rows=on_rows)
+            batches = read_batches(reader, schema, what, context, self._check_running)
+            result = ingest(self.catalog, opts, schema, batches, on_rows=on_rows)
         except Exception as exc:
             if self.metrics is not None and type(exc).__name__.endswith("CommitConflictError"):
                 self.metrics.record_commit_conflict()
             raise
         writer.write(pa.py_buffer(json.dumps(result).encode()))
+
+    @flight_errors
+    def do_exchange(self, context, descriptor, reader, writer) -> None:
+        raise Unimplemented("DoExchange is not supported: read with DoGet, write with DoPut")
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -386,7 +389,7 @@ def _sql_service(server: LanceFlightServer):
     except ImportError:
         return None
     try:
-        return FlightSqlService(server.catalog, server=server)
+        return FlightSqlService(server.catalog, server=server, limits=server.sql_limits)
     except TypeError:
         return FlightSqlService(server.catalog)
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import pyarrow.flight as flight
 
 from .errors import BadRequest
-from .query import MAX_BATCH_SIZE, MAX_INT, MAX_ROW_ID, MAX_ROW_IDS
+from .query import MAX_BATCH_SIZE, MAX_INT, MAX_ROW_ID, MAX_ROW_IDS, load_json
 
 TICKET_VERSION = 1
 MAX_TICKET_BYTES = 128 << 20
@@ -44,10 +44,7 @@ class Ticket:
     def decode(cls, raw: bytes) -> Ticket:
         if len(raw) > MAX_TICKET_BYTES:
             raise BadRequest("the ticket is too large")
-        try:
-            body = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise BadRequest("the ticket is not one this server issued (not JSON)") from None
+        body = load_json(raw, "the ticket")
         if not isinstance(body, dict) or body.pop("v", None) != TICKET_VERSION:
             raise BadRequest("the ticket is not one this server issued (unknown format)")
         fields = set(cls.__dataclass_fields__)

@@ -61,11 +61,10 @@ def serve(root: str, threads: int) -> None:
     """Run the Flight server (Flight SQL on) over ``root`` until stdin closes; print its port
     first."""
     from flight_server.server import LanceFlightServer
-    from flight_server.sql import FlightSqlService
+    from flight_server.sql.limits import SqlLimits
 
-    server = LanceFlightServer(root, "grpc://127.0.0.1:0", sql=True)
-    server.sql.close()
-    server.sql = FlightSqlService(server.catalog, server=server, threads=threads)
+    limits = SqlLimits(threads=threads)
+    server = LanceFlightServer(root, "grpc://127.0.0.1:0", sql=True, sql_limits=limits)
     print(server.port, flush=True)
     sys.stdin.read()  # the parent closes stdin to stop us
     server.shutdown()

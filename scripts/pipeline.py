@@ -158,8 +158,8 @@ def dataset_rows(opts: Options, name: str) -> tuple[int, int] | None:
     conn = Connection.from_options(opts.source_options())
     try:
         info = conn.action("dataset_info", {"dataset": name})
-    except Exception as e:  # a FlightError: only "not found" means absent
-        if hasattr(e, "extra_info") and _is_not_found(e):
+    except Exception as e:  # a server error: only "not found" means absent
+        if _is_not_found(e):
             return None
         raise
     return int(info["rows"]), int(info["version"])

@@ -24,6 +24,24 @@ import pyarrow.compute as pc
 import pyarrow.flight as fl
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# what the pyarrow client raises for each error kind of the server (the gRPC status decides)
+CLIENT_ERRORS: dict[str, type[Exception]] = {
+    "INVALID_ARGUMENT": pa.ArrowInvalid,
+    "NOT_FOUND": pa.ArrowKeyError,
+    "UNIMPLEMENTED": pa.ArrowNotImplementedError,
+    "UNAUTHENTICATED": fl.FlightUnauthenticatedError,
+    "PERMISSION_DENIED": fl.FlightUnauthorizedError,
+    "UNAVAILABLE": fl.FlightUnavailableError,
+    "CANCELLED": fl.FlightCancelledError,
+    "DEADLINE_EXCEEDED": fl.FlightTimedOutError,
+    "INTERNAL": fl.FlightInternalError,
+    # no gRPC status carries these from a pyarrow server: UNKNOWN, the kind in extra_info
+    "ALREADY_EXISTS": fl.FlightServerError,
+    "FAILED_PRECONDITION": fl.FlightServerError,
+    "ABORTED": fl.FlightServerError,
+    "RESOURCE_EXHAUSTED": fl.FlightServerError,
+}
+SERVER_ERRORS = (fl.FlightError, pa.ArrowException)  # any error a server sends
 START_TIMEOUT = 60
 
 

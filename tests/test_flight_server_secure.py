@@ -110,7 +110,7 @@ def test_tls_and_metrics(root, tmp_path):
         info = c.get_flight_info(fl.FlightDescriptor.for_path("ds"))
         table = pa.concat_tables([c.do_get(e.ticket).read_all() for e in info.endpoints])
         assert table.equals(lance.dataset(os.path.join(root, "ds")).to_table())
-        with pytest.raises(fl.FlightServerError):
+        with pytest.raises(pa.ArrowKeyError, match=r"^\[NOT_FOUND\]"):
             c.get_flight_info(fl.FlightDescriptor.for_path("missing"))
         plain = fl.connect(s.location.replace("grpc+tls", "grpc"))
         with pytest.raises(fl.FlightError):

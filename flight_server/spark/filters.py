@@ -23,6 +23,10 @@ Why the translation is exact:
   aware ``datetime`` for zoned timestamps, naive for zone-less ones, ...).
 
 Pure Python: no JVM needed to use or test it.
+
+The ``lance_flight`` source does not call it while Spark (4.3) shares the read plan of a
+pushdown between every plan of a loaded DataFrame (see :mod:`.source`): kept, exact and
+tested, for a Spark that keeps that plan per scan.
 """
 
 from __future__ import annotations

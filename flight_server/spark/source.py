@@ -3,22 +3,24 @@
 Reading (``spark.read.format("lance_flight").option("uri", ...).load("tpch/lineitem")``):
 ``load()`` pins the DataFrame to the dataset's latest version (or the ``version`` option)
 and takes the schema of that version (``get_schema``).  At planning, the reader sends ONE
-``get_flight_info`` query (columns, pushed filter, version, split size); every Flight
+``get_flight_info`` query (columns, ``filter`` option, version, split size); every Flight
 endpoint becomes one Spark partition carrying its self-contained ticket and its locations;
 executors redeem the tickets with ``do_get`` (trying the locations in order) and yield Arrow
 batches cast, one vectorised cast per column, to exactly the Arrow schema Spark expects.
 So one query reads one version, and so do all queries on one loaded DataFrame (as with
 Delta tables; load again to see newer commits).  With a user-given schema
-(``spark.read.schema(...)``) ``schema()`` is not called: each query then reads the version
-latest when it is planned.
+(``spark.read.schema(...)``) ``schema()`` is not called: a read plan then reads the version
+latest when it is made (Spark may reuse a DataFrame's read plan for later queries).
 
-Filters Spark pushes (``spark.sql.python.filterPushdown.enabled=true``) are translated by
-:mod:`.filters` into the SQL predicate of the query, run by the server's scanner, and
-disappear from Spark's plan; those that cannot be translated exactly stay with Spark.
-Spark 4.3.0 caches the read plan of a pushed-down scan on the *loaded relation*
-(``PythonDataSourceV2.setReadInfo``): a later scan of the same DataFrame with no pushed
-filter, or two differently filtered scans of it in one query, reuse the wrong plan and see
-the filtered rows.  Load a DataFrame per differently filtered use while this holds.
+Spark's filters stay with Spark: the source pushes none.  Spark 4.3 keeps the read plan a
+filter pushdown produces (the partitions, their tickets, and the reader that ``read()`` runs)
+on the *loaded relation* (``PythonDataSourceV2.setReadInfo``), not on the scan being
+planned, and reuses it for every later scan of that DataFrame that pushes no filter (a plain
+``count()``, a ``write``) and for every other scan of it in the same query.  Nothing
+specific to a plan reaches ``read()``, so a pushed filter would silently drop rows from
+those plans; with no filter pushed, every read plan of a DataFrame is the same and each
+query's filters run in Spark.  A server-side filter that is part of the DataFrame itself
+(every use of it sees it) is the ``filter`` option.
 
 Spark gives Python data sources no projection pushdown (``reader()`` always gets the full
 schema), so narrow reads use ``.option("columns", "a,b")`` or a user schema
@@ -99,7 +101,6 @@ from pyspark.sql.types import (
 )
 
 from ..errors import error_kind
-from .filters import translate_filters
 
 __all__ = [
     "FlightPartition",
@@ -273,10 +274,6 @@ class Query:
     def with_columns(self, columns: list[str]) -> Query:
         return _replace(self, columns=list(columns))
 
-    def and_filter(self, sql: str) -> Query:
-        combined = sql if not self.filter else f"({self.filter}) AND ({sql})"
-        return _replace(self, filter=combined)
-
     def command(self) -> bytes:
         body: dict[str, Any] = {"dataset": self.dataset}
         for key in ("columns", "filter", "version", "split_rows", "batch_size"):
@@ -328,15 +325,18 @@ class DatasetState:
     schema: pa.Schema
 
 
-def _is_not_found(error: flight.FlightError) -> bool:
-    return error_kind(error) == "NOT_FOUND" or str(error).startswith("[NOT_FOUND]")
+def _is_not_found(error: BaseException) -> bool:
+    """A server error of kind NOT_FOUND (pyarrow raises it as ``ArrowKeyError``)."""
+    return isinstance(error, (flight.FlightError, pa.ArrowException)) and (
+        error_kind(error) == "NOT_FOUND"
+    )
 
 
 def dataset_state(conn: Connection, dataset: str) -> DatasetState | None:
     """The dataset's latest version and its schema, or ``None`` when it does not exist."""
     try:
         latest = latest_version(conn, dataset)
-    except flight.FlightError as e:
+    except (flight.FlightError, pa.ArrowException) as e:
         if _is_not_found(e):
             return None
         raise
@@ -599,7 +599,7 @@ class LanceFlightDataSource(DataSource):
         return arrow_to_spark_schema(self.source_schema())
 
     def reader(self, schema: StructType) -> LanceFlightReader:
-        return LanceFlightReader(self._connection(), self._query(), schema, self.source_schema())
+        return LanceFlightReader(self._connection(), self._query(), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> LanceFlightWriter:
         conn = self._connection()
@@ -624,7 +624,6 @@ class LanceFlightReader(DataSourceReader):
         connection: Connection,
         query: Query,
         schema: StructType,
-        source_schema: pa.Schema,
     ):
         self.connection = connection
         self.spark_schema = schema
@@ -634,17 +633,10 @@ class LanceFlightReader(DataSourceReader):
         if query.with_row_id:
             names = [n for n in names if n != ROW_ID]
         self.query = query.with_columns(names)
-        self.source_schema = source_schema
-        self.pushed_sql: str | None = None
         self.read_version: int | None = None
 
-    def pushFilters(self, filters: list) -> Iterator:
-        """Translate what we can into the query's SQL filter; yield the rest back to Spark."""
-        result = translate_filters(filters, self.source_schema)
-        self.pushed_sql = result.sql
-        if result.sql:
-            self.query = self.query.and_filter(result.sql)
-        yield from result.rejected
+    # no ``pushFilters``: Spark shares the read plan of a pushdown between the plans of one
+    # loaded DataFrame (see the module docstring), so every filter must stay with Spark
 
     def partitions(self) -> list[FlightPartition]:
         info = get_flight_info(self.connection, self.query)

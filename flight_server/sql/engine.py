@@ -54,6 +54,7 @@ from lance_format.table.dataset import Dataset
 from lance_format.table.scanner import ROW_ADDRESS
 
 from .errors import NotFoundError, SqlError
+from .limits import Watch
 from .naming import Resolver, VersionSpec, parse_version
 
 try:  # DuckDB's Arrow scan source protocol (see the module docstring)
@@ -478,6 +479,9 @@ class SqlEngine:
                     "autoinstall_known_extensions": False,
                     "autoload_known_extensions": False,
                     "threads": self.threads,
+                    # no spilling: the memory limit is a hard limit, and an in-memory
+                    # database would spill into the working directory
+                    "temp_directory": "",
                 }
                 if self.memory_limit:
                     config["memory_limit"] = self.memory_limit
@@ -541,22 +545,33 @@ class SqlEngine:
                 last = _skip_time_travel(text, last)
         return "".join(pieces) + text[last:]
 
-    def schema(self, binding: Binding, params: pa.Table | None = None) -> pa.Schema:
+    def schema(
+        self, binding: Binding, params: pa.Table | None = None, watch: Watch | None = None
+    ) -> pa.Schema:
         """The result schema of a query, without reading any data."""
         rows = _param_rows(binding.statement, params)
         con, aliases = self._connect(binding)
+        watch = watch or Watch(None, None)
+        watch.on_stop(con.interrupt)
         try:
-            rel = con.sql(self.query_sql(binding, aliases), params=rows[0] if rows else None)
-            return rel.limit(0).to_arrow_table().schema
+            with watch.busy():
+                rel = con.sql(self.query_sql(binding, aliases), params=rows[0] if rows else None)
+                return rel.limit(0).to_arrow_table().schema
         finally:
             con.close()
 
-    def execute(self, binding: Binding, params: pa.Table | None = None) -> Execution:
+    def execute(
+        self, binding: Binding, params: pa.Table | None = None, watch: Watch | None = None
+    ) -> Execution:
         """Start a query, once per row of parameters (results concatenated).  DuckDB runs it
-        as the returned :class:`Execution` is iterated; nothing is collected up front."""
-        return Execution(self, binding, _param_rows(binding.statement, params))
+        as the returned :class:`Execution` is iterated; nothing is collected up front.
+        ``watch`` (the statement's, from the service's governor) times DuckDB's work and
+        interrupts it when the statement must stop."""
+        return Execution(self, binding, _param_rows(binding.statement, params), watch)
 
-    def delete_addresses(self, binding: Binding, params: pa.Table | None = None) -> np.ndarray:
+    def delete_addresses(
+        self, binding: Binding, params: pa.Table | None = None, watch: Watch | None = None
+    ) -> np.ndarray:
         """Row addresses of the target rows of a DELETE, over every row of parameters.
 
         The parameters become a table joined to the statement (``?`` number i reads its
@@ -568,6 +583,8 @@ class SqlEngine:
             _param_rows(st, params)  # raises the clear error
         tree = st.tree.copy()
         con, aliases = self._connect(binding, addresses_for=st.target)
+        watch = watch or Watch(None, None)
+        watch.on_stop(con.interrupt)
         try:
             sql = _delete_select(tree, st, aliases)
             if st.param_count:
@@ -575,7 +592,8 @@ class SqlEngine:
                     return np.empty(0, np.uint64)
                 named = params.rename_columns([f"p{i}" for i in range(params.num_columns)])
                 con.register(PARAMS_ALIAS, named)
-            table = con.sql(sql).to_arrow_table()
+            with watch.busy():
+                table = con.sql(sql).to_arrow_table()
         finally:
             con.close()
         found = table.column(0).to_numpy()
@@ -585,17 +603,26 @@ class SqlEngine:
 class Execution:
     """A running query: the result schema, then batches as DuckDB produces them.
 
-    It owns a DuckDB connection until iterated to the end or closed; :meth:`cancel` (from any
-    thread) interrupts DuckDB and ends the iteration with a cancellation error."""
+    It owns a DuckDB connection until iterated to the end or closed; its watch (or
+    :meth:`cancel`, from any thread) interrupts DuckDB and ends the iteration with the
+    error of the reason it stopped."""
 
-    def __init__(self, engine: SqlEngine, binding: Binding, rows: list[list[object]]):
+    def __init__(
+        self,
+        engine: SqlEngine,
+        binding: Binding,
+        rows: list[list[object]],
+        watch: Watch | None = None,
+    ):
         self._con, aliases = engine._connect(binding)
         self._batch_rows = engine.result_batch_rows
         self._rows: list[list[object] | None] = list(rows) or [None]
-        self.cancelled = False
+        self._watch = watch or Watch(None, None)
+        self._watch.on_stop(self._con.interrupt)
         try:
             self._sql = engine.query_sql(binding, aliases)
-            self._reader = self._open(self._rows[0])
+            with self._watch.busy():  # a blocking plan (aggregate, sort) may run right here
+                self._reader = self._open(self._rows[0])
         except BaseException:
             self._con.close()
             raise
@@ -607,11 +634,17 @@ class Execution:
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         try:
             for i, values in enumerate(self._rows):
-                reader = self._reader if i == 0 else self._open(values)
+                if i == 0:
+                    reader = self._reader
+                else:
+                    with self._watch.busy():
+                        reader = self._open(values)
                 try:
-                    for batch in reader:
-                        if self.cancelled:
-                            raise duckdb.InterruptException("the query was cancelled")
+                    while True:
+                        with self._watch.busy():
+                            batch = next(reader, None)
+                        if batch is None:
+                            break
                         if not batch.schema.equals(self.schema):
                             batch = batch.cast(self.schema)
                         yield batch
@@ -621,12 +654,9 @@ class Execution:
             self.close()
 
     def cancel(self) -> None:
-        """Stop the query: DuckDB is interrupted, the iteration ends with an error."""
-        self.cancelled = True
-        try:
-            self._con.interrupt()
-        except duckdb.Error:
-            pass  # already finished or closed
+        """Stop the query (from any thread): DuckDB is interrupted, the iteration ends with
+        CANCELLED."""
+        self._watch.stop("cancelled")
 
     def close(self) -> None:
         self._con.close()

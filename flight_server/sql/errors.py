@@ -4,10 +4,11 @@ The adapter's errors are the server's kinds (:mod:`flight_server.errors`): a sta
 client must fix is ``INVALID_ARGUMENT`` (:class:`SqlError`, and DuckDB's parser, binder and
 conversion errors), an unknown table, version or tag ``NOT_FOUND``, a table that must not
 exist yet ``ALREADY_EXISTS``, an unsupported statement (INSERT, transactions, Substrait)
-``UNIMPLEMENTED``, a lost commit ``ABORTED``.  :func:`to_flight` turns any exception leaving a
-Flight SQL call into the server's Flight error: ``FlightServerError`` with
-``[KIND] message`` and the kind in ``extra_info`` (no server traceback reaches the client),
-or the Flight class of its own for unauthenticated, unauthorized, cancelled and internal.
+``UNIMPLEMENTED``, a lost commit ``ABORTED``, a statement over the memory limit
+``RESOURCE_EXHAUSTED``.  :func:`to_flight` turns any exception leaving a
+Flight SQL call into the server's error of that kind (:func:`flight_server.errors.to_flight_error`:
+the kind's gRPC code where pyarrow can send it, ``[KIND] message``, no server traceback), so
+the ADBC driver raises ProgrammingError for bad SQL (INVALID_ARGUMENT).
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ import duckdb
 import pyarrow.flight as flight
 
 from flight_server import requestlog
-from flight_server.errors import AlreadyExists, BadRequest, NotFound, to_flight_error
+from flight_server.errors import (
+    AlreadyExists,
+    BadRequest,
+    NotFound,
+    ResourceExhausted,
+    to_flight_error,
+)
 
 __all__ = [
     "AlreadyExistsError",
@@ -72,5 +79,10 @@ def to_flight(
         return flight.FlightCancelledError("the query was cancelled")
     if isinstance(error, _DUCKDB_USER_ERRORS):
         error = SqlError(f"SQL error: {_first_line(error)}")
+    elif isinstance(error, duckdb.OutOfMemoryException):
+        error = ResourceExhausted(
+            "the statement needs more memory than the server's SQL memory limit allows: "
+            + _first_line(error)
+        )
     rid = requestlog.request_id(context) if context is not None else None
     return to_flight_error(error, root=root, request_id=rid)

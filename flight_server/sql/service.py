@@ -13,6 +13,7 @@ is the command itself, and DoGet computes the answer.  Statement tickets are sel
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,9 +24,11 @@ from google.protobuf.message import Message
 
 from flight_server import requestlog
 from flight_server.auth import require_write
+from flight_server.incoming import read_batches, stream_schema
 from flight_server.ingest import PutOptions
 from flight_server.ingest import ingest as server_ingest
 from flight_server.permissions import readable
+from flight_server.streams import batch_stream
 from lance_format.errors import InvalidArgumentError, UnsupportedError
 from lance_format.pb import flight_sql_pb2 as pb
 
@@ -33,6 +36,7 @@ from . import metadata, protocol
 from .engine import Catalog, Execution, ScanLog, SqlEngine
 from .errors import to_flight
 from .ingest import plan_ingest
+from .limits import Governor, SqlLimits, Watch
 from .naming import TableName
 from .sqlinfo import SQL_INFO_SCHEMA, info_table
 from .statements import Statements, read_params
@@ -48,7 +52,8 @@ class FlightSqlService:
     ``names``, ``open``, and ``path_of``/``exists`` for bulk ingest).
 
     ``server`` (the ``LanceFlightServer``, optional) lends its metrics to the result streams.
-    ``threads`` and ``memory_limit`` bound the engine's DuckDB, shared by all statements.
+    ``limits`` (:class:`.limits.SqlLimits`) bound the engine's DuckDB, shared by all
+    statements (memory, threads), and each statement (work time, how many run at once).
     Writes (DELETE, ingest) call :func:`flight_server.auth.require_write`, a no-op when the
     server runs without auth."""
 
@@ -57,24 +62,25 @@ class FlightSqlService:
         catalog: Catalog,
         *,
         server: Any = None,
-        threads: int = 2,
-        memory_limit: str | None = None,
+        limits: SqlLimits | None = None,
         result_batch_rows: int = 64 * 1024,
         scan_batch_rows: int | None = None,
         scan_log: ScanLog | None = None,
     ):
         self.catalog = catalog
         self.server = server
+        self.limits = limits or SqlLimits()
+        self.governor = Governor(self.limits)
         self.engine = SqlEngine(
             catalog,
-            threads=threads,
-            memory_limit=memory_limit,
+            threads=self.limits.duckdb_threads,
+            memory_limit=self.limits.duckdb_memory_limit,
             result_batch_rows=result_batch_rows,
             scan_batch_rows=scan_batch_rows,
             log=scan_log,
         )
         self.statements = Statements(self.engine)
-        self._running: dict[bytes, set[Execution]] = {}
+        self._running: dict[bytes, set[Watch]] = {}  # per ticket: its running streams
         self._lock = threading.Lock()
 
     def _fail(self, error: BaseException, context: flight.ServerCallContext) -> BaseException:
@@ -82,6 +88,7 @@ class FlightSqlService:
 
     def close(self) -> None:
         """Release the SQL engine (its DuckDB database); call when the server shuts down."""
+        self.governor.close()
         self.engine.close()
 
     @property
@@ -136,9 +143,10 @@ class FlightSqlService:
                     schema, descriptor, [flight.FlightEndpoint(ticket, [])], -1, -1
                 )
             sql, params = self._query_of(cmd)
-            return self.statements.flight_info(
-                sql, params, descriptor, on_delete=lambda: require_write(context)
-            )
+            with self.governor.statement(context) as watch:
+                return self.statements.flight_info(
+                    sql, params, descriptor, on_delete=lambda: require_write(context), watch=watch
+                )
         except Exception as e:
             raise self._fail(e, context) from None
 
@@ -150,7 +158,8 @@ class FlightSqlService:
             if isinstance(cmd, _METADATA):
                 return flight.SchemaResult(self._metadata_schema(cmd))
             sql, params = self._query_of(cmd)
-            return flight.SchemaResult(self.statements.schema(sql, params))
+            with self.governor.statement(context) as watch:
+                return flight.SchemaResult(self.statements.schema(sql, params, watch))
         except Exception as e:
             raise self._fail(e, context) from None
 
@@ -228,20 +237,43 @@ class FlightSqlService:
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
+        key = bytes(ticket.ticket)
         try:
             msg = protocol.unpack(ticket.ticket)
             if isinstance(msg, _METADATA):
                 return flight.RecordBatchStream(self._metadata_table(msg))
             if not isinstance(msg, pb.TicketStatementQuery):
                 raise InvalidArgumentError(f"{msg.DESCRIPTOR.name} is not a ticket")
-            schema, batches, execution = self.statements.open_ticket(msg)
+            # registered before DuckDB starts: a blocking plan (an aggregate, a sort) runs
+            # while the execution opens, and CancelFlightInfo must reach it there too
+            watch = self._start(key, context)
+            try:
+                schema, batches, execution = self.statements.open_ticket(msg, watch)
+            except BaseException:
+                self._end(key, watch)
+                raise
         except Exception as e:
             raise self._fail(e, context) from None
-        key = bytes(ticket.ticket)
-        if execution is not None:
-            with self._lock:
-                self._running.setdefault(key, set()).add(execution)
-        return flight.GeneratorStream(schema, self._stream(context, key, batches, execution))
+        stream = self._stream(context, key, batches, execution, watch)
+        # a generator never started runs no ``finally``: when gRPC drops the stream before
+        # its first batch (the client left), this releases the slot and the connection
+        weakref.finalize(stream, self._finish, key, watch, execution)
+        return batch_stream(schema, stream)
+
+    def _start(self, key: bytes, context: flight.ServerCallContext) -> Watch:
+        watch = self.governor.admit(context)
+        with self._lock:
+            self._running.setdefault(key, set()).add(watch)
+        return watch
+
+    def _end(self, key: bytes, watch: Watch) -> None:
+        self.governor.release(watch)
+        with self._lock:
+            running = self._running.get(key)
+            if running is not None:
+                running.discard(watch)
+                if not running:
+                    del self._running[key]
 
     def _stream(
         self,
@@ -249,13 +281,13 @@ class FlightSqlService:
         key: bytes,
         batches: Iterator[pa.RecordBatch],
         execution: Execution | None,
+        watch: Watch,
     ) -> Iterator[pa.RecordBatch]:
         metrics = getattr(self.server, "metrics", None)
         try:
             for batch in batches:
                 if context.is_cancelled():
-                    if execution is not None:
-                        execution.cancel()
+                    watch.stop("cancelled")
                     return
                 requestlog.accumulate(context, rows=batch.num_rows, bytes=batch.nbytes)
                 if metrics is not None:
@@ -263,18 +295,17 @@ class FlightSqlService:
                 yield batch
         except Exception as e:
             # DuckDB reports an interrupt through the Arrow stream as a plain error
-            if isinstance(e, duckdb.InterruptException) or (execution and execution.cancelled):
+            if isinstance(e, duckdb.InterruptException) or watch.reason == "cancelled":
                 raise flight.FlightCancelledError("the query was cancelled") from None
             raise self._fail(e, context) from None
         finally:
-            if execution is not None:
-                execution.close()
-                with self._lock:
-                    running = self._running.get(key)
-                    if running is not None:
-                        running.discard(execution)
-                        if not running:
-                            del self._running[key]
+            self._finish(key, watch, execution)
+
+    def _finish(self, key: bytes, watch: Watch, execution: Execution | None) -> None:
+        """A DoGet's end, however it ends (idempotent)."""
+        if execution is not None:
+            execution.close()
+        self._end(key, watch)
 
     # -- DoPut -------------------------------------------------------------------------------
 
@@ -297,13 +328,17 @@ class FlightSqlService:
                     raise UnsupportedError(_NO_TRANSACTIONS)
                 require_write(context)
                 params = read_params(reader)
-                count = self.statements.update(cmd.query, params if params.num_columns else None)
+                with self.governor.statement(context) as watch:
+                    count = self.statements.update(cmd.query, params, watch)
                 reply = pb.DoPutUpdateResult(record_count=count)
             elif isinstance(cmd, pb.CommandPreparedStatementUpdate):
                 require_write(context)
                 h = self.statements.resolve_handle(cmd.prepared_statement_handle)
                 params = read_params(reader)
-                count = self.statements.update(h.sql, params if params.num_columns else h.params)
+                with self.governor.statement(context) as watch:
+                    count = self.statements.update(
+                        h.sql, h.params if params is None else params, watch
+                    )
                 reply = pb.DoPutUpdateResult(record_count=count)
             elif isinstance(cmd, pb.CommandStatementIngest):
                 require_write(context)
@@ -331,21 +366,19 @@ class FlightSqlService:
         requestlog.annotate(context, dataset=plan.dataset, mode=plan.mode)
         metrics = getattr(self.server, "metrics", None)
 
-        def batches() -> Iterator[pa.RecordBatch]:
-            for chunk in reader:
-                if context.is_cancelled():
-                    raise flight.FlightCancelledError("the client cancelled the ingest")
-                if chunk.data is not None and chunk.data.num_rows:
-                    yield chunk.data
-            if context.is_cancelled():
-                raise flight.FlightCancelledError("the client went away during the ingest")
-
         def on_rows(rows: int, nbytes: int) -> None:
             requestlog.accumulate(context, rows=rows, bytes=nbytes)
             if metrics is not None:
                 metrics.record_written(rows, nbytes)
 
-        result = server_ingest(self.catalog, opts, reader.schema, batches(), on_rows=on_rows)
+        what = "the ingest"
+        schema = stream_schema(reader, what)
+        if schema is None:
+            raise InvalidArgumentError(
+                "the ingest sent no data: a stream needs at least its schema"
+            )
+        batches = read_batches(reader, schema, what, context)
+        result = server_ingest(self.catalog, opts, schema, batches, on_rows=on_rows)
         return int(result["rows_written"])
 
     # -- DoAction ----------------------------------------------------------------------------
@@ -401,8 +434,8 @@ class FlightSqlService:
         for endpoint in info.endpoints:
             with self._lock:
                 running = list(self._running.get(bytes(endpoint.ticket.ticket), ()))
-            for execution in running:
-                execution.cancel()
+            for watch in running:
+                watch.stop("cancelled")
                 stopped = True
         R = pb.ActionCancelQueryResult
         return R.CANCEL_RESULT_CANCELLED if stopped else R.CANCEL_RESULT_NOT_CANCELLABLE

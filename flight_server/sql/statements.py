@@ -32,12 +32,15 @@ import struct
 import threading
 from collections.abc import Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
+from flight_server.errors import BadRequest
+from flight_server.incoming import decode_stream, read_table
+from flight_server.ingest import aligned
 from flight_server.permissions import check_write
+from flight_server.query import load_json
 from lance_format.errors import InvalidArgumentError
 from lance_format.pb import flight_sql_pb2 as pb
 from lance_format.table.scanner import ROW_ADDRESS
@@ -45,6 +48,7 @@ from lance_format.table.scanner import ROW_ADDRESS
 from . import protocol
 from .engine import Binding, Execution, SqlEngine, Statement, parse_statement
 from .errors import SqlError
+from .limits import Watch
 
 __all__ = [
     "DELETE_RESULT_SCHEMA",
@@ -102,7 +106,7 @@ class Handle:
         if magic != _MAGIC or fmt != _FORMAT or size > len(data) - _HEAD.size:
             raise bad
         try:
-            header = json.loads(data[_HEAD.size : _HEAD.size + size])
+            header = load_json(data[_HEAD.size : _HEAD.size + size], "the handle")
             sql = header["sql"]
             pins = header.get("pins")
             if pins is not None:
@@ -110,23 +114,23 @@ class Handle:
             count = header.get("count")
             ident = header.get("id")
             body = data[_HEAD.size + size :]
-            params = pa.ipc.open_stream(body).read_all() if body else None
-        except (ValueError, KeyError, TypeError, pa.ArrowInvalid):
+        except (ValueError, KeyError, TypeError, BadRequest):
             raise bad from None
+        params = decode_stream(body, "the handle's parameters") if body else None
         if not isinstance(sql, str) or (count is not None and not isinstance(count, int)):
             raise bad
         return cls(sql, params, pins, count, None if ident is None else str(ident))
 
 
-def read_params(reader: flight.MetadataRecordBatchReader) -> pa.Table:
-    """The parameter rows of a DoPut, realigned (DoPut buffers may be unaligned, and DuckDB is
-    native code) and with positional column names."""
-    table = reader.read_all()
-    if table.num_columns == 0:
-        return table
-    table = table.combine_chunks()
-    if table.num_rows:
-        table = table.take(pa.array(np.arange(table.num_rows)))
+def read_params(reader: flight.MetadataRecordBatchReader) -> pa.Table | None:
+    """The parameter rows of a DoPut, validated, realigned (DoPut buffers may be unaligned,
+    and DuckDB is native code) and with positional column names.  None when the client sent
+    no parameters: no stream at all (ADBC's ``execute_update``) or one without columns."""
+    table = read_table(reader, "the parameters")
+    if table is None or table.num_columns == 0:
+        return None
+    batches = [aligned(b) for b in table.to_batches()]
+    table = pa.Table.from_batches(batches, schema=table.schema)
     return table.rename_columns([str(i) for i in range(table.num_columns)])
 
 
@@ -177,16 +181,16 @@ class Statements:
             result.parameter_schema = pa.schema(fields).serialize().to_pybytes()
         return result
 
-    def bind_parameters(self, handle: bytes, params: pa.Table) -> bytes:
+    def bind_parameters(self, handle: bytes, params: pa.Table | None) -> bytes:
         """A new handle with ``params`` bound (checked against the statement)."""
         h = Handle.decode(handle)
         statement = parse_statement(h.sql)
-        if params.num_columns != statement.param_count:
+        have = 0 if params is None else params.num_columns
+        if have != statement.param_count:
             raise SqlError(
-                f"the statement takes {statement.param_count} parameter(s), "
-                f"{params.num_columns} were bound"
+                f"the statement takes {statement.param_count} parameter(s), {have} were bound"
             )
-        bound = params if params.num_columns else None
+        bound = params
         if h.ident is not None and bound is not None:
             with self._lock:
                 self._legacy[h.ident] = bound
@@ -203,6 +207,7 @@ class Statements:
         params: pa.Table | None,
         descriptor: flight.FlightDescriptor,
         on_delete=None,
+        watch: Watch | None = None,
     ) -> flight.FlightInfo:
         """Plan a query (pinning the versions it reads) or run a DELETE (``on_delete`` is
         called first, e.g. to check the caller may write)."""
@@ -211,18 +216,18 @@ class Statements:
         if statement.kind == "delete":
             if on_delete is not None:
                 on_delete()
-            count = self.delete(binding, params)
+            count = self.delete(binding, params, watch)
             ticket = Handle(sql, count=count)
             return self._info(DELETE_RESULT_SCHEMA, descriptor, ticket, total_records=count)
-        schema = self.engine.schema(binding, params)
+        schema = self.engine.schema(binding, params, watch)
         ticket = Handle(sql, params, pins=binding.pins)
         return self._info(schema, descriptor, ticket, total_records=-1)
 
-    def schema(self, sql: str, params: pa.Table | None) -> pa.Schema:
+    def schema(self, sql: str, params: pa.Table | None, watch: Watch | None = None) -> pa.Schema:
         statement = parse_statement(sql)
         if statement.kind == "delete":
             return DELETE_RESULT_SCHEMA
-        return self.engine.schema(self.engine.bind(statement), params)
+        return self.engine.schema(self.engine.bind(statement), params, watch)
 
     @staticmethod
     def _info(
@@ -233,7 +238,7 @@ class Statements:
         return flight.FlightInfo(schema, descriptor, [endpoint], total_records, -1)
 
     def open_ticket(
-        self, ticket: pb.TicketStatementQuery
+        self, ticket: pb.TicketStatementQuery, watch: Watch | None = None
     ) -> tuple[pa.Schema, Iterator, Execution | None]:
         """The stream a ticket names: (schema, batches, the execution to cancel, if any)."""
         h = Handle.decode(ticket.statement_handle)
@@ -244,25 +249,25 @@ class Statements:
         if statement.kind != "query":
             raise InvalidArgumentError("this ticket does not name a query")
         binding = self.engine.bind(statement, pins=h.pins)
-        execution = self.engine.execute(binding, h.params)
+        execution = self.engine.execute(binding, h.params, watch)
         return execution.schema, iter(execution), execution
 
     # -- updates -----------------------------------------------------------------------------
 
-    def update(self, sql: str, params: pa.Table | None) -> int:
+    def update(self, sql: str, params: pa.Table | None, watch: Watch | None = None) -> int:
         """Run an update (DELETE) for every parameter row; the number of rows deleted."""
         statement = parse_statement(sql)
         if statement.kind != "delete":
             raise SqlError("only DELETE runs as an update; send queries with CommandStatementQuery")
-        return self.delete(self.engine.bind(statement), params)
+        return self.delete(self.engine.bind(statement), params, watch)
 
-    def delete(self, binding: Binding, params: pa.Table | None) -> int:
+    def delete(self, binding: Binding, params: pa.Table | None, watch: Watch | None = None) -> int:
         """Delete the rows the statement selects, in one conflict-checked commit."""
         statement: Statement = binding.statement
         if params is not None and params.num_columns == 0:
             params = None
         check_write(binding.datasets[statement.target][0])
-        addresses = self.engine.delete_addresses(binding, params)
+        addresses = self.engine.delete_addresses(binding, params, watch)
         if not len(addresses):
             return 0
         _, ds = binding.datasets[statement.target]

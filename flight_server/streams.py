@@ -1,0 +1,49 @@
+"""Lazy DoGet streams that carry dictionary batches and keep the server's error mapping.
+
+pyarrow offers two ways to stream a Python iterator of batches, and neither alone is right:
+
+* ``GeneratorStream(schema, batches)`` serialises each record batch on its own and sends no
+  dictionary batches, so a client reading a dictionary-typed column (a pandas categorical)
+  fails with "IPC stream did not have the expected number (1) of dictionaries".
+* ``RecordBatchStream(RecordBatchReader.from_batches(...))`` runs a real IPC writer (each
+  dictionary sent before the first batch using it, and again, as a replacement, whenever a
+  batch brings a different one), but an exception raised while the reader is pulled loses
+  its Flight class: the client gets an internal error carrying the server's Python
+  traceback instead of, say, UNAVAILABLE during a shutdown.
+
+So the batches travel through ONE lazy reader, handed to a ``GeneratorStream`` as its only
+sub-stream: the IPC writer sends the dictionaries, gRPC pulls one batch at a time (a slow
+client slows the producer down; a cancelled call drops the reader, closing the iterator),
+and an error ends the reader quietly and is raised by the outer generator, where pyarrow
+maps Flight exceptions to their gRPC status.
+
+A dictionary equal to the one last sent is not sent again; a different one is sent whole,
+as a replacement (the IPC writer's default: every stream reader handles replacements, while
+deltas need the new dictionary to extend the old one, which separately written fragments'
+dictionaries seldom do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+
+def batch_stream(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight.FlightDataStream:
+    """A DoGet stream of ``batches`` (already error-mapped: raise Flight exceptions)."""
+    failure: list[Exception] = []
+
+    def pulled() -> Iterator[pa.RecordBatch]:
+        try:
+            yield from batches
+        except Exception as exc:  # noqa: BLE001 - raised below, outside the IPC reader
+            failure.append(exc)
+
+    def substreams() -> Iterator[pa.RecordBatchReader]:
+        yield pa.RecordBatchReader.from_batches(schema, pulled())
+        if failure:
+            raise failure[0]
+
+    return flight.GeneratorStream(schema, substreams())
