@@ -37,6 +37,7 @@ from lance_format.schema import LanceField
 from lance_format.table.dataset import Dataset
 from lance_format.table.fragment import Fragment
 from lance_format.table.scanner import Scanner
+from lance_format.vector import VectorScanner
 
 from .errors import BadRequest
 from .query import Query
@@ -54,13 +55,25 @@ class Plan:
     ordered: bool
 
 
-def checked_scanner(ds: Dataset, q: Query) -> Scanner:
+def checked_scanner(ds: Dataset, q: Query) -> Scanner | VectorScanner:
     """The scanner of the query's projection and filter; a bad column or filter is a
     BadRequest naming the key."""
-    try:
-        ds.scanner(columns=q.columns)
-    except (InvalidArgumentError, SchemaError) as exc:
-        raise BadRequest(f"'columns': {exc.problem}") from None
+    if q.nearest is None:
+        try:
+            ds.scanner(columns=q.columns)
+        except (InvalidArgumentError, SchemaError) as exc:
+            raise BadRequest(f"'columns': {exc.problem}") from None
+    else:  # the columns may name _distance; the search checks them
+        try:
+            return ds.scanner(
+                columns=q.columns,
+                filter=q.filter,
+                with_row_id=q.with_row_id,
+                nearest=q.nearest,
+                prefilter=q.prefilter,
+            )
+        except (InvalidArgumentError, SchemaError) as exc:
+            raise BadRequest(f"'nearest': {exc.problem}") from None
     try:
         return ds.scanner(columns=q.columns, filter=q.filter, with_row_id=q.with_row_id)
     except (InvalidArgumentError, SchemaError) as exc:
@@ -79,6 +92,12 @@ def plan(ds: Dataset, name: str, q: Query) -> Plan:
         with_row_id=q.with_row_id,
         batch_size=q.batch_size,
     )
+    if q.nearest is not None:
+        # one endpoint: the top-k is global, so the server merges it across fragments
+        ticket = Ticket(
+            **base, limit=q.limit, offset=q.offset, nearest=q.nearest, prefilter=q.prefilter
+        )
+        return Plan(schema, [ticket], -1, -1, True)
     fragments = ds.get_fragments()
     if q.row_ids is not None:
         ids = q.row_ids

@@ -40,6 +40,8 @@ class Query:
     row_ids: list[int] | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
     split_rows: int = DEFAULT_SPLIT_ROWS
+    nearest: dict[str, Any] | None = None
+    prefilter: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -54,6 +56,8 @@ _KEYS = {
     "row_ids",
     "batch_size",
     "split_rows",
+    "nearest",
+    "prefilter",
 }
 
 
@@ -131,6 +135,34 @@ def string_list(obj: dict, key: str) -> list[str] | None:
     return value
 
 
+def nearest_value(obj: dict) -> dict[str, Any] | None:
+    """The ``nearest`` object, shape-checked here (its values are checked against the
+    dataset's schema when the query is planned): ``q`` is a list of numbers, a list of such
+    lists (a batch of queries), or base64 of little-endian float32."""
+    value = obj.get("nearest")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadRequest(f"'nearest' must be a JSON object, got {value!r}")
+    q = value.get("q")
+
+    def numbers(v: object) -> bool:
+        return isinstance(v, list) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v
+        )
+
+    if not (
+        isinstance(q, str)
+        or numbers(q)
+        or (isinstance(q, list) and q and all(numbers(r) for r in q))
+    ):
+        raise BadRequest(
+            "'nearest' needs 'q': a list of numbers, a list of such lists, or base64 "
+            "little-endian float32"
+        )
+    return value
+
+
 def parse_descriptor(descriptor: flight.FlightDescriptor) -> Query:
     if descriptor.descriptor_type == flight.DescriptorType.PATH:
         parts = [p.decode() if isinstance(p, bytes) else p for p in descriptor.path]
@@ -168,8 +200,16 @@ def parse_command(cmd: dict[str, Any]) -> Query:
             )
         if flt is not None or cmd.get("limit") is not None or cmd.get("offset") is not None:
             raise BadRequest("'row_ids' cannot be combined with 'filter', 'limit' or 'offset'")
+    nearest = nearest_value(cmd)
+    prefilter = cmd.get("prefilter", False)
+    if not isinstance(prefilter, bool):
+        raise BadRequest(f"'prefilter' must be true or false, got {prefilter!r}")
+    if nearest is not None and row_ids is not None:
+        raise BadRequest("'nearest' cannot be combined with 'row_ids'")
     return Query(
         dataset=dataset,
+        nearest=nearest,
+        prefilter=prefilter,
         columns=string_list(cmd, "columns"),
         filter=flt,
         version=version_value(cmd),

@@ -271,6 +271,7 @@ class LanceFlightServer(flight.FlightServerBase):
                 batch_size=t.batch_size,
                 fragments=fragments,
                 ranges=ranges,
+                **_nearest_args(t),
             )
             schema = scanner.schema
             batches = prefetch(scanner.to_batches())
@@ -369,6 +370,11 @@ class LanceFlightServer(flight.FlightServerBase):
             self.metrics.record_action(kind)
         result = entry.fn(self, body)
         return iter([flight.Result(pa.py_buffer(json.dumps(result, default=str).encode()))])
+
+
+def _nearest_args(t: Ticket) -> dict:
+    """The search arguments of a nearest-neighbour ticket, none for a plain scan."""
+    return {} if t.nearest is None else {"nearest": t.nearest, "prefilter": t.prefilter}
 
 
 def _take_batches(ds, t: Ticket) -> Iterator[pa.RecordBatch]:

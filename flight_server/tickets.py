@@ -34,6 +34,8 @@ class Ticket:
     limit: int | None = None
     offset: int | None = None
     row_ids: list[int] | None = None
+    nearest: dict | None = None  # a nearest-neighbour search over the whole version
+    prefilter: bool = False
 
     def encode(self) -> flight.Ticket:
         body = {k: v for k, v in asdict(self).items() if v is not None and v is not False}
@@ -72,6 +74,8 @@ class Ticket:
             )
             and (self.filter is None or isinstance(self.filter, str))
             and isinstance(self.with_row_id, bool)
+            and isinstance(self.prefilter, bool)
+            and (self.nearest is None or isinstance(self.nearest, dict))
             and is_int(self.batch_size, 1)
             and self.batch_size <= MAX_BATCH_SIZE
             and all(

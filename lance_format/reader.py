@@ -17,7 +17,7 @@ import pyarrow as pa
 from . import storage
 from .cache import SearchCache
 from .container.metadata import FileMetadata, read_file_metadata
-from .errors import CorruptFileError, InvalidArgumentError, LanceError
+from .errors import CorruptFileError, InvalidArgumentError, LanceError, check_size
 from .extensions import view_as
 from .io import IOStats, RandomAccessFile, open_file
 from .legacy.container import LEGACY_VERSION
@@ -121,6 +121,20 @@ class LanceFileReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def global_buffer(self, index: int) -> bytes:
+        """The bytes of global buffer ``index`` (index files keep their protobuf metadata
+        in global buffers; buffer 0 holds the file's schema)."""
+        layout = getattr(self._meta, "layout", None)
+        buffers = layout.global_buffers if layout is not None else []
+        if not 0 <= index < len(buffers):
+            raise CorruptFileError(
+                f"global buffer {index} does not exist (the file has {len(buffers)})",
+                path=self.path,
+            )
+        pos, size = buffers[index]
+        check_size(pos + size, layout.file_size, f"end of global buffer {index}")
+        return self._file.read_at(pos, size)
 
     # -- reads -----------------------------------------------------------------------------
 

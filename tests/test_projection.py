@@ -298,8 +298,8 @@ def test_integer_division_by_zero_is_an_error(uri):
 
 def test_scan_options_are_never_ignored(uri):
     ds = lance_format.dataset(uri)
-    with pytest.raises(UnsupportedError, match="nearest"):
-        ds.to_table(nearest={"column": "tensor", "q": [0.0, 0.0], "k": 1})
+    with pytest.raises(UnsupportedError, match="full_text_query"):
+        ds.to_table(full_text_query="words")
     with pytest.raises(UnsupportedError, match="order_by"):
         ds.scanner(order_by=["id"])
     with pytest.raises(InvalidArgumentError, match="no_such_option"):

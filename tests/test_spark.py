@@ -28,6 +28,7 @@ import pyarrow.flight as flight
 import pytest
 from flight_fixtures import REPO, serve
 from tls_util import make_self_signed_cert
+from vector_helpers import write_vector_dataset
 
 from flight_server.auth import hash_password
 
@@ -88,6 +89,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("spark_root")
     _write_pylance(_source_table(), str(path / "multi"), ROWS_PER_FILE)
     _write_pylance(_padded_table(), str(path / "split"), 10_000)
+    write_vector_dataset(path / "vectors", n=2000, dim=8, seed=3, rows_per_file=600)
     return path
 
 
@@ -581,3 +583,32 @@ def test_pipeline_summary_matches_duckdb(spark, server, root: Path, tmp_path: Pa
     assert flights.count_rows() == 336_776
     again = pipeline.ingest(spark, opts, csv, result.source_rows)  # re-run: up to date
     assert again == (True, version) and lance.dataset(str(root / opts.flights)).version == version
+
+
+def test_nearest_option(spark, server, root: Path) -> None:
+    """A ``nearest`` search is one partition with the k rows pylance finds.  A filter Spark
+    applies itself runs after the search (pylance's post-filter); the ``filter`` option with
+    ``prefilter`` runs before it, so k rows come back."""
+    q = np.random.default_rng(9).standard_normal(8).astype(np.float32)
+    nearest = {"column": "vec", "q": q.tolist(), "k": 15}
+    theirs = lance.dataset(str(root / "vectors"))
+    for prefilter in (False, True):
+        options = {"columns": "id,label", "nearest": json.dumps(nearest)}
+        if prefilter:
+            options.update(filter="id % 2 = 0", prefilter="true")
+        df = _reader(spark, server, **options).load("vectors")
+        assert df.rdd.getNumPartitions() == 1
+        got = df.filter("id % 2 = 0").orderBy("_distance", "id").toArrow()
+        want = theirs.to_table(
+            columns=["id", "label"],
+            nearest={**nearest, "q": q},
+            filter="id % 2 = 0",
+            prefilter=prefilter,
+        )
+        assert got["id"].to_pylist() == want["id"].to_pylist()
+        assert len(want) == 15 if prefilter else len(want) < 15
+        np.testing.assert_allclose(
+            got["_distance"].to_numpy(), want["_distance"].to_numpy(), rtol=1e-6
+        )
+    with pytest.raises(Exception, match="nearest"):
+        _reader(spark, server, nearest="[1, 2]").load("vectors").count()

@@ -160,6 +160,22 @@ def _version(value: str | None) -> int | str | None:
     return int(text) if text.isdigit() else text
 
 
+def _nearest(value: str | None) -> str | None:
+    """The ``nearest`` option: a JSON object (checked here, validated by the server)."""
+    if not value:
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ValueError(
+            'option \'nearest\' must be a JSON object such as {"column": "vec", "q": [...], '
+            '"k": 10}'
+        )
+    return value
+
+
 def _dataset_name(options: Any) -> str:
     name = options.get("dataset") or options.get("path")
     if not name:
@@ -270,6 +286,8 @@ class Query:
     split_rows: int | None = None
     batch_size: int | None = None
     with_row_id: bool = False
+    nearest: str | None = None  # the JSON text of a nearest-neighbour search
+    prefilter: bool = False
 
     def with_columns(self, columns: list[str]) -> Query:
         return _replace(self, columns=list(columns))
@@ -282,6 +300,9 @@ class Query:
                 body[key] = value
         if self.with_row_id:
             body["with_row_id"] = True
+        if self.nearest is not None:
+            body["nearest"] = json.loads(self.nearest)
+            body["prefilter"] = self.prefilter
         return json.dumps(body).encode()
 
     def descriptor(self) -> flight.FlightDescriptor:
@@ -551,7 +572,9 @@ class LanceFlightDataSource(DataSource):
     Options (names are case-insensitive): ``uri`` (required), ``dataset`` (or the path of
     ``load``/``save``), ``version`` (number or tag), ``columns`` (comma-separated),
     ``filter`` (SQL predicate run by the server), ``split_rows``, ``batch_size``,
-    ``with_row_id``; auth: ``username`` + ``password`` (Basic handshake -> bearer token) or
+    ``with_row_id``, ``nearest`` (a JSON object: a nearest-neighbour search, one partition)
+    and ``prefilter`` (the ``filter`` option and pushed filters run before the search, not
+    after); auth: ``username`` + ``password`` (Basic handshake -> bearer token) or
     ``token``; TLS: ``tls_root_certs`` (PEM path), ``tls_override_hostname``; writes:
     ``max_rows_per_file``, ``data_storage_version``.
     """
@@ -579,6 +602,8 @@ class LanceFlightDataSource(DataSource):
             split_rows=_positive_int(self.options.get("split_rows"), "split_rows"),
             batch_size=_positive_int(self.options.get("batch_size"), "batch_size"),
             with_row_id=_bool(self.options.get("with_row_id"), "with_row_id"),
+            nearest=_nearest(self.options.get("nearest")),
+            prefilter=_bool(self.options.get("prefilter"), "prefilter"),
         )
 
     def source_schema(self) -> pa.Schema:

@@ -56,6 +56,8 @@ from lance_format.table.scanner import ROW_ADDRESS
 from .errors import NotFoundError, SqlError
 from .limits import Watch
 from .naming import Resolver, VersionSpec, parse_version
+from .vector_search import FUNCTION as SEARCH_FUNCTION
+from .vector_search import SearchCall, find_calls
 
 try:  # DuckDB's Arrow scan source protocol (see the module docstring)
     from duckdb._sources import ArrowScanSource
@@ -122,7 +124,8 @@ class _Span:
     end: int
     has_alias: bool
     has_when: bool
-    node: exp.Table
+    node: exp.Table | None
+    search: SearchCall | None = None  # a lance_vector_search(...) call, not a table
 
 
 @dataclass
@@ -261,6 +264,12 @@ def parse_statement(sql: str) -> Statement:
         refs.append(ref)
         has_alias = table.args.get("alias") is not None
         spans.append(_Span(start, end, has_alias, table.args.get("when") is not None, table))
+    if SEARCH_FUNCTION in text.casefold():
+        if kind == "delete":
+            raise SqlError(f"{SEARCH_FUNCTION} cannot be used in a DELETE")
+        for call in find_calls(text):
+            refs.append(TableRef(call.table, None, None, None))
+            spans.append(_Span(call.start, call.end, True, False, None, call))
     if kind == "delete" and target is None:
         raise SqlError("DELETE must name a table of this server")
     return Statement(text, kind, refs, _parameter_count(tree), tree, spans, target)
@@ -509,6 +518,11 @@ class SqlEngine:
         try:
             aliases, seen = [], {}
             for i, (name, ds) in enumerate(binding.datasets):
+                call = binding.statement.spans[i].search
+                if call is not None:  # the search result, computed here, as a table
+                    aliases.append(f"__lance_s{i}")
+                    con.register(aliases[-1], call.run(ds))
+                    continue
                 want_address = addresses_for == i
                 key = (id(ds), want_address)
                 if key not in seen:
@@ -537,7 +551,9 @@ class SqlEngine:
         for i in sorted(range(len(st.spans)), key=lambda i: st.spans[i].start):
             span = st.spans[i]
             replacement = _quote(aliases[i])
-            if not span.has_alias:
+            if span.search is not None:
+                replacement = f"(SELECT * FROM {replacement})"
+            elif not span.has_alias:
                 replacement += " AS " + _quote(st.refs[i].alias)
             pieces += [text[last : span.start], replacement]
             last = span.end + 1

@@ -23,6 +23,7 @@ from ..cache import SearchCache
 from ..errors import InvalidArgumentError, LanceIOError, SchemaError, UnsupportedError
 from ..pb import transaction_pb2
 from ..schema import LanceSchema
+from ..vector.search import VectorScanner
 from ..writer import LanceFileWriter
 from . import (
     cleanup,
@@ -31,6 +32,7 @@ from . import (
     deletion,
     features,
     filters,
+    indices,
     manifest,
     paths,
     staging,
@@ -136,6 +138,10 @@ class Dataset:
             m = manifest.read_manifest(entry.path)
             out.append({"version": m.version, "timestamp": m.timestamp, "metadata": {}})
         return out
+
+    def list_indices(self) -> list[dict]:
+        """The index segments of this version, as pylance's ``list_indices`` gives them."""
+        return indices.list_indices(self)
 
     @property
     def tags(self) -> tags.Tags:
@@ -254,12 +260,15 @@ class Dataset:
         fragments: Sequence[Fragment] | None = None,
         ranges: dict[int, tuple[int, int]] | None = None,
         scan_in_order: bool | None = None,
+        nearest: dict | None = None,
+        prefilter: bool = False,
         **other,
-    ) -> Scanner:
+    ) -> Scanner | VectorScanner:
         """A scan of this version.  ``columns`` lists names, or maps output names to SQL
         expressions (``{"b": "upper(s)"}``); ``scan_in_order`` is accepted whatever its
-        value (rows always come in order); pylance's other options are refused unless
-        left at None, since this scanner does not implement them."""
+        value (rows always come in order); ``nearest`` makes it a nearest-neighbour search
+        (see :mod:`lance_format.vector`); pylance's other options are refused unless left at
+        None, since this scanner does not implement them."""
         _refuse_options(other)
         opts = ScanOptions(
             columns=columns,
@@ -272,6 +281,8 @@ class Dataset:
             fragments=fragments,
             ranges=ranges,
         )
+        if nearest is not None:
+            return VectorScanner(self, opts, nearest, prefilter)
         return Scanner(self.lance_schema, self._fragments, opts, self.stable_row_ids)
 
     def to_table(self, columns=None, filter=None, **kw) -> pa.Table:
@@ -306,10 +317,12 @@ class Dataset:
     def take_rows(self, row_ids, columns: list[str] | None = None) -> pa.Table:
         """Rows by row id (stable ids when the dataset has them, else row addresses)."""
         ids = np.asarray(row_ids, dtype=np.uint64).reshape(-1)
-        if self.stable_row_ids:
-            addr = self._row_id_index(ids)
-        else:
-            addr = ids
+        addr = self._row_id_index(ids) if self.stable_row_ids else ids
+        return self.take_addresses(addr, columns)
+
+    def take_addresses(self, addresses, columns: list[str] | None = None) -> pa.Table:
+        """Rows by row address (fragment id << 32 | offset), in the order asked."""
+        addr = np.asarray(addresses, dtype=np.uint64).reshape(-1)
         frag_ids = (addr >> np.uint64(32)).astype(np.int64)
         offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
         by_id = {f.fragment_id: i for i, f in enumerate(self._fragments)}
@@ -324,10 +337,11 @@ class Dataset:
             if dead.any():
                 raise InvalidArgumentError("row ids refer to deleted rows")
             addresses.append((i, np.flatnonzero(sel), offsets[sel]))
-        return self._gather(addresses, len(ids), columns)
+        return self._gather(addresses, len(addr), columns)
 
     @functools.cached_property
-    def _row_id_map(self) -> tuple[np.ndarray, np.ndarray]:
+    def row_id_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """(stable row ids ascending, their row addresses) of this version's rows."""
         ids, addrs = [], []
         for f in self._fragments:
             rid = f.row_ids
@@ -342,7 +356,7 @@ class Dataset:
         return ids_all[order], addrs_all[order]
 
     def _row_id_index(self, ids: np.ndarray) -> np.ndarray:
-        keys, addrs = self._row_id_map
+        keys, addrs = self.row_id_map
         pos = np.searchsorted(keys, ids)
         pos = np.minimum(pos, max(len(keys) - 1, 0))
         if not len(keys) or (keys[pos] != ids).any():
@@ -376,8 +390,8 @@ __all__ = ["ROW_ADDRESS", "ROW_ID", "Dataset", "dataset"]
 # pylance scanner options that change what a scan returns or how, not implemented here
 _PYLANCE_SCAN_OPTIONS = frozenset(
     (
-        "nearest batch_size_bytes batch_readahead fragment_readahead index_segments "
-        "full_text_query prefilter use_stats fast_search io_buffer_size late_materialization "
+        "batch_size_bytes batch_readahead fragment_readahead index_segments "
+        "full_text_query use_stats fast_search io_buffer_size late_materialization "
         "blob_handling use_scalar_index include_deleted_rows scan_stats_callback "
         "strict_batch_size order_by disable_scoring_autoprojection row_addr_allowlist "
         "row_addr_blocklist"

@@ -278,3 +278,7 @@ def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:
     result = pads.dataset(table).to_table(columns={"m": expr}).column("m")
     mask = pc.fill_null(result, False)
     return np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+# the filter evaluation other layers (vector search's post-filter) reuse
+evaluate_filter = _evaluate

@@ -1,0 +1,11 @@
+"""Vector search over a dataset: distance metrics, the ``nearest`` query, exact k-NN.
+
+This package sits beside the table layer: it reads through the table scanner and adds the
+nearest-neighbour semantics pylance gives ``to_table(nearest=...)``.
+"""
+
+from .metrics import METRICS, normalise_metric
+from .query import NearestQuery, parse_nearest
+from .search import VectorScanner
+
+__all__ = ["METRICS", "NearestQuery", "VectorScanner", "normalise_metric", "parse_nearest"]
