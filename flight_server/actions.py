@@ -25,6 +25,7 @@ from lance_format.errors import LanceError
 from lance_format.schema import LanceSchema
 from lance_format.table import paths, staging, write
 
+from . import permissions
 from .errors import AlreadyExists, BadRequest, NotFound, Unimplemented
 from .ingest import check_job_running, staged_schema
 from .query import non_negative_int, string_list, version_value
@@ -73,7 +74,7 @@ def _schema_json(schema: pa.Schema) -> list[dict]:
 @action("list_datasets", "Names of every dataset under the root (paths relative to it).")
 def list_datasets(server, body: dict) -> dict:
     _check_keys(body, set())
-    return {"datasets": server.catalog.names()}
+    return {"datasets": permissions.readable(server.catalog.names())}
 
 
 @action(

@@ -33,7 +33,7 @@ class HelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         default = action.default
         if (
-            "%(default)" in text
+            "default" in text  # the help says it already
             or default is None
             or default is False
             or default is argparse.SUPPRESS

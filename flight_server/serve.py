@@ -49,6 +49,15 @@ class _AuthFlag(argparse.Action):
         )
 
 
+def _rate(text: str):
+    from .loginlimit import Rate
+
+    try:
+        return Rate.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "root",
@@ -147,6 +156,34 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--auth", nargs="?", action=_AuthFlag, help=argparse.SUPPRESS)
     p.add_argument(
+        "--login-limit",
+        type=_rate,
+        default="5/30",
+        metavar="BURST/SECONDS",
+        help="failed logins per user: BURST, then one per SECONDS (default 5/30; 0: no limit)",
+    )
+    p.add_argument(
+        "--login-server-limit",
+        type=_rate,
+        default="20/2",
+        metavar="BURST/SECONDS",
+        help="failed password logins for the whole server (default 20/2; 0: no limit)",
+    )
+    p.add_argument(
+        "--max-message-bytes",
+        type=_bytes,
+        default="16M",
+        metavar="BYTES",
+        help="largest ticket, command, action body or put metadata accepted (default 16M)",
+    )
+    p.add_argument(
+        "--max-batch-bytes",
+        type=_bytes,
+        default="256M",
+        metavar="BYTES",
+        help="largest record batch one put message may carry (default 256M)",
+    )
+    p.add_argument(
         "--metrics-port",
         type=int,
         metavar="PORT",
@@ -241,6 +278,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
     from lance_format import storage
     from lance_format.errors import UnsupportedError
 
+    from .limits import DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Limits
     from .server import LanceFlightServer
 
     if opts.get("rest_port") is not None and storage.scheme_of(opts["root"]) != "file":
@@ -250,9 +288,14 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
     authenticator = None
     if opts.get("auth_users") or opts.get("auth_tokens"):
         from .auth import Authenticator
+        from .loginlimit import DEFAULT_SERVER_RATE, DEFAULT_USER_RATE, LoginLimiter
 
+        limiter = LoginLimiter(
+            opts.get("login_limit") or DEFAULT_USER_RATE,
+            opts.get("login_server_limit") or DEFAULT_SERVER_RATE,
+        )
         authenticator = Authenticator.from_files(
-            opts.get("auth_users"), opts.get("auth_tokens"), secret=secret
+            opts.get("auth_users"), opts.get("auth_tokens"), secret=secret, limiter=limiter
         )
     metrics = None
     if opts.get("metrics_port") is not None:
@@ -271,6 +314,10 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         tls_key=opts.get("tls_key"),
         metrics=metrics,
         sql=not opts.get("no_sql"),
+        limits=Limits(
+            max_message_bytes=opts.get("max_message_bytes") or DEFAULT_MAX_MESSAGE_BYTES,
+            max_batch_bytes=opts.get("max_batch_bytes") or DEFAULT_MAX_BATCH_BYTES,
+        ),
         sql_limits=sql_limits(opts),
         storage_options=storage_options(opts.get("storage_option") or []),
     )
