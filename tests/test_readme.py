@@ -9,12 +9,15 @@ how a block runs:
 - ``bash``: run with ``bash -euo pipefail``;
 - ``bash server``: started in the background (like a second terminal) and waited for until it
   prints ``listening on``; it runs until the end.  Every port number a server block names
-  (``--port N``, ``--metrics-port N``) is replaced by a free port in every block, so the test
-  never collides with another server on the machine;
+  (``--port N``, ``--metrics-port N``, ``--rest-port N``) is replaced by a free port in every
+  block, so the test never collides with another server on the machine;
 - ``python no-run`` / ``bash no-run``: long-running or machine-changing commands (the setup
   scripts, the pipeline, Docker): syntax-checked, every ``lance-flight`` command line parsed
   by the real argument parser, every ``scripts/*.py`` asked for ``--help``, every
   ``scripts/*.sh`` syntax-checked.
+
+The README's S3 server (``127.0.0.1:9000``, bucket ``bucket``) is moto's server, started on a
+free port for the module (its port replaces 9000 in every block, as for the servers).
 
 Other fences (``text``, ``toml``...) are output or file samples and are not run.  Blocks are
 found by their fences, not by position, so new sections need no change here.
@@ -39,6 +42,7 @@ from pathlib import Path
 
 import pytest
 from flight_fixtures import free_port, serve
+from storage_fixtures import MotoServer, start_moto
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -47,6 +51,8 @@ SHELL_LANGS = {"bash", "sh", "shell"}
 START_TIMEOUT = 90.0
 BLOCK_TIMEOUT = 300.0
 DEMO_SCALE = 0.01  # TPC-H scale of the test's demo root (the demo uses 0.1)
+S3_PORT = "9000"  # the README's S3 server: moto on a free port stands in for it
+S3_BUCKET = "bucket"
 
 
 @dataclass
@@ -97,7 +103,7 @@ def _port_map(blocks: list[Block]) -> dict[str, str]:
     ports: dict[str, str] = {}
     for b in blocks:
         if "server" in b.flags:
-            for port in re.findall(r"--(?:metrics-)?port[ =](\d+)", b.code):
+            for port in re.findall(r"--(?:metrics-|rest-)?port[ =](\d+)", b.code):
                 ports.setdefault(port, str(free_port()))
     return ports
 
@@ -114,6 +120,7 @@ class Workspace:
     env: dict[str, str]
     servers: list[subprocess.Popen] = field(default_factory=list)
     ports: dict[str, subprocess.Popen] = field(default_factory=dict)  # port -> its server
+    s3: MotoServer | None = None
 
 
 @pytest.fixture(scope="module")
@@ -132,12 +139,14 @@ def workspace(tmp_path_factory) -> Iterator[Workspace]:
     env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.pop("LANCE_FLIGHT_SECRET", None)
-    space = Workspace(ws, env)
-    try:
-        yield space
-    finally:
-        for proc in space.servers:
-            _stop(proc)
+    with start_moto(str(ws / "moto.log")) as moto:
+        moto.client().create_bucket(Bucket=S3_BUCKET)
+        space = Workspace(ws, env, s3=moto)
+        try:
+            yield space
+        finally:
+            for proc in space.servers:
+                _stop(proc)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -153,7 +162,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def _start_server(ws: Workspace, block: Block, code: str) -> None:
     # a later block serving on a port an earlier one took replaces it (a user restarting the
     # server with other options)
-    ports = re.findall(r"--(?:metrics-)?port[ =](\d+)", code)
+    ports = re.findall(r"--(?:metrics-|rest-)?port[ =](\d+)", code)
     for port in ports:
         if port in ws.ports:
             _stop(ws.ports.pop(port))
@@ -242,6 +251,7 @@ def _check_command(ws: Workspace, block: Block, words: list[str]) -> None:
 def test_every_readme_code_block_runs(workspace: Workspace, monkeypatch, capsys):
     blocks = readme_blocks(README.read_text(encoding="utf-8"))
     ports = _port_map(blocks)
+    ports[S3_PORT] = workspace.s3.endpoint.rsplit(":", 1)[1]
     namespace: dict = {"__name__": "__readme__"}
     monkeypatch.chdir(workspace.path)
     for key in ("PYSPARK_PYTHON", "PYTHONPATH", "PATH"):  # a block may set them for Spark
