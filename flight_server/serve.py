@@ -275,7 +275,9 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
     if opts.get("rest_port") is not None:
         from .rest import RestApp, RestServer
 
-        app = RestApp(server.catalog, authenticator=authenticator, metrics=metrics)
+        app = RestApp(
+            server.catalog, authenticator=authenticator, metrics=metrics, limits=server.limits
+        )
         rest = RestServer(
             app,
             opts["host"],

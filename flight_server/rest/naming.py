@@ -22,6 +22,7 @@ from lance_namespace.errors import ErrorCode
 
 from lance_format.table import paths
 
+from .. import permissions
 from ..catalog import Catalog
 from ..errors import BadRequest
 from .errors import RestError
@@ -122,31 +123,42 @@ class Layout:
     def existing_table(self, ids: list[str]) -> TableRef:
         """The table ``ids`` names; TableNotFound (NamespaceNotFound for a missing
         namespace) if there is none."""
-        ref = self.table(ids)
+        return self.existing(self.table(ids))
+
+    def existing(self, ref: TableRef) -> TableRef:
+        """``ref`` if its dataset exists, else TableNotFound (or NamespaceNotFound)."""
         if not _is_dataset(ref.path):
             self.require_namespace(ref.namespace)
-            raise RestError(ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ids)!r} does not exist")
+            raise RestError(ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist")
         return ref
 
     # -- listing ----------------------------------------------------------------------------
 
     def child_namespaces(self, ns: list[str]) -> list[str]:
+        """The child namespaces of ``ns`` the caller may see (:func:`permissions.visible`)."""
         path = self.require_namespace(ns)
         return sorted(
             entry.name
             for entry in _children(path)
-            if not entry.name.endswith(TABLE_SUFFIX) and not _is_dataset(entry.path)
+            if not entry.name.endswith(TABLE_SUFFIX)
+            and permissions.visible("/".join([*ns, entry.name]))
+            and not _is_dataset(entry.path)
         )
 
     def tables(self, ns: list[str]) -> list[str]:
+        """The tables of ``ns`` the caller may read (``t.lance`` is ``t`` when both exist)."""
         path = self.require_namespace(ns)
-        names = {_table_name(e.name) for e in _children(path) if _is_dataset(e.path)}
-        return sorted(names)
+        folders: dict[str, str] = {}
+        for entry in sorted(_children(path), key=lambda e: not e.name.endswith(TABLE_SUFFIX)):
+            if _is_dataset(entry.path):
+                folders.setdefault(_table_name(entry.name), entry.name)
+        readable = set(permissions.readable("/".join([*ns, f]) for f in folders.values()))
+        return sorted(t for t, f in folders.items() if "/".join([*ns, f]) in readable)
 
     def all_tables(self, delimiter: str | None) -> list[str]:
         """Every table under the root, as full identifiers joined by ``delimiter``."""
         out = set()
-        for name in self.catalog.names():
+        for name in permissions.readable(self.catalog.names()):
             parts = name.split("/")
             if any(p.endswith(TABLE_SUFFIX) for p in parts[:-1]):
                 continue

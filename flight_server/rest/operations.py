@@ -25,8 +25,10 @@ from lance_format.table import paths, tags
 from lance_format.table.dataset import Dataset, write_dataset
 from lance_format.table.scanner import ROW_ID
 
+from .. import permissions
 from ..catalog import Catalog
 from ..errors import NotFound
+from ..limits import DEFAULT_MAX_BATCH_BYTES
 from .errors import RestError, unsupported
 from .naming import TABLE_SUFFIX, Layout, TableRef, join_id
 from .schema_json import schema_to_json
@@ -120,9 +122,10 @@ def _paging(call: Call) -> tuple[int | None, str | None]:
 class Operations:
     """Every supported operation, by its spec name in snake case."""
 
-    def __init__(self, catalog: Catalog):
+    def __init__(self, catalog: Catalog, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES):
         self.catalog = catalog
         self.layout = Layout(catalog)
+        self.max_batch_bytes = max_batch_bytes
 
     # -- namespaces -------------------------------------------------------------------------
 
@@ -135,6 +138,7 @@ class Operations:
         if not ns:
             raise RestError(ErrorCode.NAMESPACE_ALREADY_EXISTS, "the root namespace always exists")
         path = self.layout.namespace_path(ns)
+        permissions.check_write("/".join(ns))
         self.layout.require_namespace(ns[:-1])
         try:
             os.mkdir(path)
@@ -154,16 +158,25 @@ class Operations:
                 ) from None
         return {}
 
+    def _visible_namespace(self, ns: list[str]) -> None:
+        """Refuse a namespace that can hold nothing the caller may read (the root never)."""
+        if ns:
+            self.layout.namespace_path(ns)  # a well-formed name first
+            permissions.check_visible("/".join(ns))
+
     def list_namespaces(self, call: Call) -> dict:
+        self._visible_namespace(call.ids)
         names = self.layout.child_namespaces(call.ids)
         page = _page(names, call)
         return {"namespaces": page.pop("items"), **page}
 
     def describe_namespace(self, call: Call) -> dict:
+        self._visible_namespace(call.ids)
         self.layout.require_namespace(call.ids)
         return {}
 
     def namespace_exists(self, call: Call) -> None:
+        self._visible_namespace(call.ids)
         self.layout.require_namespace(call.ids)
 
     def drop_namespace(self, call: Call) -> dict:
@@ -173,6 +186,8 @@ class Operations:
         behavior = _mode(getattr(req, "behavior", None), ("restrict", "cascade"), "restrict")
         if not ns:
             raise RestError(ErrorCode.INVALID_INPUT, "the root namespace cannot be dropped")
+        self.layout.namespace_path(ns)
+        permissions.check_write("/".join(ns))
         if not self.layout.namespace_exists(ns):
             if mode == "skip":
                 return {}
@@ -209,6 +224,7 @@ class Operations:
     # -- table metadata ---------------------------------------------------------------------
 
     def list_tables(self, call: Call) -> dict:
+        self._visible_namespace(call.ids)
         names = self.layout.tables(call.ids)
         page = _page(names, call)
         return {"tables": page.pop("items"), **page}
@@ -217,6 +233,20 @@ class Operations:
         names = self.layout.all_tables(call.params.get("delimiter"))
         page = _page(names, call)
         return {"tables": page.pop("items"), **page}
+
+    def _table(self, ids: list[str], *, write: bool = False) -> TableRef:
+        """The existing table ``ids`` names, if the caller's grant allows reading (or, with
+        ``write``, changing) it: checked before its existence, so a refusal tells nothing."""
+        ref = self.layout.table(ids)
+        (permissions.check_write if write else permissions.check_read)(ref.name)
+        return self.layout.existing(ref)
+
+    def writable_new_table(self, ids: list[str]) -> TableRef:
+        """Where CreateTable puts ``ids``, if the caller may write there (checked before an
+        upload is read)."""
+        ref = self.layout.table(ids)
+        permissions.check_write(ref.name)
+        return ref
 
     def _open(self, ref: TableRef, version: int | str | None = None) -> Dataset:
         try:
@@ -232,7 +262,7 @@ class Operations:
             ) from None
 
     def describe_table(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         out: dict = {
             "table": ref.id[-1],
             "namespace": ref.namespace,
@@ -250,19 +280,19 @@ class Operations:
         return out
 
     def table_exists(self, call: Call) -> None:
-        self.layout.existing_table(call.ids)
+        self._table(call.ids)
 
     def drop_table(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         _drop_directory(ref)
         return {"id": ref.id, "location": ref.path}
 
     def rename_table(self, call: Call) -> dict:
         """Move the table's directory (atomic: one rename within the root)."""
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         req = call.model
         namespace = ref.namespace if req.new_namespace_id is None else list(req.new_namespace_id)
-        target = self.layout.table(namespace + [req.new_table_name])
+        target = self.writable_new_table(namespace + [req.new_table_name])
         self.layout.require_namespace(target.namespace)
         if os.path.lexists(target.path) or os.path.lexists(target.path.removesuffix(TABLE_SUFFIX)):
             raise RestError(
@@ -279,7 +309,7 @@ class Operations:
     # -- versions ---------------------------------------------------------------------------
 
     def list_table_versions(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         entries = paths.list_versions(ref.path)
         descending = call.flag("descending")
         if descending:
@@ -300,14 +330,14 @@ class Operations:
         return out
 
     def describe_table_version(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         version = getattr(call.model, "version", None)
         ds = self._open(ref, version)
         entry = paths.find_version(ref.path, ds.version)
         return {"version": _version_entry(entry)}
 
     def restore_table(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         target = self._open(ref, call.model.version)
         new = target.restore()
         return {"transaction_id": _transaction_id(new)}
@@ -315,7 +345,7 @@ class Operations:
     # -- tags -------------------------------------------------------------------------------
 
     def list_table_tags(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         found = tags.read_all_tags(ref.path)
         page = _page(sorted(found), call)
         out: dict = {"tags": {n: _tag_json(found[n]) for n in page.pop("items")}}
@@ -323,7 +353,7 @@ class Operations:
         return out
 
     def get_table_tag_version(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         return {"version": self._tag(ref, call.model.tag).version}
 
     def _tag(self, ref: TableRef, name: str) -> tags.TagContents:
@@ -342,7 +372,7 @@ class Operations:
             )
 
     def create_table_tag(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         name, version = call.model.tag, call.model.version
         tags.check_valid_tag(name)
         if paths.exists(paths.tag_path(ref.path, name)):
@@ -359,14 +389,14 @@ class Operations:
         return {}
 
     def update_table_tag(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         self._tag(ref, call.model.tag)
         self._check_version(ref, call.model.version)
         tags.update_tag(ref.path, call.model.tag, call.model.version)
         return {}
 
     def delete_table_tag(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         self._tag(ref, call.model.tag)
         try:
             tags.delete_tag(ref.path, call.model.tag)
@@ -378,7 +408,7 @@ class Operations:
 
     def create_table(self, call: Call) -> dict:
         mode = _mode(call.params.get("mode"), ("create", "existok", "overwrite"), "create")
-        ref = self.layout.table(call.ids)
+        ref = self.writable_new_table(call.ids)
         self.layout.require_namespace(ref.namespace)
         exists = os.path.isdir(os.path.join(ref.path, paths.VERSIONS_DIR))
         if exists and mode == "create":
@@ -387,7 +417,7 @@ class Operations:
             )
         if exists and mode == "existok":
             return {"location": ref.path}
-        counted = _Counted(_ipc_reader(call.data, "CreateTable"))
+        counted = _Counted(_ipc_reader(call.data, "CreateTable"), self.max_batch_bytes)
         try:
             ds = write_dataset(counted.reader(), ref.path, mode="overwrite" if exists else "create")
         except InvalidArgumentError as exc:
@@ -400,14 +430,14 @@ class Operations:
 
     def insert_into_table(self, call: Call) -> dict:
         mode = _mode(call.params.get("mode"), ("append", "overwrite"), "append")
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         reader = _ipc_reader(call.data, "InsertIntoTable")
-        counted = _Counted(reader)
+        counted = _Counted(reader, self.max_batch_bytes)
         ds = write_dataset(counted.reader(), ref.path, mode=mode)
         return {"num_inserted_rows": counted.rows, "version": ds.version}
 
     def delete_from_table(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         predicate = call.model.predicate
         if not predicate or not predicate.strip():
             raise RestError(ErrorCode.INVALID_INPUT, "DeleteFromTable needs a predicate")
@@ -415,13 +445,13 @@ class Operations:
         return {"version": ds.version}
 
     def count_table_rows(self, call: Call) -> int:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         ds = self._open(ref, call.model.version)
         return ds.count_rows(call.model.predicate or None)
 
     def query_table(self, call: Call) -> ArrowResult:
         req = call.model
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         vector = req.vector
         if vector is not None and (vector.single_vector or vector.multi_vector):
             raise unsupported("vector search (QueryTable with a vector)")
@@ -456,7 +486,7 @@ class Operations:
     # -- schema -----------------------------------------------------------------------------
 
     def alter_table_add_columns(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         transforms = {}
         for entry in call.model.new_columns:
             if (
@@ -472,7 +502,7 @@ class Operations:
         return {"version": ds.version}
 
     def alter_table_alter_columns(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         changes = []
         for entry in call.model.alterations:
             if entry.data_type is not None or entry.virtual_column is not None:
@@ -481,7 +511,7 @@ class Operations:
         return {"version": self._open(ref).alter_columns(*changes).version}
 
     def alter_table_drop_columns(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         ds = self._open(ref)
         names = {f.name for f in ds.schema}
         missing = [c for c in call.model.columns if c not in names]
@@ -589,8 +619,9 @@ class _Counted:
     """Counts the rows a reader hands on (the insert's ``num_inserted_rows``), turning a
     malformed stream into bad input."""
 
-    def __init__(self, reader: pa.RecordBatchReader):
+    def __init__(self, reader: pa.RecordBatchReader, max_batch_bytes: int):
         self._reader = reader
+        self._max = max_batch_bytes
         self.rows = 0
 
     def reader(self) -> pa.RecordBatchReader:
@@ -606,6 +637,12 @@ class _Counted:
                 raise RestError(
                     ErrorCode.INVALID_INPUT, f"malformed Arrow IPC stream: {exc}"
                 ) from None
+            if batch.nbytes > self._max:  # as a Flight put's batch is bounded
+                raise RestError(
+                    ErrorCode.INVALID_INPUT,
+                    f"a record batch of the body holds {batch.nbytes} bytes, over the server's "
+                    f"limit of {self._max} bytes: send smaller batches",
+                )
             self.rows += batch.num_rows
             yield batch
 
