@@ -10,9 +10,7 @@ answered as unsupported.
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -20,7 +18,8 @@ from typing import IO, Any
 import pyarrow as pa
 from lance_namespace.errors import ErrorCode
 
-from lance_format.errors import InvalidArgumentError
+from lance_format import storage
+from lance_format.errors import InvalidArgumentError, LanceIOError, ObjectNotFoundError
 from lance_format.table import paths, tags
 from lance_format.table.dataset import Dataset, write_dataset
 from lance_format.table.scanner import ROW_ID
@@ -30,7 +29,7 @@ from ..catalog import Catalog
 from ..errors import NotFound
 from ..limits import DEFAULT_MAX_BATCH_BYTES
 from .errors import RestError, unsupported
-from .naming import TABLE_SUFFIX, Layout, TableRef, join_id
+from .naming import NAMESPACE_MARKER, TABLE_SUFFIX, Layout, TableRef, is_dataset, join_id
 from .schema_json import schema_to_json
 
 MAX_PAGE = 10_000  # entries per list page when the client sets no limit
@@ -140,22 +139,22 @@ class Operations:
         path = self.layout.namespace_path(ns)
         permissions.check_write("/".join(ns))
         self.layout.require_namespace(ns[:-1])
-        try:
-            os.mkdir(path)
-        except FileExistsError:
-            if not self.layout.namespace_exists(ns):
-                raise RestError(
-                    ErrorCode.INVALID_INPUT, f"{join_id(ns)!r} names a table, not a namespace"
-                ) from None
+        if is_dataset(path):
+            raise RestError(
+                ErrorCode.INVALID_INPUT, f"{join_id(ns)!r} names a table, not a namespace"
+            )
+        if self.layout.namespace_exists(ns) or not storage.put_if_not_exists(
+            storage.join(path, NAMESPACE_MARKER), b""
+        ):
             if mode == "create":
                 raise RestError(
                     ErrorCode.NAMESPACE_ALREADY_EXISTS, f"namespace {join_id(ns)!r} already exists"
-                ) from None
-            if mode == "overwrite" and os.listdir(path):
+                )
+            if mode == "overwrite" and _contents(path):
                 raise RestError(
                     ErrorCode.NAMESPACE_NOT_EMPTY,
                     f"namespace {join_id(ns)!r} is not empty: drop its tables first",
-                ) from None
+                )
         return {}
 
     def _visible_namespace(self, ns: list[str]) -> None:
@@ -195,18 +194,14 @@ class Operations:
         path = self.layout.namespace_path(ns)
         if behavior == "cascade":
             self._drop_contents(ns)
-        entries = os.listdir(path)
+        entries = _contents(path)
         if entries:
             raise RestError(
                 ErrorCode.NAMESPACE_NOT_EMPTY,
                 f"namespace {join_id(ns)!r} is not empty ({len(entries)} entries)",
             )
-        try:
-            os.rmdir(path)
-        except OSError as exc:  # filled concurrently
-            raise RestError(
-                ErrorCode.NAMESPACE_NOT_EMPTY, f"cannot drop {join_id(ns)!r}: {exc.strerror}"
-            ) from None
+        storage.delete(storage.join(path, NAMESPACE_MARKER), missing_ok=True)
+        storage.prune(path)  # the empty local directory (object stores have none)
         return {}
 
     def _drop_contents(self, ns: list[str]) -> None:
@@ -214,10 +209,10 @@ class Operations:
         (other files stay, and keep the namespace from being dropped)."""
         for child in self.layout.child_namespaces(ns):
             self._drop_contents(ns + [child])
-            try:
-                os.rmdir(self.layout.namespace_path(ns + [child]))
-            except OSError:
-                pass  # reported by the caller's emptiness check
+            path = self.layout.namespace_path(ns + [child])
+            if not _contents(path):  # else reported by the caller's emptiness check
+                storage.delete(storage.join(path, NAMESPACE_MARKER), missing_ok=True)
+                storage.prune(path)
         for table in self.layout.tables(ns):
             _drop_directory(self.layout.existing_table(ns + [table]))
 
@@ -252,7 +247,7 @@ class Operations:
         try:
             return self.catalog.open(ref.name, version)
         except NotFound:
-            if not os.path.isdir(os.path.join(ref.path, paths.VERSIONS_DIR)):
+            if not is_dataset(ref.path):
                 raise RestError(
                     ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
                 ) from None
@@ -294,13 +289,14 @@ class Operations:
         namespace = ref.namespace if req.new_namespace_id is None else list(req.new_namespace_id)
         target = self.writable_new_table(namespace + [req.new_table_name])
         self.layout.require_namespace(target.namespace)
-        if os.path.lexists(target.path) or os.path.lexists(target.path.removesuffix(TABLE_SUFFIX)):
-            raise RestError(
-                ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(target.id)!r} already exists"
-            )
+        for taken in (target.path, target.path.removesuffix(TABLE_SUFFIX)):
+            if storage.exists(taken) or storage.is_dir(taken):
+                raise RestError(
+                    ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(target.id)!r} already exists"
+                )
         try:
-            os.rename(ref.path, target.path)
-        except FileNotFoundError:
+            storage.move_tree(ref.path, target.path, last=paths.VERSIONS_DIR)
+        except ObjectNotFoundError:
             raise RestError(
                 ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
             ) from None
@@ -410,7 +406,7 @@ class Operations:
         mode = _mode(call.params.get("mode"), ("create", "existok", "overwrite"), "create")
         ref = self.writable_new_table(call.ids)
         self.layout.require_namespace(ref.namespace)
-        exists = os.path.isdir(os.path.join(ref.path, paths.VERSIONS_DIR))
+        exists = is_dataset(ref.path)
         if exists and mode == "create":
             raise RestError(
                 ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(ref.id)!r} already exists"
@@ -524,17 +520,19 @@ class Operations:
 
 
 def _drop_directory(ref: TableRef) -> None:
-    """Out of sight first (renamed to a hidden sibling the catalog never lists), then
-    removed: a reader never sees half a dataset under the table's name."""
-    parent, leaf = os.path.split(ref.path)
-    doomed = os.path.join(parent, f".{leaf}.dropped-{uuid.uuid4().hex[:12]}")
-    try:
-        os.rename(ref.path, doomed)
-    except FileNotFoundError:
-        raise RestError(
-            ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
-        ) from None
-    shutil.rmtree(doomed, ignore_errors=True)
+    """The manifests first, so the table stops being a dataset at once (no reader finds
+    a version whose files are going), then everything else under it."""
+    if not storage.delete_prefix(storage.join(ref.path, paths.VERSIONS_DIR)) and not is_dataset(
+        ref.path
+    ):
+        raise RestError(ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist")
+    storage.delete_prefix(ref.path)
+    storage.prune(ref.path)
+
+
+def _contents(path: str) -> list[str]:
+    """What a namespace holds besides its marker."""
+    return [n for n in storage.list_names(path) if n != NAMESPACE_MARKER]
 
 
 def _uri(path: str) -> str:
@@ -548,7 +546,7 @@ def _stats(ds: Dataset) -> dict[str, str]:
     size = 0
     for f in frags:
         for df in f.files:
-            size += df.file_size_bytes or _size(os.path.join(ds.uri, paths.DATA_DIR, df.path))
+            size += df.file_size_bytes or _size(storage.join(ds.uri, paths.DATA_DIR, df.path))
     deletions = [f for f in frags if f.HasField("deletion_file")]
     deleted = sum(f.deletion_file.num_deleted_rows for f in deletions)
     physical = sum(f.physical_rows for f in frags)
@@ -565,23 +563,27 @@ def _stats(ds: Dataset) -> dict[str, str]:
 
 def _size(path: str) -> int:
     try:
-        return os.stat(path).st_size
-    except OSError:
+        return storage.file_size(path)
+    except LanceIOError:
         return 0
 
 
 def _version_entry(entry: paths.VersionEntry) -> dict:
     """A ``TableVersion`` as pylance lists it, from the manifest file as an object store
-    sees it: its path (no leading slash), size, ETag (the local store's
-    ``inode-mtime-size``) and last-modified time."""
-    st = os.stat(entry.path)
-    return {
+    sees it: its key (no leading slash, no scheme or bucket), size, ETag and last-modified
+    time, from one HEAD through the storage layer."""
+    meta = storage.head(entry.path)
+    if meta is None:  # removed by a cleanup since the listing
+        raise RestError(ErrorCode.TABLE_VERSION_NOT_FOUND, f"version {entry.version} is gone")
+    out = {
         "version": entry.version,
-        "manifest_path": entry.path.lstrip("/"),
-        "manifest_size": st.st_size,
-        "e_tag": f'"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"',
-        "timestamp_millis": st.st_mtime_ns // 1_000_000,
+        "manifest_path": storage.resolve(entry.path)[1].lstrip("/"),
+        "manifest_size": meta.size,
+        "timestamp_millis": int(meta.mtime * 1000),
     }
+    if meta.e_tag is not None:
+        out["e_tag"] = meta.e_tag
+    return out
 
 
 def _transaction_id(ds: Dataset) -> str | None:
@@ -589,7 +591,7 @@ def _transaction_id(ds: Dataset) -> str | None:
     name = ds.manifest.transaction_file
     if not name:
         return None
-    stem = os.path.basename(name).removesuffix(".txn")
+    stem = storage.basename(name).removesuffix(".txn")
     return stem.split("-", 1)[1] if "-" in stem else stem
 
 
@@ -603,7 +605,7 @@ def _tag_json(t: tags.TagContents) -> dict:
 def _ipc_reader(data: IO[bytes] | None, operation: str) -> pa.RecordBatchReader:
     if data is None:
         raise RestError(ErrorCode.INVALID_INPUT, f"{operation} needs an Arrow IPC stream body")
-    data.seek(0, os.SEEK_END)
+    data.seek(0, io.SEEK_END)
     if data.tell() == 0:
         raise RestError(ErrorCode.INVALID_INPUT, f"{operation} needs an Arrow IPC stream body")
     data.seek(0)
