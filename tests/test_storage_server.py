@@ -136,3 +136,20 @@ def test_rest_namespace_over_a_bucket(moto_server, s3_root):
         client.drop_namespace(DropNamespaceRequest(id=["sales"]))
         assert keys() == []
         assert client.list_namespaces(ListNamespacesRequest(id=[])).namespaces == []
+
+
+def test_serve_rest_port_on_a_bucket(moto_server, s3_root):
+    """``serve s3://... --rest-port 0`` starts (it was refused before) and serves the
+    bucket's datasets as tables."""
+    import lance.namespace as ln
+    from lance_namespace import CountTableRowsRequest, ListTablesRequest
+
+    opts = moto_server.options
+    lf.write_dataset(pa.table({"id": [1, 2]}), f"{s3_root}/ns/t.lance", storage_options=opts)
+    args = ["--no-warm", "--no-sql", "--rest-port", "0", *_options_args(opts)]
+    with serve(s3_root, *args) as srv:
+        line = srv.process.stdout.readline().strip()
+        assert line.startswith("Lance Namespace REST API on http://")
+        client = ln.RestNamespace(uri=line.rsplit(" ", 1)[1])
+        assert client.list_tables(ListTablesRequest(id=["ns"])).tables == ["t"]
+        assert client.count_table_rows(CountTableRowsRequest(id=["ns", "t"])).count == 2
