@@ -85,6 +85,12 @@ def list_datasets(server, body: dict) -> dict:
 def dataset_info(server, body: dict) -> dict:
     _check_keys(body, {"dataset", "version"})
     ds = server.catalog.open(_name(body), version_value(body))
+    return {"dataset": _name(body), **describe_dataset(ds)}
+
+
+def describe_dataset(ds) -> dict:
+    """Everything ``dataset_info`` answers about one version of a dataset (shared with
+    ``lance-flight inspect DIR``, so the CLI and the action never disagree)."""
     frags = ds.get_fragments()
     encodings: dict[str, Counter] = {}
     for frag in frags:
@@ -93,7 +99,6 @@ def dataset_info(server, body: dict) -> dict:
                 counter = encodings.setdefault(field, Counter())
                 counter.update(describe(p.encoding) for p in col.pages)
     return {
-        "dataset": _name(body),
         "version": ds.version,
         "latest_version": ds.latest_version,
         "data_storage_version": ds.data_storage_version,

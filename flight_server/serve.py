@@ -38,6 +38,17 @@ def _bytes(text: str) -> int:
     return int(t)
 
 
+class _AuthFlag(argparse.Action):
+    """``--auth`` alone used to be an ambiguous abbreviation of the two auth flags: name them."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        parser.error(
+            "--auth is not an option: pass --auth-users FILE (user:password-hash[:role] lines, "
+            "made with 'python -m flight_server.auth hash --user NAME') and/or "
+            "--auth-tokens FILE (static bearer tokens, 'python -m flight_server.auth token')"
+        )
+
+
 def _rate(text: str):
     from .loginlimit import Rate
 
@@ -61,13 +72,33 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="object-store option, as pylance names them (endpoint, region, allow_http, "
         "aws_access_key_id, ...); repeat for several (default: none, AWS_* variables apply)",
     )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8815, help="0: a free port")
-    p.add_argument("--public-host", help="host name clients use in endpoint locations")
-    p.add_argument("--cache-bytes", type=_bytes, default="256M", help="search cache budget")
-    p.add_argument("--workers", type=int, default=1, help="server processes (one core each)")
     p.add_argument(
-        "--advertise", nargs="*", default=[], help="more locations that serve the same root"
+        "--host", default="127.0.0.1", metavar="HOST", help="interface to listen on (0.0.0.0: all)"
+    )
+    p.add_argument("--port", type=int, default=8815, help="first port (0: a free port)")
+    p.add_argument(
+        "--public-host",
+        metavar="HOST",
+        help="host name clients use in endpoint locations (default: --host, or this "
+        "machine's FQDN when --host is 0.0.0.0)",
+    )
+    p.add_argument(
+        "--cache-bytes",
+        type=_bytes,
+        default="256M",
+        metavar="SIZE",
+        help="search cache budget (bytes, or with a K/M/G suffix)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="server processes (one core each)"
+    )
+    p.add_argument(
+        "--advertise",
+        nargs="*",
+        default=[],
+        metavar="LOCATION",
+        help="locations of other servers on the same root, added to every FlightInfo's "
+        "endpoints (e.g. grpc://host2:8815)",
     )
     p.add_argument("--no-warm", action="store_true", help="skip warming the search cache")
     p.add_argument("--no-sql", action="store_true", help="do not answer Flight SQL commands")
@@ -105,12 +136,25 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--shutdown-grace",
         type=float,
         default=10.0,
+        metavar="SECONDS",
         help="seconds running calls get to finish after SIGTERM/SIGINT",
     )
-    p.add_argument("--tls-cert", help="PEM certificate: serve grpc+tls")
-    p.add_argument("--tls-key", help="PEM private key of --tls-cert")
-    p.add_argument("--auth-users", help="users file (user:pbkdf2-hash[:role]): Basic auth")
-    p.add_argument("--auth-tokens", help="static bearer tokens file")
+    p.add_argument("--tls-cert", metavar="PEM", help="certificate (chain): serve grpc+tls")
+    p.add_argument("--tls-key", metavar="PEM", help="unencrypted private key of --tls-cert")
+    p.add_argument(
+        "--auth-users",
+        metavar="FILE",
+        help="turn on authentication: users file, one user:password-hash[:role] per line "
+        "(role read or write; lines from 'python -m flight_server.auth hash --user NAME')",
+    )
+    p.add_argument(
+        "--auth-tokens",
+        metavar="FILE",
+        help="turn on authentication: static bearer tokens file, one 'TOKEN [USER [ROLE]]' "
+        "per line (from 'python -m flight_server.auth token'); bearer tokens issued at "
+        "login are signed with $LANCE_FLIGHT_SECRET (random per start when unset)",
+    )
+    p.add_argument("--auth", nargs="?", action=_AuthFlag, help=argparse.SUPPRESS)
     p.add_argument(
         "--login-limit",
         type=_rate,
@@ -139,14 +183,25 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="largest record batch one put message may carry (default 256M)",
     )
-    p.add_argument("--metrics-port", type=int, help="Prometheus metrics (worker i: port + i)")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (worker i: PORT + i)",
+    )
     p.add_argument(
         "--rest-port",
         type=int,
+        metavar="PORT",
         help="also serve the Lance Namespace REST API on this port (0: a free one; every "
         "worker shares it)",
     )
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        metavar="LEVEL",
+        help="DEBUG, INFO, WARNING or ERROR (logs go to stderr)",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -239,3 +239,12 @@ def login_flood(location: str, users: list[str], attempts: int) -> list[str]:
     for t in threads:
         t.join(120)
     return outcomes
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for commands that need a number, not 0)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
