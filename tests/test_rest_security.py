@@ -23,11 +23,15 @@ from lance_namespace import (
     CreateNamespaceRequest,
     CreateTableRequest,
     CreateTableTagRequest,
+    DescribeNamespaceRequest,
     DescribeTableRequest,
+    DropNamespaceRequest,
     DropTableRequest,
     InsertIntoTableRequest,
     ListNamespacesRequest,
     ListTablesRequest,
+    NamespaceExistsRequest,
+    RenameTableRequest,
     TableExistsRequest,
 )
 
@@ -115,6 +119,14 @@ def test_grants_hide_and_refuse_reads(granted):
     for call in refused:
         with pytest.raises(lns.PermissionDeniedError):
             call()
+    for call in (
+        lambda: reader.describe_namespace(DescribeNamespaceRequest(id=["other"])),
+        lambda: reader.namespace_exists(NamespaceExistsRequest(id=["other"])),
+        lambda: reader.list_namespaces(ListNamespacesRequest(id=["other"])),
+    ):
+        with pytest.raises(lns.PermissionDeniedError):
+            call()
+    reader.namespace_exists(NamespaceExistsRequest(id=["team"]))
     for path in ("/v1/table/other$b/query", "/v1/table/other$b/version/list"):
         status, _, body = _http(
             server.url + path, {"k": 1, "vector": {}}, {"x-api-key": TEAM_READER}
@@ -158,8 +170,16 @@ def test_grants_refuse_writes_before_anything_changes(granted):
     writer.create_table(CreateTableRequest(id=["team", "sub", "c"]), _ipc(_rows(0, 1)))
     assert lance.dataset(os.path.join(root, "team", "a.lance")).count_rows() == 5
     assert lance.dataset(os.path.join(root, "team", "sub", "c.lance")).count_rows() == 1
+    # a rename may not carry a table out of the grant; a cascade stays within it
+    with pytest.raises(lns.PermissionDeniedError):
+        writer.rename_table(
+            RenameTableRequest(id=["team", "a"], new_namespace_id=["other"], new_table_name="a")
+        )
+    assert lance.dataset(os.path.join(root, "team", "a.lance")).count_rows() == 5
+    writer.drop_namespace(DropNamespaceRequest(id=["team", "sub"], behavior="Cascade"))
+    assert sorted(os.listdir(os.path.join(root, "team"))) == ["a.lance"]
     # without read= a grant limits writes only: the writer reads every table
-    assert writer.list_namespaces(ListNamespacesRequest(id=["team"])).namespaces == ["sub"]
+    assert writer.list_namespaces(ListNamespacesRequest(id=["team"])).namespaces == []
     assert writer.count_table_rows(CountTableRowsRequest(id=["other", "b"])).count == 3
 
 
