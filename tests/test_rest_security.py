@@ -267,3 +267,27 @@ def test_names_follow_the_dataset_name_rules(tmp_path):
         status, _, _ = _http(f"{srv.url}/v1/namespace/ok-name_1.x/create", {})
         assert status == 200
     assert os.listdir(tmp_path) == ["ok-name_1.x"]
+
+
+def test_namespaces_on_the_in_memory_store():
+    """The same code path over ``memory://``: an empty namespace is its marker object, and
+    tables made over REST are datasets pylance's layout opens there too."""
+    import uuid
+
+    from lance_format import dataset, storage
+
+    root = f"memory://rest-{uuid.uuid4().hex[:8]}"
+    with RestServer(RestApp(Catalog(root, SearchCache(1 << 20)))) as srv:
+        client = ln.RestNamespace(uri=srv.url)
+        client.create_namespace(CreateNamespaceRequest(id=["ns"]))
+        assert storage.list_names(f"{root}/ns") == [".lance-namespace"]
+        with pytest.raises(lns.NamespaceAlreadyExistsError):
+            client.create_namespace(CreateNamespaceRequest(id=["ns"]))
+        client.create_table(CreateTableRequest(id=["ns", "t"]), _ipc(_rows(0, 4)))
+        assert dataset(f"{root}/ns/t.lance").count_rows() == 4
+        with pytest.raises(lns.NamespaceNotEmptyError):
+            client.drop_namespace(DropNamespaceRequest(id=["ns"]))
+        client.drop_table(DropTableRequest(id=["ns", "t"]))
+        client.drop_namespace(DropNamespaceRequest(id=["ns"]))
+        assert storage.list_names(f"{root}/ns") == []
+        assert client.list_namespaces(ListNamespacesRequest(id=[])).namespaces == []
