@@ -5,7 +5,10 @@ stream for QueryTable).
 Handlers run on worker threads and use the format layer's public dataset API (``dataset``,
 ``write_dataset``, ``delete``, ``restore``, tags, ``add_columns``/``drop_columns``, the
 scanner, ``alter_columns``); what it lacks (indexes, vector search, update, merge-insert) is
-answered as unsupported.
+answered as unsupported.  Files are reached only through :mod:`lance_format.storage`, so a
+root on an object store serves the same way as a local one.  Each handler checks the
+caller's grant (:mod:`flight_server.permissions`) before it looks at a table: a name outside
+the grant is PERMISSION_DENIED whether or not it exists, and listings leave it out.
 """
 
 from __future__ import annotations
