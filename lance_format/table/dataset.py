@@ -34,6 +34,7 @@ from . import (
     filters,
     indices,
     manifest,
+    mutation,
     paths,
     staging,
     tags,
@@ -168,6 +169,26 @@ class Dataset:
         return None
 
     # -- changing (each returns the new version) -----------------------------------------
+
+    def _become(self, new: Dataset) -> None:
+        """Move this object to ``new``'s version in place, as pylance's writes do (its
+        cached fragments and schema go with it)."""
+        if new is not self:
+            self.__dict__.clear()
+            self.__dict__.update(new.__dict__)
+
+    def update(self, updates: dict[str, str], where: str | None = None) -> dict[str, int]:
+        """Set columns to SQL expressions on the rows matching ``where`` (all rows when
+        None), as pylance: the object moves to the new version; returns
+        ``{"num_rows_updated": n}``."""
+        new, count = mutation.update(self, updates, where)
+        self._become(new)
+        return {"num_rows_updated": count}
+
+    def merge_insert(self, on: str | list[str]) -> mutation.MergeInsertBuilder:
+        """pylance's upsert builder over key columns ``on``; its ``execute`` commits and
+        moves this object to the new version."""
+        return mutation.MergeInsertBuilder(self, on)
 
     def delete(self, predicate: str | pc.Expression) -> Dataset:
         """Delete the rows matching ``predicate`` (SQL string or Arrow expression)."""
