@@ -172,3 +172,47 @@ def test_update_over_concurrent_commit_as_pylance(tmp_path, concurrent):
     assert outcomes[0][0] == outcomes[1][0]
     if outcomes[0][0] == "ok":
         assert outcomes[0][1] == outcomes[1][1]
+
+
+def test_writes_move_the_object_in_place_as_pylance(tmp_path):
+    """The same pylance-style script (no reassignment) run on both objects: after each
+    write both read the same new version and return the same value."""
+    ours, theirs = _pair(tmp_path)
+    steps = [
+        ("delete", ("id = 3",), {}),
+        ("add_columns", ({"w": "v * 2"},), {}),
+        ("add_columns", ({"w2": "id + 1"},), {}),  # a second call on the same object
+        ("alter_columns", ({"path": "w2", "name": "w3"},), {}),
+        ("drop_columns", (["w"],), {}),
+        ("update", ({"v": "0"},), {"where": "id < 2"}),
+    ]
+    for name, args, kwargs in steps:
+        got = getattr(ours, name)(*args, **kwargs)
+        want = getattr(theirs, name)(*args, **kwargs)
+        assert got == want, name
+        assert ours.version == theirs.version, name
+        assert ours.schema == theirs.schema, name
+        assert _sorted(ours.to_table()) == _sorted(theirs.to_table()), name
+    ours, theirs = lds.dataset(ours.uri, 2), lance.dataset(theirs.uri, version=2)
+    assert ours.restore() is None and theirs.restore() is None
+    assert ours.version == theirs.version == 8
+    assert _sorted(ours.to_table()) == _sorted(theirs.to_table())
+    before = ours.version
+    got = ours.optimize.compact_files()
+    want = theirs.optimize.compact_files()
+    assert got.fragments_removed == want.fragments_removed > 0
+    assert ours.version == theirs.version == before + 2
+    assert _sorted(ours.to_table()) == _sorted(theirs.to_table())
+
+
+def test_flight_update_keeps_cached_versions(tmp_path):
+    """A write through the server's catalog never moves a cached, shared Dataset."""
+    from flight_server.catalog import Catalog
+    from lance_format.cache import SearchCache
+
+    lance.write_dataset(BASE, str(tmp_path / "t"))
+    catalog = Catalog(str(tmp_path), SearchCache())
+    shared = catalog.open("t")
+    catalog.open_to_change("t").delete("id = 1")
+    assert shared.version == 1 and shared.count_rows() == 12
+    assert catalog.open("t").version == 2

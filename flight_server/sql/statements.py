@@ -26,6 +26,7 @@ the SQL, and for a ticket the dataset versions the statement was planned against
 from __future__ import annotations
 
 import collections
+import copy
 import json
 import secrets
 import struct
@@ -269,5 +270,6 @@ class Statements:
         if not len(addresses):
             return 0
         _, ds = binding.datasets[statement.target]
-        ds.delete(pc.field(ROW_ADDRESS).isin(pa.array(addresses, pa.uint64())))
+        # a private object: the delete moves it in place, and ``ds`` may be a shared one
+        copy.copy(ds).delete(pc.field(ROW_ADDRESS).isin(pa.array(addresses, pa.uint64())))
         return int(len(addresses))

@@ -38,7 +38,7 @@ _OFFSET_MASK = np.uint64(0xFFFFFFFF)
 _TARGET_INDEX, _SOURCE_INDEX = "__lance_target_index", "__lance_source_index"
 
 
-class _Changes:
+class RowChanges:
     """Rows hidden per fragment and rows to write again, gathered before one commit."""
 
     def __init__(self, ds: Dataset):
@@ -109,7 +109,8 @@ def _scan(ds: Dataset, frag: Fragment, filter) -> pa.Table:
     ).to_table()
 
 
-def _offsets(table: pa.Table) -> np.ndarray:
+def offsets_of(table: pa.Table) -> np.ndarray:
+    """Physical row offsets within their fragment, from a scan's row addresses."""
     return (table.column(ROW_ADDRESS).to_numpy() & _OFFSET_MASK).astype(np.int64)
 
 
@@ -160,7 +161,7 @@ def _update_once(ds: Dataset, values: dict[str, str], where: str | None) -> tupl
         if not isinstance(sql, str):
             raise InvalidArgumentError(f"the new value of {name!r} must be a SQL expression")
         compiled[name] = filters.compile_value(sql, schema)
-    changes = _Changes(ds)
+    changes = RowChanges(ds)
     count = 0
     for frag in ds.get_fragments():
         rows = _scan(ds, frag, where)
@@ -174,7 +175,7 @@ def _update_once(ds: Dataset, values: dict[str, str], where: str | None) -> tupl
         changes.moved.append(computed.cast(schema))
         if ds.stable_row_ids:
             changes.moved_ids.append(rows.column(ROW_ID).to_numpy())
-        changes.hide(frag, _offsets(rows))
+        changes.hide(frag, offsets_of(rows))
         count += rows.num_rows
     ids = {f.name: f.id for f in ds.lance_schema.fields}
     return changes.commit(None, sorted(ids[n] for n in values)), count
@@ -248,7 +249,7 @@ class MergeInsertBuilder:
         condition = None
         if isinstance(self._update, str):
             condition = filters.compile_filter(self._update, _pair_schema(target_schema))
-        changes = _Changes(ds)
+        changes = RowChanges(ds)
         matched_sources: list[np.ndarray] = []
         updated = deleted = 0
         for frag in ds.get_fragments():
@@ -290,7 +291,7 @@ class MergeInsertBuilder:
                 hidden.append(unmatched)
                 deleted += len(unmatched)
             if hidden:
-                offsets = _offsets(rows)[np.concatenate(hidden).astype(np.int64)]
+                offsets = offsets_of(rows)[np.concatenate(hidden).astype(np.int64)]
                 changes.hide(frag, np.sort(offsets))
         inserted = None
         if self._insert:
