@@ -180,6 +180,29 @@ def delete(server, body: dict) -> dict:
 
 
 @action(
+    "update",
+    "Set columns to SQL expressions on the rows matching a filter "
+    '({"dataset", "values": {"column": "expr"}, "where"?}).',
+    mutates=True,
+)
+def update(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "values", "where"})
+    values = body.get("values")
+    if (
+        not isinstance(values, dict)
+        or not values
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items())
+    ):
+        raise BadRequest("'values' must be an object of column name -> SQL expression")
+    where = body.get("where")
+    if where is not None and (not isinstance(where, str) or not where.strip()):
+        raise BadRequest("'where' must be a non-empty SQL predicate when given")
+    ds = server.catalog.open_to_change(_name(body))
+    updated = ds.update(values, where)["num_rows_updated"]
+    return {"dataset": _name(body), "version": ds.version, "updated": updated}
+
+
+@action(
     "add_columns",
     'Add columns computed by SQL expressions ({"dataset", "columns": {"name": "expr"}}).',
     mutates=True,

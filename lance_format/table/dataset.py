@@ -1,9 +1,11 @@
 """``Dataset``: one version of a Lance dataset, with pylance's reading API.
 
 ``dataset(uri, version=None)`` opens the latest version (found by listing ``_versions/``), a
-version number, or a tag.  Everything a version needs is in its manifest; a ``Dataset`` never
-changes once opened (a commit makes a new version, opened as a new ``Dataset``), which is what
-lets a server pin a version in a ticket.
+version number, or a tag.  Everything a version needs is in its manifest.  Reading never
+changes a ``Dataset``; a write through it (delete, update, merge_insert, schema changes,
+restore, compaction) moves that object to the version it committed, as pylance's do.  A
+server that shares opened versions writes through a private copy, so a pinned version stays
+pinned.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ import pyarrow.dataset as pads
 
 from .. import storage
 from ..cache import SearchCache
-from ..errors import InvalidArgumentError, LanceIOError, SchemaError, UnsupportedError
+from ..errors import (
+    DatasetNotFoundError,
+    InvalidArgumentError,
+    SchemaError,
+    UnsupportedError,
+)
 from ..pb import transaction_pb2
 from ..schema import LanceSchema
 from ..vector.search import VectorScanner
@@ -67,10 +74,12 @@ def _resolve(root: str, version: int | None) -> manifest.Manifest:
 
 def find_entry(root: str, version: int | None) -> paths.VersionEntry:
     """The manifest of ``version`` (None: the latest), found with one listing.
-    LanceIOError when there is no dataset, InvalidArgumentError when no such version."""
+    DatasetNotFoundError (a LanceIOError) when there is no dataset, InvalidArgumentError when no such version."""
     versions = paths.list_versions(root)
     if not versions:
-        raise LanceIOError(f"{root} is not a Lance dataset (no committed version in _versions)")
+        raise DatasetNotFoundError(
+            f"{root} is not a Lance dataset (no committed version in _versions)"
+        )
     if version is None:
         entry = versions[-1]
     else:
@@ -99,7 +108,7 @@ def open_version(
 
 
 class Dataset:
-    """One version of a dataset (read side; writes return a new ``Dataset``)."""
+    """One version of a dataset; writes through it move it to the new version."""
 
     def __init__(self, root: str, m: manifest.Manifest, *, cache: SearchCache | None = None):
         self.uri = root
