@@ -53,6 +53,18 @@ def action(name: str, description: str, mutates: bool = False):
     return register
 
 
+def _sql_by_column(body: dict, key: str) -> dict[str, str]:
+    """A non-empty object of column name -> SQL expression from the request body."""
+    value = body.get(key)
+    if (
+        not isinstance(value, dict)
+        or not value
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    ):
+        raise BadRequest(f"'{key}' must be an object of column name -> SQL expression")
+    return value
+
+
 def _name(body: dict) -> str:
     name = body.get("dataset")
     if not isinstance(name, str) or not name:
@@ -187,13 +199,7 @@ def delete(server, body: dict) -> dict:
 )
 def update(server, body: dict) -> dict:
     _check_keys(body, {"dataset", "values", "where"})
-    values = body.get("values")
-    if (
-        not isinstance(values, dict)
-        or not values
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items())
-    ):
-        raise BadRequest("'values' must be an object of column name -> SQL expression")
+    values = _sql_by_column(body, "values")
     where = body.get("where")
     if where is not None and (not isinstance(where, str) or not where.strip()):
         raise BadRequest("'where' must be a non-empty SQL predicate when given")
@@ -209,13 +215,7 @@ def update(server, body: dict) -> dict:
 )
 def add_columns(server, body: dict) -> dict:
     _check_keys(body, {"dataset", "columns"})
-    cols = body.get("columns")
-    if (
-        not isinstance(cols, dict)
-        or not cols
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in cols.items())
-    ):
-        raise BadRequest("'columns' must be an object of column name -> SQL expression")
+    cols = _sql_by_column(body, "columns")
     ds = server.catalog.open_to_change(_name(body))
     ds.add_columns(cols)
     return {"dataset": _name(body), "version": ds.version, "schema": _schema_json(ds.schema)}
