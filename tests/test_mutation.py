@@ -216,3 +216,50 @@ def test_flight_update_keeps_cached_versions(tmp_path):
     catalog.open_to_change("t").delete("id = 1")
     assert shared.version == 1 and shared.count_rows() == 12
     assert catalog.open("t").version == 2
+
+
+def test_merge_insert_edge_cases_as_pylance(tmp_path):
+    """Two key columns, null keys (they match nothing, so they are inserted), an empty
+    source deleting every target row, as pylance does on the same data."""
+    base = pa.table(
+        {
+            "a": pa.array([1, 1, 2, 2, None], pa.int64()),
+            "b": pa.array(["x", "y", "x", "y", "z"]),
+            "v": pa.array([1, 2, 3, 4, 5], pa.int32()),
+        }
+    )
+    source = pa.table(
+        {
+            "a": pa.array([1, 2, None, 3], pa.int64()),
+            "b": pa.array(["y", "z", "z", "x"]),
+            "v": pa.array([20, 30, 50, 60], pa.int32()),
+        }
+    )
+    results = []
+    for module, name in ((lds, "ours"), (lance, "theirs")):
+        uri = str(tmp_path / name)
+        lance.write_dataset(base, uri, max_rows_per_file=2)
+        ds = module.dataset(uri)
+        stats = (
+            ds.merge_insert(["a", "b"])
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(source)
+        )
+        first = ds.to_table().sort_by([("a", "ascending"), ("b", "ascending"), ("v", "ascending")])
+        emptied = (
+            ds.merge_insert("a").when_not_matched_by_source_delete().execute(source.slice(0, 0))
+        )
+        results.append((stats, first, emptied, ds.count_rows(), ds.version))
+    ours, theirs = results
+    assert ours[0] == {k: theirs[0][k] for k in ours[0]}
+    assert ours[1] == theirs[1]
+    assert ours[2] == {k: theirs[2][k] for k in ours[2]}
+    assert ours[3:] == theirs[3:]
+
+
+def test_merge_insert_source_must_have_the_columns(tmp_path):
+    ours, _ = _pair(tmp_path)
+    with pytest.raises(ValueError):
+        ours.merge_insert("id").when_not_matched_insert_all().execute(SOURCE.select(["id", "v"]))
+    assert ours.version == 1
