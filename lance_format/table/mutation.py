@@ -181,6 +181,45 @@ def _update_once(ds: Dataset, values: dict[str, str], where: str | None) -> tupl
     return changes.commit(None, sorted(ids[n] for n in values)), count
 
 
+def update_rows(ds: Dataset, values: pa.Table) -> tuple[Dataset, int]:
+    """Set the rows at the row addresses of ``values``'s ``_rowaddr`` column to its other
+    columns (an SQL ``UPDATE`` computes them elsewhere); one Update commit, as
+    :func:`update`.  Several new values for one row are refused, as pylance refuses an
+    ambiguous merge."""
+    if ROW_ADDRESS not in values.column_names:
+        raise InvalidArgumentError(f"update_rows needs a {ROW_ADDRESS} column")
+    schema = ds.schema
+    names = [n for n in values.column_names if n != ROW_ADDRESS]
+    unknown = [n for n in names if n not in schema.names]
+    if unknown or not names:
+        raise SchemaError(f"cannot update columns {unknown or names} (has {schema.names})")
+    addresses = values.column(ROW_ADDRESS).to_numpy().astype(np.uint64)
+    if len(np.unique(addresses)) != len(addresses):
+        raise InvalidDataError("several new values for one row: the update is ambiguous")
+    renamed = values.rename_columns(
+        [_SOURCE_INDEX + n if n != ROW_ADDRESS else n for n in values.column_names]
+    )
+    changes = RowChanges(ds)
+    count = 0
+    for frag in ds.get_fragments():
+        mine = addresses[(addresses >> np.uint64(32)) == np.uint64(frag.fragment_id)]
+        if not len(mine):
+            continue
+        rows = _scan(ds, frag, pc.field(ROW_ADDRESS).isin(pa.array(mine, pa.uint64())))
+        joined = rows.join(renamed, ROW_ADDRESS, join_type="inner")
+        columns = {
+            n: joined.column(_SOURCE_INDEX + n) if n in names else joined.column(n)
+            for n in schema.names
+        }
+        changes.moved.append(pa.table(columns).cast(schema))
+        if ds.stable_row_ids:
+            changes.moved_ids.append(joined.column(ROW_ID).to_numpy())
+        changes.hide(frag, np.sort(offsets_of(joined)))
+        count += joined.num_rows
+    ids = {f.name: f.id for f in ds.lance_schema.fields}
+    return changes.commit(None, sorted(ids[n] for n in names)), count
+
+
 class MergeInsertBuilder:
     """pylance's ``merge_insert(on)`` builder: match source rows to target rows on key
     columns, then update matched rows, insert unmatched source rows and delete target rows
