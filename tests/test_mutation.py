@@ -258,8 +258,17 @@ def test_merge_insert_edge_cases_as_pylance(tmp_path):
     assert ours[3:] == theirs[3:]
 
 
-def test_merge_insert_source_must_have_the_columns(tmp_path):
-    ours, _ = _pair(tmp_path)
+def test_merge_insert_source_with_some_columns(tmp_path):
+    """A source with the keys and some columns updates those only, as pylance; inserting
+    from it is refused."""
+    ours, theirs = _pair(tmp_path)
+    part = SOURCE.select(["id", "v"])
+    got = ours.merge_insert("id").when_matched_update_all().execute(part)
+    want = theirs.merge_insert("id").when_matched_update_all().execute(part)
+    assert got == {k: want[k] for k in got}
+    assert _sorted(ours.to_table()) == _sorted(theirs.to_table())
     with pytest.raises(ValueError):
-        ours.merge_insert("id").when_not_matched_insert_all().execute(SOURCE.select(["id", "v"]))
-    assert ours.version == 1
+        ours.merge_insert("id").when_not_matched_insert_all().execute(part)
+    with pytest.raises(ValueError):
+        ours.merge_insert("id").when_matched_update_all().execute(SOURCE.select(["v", "s"]))
+    assert ours.version == 2

@@ -276,11 +276,13 @@ class MergeInsertBuilder:
         target_schema = ds.schema
         missing = [n for n in target_schema.names if n not in source.column_names]
         extra = [n for n in source.column_names if n not in target_schema.names]
-        if missing or extra:
+        if extra or set(missing) & set(self._on) or (missing and self._insert):
             raise SchemaError(
-                f"merge_insert source must have the dataset's columns: missing {missing}, "
-                f"unexpected {extra}"
+                f"merge_insert source must have the dataset's columns (a subset with the keys "
+                f"only to update): missing {missing}, unexpected {extra}"
             )
+        for n in missing:  # kept from the target row (filled in when a row is moved)
+            source = source.append_column(n, pa.nulls(source.num_rows, target_schema.field(n).type))
         source = source.select(target_schema.names).cast(target_schema)
         source_keys = source.select(self._on).append_column(
             _SOURCE_INDEX, pa.array(np.arange(source.num_rows, dtype=np.int64))
@@ -316,7 +318,11 @@ class MergeInsertBuilder:
                 else:
                     t_upd, s_upd = t_idx, s_idx
                 if len(t_upd):
-                    changes.moved.append(source.take(s_upd))
+                    moved = source.take(s_upd)
+                    for n in missing:
+                        i = target_schema.get_field_index(n)
+                        moved = moved.set_column(i, n, rows.column(n).take(t_upd))
+                    changes.moved.append(moved)
                     if ds.stable_row_ids:
                         changes.moved_ids.append(rows.column(ROW_ID).to_numpy()[t_upd])
                     hidden.append(t_upd)
