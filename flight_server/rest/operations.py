@@ -246,9 +246,13 @@ class Operations:
         permissions.check_write(ref.name)
         return ref
 
-    def _open(self, ref: TableRef, version: int | str | None = None) -> Dataset:
+    def _open(
+        self, ref: TableRef, version: int | str | None = None, *, to_change: bool = False
+    ) -> Dataset:
+        """The table's dataset; ``to_change`` gives a private object to write through."""
+        opener = self.catalog.open_to_change if to_change else self.catalog.open
         try:
-            return self.catalog.open(ref.name, version)
+            return opener(ref.name, version)
         except NotFound:
             if not is_dataset(ref.path):
                 raise RestError(
@@ -337,9 +341,9 @@ class Operations:
 
     def restore_table(self, call: Call) -> dict:
         ref = self._table(call.ids, write=True)
-        target = self._open(ref, call.model.version)
-        new = target.restore()
-        return {"transaction_id": _transaction_id(new)}
+        target = self._open(ref, call.model.version, to_change=True)
+        target.restore()
+        return {"transaction_id": _transaction_id(target)}
 
     # -- tags -------------------------------------------------------------------------------
 
@@ -440,7 +444,8 @@ class Operations:
         predicate = call.model.predicate
         if not predicate or not predicate.strip():
             raise RestError(ErrorCode.INVALID_INPUT, "DeleteFromTable needs a predicate")
-        ds = self._open(ref).delete(predicate)
+        ds = self._open(ref, to_change=True)
+        ds.delete(predicate)
         return {"version": ds.version}
 
     def count_table_rows(self, call: Call) -> int:
@@ -497,7 +502,8 @@ class Operations:
                     "AlterTableAddColumns without an expression (computed or virtual columns)"
                 )
             transforms[entry.name] = entry.expression
-        ds = self._open(ref).add_columns(transforms)
+        ds = self._open(ref, to_change=True)
+        ds.add_columns(transforms)
         return {"version": ds.version}
 
     def alter_table_alter_columns(self, call: Call) -> dict:
@@ -507,11 +513,13 @@ class Operations:
             if entry.data_type is not None or entry.virtual_column is not None:
                 raise unsupported("AlterTableAlterColumns changing a type or a virtual column")
             changes.append({"path": entry.path, "name": entry.rename, "nullable": entry.nullable})
-        return {"version": self._open(ref).alter_columns(*changes).version}
+        ds = self._open(ref, to_change=True)
+        ds.alter_columns(*changes)
+        return {"version": ds.version}
 
     def alter_table_drop_columns(self, call: Call) -> dict:
         ref = self._table(call.ids, write=True)
-        ds = self._open(ref)
+        ds = self._open(ref, to_change=True)
         names = {f.name for f in ds.schema}
         missing = [c for c in call.model.columns if c not in names]
         if missing:
@@ -519,7 +527,8 @@ class Operations:
                 ErrorCode.TABLE_COLUMN_NOT_FOUND,
                 f"table {join_id(ref.id)!r} has no column {missing[0]!r}",
             )
-        return {"version": ds.drop_columns(list(call.model.columns)).version}
+        ds.drop_columns(list(call.model.columns))
+        return {"version": ds.version}
 
 
 def _drop_directory(ref: TableRef) -> None:
