@@ -54,6 +54,18 @@ def action(name: str, description: str, mutates: bool = False):
     return register
 
 
+def _sql_by_column(body: dict, key: str) -> dict[str, str]:
+    """A non-empty object of column name -> SQL expression from the request body."""
+    value = body.get(key)
+    if (
+        not isinstance(value, dict)
+        or not value
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    ):
+        raise BadRequest(f"'{key}' must be an object of column name -> SQL expression")
+    return value
+
+
 def _name(body: dict) -> str:
     name = body.get("dataset")
     if not isinstance(name, str) or not name:
@@ -168,9 +180,10 @@ def restore(server, body: dict) -> dict:
     version = version_value(body)
     if version is None:
         raise BadRequest("'version' is required")
-    ds = server.catalog.open(_name(body), version)
-    new = ds.restore()
-    return {"dataset": _name(body), "restored": ds.version, "version": new.version}
+    ds = server.catalog.open_to_change(_name(body), version)
+    restored = ds.version
+    ds.restore()
+    return {"dataset": _name(body), "restored": restored, "version": ds.version}
 
 
 @action("delete", 'Delete the rows matching a SQL filter ({"dataset", "filter"}).', mutates=True)
@@ -179,10 +192,26 @@ def delete(server, body: dict) -> dict:
     flt = body.get("filter")
     if not isinstance(flt, str) or not flt.strip():
         raise BadRequest("'filter' must be a non-empty SQL predicate")
-    ds = server.catalog.open(_name(body))
-    before = ds.count_rows()
-    new = ds.delete(flt)
-    return {"dataset": _name(body), "version": new.version, "deleted": before - new.count_rows()}
+    ds = server.catalog.open_to_change(_name(body))
+    deleted = ds.delete(flt)["num_deleted_rows"]
+    return {"dataset": _name(body), "version": ds.version, "deleted": deleted}
+
+
+@action(
+    "update",
+    "Set columns to SQL expressions on the rows matching a filter "
+    '({"dataset", "values": {"column": "expr"}, "where"?}).',
+    mutates=True,
+)
+def update(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "values", "where"})
+    values = _sql_by_column(body, "values")
+    where = body.get("where")
+    if where is not None and (not isinstance(where, str) or not where.strip()):
+        raise BadRequest("'where' must be a non-empty SQL predicate when given")
+    ds = server.catalog.open_to_change(_name(body))
+    updated = ds.update(values, where)["num_rows_updated"]
+    return {"dataset": _name(body), "version": ds.version, "updated": updated}
 
 
 @action(
@@ -192,15 +221,10 @@ def delete(server, body: dict) -> dict:
 )
 def add_columns(server, body: dict) -> dict:
     _check_keys(body, {"dataset", "columns"})
-    cols = body.get("columns")
-    if (
-        not isinstance(cols, dict)
-        or not cols
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in cols.items())
-    ):
-        raise BadRequest("'columns' must be an object of column name -> SQL expression")
-    new = server.catalog.open(_name(body)).add_columns(cols)
-    return {"dataset": _name(body), "version": new.version, "schema": _schema_json(new.schema)}
+    cols = _sql_by_column(body, "columns")
+    ds = server.catalog.open_to_change(_name(body))
+    ds.add_columns(cols)
+    return {"dataset": _name(body), "version": ds.version, "schema": _schema_json(ds.schema)}
 
 
 @action("drop_columns", 'Drop columns ({"dataset", "columns": [...]}).', mutates=True)
@@ -209,8 +233,9 @@ def drop_columns(server, body: dict) -> dict:
     cols = string_list(body, "columns")
     if not cols:
         raise BadRequest("'columns' must be a non-empty list of column names")
-    new = server.catalog.open(_name(body)).drop_columns(cols)
-    return {"dataset": _name(body), "version": new.version, "schema": _schema_json(new.schema)}
+    ds = server.catalog.open_to_change(_name(body))
+    ds.drop_columns(cols)
+    return {"dataset": _name(body), "version": ds.version, "schema": _schema_json(ds.schema)}
 
 
 @action(
@@ -230,7 +255,7 @@ def compact(server, body: dict) -> dict:
         if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
             raise BadRequest("'materialize_deletions_threshold' must be a number in [0, 1]")
         opts["materialize_deletions_threshold"] = float(threshold)
-    ds = server.catalog.open(_name(body))
+    ds = server.catalog.open_to_change(_name(body))
     if not hasattr(ds, "compact_files"):
         raise Unimplemented("compaction is not available in this version of the datasets layer")
     m = ds.compact_files(**opts)

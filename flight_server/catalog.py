@@ -17,6 +17,7 @@ listing ``_versions/`` (cheap), which is what makes a commit visible at once.
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 from collections import OrderedDict
@@ -155,6 +156,12 @@ class Catalog:
             while len(self._open) > OPEN_VERSIONS:
                 self._open.popitem(last=False)
         return ds
+
+    def open_to_change(self, name: str, version: int | str | None = None) -> Dataset:
+        """A private ``Dataset`` to write through: writes move their object to the new
+        version in place (as pylance's do), which must never happen to a cached, shared
+        one."""
+        return copy.copy(self.open(name, version))
 
     def _resolve_tag(self, name: str, path: str, tag: str) -> int:
         if not paths.list_versions(path):

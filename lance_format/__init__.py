@@ -4,6 +4,7 @@ from .cache import SearchCache
 from .errors import (
     CommitConflictError,
     CorruptFileError,
+    DatasetNotFoundError,
     InvalidArgumentError,
     InvalidDataError,
     LanceError,
@@ -21,6 +22,7 @@ __all__ = [
     "Dataset",
     "CommitConflictError",
     "CorruptFileError",
+    "DatasetNotFoundError",
     "IOStats",
     "InvalidArgumentError",
     "InvalidDataError",

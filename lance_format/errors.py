@@ -35,12 +35,18 @@ class LanceError(Exception):
         return self
 
 
-class LanceIOError(LanceError):
-    """The storage could not be read or written (missing file, permission, short read)."""
+class LanceIOError(LanceError, OSError):
+    """The storage could not be read or written (missing file, permission, short read); an
+    OSError too, as pylance raises for these."""
 
 
 class ObjectNotFoundError(LanceIOError, FileNotFoundError):
     """The file or object does not exist (a FileNotFoundError too, as callers expect)."""
+
+
+class DatasetNotFoundError(ObjectNotFoundError, ValueError):
+    """No dataset at the path (no committed version).  pylance raises ValueError here, so
+    this is one as well as a FileNotFoundError."""
 
 
 class CorruptFileError(LanceError):
@@ -63,8 +69,9 @@ class InvalidDataError(InvalidArgumentError, OSError):
     rest, so this is both."""
 
 
-class SchemaError(LanceError):
-    """A schema cannot be mapped between Lance and Arrow, or does not match the data."""
+class SchemaError(LanceError, ValueError):
+    """A schema cannot be mapped between Lance and Arrow, or does not match the data (an
+    unknown column, a clash).  pylance raises ValueError for most of these."""
 
 
 def check_size(value: int, limit: int, what: str) -> int:
@@ -74,10 +81,10 @@ def check_size(value: int, limit: int, what: str) -> int:
     return value
 
 
-class CommitConflictError(LanceError):
+class CommitConflictError(LanceError, OSError):
     """A commit lost against a concurrent one that it cannot be rebased over.
 
-    Mirrors pylance's ``CommitConflictError``: ``retryable`` is False when the two
+    Mirrors pylance's ``CommitConflictError`` (an OSError, as pylance raises): ``retryable`` is False when the two
     transactions are incompatible (re-running ours cannot help, e.g. anything against a
     concurrent overwrite or restore), True when ours was merely preempted and re-running the
     operation against the newer version may succeed (see :class:`RetryableCommitConflictError`).

@@ -139,7 +139,9 @@ def test_drop_columns_restore_and_staged_commits_with_pylance(tmp_path):
 
     uri = str(tmp_path / "ds")
     lance.write_dataset(_table(1200), uri, max_rows_per_file=500)
-    ours = open_dataset(uri).drop_columns(["x"])
+    ours = open_dataset(uri)
+    assert ours.drop_columns(["x"]) is None  # pylance's return; the object moved
+    assert ours.version == 2 and ours.schema.names == ["id", "s", "l"]
     assert lance.dataset(uri).schema.names == ["id", "s", "l"]
     _same_as_pylance(uri)
     # fragments staged by two "workers", committed once by a third
@@ -153,7 +155,8 @@ def test_drop_columns_restore_and_staged_commits_with_pylance(tmp_path):
     assert len(committed.get_fragments()) == 3 + 2 + 1
     _same_as_pylance(uri)
     # restore the first version (with x) as the newest one
-    restored = committed.restore(1)
+    restored = open_dataset(uri)
+    restored.restore(1)
     assert restored.version == committed.version + 1
     assert lance.dataset(uri).to_table().equals(lance.dataset(uri, version=1).to_table())
     _same_as_pylance(uri)
@@ -166,14 +169,15 @@ def test_add_columns_both_ways(tmp_path, version):
     uri = str(tmp_path / "ds")
     lance.write_dataset(_table(1500), uri, data_storage_version=version, max_rows_per_file=600)
     lance.dataset(uri).delete("id % 9 = 0")  # computed over deleted rows too
-    ours = open_dataset(uri).add_columns({"id2": "id * 2 + 1", "up": "upper(s)"})
+    ours = open_dataset(uri)
+    ours.add_columns({"id2": "id * 2 + 1", "up": "upper(s)"})
     assert [df for df in ours.get_fragments()[0].data_files()][1:]  # a second data file
     _same_as_pylance(uri)
     theirs = lance.dataset(uri).to_table(columns=["id", "id2", "up"])
     ids = theirs.column("id").to_numpy()
     assert np.array_equal(theirs.column("id2").to_numpy(), ids * 2 + 1)
     # a schema-only column: no data file, nulls everywhere
-    open_dataset(uri).add_columns(pa.field("note", pa.string()))
+    ours.add_columns(pa.field("note", pa.string()))  # a second call on the same object
     assert lance.dataset(uri).to_table(columns=["note"]).column(0).null_count == theirs.num_rows
     _same_as_pylance(uri)
     # pylance adds a column, we read it; then we append rows including all columns
@@ -279,7 +283,8 @@ def test_alter_columns_as_pylance(tmp_path):
     lance.write_dataset(table, ours)
     shutil.copytree(ours, theirs)
     changes = [{"path": "s.x", "name": "z"}, {"path": "b", "name": "bb", "nullable": False}]
-    got = open_dataset(ours).alter_columns(*changes)
+    got = open_dataset(ours)
+    got.alter_columns(*changes)
     lance.dataset(theirs).alter_columns(*changes)
     assert got.version == 2
     assert lance.dataset(ours).schema == lance.dataset(theirs).schema

@@ -24,6 +24,7 @@ EVERY_ACTION = {
     "delete_tag",
     "restore",
     "delete",
+    "update",
     "add_columns",
     "drop_columns",
     "compact",
@@ -169,6 +170,11 @@ def test_cache_stats_and_health(client, server):
         ("restore", {"dataset": "two", "version": "nope"}, "NOT_FOUND"),
         ("delete", {"dataset": "two"}, "INVALID_ARGUMENT"),
         ("delete", {"dataset": "two", "filter": "nope = 1"}, "INVALID_ARGUMENT"),
+        ("update", {"dataset": "two"}, "INVALID_ARGUMENT"),
+        ("update", {"dataset": "two", "values": {"x": 1}}, "INVALID_ARGUMENT"),
+        ("update", {"dataset": "two", "values": {"nope": "1"}}, "INVALID_ARGUMENT"),
+        ("update", {"dataset": "two", "values": {"x": "0"}, "where": ""}, "INVALID_ARGUMENT"),
+        ("update", {"dataset": "two", "values": {"x": "nope + 1"}}, "INVALID_ARGUMENT"),
         ("add_columns", {"dataset": "two", "columns": ["y"]}, "INVALID_ARGUMENT"),
         ("add_columns", {"dataset": "two", "columns": {"y": "nope + 1"}}, "INVALID_ARGUMENT"),
         ("drop_columns", {"dataset": "two", "columns": []}, "INVALID_ARGUMENT"),
@@ -199,3 +205,16 @@ def test_bodies_that_are_not_json_objects(client):
 def test_refused_actions_left_the_data_alone(root):
     ds = lance.dataset(os.path.join(root, "two"))
     assert ds.version == 1 and ds.to_table().equals(make_table(10))
+
+
+def test_update_action_as_pylance(client, root, tmp_path):
+    """The update action changes the same rows as pylance's update on the same data."""
+    lance.write_dataset(make_table(60), os.path.join(root, "upd"), max_rows_per_file=25)
+    ref = lance.write_dataset(make_table(60), str(tmp_path / "ref"), max_rows_per_file=25)
+    values = {"x": "x + 100", "s": "concat(s, '!')"}
+    out = action(client, "update", dataset="upd", values=values, where="id % 7 = 2")
+    want = ref.update(values, where="id % 7 = 2")
+    assert out["updated"] == want["num_rows_updated"] == 9
+    assert out["version"] == 2
+    got = lance.dataset(os.path.join(root, "upd")).to_table().sort_by("id")
+    assert got.equals(ref.to_table().sort_by("id"))

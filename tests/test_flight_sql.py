@@ -711,6 +711,41 @@ def test_delete_nothing_commits_nothing(victims):
     assert lance.dataset(str(victims.path)).version == before
 
 
+def test_update_through_execute_as_pylance(victims, tmp_path):
+    """UPDATE ... SET ... WHERE over ADBC changes the same rows as pylance's update on a
+    copy of the same data, in one Update commit; a parameterized UPDATE too."""
+    ref = lance.write_dataset(victims.table, str(tmp_path / "ref"), max_rows_per_file=15)
+    before = lance.dataset(str(victims.path)).version
+    c = adbc_connect(victims.server)
+    cur = c.cursor()
+    cur.execute("UPDATE victims SET v = v + 100, s = concat(s, '!') WHERE id % 3 = 0")
+    want = ref.update({"v": "v + 100", "s": "concat(s, '!')"}, where="id % 3 = 0")
+    assert cur.rowcount == want["num_rows_updated"] == 14
+    ds = lance.dataset(str(victims.path))
+    assert ds.version == before + 1
+    assert _remaining(victims.path).equals(ref.to_table().sort_by("id"))
+    cur.execute("UPDATE victims SET s = ? WHERE id = ?", parameters=("new", 5))
+    assert cur.rowcount == 1
+    cur.execute("UPDATE victims SET s = 'none' WHERE id > 1000")
+    assert cur.rowcount == 0
+    # UPDATE ... FROM: one new value per row, or refused as ambiguous (nothing committed)
+    cur.execute(
+        "UPDATE victims SET s = b.x FROM (VALUES (7, 'seven')) AS b(k, x) WHERE victims.id = b.k"
+    )
+    assert cur.rowcount == 1
+    ref.update({"s": "'seven'"}, where="id = 7")
+    with pytest.raises(dbapi.ProgrammingError, match="ambiguous"):
+        cur.execute(
+            "UPDATE victims SET s = b.x FROM (VALUES (1, 'a'), (1, 'b')) AS b(k, x) "
+            "WHERE victims.id = b.k"
+        )
+    cur.close()
+    c.close()
+    ref.update({"s": "'new'"}, where="id = 5")
+    assert _remaining(victims.path).equals(ref.to_table().sort_by("id"))
+    assert lance.dataset(str(victims.path)).version == before + 3  # no commit for no rows
+
+
 # -- bulk ingest -----------------------------------------------------------------------------
 
 

@@ -83,6 +83,7 @@ __all__ = [
 DEFAULT_RESULT_BATCH_ROWS = 64 * 1024
 PARAMS_ALIAS = "__lance_params"
 # schemas DuckDB keeps for itself: references into them are not datasets
+WRITES = ("delete", "update")  # statements that change their target table
 _SYSTEM_SCHEMAS = {"information_schema", "pg_catalog", "system", "temp"}
 
 
@@ -133,7 +134,7 @@ class Statement:
     """A parsed statement: what it reads and how many parameters it takes."""
 
     sql: str  # the text the positions below refer to (after `name@version` merging)
-    kind: str  # "query" or "delete"
+    kind: str  # "query", "delete" or "update"
     refs: list[TableRef]
     param_count: int
     tree: exp.Expression = field(repr=False)
@@ -216,7 +217,7 @@ def _parameter_count(tree: exp.Expression) -> int:
 
 
 def parse_statement(sql: str) -> Statement:
-    """Parse one SELECT-like query or one DELETE; anything else is refused clearly."""
+    """Parse one SELECT-like query, DELETE or UPDATE; anything else is refused clearly."""
     if not isinstance(sql, str) or not sql.strip():
         raise SqlError("the SQL text is empty")
     text = _merge_version_suffixes(sql)
@@ -229,16 +230,20 @@ def parse_statement(sql: str) -> Statement:
     tree = trees[0]
     if isinstance(tree, exp.Delete):
         kind = "delete"
+    elif isinstance(tree, exp.Update):
+        kind = "update"
     elif isinstance(tree, exp.Query):
         kind = "query"
-    elif isinstance(tree, exp.Insert | exp.Update | exp.Merge):
+    elif isinstance(tree, exp.Insert | exp.Merge):
         raise UnsupportedError(
             f"{type(tree).__name__.upper()} is not supported: rows are added with bulk "
-            "ingest (CommandStatementIngest, adbc_ingest) and removed with DELETE"
+            "ingest (CommandStatementIngest, adbc_ingest), changed with UPDATE and removed with "
+            "DELETE"
         )
     else:
         raise SqlError(
-            "only queries (SELECT, WITH, VALUES, set operations) and DELETE are supported, "
+            "only queries (SELECT, WITH, VALUES, set operations), DELETE and UPDATE are "
+            "supported, "
             f"not {tree.key.upper()}"
         )
     ctes = _cte_names(tree)
@@ -259,19 +264,19 @@ def parse_statement(sql: str) -> Statement:
         start, end = parts[0].meta.get("start"), parts[-1].meta.get("end")
         if start is None or end is None:
             raise SqlError(f"cannot locate table {ref.shown!r} in the SQL text")
-        if table is tree.args.get("this") and kind == "delete":
+        if table is tree.args.get("this") and kind in WRITES:
             target = len(refs)
         refs.append(ref)
         has_alias = table.args.get("alias") is not None
         spans.append(_Span(start, end, has_alias, table.args.get("when") is not None, table))
     if SEARCH_FUNCTION in text.casefold():
-        if kind == "delete":
-            raise SqlError(f"{SEARCH_FUNCTION} cannot be used in a DELETE")
+        if kind in WRITES:
+            raise SqlError(f"{SEARCH_FUNCTION} cannot be used in a {kind.upper()}")
         for call in find_calls(text):
             refs.append(TableRef(call.table, None, None, None))
             spans.append(_Span(call.start, call.end, True, False, None, call))
-    if kind == "delete" and target is None:
-        raise SqlError("DELETE must name a table of this server")
+    if kind in WRITES and target is None:
+        raise SqlError(f"{kind.upper()} must name a table of this server")
     return Statement(text, kind, refs, _parameter_count(tree), tree, spans, target)
 
 
@@ -592,9 +597,17 @@ class SqlEngine:
 
         The parameters become a table joined to the statement (``?`` number i reads its
         column i), so one scan serves any number of parameter rows."""
+        found = self.target_rows(binding, params, watch).column(0).to_numpy()
+        return np.unique(found.astype(np.uint64, copy=False))
+
+    def target_rows(
+        self, binding: Binding, params: pa.Table | None = None, watch: Watch | None = None
+    ) -> pa.Table:
+        """The target rows of a DELETE or UPDATE, over every row of parameters: their row
+        addresses (sorted, unique for a DELETE) and, for an UPDATE, the new values."""
         st = binding.statement
-        if st.kind != "delete":
-            raise InvalidArgumentError("not a DELETE statement")
+        if st.kind not in WRITES:
+            raise InvalidArgumentError("not a DELETE or UPDATE statement")
         if st.param_count and (params is None or params.num_columns != st.param_count):
             _param_rows(st, params)  # raises the clear error
         tree = st.tree.copy()
@@ -602,18 +615,17 @@ class SqlEngine:
         watch = watch or Watch(None, None)
         watch.on_stop(con.interrupt)
         try:
-            sql = _delete_select(tree, st, aliases)
+            sql = _target_select(tree, st, aliases)
             if st.param_count:
                 if params.num_rows == 0:
-                    return np.empty(0, np.uint64)
+                    return con.sql(sql + " LIMIT 0").to_arrow_table()
                 named = params.rename_columns([f"p{i}" for i in range(params.num_columns)])
                 con.register(PARAMS_ALIAS, named)
             with watch.busy():
                 table = con.sql(sql).to_arrow_table()
         finally:
             con.close()
-        found = table.column(0).to_numpy()
-        return np.unique(found.astype(np.uint64, copy=False))
+        return table
 
 
 class Execution:
@@ -712,9 +724,11 @@ def _param_rows(statement: Statement, params: pa.Table | None) -> list[list[obje
     return [list(row) for row in zip(*columns, strict=True)]
 
 
-def _delete_select(tree: exp.Delete, st: Statement, aliases: list[str]) -> str:
-    """``DELETE FROM t [USING u] WHERE c`` -> ``SELECT t._rowaddr FROM t [, u] WHERE c``, with
-    table references replaced by their private names and parameters by parameter columns."""
+def _target_select(tree: exp.Delete | exp.Update, st: Statement, aliases: list[str]) -> str:
+    """``DELETE FROM t [USING u] WHERE c`` -> ``SELECT t._rowaddr FROM t [, u] WHERE c``;
+    ``UPDATE t SET a = e [FROM u] WHERE c`` -> ``SELECT t._rowaddr, e AS a FROM t [, u]
+    WHERE c``; table references replaced by their private names and parameters by
+    parameter columns."""
     index = {id(span.node): i for i, span in enumerate(st.spans)}
     pairs = zip(st.tree.find_all(exp.Table), tree.find_all(exp.Table), strict=True)
     copies = [(index[id(orig)], copy) for orig, copy in pairs if id(orig) in index]
@@ -741,10 +755,21 @@ def _delete_select(tree: exp.Delete, st: Statement, aliases: list[str]) -> str:
         node.replace(exp.column(f"p{number}", table=PARAMS_ALIAS, quoted=True))
     sources = [tree.this.sql("duckdb")]
     sources += [u.sql("duckdb") for u in tree.args.get("using") or []]
+    selected = [f"{_quote(target_alias)}.{_quote(ROW_ADDRESS)}"]
+    if isinstance(tree, exp.Update):
+        extra = tree.args.get("from_")
+        if extra is not None:
+            sources.append(extra.this.sql("duckdb"))
+            sources += [j.this.sql("duckdb") for j in extra.args.get("joins") or []]
+        for assignment in tree.expressions:
+            if not isinstance(assignment, exp.EQ) or not isinstance(assignment.this, exp.Column):
+                raise SqlError("UPDATE ... SET takes column = expression pairs")
+            value = assignment.expression.sql("duckdb")
+            selected.append(f"({value}) AS {_quote(assignment.this.name)}")
     if st.param_count:
         sources.append(_quote(PARAMS_ALIAS))
     where = tree.args.get("where")
-    sql = f"SELECT {_quote(target_alias)}.{_quote(ROW_ADDRESS)} FROM {', '.join(sources)}"
+    sql = f"SELECT {', '.join(selected)} FROM {', '.join(sources)}"
     if where is not None:
         sql += f" WHERE {where.this.sql('duckdb')}"
     return sql

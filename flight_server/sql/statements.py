@@ -26,6 +26,7 @@ the SQL, and for a ticket the dataset versions the statement was planned against
 from __future__ import annotations
 
 import collections
+import copy
 import json
 import secrets
 import struct
@@ -43,10 +44,11 @@ from flight_server.permissions import check_write
 from flight_server.query import load_json
 from lance_format.errors import InvalidArgumentError
 from lance_format.pb import flight_sql_pb2 as pb
+from lance_format.table import mutation
 from lance_format.table.scanner import ROW_ADDRESS
 
 from . import protocol
-from .engine import Binding, Execution, SqlEngine, Statement, parse_statement
+from .engine import WRITES, Binding, Execution, SqlEngine, Statement, parse_statement
 from .errors import SqlError
 from .limits import Watch
 
@@ -174,7 +176,7 @@ class Statements:
         result = pb.ActionCreatePreparedStatementResult(prepared_statement_handle=handle.encode())
         if statement.kind == "query" and statement.param_count == 0:
             result.dataset_schema = self.engine.schema(binding).serialize().to_pybytes()
-        elif statement.kind == "delete":
+        elif statement.kind in WRITES:
             result.dataset_schema = DELETE_RESULT_SCHEMA.serialize().to_pybytes()
         if statement.param_count:
             fields = [pa.field(str(i), pa.null()) for i in range(statement.param_count)]
@@ -213,10 +215,10 @@ class Statements:
         called first, e.g. to check the caller may write)."""
         statement = parse_statement(sql)
         binding = self.engine.bind(statement)
-        if statement.kind == "delete":
+        if statement.kind in WRITES:
             if on_delete is not None:
                 on_delete()
-            count = self.delete(binding, params, watch)
+            count = self.write(binding, params, watch)
             ticket = Handle(sql, count=count)
             return self._info(DELETE_RESULT_SCHEMA, descriptor, ticket, total_records=count)
         schema = self.engine.schema(binding, params, watch)
@@ -225,7 +227,7 @@ class Statements:
 
     def schema(self, sql: str, params: pa.Table | None, watch: Watch | None = None) -> pa.Schema:
         statement = parse_statement(sql)
-        if statement.kind == "delete":
+        if statement.kind in WRITES:
             return DELETE_RESULT_SCHEMA
         return self.engine.schema(self.engine.bind(statement), params, watch)
 
@@ -255,11 +257,29 @@ class Statements:
     # -- updates -----------------------------------------------------------------------------
 
     def update(self, sql: str, params: pa.Table | None, watch: Watch | None = None) -> int:
-        """Run an update (DELETE) for every parameter row; the number of rows deleted."""
+        """Run an update (DELETE or UPDATE) for every parameter row; the rows changed."""
         statement = parse_statement(sql)
-        if statement.kind != "delete":
-            raise SqlError("only DELETE runs as an update; send queries with CommandStatementQuery")
-        return self.delete(self.engine.bind(statement), params, watch)
+        if statement.kind not in WRITES:
+            raise SqlError(
+                "only DELETE and UPDATE run as updates; send queries with CommandStatementQuery"
+            )
+        return self.write(self.engine.bind(statement), params, watch)
+
+    def write(self, binding: Binding, params: pa.Table | None, watch: Watch | None = None) -> int:
+        """Run a DELETE or an UPDATE; the number of rows it changed."""
+        if binding.statement.kind == "delete":
+            return self.delete(binding, params, watch)
+        statement: Statement = binding.statement
+        if params is not None and params.num_columns == 0:
+            params = None
+        check_write(binding.datasets[statement.target][0])
+        values = self.engine.target_rows(binding, params, watch)
+        if not values.num_rows:
+            return 0  # as a DELETE of nothing: no commit
+        _, ds = binding.datasets[statement.target]
+        # a private object: the update moves it in place, and ``ds`` may be a shared one
+        _, count = mutation.update_rows(copy.copy(ds), values)
+        return count
 
     def delete(self, binding: Binding, params: pa.Table | None, watch: Watch | None = None) -> int:
         """Delete the rows the statement selects, in one conflict-checked commit."""
@@ -271,5 +291,6 @@ class Statements:
         if not len(addresses):
             return 0
         _, ds = binding.datasets[statement.target]
-        ds.delete(pc.field(ROW_ADDRESS).isin(pa.array(addresses, pa.uint64())))
+        # a private object: the delete moves it in place, and ``ds`` may be a shared one
+        copy.copy(ds).delete(pc.field(ROW_ADDRESS).isin(pa.array(addresses, pa.uint64())))
         return int(len(addresses))

@@ -195,15 +195,10 @@ def build_manifest(
         out.schema_metadata.clear()
         out.schema_metadata.update(dict(op.schema_metadata))
     elif kind == "delete":
-        updated = {f.id: f for f in op.updated_fragments}
-        gone = set(op.deleted_fragment_ids)
-        kept = []
-        for f in out.fragments:
-            if f.id in gone:
-                continue
-            kept.append(updated.get(f.id, f))
-        del out.fragments[:]
-        out.fragments.extend(kept)
+        _replace_fragments(out, op.updated_fragments, op.deleted_fragment_ids)
+    elif kind == "update":
+        _replace_fragments(out, op.updated_fragments, op.removed_fragment_ids)
+        out.fragments.extend(_assign_ids(out, op.new_fragments))
     elif kind == "merge":
         del out.fragments[:]
         out.fragments.extend(op.fragments)
@@ -235,6 +230,15 @@ def build_manifest(
     return out
 
 
+def _replace_fragments(m: table_pb2.Manifest, updated, removed) -> None:
+    """Swap in fragments with new deletion files and drop the fully deleted ones."""
+    by_id = {f.id: f for f in updated}
+    gone = set(removed)
+    kept = [by_id.get(f.id, f) for f in m.fragments if f.id not in gone]
+    del m.fragments[:]
+    m.fragments.extend(kept)
+
+
 def _assign_ids(m: table_pb2.Manifest, fragments) -> list[table_pb2.DataFragment]:
     """New fragments get ids after ``max_fragment_id`` (ids are never reused; an unset
     ``max_fragment_id`` means no fragment ever existed), and stable row ids from
@@ -246,7 +250,8 @@ def _assign_ids(m: table_pb2.Manifest, fragments) -> list[table_pb2.DataFragment
         g = table_pb2.DataFragment()
         g.CopyFrom(f)
         g.id = start + i
-        if stable:
+        if stable and g.WhichOneof("row_id_sequence") is None:
+            # rows moved by an update keep their ids; only new rows get fresh ones
             first = m.next_row_id
             g.inline_row_ids = rowids.encode_row_ids(
                 np.arange(first, first + g.physical_rows, dtype=np.uint64)

@@ -110,9 +110,10 @@ def compact_files(
     target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
     materialize_deletions: bool = True,
     materialize_deletions_threshold: float = DEFAULT_DELETIONS_THRESHOLD,
-) -> CompactionMetrics:
+) -> tuple[CompactionMetrics, int | None]:
     """Rewrite ``ds``'s small or heavily deleted fragments; commits two versions
-    (reservation, rewrite) when there is anything to do, none otherwise."""
+    (reservation, rewrite) when there is anything to do, none otherwise.  Returns the
+    metrics and the version the rewrite made (None when nothing was done)."""
     if not isinstance(target_rows_per_fragment, int) or target_rows_per_fragment <= 0:
         raise InvalidArgumentError("target_rows_per_fragment must be a positive integer")
     if not 0 <= materialize_deletions_threshold <= 1:
@@ -125,7 +126,7 @@ def compact_files(
     )
     metrics = CompactionMetrics()
     if not groups:
-        return metrics
+        return metrics, None
     version = ds.data_storage_version
     if version not in write.WRITABLE_VERSIONS:
         raise UnsupportedError(
@@ -172,11 +173,11 @@ def compact_files(
         metrics.fragments_added += len(new)
         metrics.files_added += sum(len(f.files) for f in new)
     try:
-        commit.commit(ds.uri, commit.new_transaction(ds.version, rewrite=op))
+        done = commit.commit(ds.uri, commit.new_transaction(ds.version, rewrite=op))
     except BaseException:
         write.remove_fragment_files(ds.uri, [f for _, new in rewritten for f in new])
         raise
-    return metrics
+    return metrics, int(done.version)
 
 
 def _rows_per_file(group: list[Fragment], target: int) -> int:

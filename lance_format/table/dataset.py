@@ -1,9 +1,11 @@
 """``Dataset``: one version of a Lance dataset, with pylance's reading API.
 
 ``dataset(uri, version=None)`` opens the latest version (found by listing ``_versions/``), a
-version number, or a tag.  Everything a version needs is in its manifest; a ``Dataset`` never
-changes once opened (a commit makes a new version, opened as a new ``Dataset``), which is what
-lets a server pin a version in a ticket.
+version number, or a tag.  Everything a version needs is in its manifest.  Reading never
+changes a ``Dataset``; a write through it (delete, update, merge_insert, schema changes,
+restore, compaction) moves that object to the version it committed, as pylance's do.  A
+server that shares opened versions writes through a private copy, so a pinned version stays
+pinned.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ import pyarrow.dataset as pads
 
 from .. import storage
 from ..cache import SearchCache
-from ..errors import InvalidArgumentError, LanceIOError, SchemaError, UnsupportedError
+from ..errors import (
+    DatasetNotFoundError,
+    InvalidArgumentError,
+    SchemaError,
+    UnsupportedError,
+)
 from ..pb import transaction_pb2
 from ..schema import LanceSchema
 from ..vector.search import VectorScanner
@@ -29,11 +36,11 @@ from . import (
     cleanup,
     commit,
     compaction,
-    deletion,
     features,
     filters,
     indices,
     manifest,
+    mutation,
     paths,
     staging,
     tags,
@@ -67,10 +74,12 @@ def _resolve(root: str, version: int | None) -> manifest.Manifest:
 
 def find_entry(root: str, version: int | None) -> paths.VersionEntry:
     """The manifest of ``version`` (None: the latest), found with one listing.
-    LanceIOError when there is no dataset, InvalidArgumentError when no such version."""
+    DatasetNotFoundError (a LanceIOError) when there is no dataset, InvalidArgumentError when no such version."""
     versions = paths.list_versions(root)
     if not versions:
-        raise LanceIOError(f"{root} is not a Lance dataset (no committed version in _versions)")
+        raise DatasetNotFoundError(
+            f"{root} is not a Lance dataset (no committed version in _versions)"
+        )
     if version is None:
         entry = versions[-1]
     else:
@@ -99,7 +108,7 @@ def open_version(
 
 
 class Dataset:
-    """One version of a dataset (read side; writes return a new ``Dataset``)."""
+    """One version of a dataset; writes through it move it to the new version."""
 
     def __init__(self, root: str, m: manifest.Manifest, *, cache: SearchCache | None = None):
         self.uri = root
@@ -169,13 +178,36 @@ class Dataset:
 
     # -- changing (each returns the new version) -----------------------------------------
 
-    def delete(self, predicate: str | pc.Expression) -> Dataset:
-        """Delete the rows matching ``predicate`` (SQL string or Arrow expression)."""
-        return _delete(self, predicate)
+    def _become(self, new: Dataset) -> None:
+        """Move this object to ``new``'s version in place, as pylance's writes do (its
+        cached fragments and schema go with it)."""
+        if new is not self:
+            self.__dict__.clear()
+            self.__dict__.update(new.__dict__)
 
-    def drop_columns(self, columns: list[str]) -> Dataset:
-        """A new version without ``columns`` (data files are untouched: the fields simply
-        leave the schema, as pylance's Project does)."""
+    def update(self, updates: dict[str, str], where: str | None = None) -> dict[str, int]:
+        """Set columns to SQL expressions on the rows matching ``where`` (all rows when
+        None), as pylance: the object moves to the new version; returns
+        ``{"num_rows_updated": n}``."""
+        new, count = mutation.update(self, updates, where)
+        self._become(new)
+        return {"num_rows_updated": count}
+
+    def merge_insert(self, on: str | list[str]) -> mutation.MergeInsertBuilder:
+        """pylance's upsert builder over key columns ``on``; its ``execute`` commits and
+        moves this object to the new version."""
+        return mutation.MergeInsertBuilder(self, on)
+
+    def delete(self, predicate: str | pc.Expression) -> dict[str, int]:
+        """Delete the rows matching ``predicate`` (SQL string or Arrow expression); the
+        object moves to the new version and, as pylance, returns ``{"num_deleted_rows": n}``."""
+        new, count = _delete(self, predicate)
+        self._become(new)
+        return {"num_deleted_rows": count}
+
+    def drop_columns(self, columns: list[str]) -> None:
+        """Move to a new version without ``columns`` (data files are untouched: the fields
+        simply leave the schema, as pylance's Project does)."""
         names = [f.name for f in self.lance_schema.fields]
         missing = [c for c in columns if c not in names]
         if missing:
@@ -188,20 +220,20 @@ class Dataset:
             schema=schema.to_protos(), preserves_nullability=True
         )
         committed = commit.commit(self.uri, commit.new_transaction(self.version, project=op))
-        return dataset(self.uri, committed.version, cache=self.cache)
+        self._become(dataset(self.uri, committed.version, cache=self.cache))
 
-    def alter_columns(self, *alterations: dict) -> Dataset:
+    def alter_columns(self, *alterations: dict) -> None:
         """Rename columns or change their nullability, as pylance's ``alter_columns``: each
         alteration is ``{"path": "a" or "a.b", "name": new name, "nullable": bool}``.  Only
         the schema changes (a Project, no data rewritten); making a column non-nullable
         checks that it holds no null.  Changing a type (``data_type``) is unsupported."""
-        return _alter_columns(self, alterations)
+        self._become(_alter_columns(self, alterations))
 
-    def add_columns(self, transforms: dict[str, str] | pa.Field | list | pa.Schema) -> Dataset:
+    def add_columns(self, transforms: dict[str, str] | pa.Field | list | pa.Schema) -> None:
         """New columns: ``{"name": "SQL expression over existing columns"}`` computes them
         into one new data file per fragment; a field, list of fields or schema adds all-null
         columns with no data file at all (as pylance does).  Committed as a Merge."""
-        return _add_columns(self, transforms)
+        self._become(_add_columns(self, transforms))
 
     @property
     def optimize(self) -> _Optimize:
@@ -211,7 +243,10 @@ class Dataset:
     def compact_files(self, **options) -> compaction.CompactionMetrics:
         """Rewrite small or heavily deleted fragments (see :mod:`.compaction`); options as
         pylance's ``target_rows_per_fragment``, ``materialize_deletions(_threshold)``."""
-        return compaction.compact_files(self, **options)
+        metrics, version = compaction.compact_files(self, **options)
+        if version is not None:
+            self._become(dataset(self.uri, version, cache=self.cache))
+        return metrics
 
     def cleanup_old_versions(
         self,
@@ -229,14 +264,14 @@ class Dataset:
             error_if_tagged_old_versions=error_if_tagged_old_versions,
         )
 
-    def restore(self, version: int | str | None = None) -> Dataset:
+    def restore(self, version: int | str | None = None) -> None:
         """Make ``version`` (default: this dataset's version) the latest again, as a new
-        version with that version's fragments and schema."""
+        version with that version's fragments and schema; the object moves to it."""
         target = self if version is None else self.checkout_version(version)
         latest = self.latest_version
         op = transaction_pb2.Transaction.Restore(version=target.version)
         committed = commit.commit(self.uri, commit.new_transaction(latest, restore=op))
-        return dataset(self.uri, committed.version, cache=self.cache)
+        self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def commit_fragments(self, fragments: list) -> Dataset:
         """Commit staged fragments (from :func:`write_fragments`, possibly written by many
@@ -414,7 +449,7 @@ class _Optimize:
         self._ds = ds
 
     def compact_files(self, **options) -> compaction.CompactionMetrics:
-        return compaction.compact_files(self._ds, **options)
+        return self._ds.compact_files(**options)
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -503,36 +538,26 @@ def write_dataset(
     return dataset(root, committed.version)
 
 
-def _delete(ds: Dataset, predicate: str | pc.Expression) -> Dataset:
+def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
     """Delete the rows matching ``predicate``: new deletion files, fully deleted fragments
-    dropped, committed as a Delete transaction."""
+    dropped, committed as a Delete transaction.  The new version and the rows deleted."""
     if predicate is None:
         raise InvalidArgumentError("delete needs a predicate")
-    updated, gone = [], []
+    changes = mutation.RowChanges(ds)
+    count = 0
     for frag in ds.get_fragments():
         scan = ds.scanner(columns=[], filter=predicate, fragments=[frag], with_row_address=True)
-        addr = scan.to_table().column(ROW_ADDRESS).to_numpy()
-        if not len(addr):
-            continue
-        offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
-        all_deleted = np.union1d(frag.deleted_offsets, offsets)
-        if len(all_deleted) == frag.physical_rows:
-            gone.append(frag.fragment_id)
-            continue
-        new = type(frag.pb)()
-        new.CopyFrom(frag.pb)
-        new.deletion_file.CopyFrom(
-            deletion.write_deletion_file(ds.uri, frag.fragment_id, ds.version, all_deleted)
-        )
-        updated.append(new)
-    if not updated and not gone:
-        return ds
+        offsets = mutation.offsets_of(scan.to_table())
+        count += len(offsets)
+        changes.hide(frag, offsets)
+    if not count:
+        return ds, 0
     text = predicate if isinstance(predicate, str) else str(predicate)
     op = transaction_pb2.Transaction.Delete(
-        updated_fragments=updated, deleted_fragment_ids=gone, predicate=text
+        updated_fragments=changes.updated, deleted_fragment_ids=changes.removed, predicate=text
     )
     committed = commit.commit(ds.uri, commit.new_transaction(ds.version, delete=op))
-    return dataset(ds.uri, committed.version, cache=ds.cache)
+    return dataset(ds.uri, committed.version, cache=ds.cache), count
 
 
 def write_fragments(
