@@ -138,6 +138,7 @@ def describe_indices(ds) -> list[dict]:
         out.append(
             {
                 "name": name,
+                "index_type": index_type(ds.uri, metas[0]),
                 "type_url": metas[0].index_details.type_url,
                 "num_rows_indexed": sum(live.get(f, 0) for f in covered),
                 "fields": list(metas[0].fields),
