@@ -26,6 +26,7 @@ MAX_ITERS = 50
 PQ_BITS = 8
 TOLERANCE = 1e-4  # relative improvement of the k-means loss below which training stops
 CHUNK_ROWS = 65536  # rows assigned at a time (bounds the distance matrix)
+CACHE_FLOATS = 1 << 16  # distance-matrix chunk (256 KiB of float32): stays in cache
 METRICS = {"IVF_FLAT": ("l2", "cosine", "dot"), "IVF_PQ": ("l2", "cosine")}
 
 
@@ -38,17 +39,21 @@ class BuiltIndex:
 
 
 def _nearest(data: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Nearest centroid (l2) of each row and its squared distance, in bounded chunks."""
+    """Nearest centroid (l2) of each row and its squared distance: ``|c|^2 - 2 x.c`` by BLAS
+    in chunks small enough to stay in cache, ``|x|^2`` added back only for the winners."""
     c_norm = np.einsum("ij,ij->i", centroids, centroids)
+    scaled = np.ascontiguousarray(-2.0 * centroids.T, dtype=np.float32)
     labels = np.empty(len(data), dtype=np.int64)
     dists = np.empty(len(data), dtype=np.float32)
-    for s in range(0, len(data), CHUNK_ROWS):
-        x = data[s : s + CHUNK_ROWS]
-        d = c_norm[None, :] - 2.0 * (x @ centroids.T)
-        lab = np.argmin(d, axis=1)
-        labels[s : s + len(x)] = lab
-        x_norm = np.einsum("ij,ij->i", x, x)
-        dists[s : s + len(x)] = np.maximum(d[np.arange(len(x)), lab] + x_norm, 0)
+    x_norm = np.einsum("ij,ij->i", data, data)
+    step = max(256, CACHE_FLOATS // max(1, len(centroids)))
+    for s in range(0, len(data), step):
+        d = data[s : s + step] @ scaled
+        d += c_norm
+        lab = d.argmin(axis=1)
+        labels[s : s + len(d)] = lab
+        dists[s : s + len(d)] = d[np.arange(len(d)), lab]
+    np.maximum(dists + x_norm, 0, out=dists)
     return labels, dists
 
 
@@ -65,8 +70,7 @@ def kmeans(
         labels, dists = _nearest(data, centroids)
         loss = float(dists.sum(dtype=np.float64))
         counts = np.bincount(labels, minlength=k)
-        sums = np.zeros_like(centroids, dtype=np.float64)
-        np.add.at(sums, labels, data) if len(data) < 4096 else _segment_sums(sums, labels, data)
+        sums = _cluster_sums(labels, data, k)
         nonempty = counts > 0
         centroids[nonempty] = (sums[nonempty] / counts[nonempty, None]).astype(np.float32)
         empty = np.flatnonzero(~nonempty)
@@ -78,12 +82,20 @@ def kmeans(
     return centroids, loss
 
 
-def _segment_sums(out: np.ndarray, labels: np.ndarray, data: np.ndarray) -> None:
-    """Per-cluster sums of rows by sorting rows by label (faster than np.add.at)."""
+def _cluster_sums(labels: np.ndarray, data: np.ndarray, k: int) -> np.ndarray:
+    """Per-cluster sums of rows (float64): a weighted bincount per dimension for narrow
+    rows (PQ sub-vectors), rows sorted by label and reduced for wide ones."""
+    if data.shape[1] <= 32:
+        return np.stack(
+            [np.bincount(labels, weights=data[:, j], minlength=k) for j in range(data.shape[1])],
+            axis=1,
+        )
+    out = np.zeros((k, data.shape[1]), dtype=np.float64)
     order = np.argsort(labels, kind="stable")
     sorted_labels = labels[order]
     starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
     out[sorted_labels[starts]] = np.add.reduceat(data[order].astype(np.float64), starts, axis=0)
+    return out
 
 
 def _sample(n: int, size: int, rng: np.random.Generator) -> np.ndarray:
