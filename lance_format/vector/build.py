@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from threadpoolctl import threadpool_limits
 
 from .. import storage
 from ..errors import InvalidArgumentError
@@ -160,7 +161,24 @@ def build_ivf(
     num_sub_vectors: int,
     seed: int = 42,
 ) -> BuiltIndex:
-    """Train and write one IVF index over ``vectors`` (rows x dim float32) into ``folder``."""
+    """Train and write one IVF index over ``vectors`` (rows x dim float32) into ``folder``
+    (BLAS on one thread: k-means makes many small products, which threads only slow)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _build_ivf(
+            folder, row_ids, vectors, index_type, metric, num_partitions, num_sub_vectors, seed
+        )
+
+
+def _build_ivf(
+    folder: str,
+    row_ids: np.ndarray,
+    vectors: np.ndarray,
+    index_type: str,
+    metric: str,
+    num_partitions: int,
+    num_sub_vectors: int,
+    seed: int,
+) -> BuiltIndex:
     rng = np.random.default_rng(seed)
     data = np.ascontiguousarray(vectors, dtype=np.float32)
     if metric == "cosine":
