@@ -165,3 +165,31 @@ def test_describe_drop_and_errors_as_pylance(tmp_path):
     # pylance still reads every row and can index again after our drop
     assert lance.dataset(uri).count_rows() == N
     lance.dataset(uri).create_index("vec", "IVF_FLAT", num_partitions=2, name="vi")
+
+
+def test_concurrent_commits_follow_pylances_rules(tmp_path):
+    from lance_format.errors import RetryableCommitConflictError
+
+    table, queries = _data(11)
+    uri = str(tmp_path / "c")
+    lance.write_dataset(table, uri, max_rows_per_file=1500)
+    stale = open_dataset(uri)  # version 1
+    lance.write_dataset(table.slice(0, 100), uri, mode="append")  # v2: a new fragment
+    lance.dataset(uri).create_index("vec", "IVF_FLAT", num_partitions=2, name="theirs")  # v3
+    ours = stale.create_index("vec", "IVF_FLAT", num_partitions=4)  # rebased over both
+    assert ours.version == 4
+    pylance_ds = lance.dataset(uri)
+    listed = {i["name"]: i for i in pylance_ds.list_indices()}
+    assert set(listed) == {"theirs", "vec_idx"}
+    assert listed["vec_idx"]["fragment_ids"] == {0, 1}  # what it was built on
+    assert listed["vec_idx"]["version"] == 1
+    # the appended fragment is searched exactly beside the index, by pylance and by us
+    q = queries[0]
+    truth = _ids(pylance_ds, q, "l2", use_index=False)
+    assert _ids(pylance_ds, q, "l2", nprobes=4) == truth
+    assert _ids(open_dataset(uri), q, "l2", nprobes=4) == truth
+    # the same name built concurrently: retry, as pylance says
+    lance.dataset(uri).create_index("vec", "IVF_FLAT", num_partitions=2, name="same")
+    with pytest.raises(RetryableCommitConflictError):
+        ours.create_index("vec", "IVF_FLAT", num_partitions=2, name="same")
+    assert lance.dataset(uri).version == 5
