@@ -150,6 +150,7 @@ def validate(index_type: str, metric: str, dim: int, rows: int, partitions: int,
             )
 
 
+@threadpool_limits.wrap(limits=1, user_api="blas")
 def build_ivf(
     folder: str,
     row_ids: np.ndarray,
@@ -162,23 +163,15 @@ def build_ivf(
     seed: int = 42,
 ) -> BuiltIndex:
     """Train and write one IVF index over ``vectors`` (rows x dim float32) into ``folder``
-    (BLAS on one thread: k-means makes many small products, which threads only slow)."""
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _build_ivf(
-            folder, row_ids, vectors, index_type, metric, num_partitions, num_sub_vectors, seed
+    (BLAS on one thread: k-means makes many small products, which threads only slow).  Rows
+    with NaN or infinite values are left out, as pylance leaves them out."""
+    finite = np.isfinite(vectors).all(axis=1)
+    if not finite.all():
+        row_ids, vectors = row_ids[finite], vectors[finite]
+    if len(vectors) < num_partitions:
+        raise InvalidArgumentError(
+            f"{len(vectors)} finite vectors cannot train {num_partitions} partitions"
         )
-
-
-def _build_ivf(
-    folder: str,
-    row_ids: np.ndarray,
-    vectors: np.ndarray,
-    index_type: str,
-    metric: str,
-    num_partitions: int,
-    num_sub_vectors: int,
-    seed: int,
-) -> BuiltIndex:
     rng = np.random.default_rng(seed)
     data = np.ascontiguousarray(vectors, dtype=np.float32)
     if metric == "cosine":
