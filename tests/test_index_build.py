@@ -54,7 +54,13 @@ def _recall(ds, truth_ds, queries, metric: str) -> float:
 
 @pytest.mark.parametrize(
     "index_type,metric,kw",
-    [("IVF_FLAT", "l2", {}), ("IVF_FLAT", "cosine", {}), ("IVF_PQ", "l2", {"num_sub_vectors": 8})],
+    [
+        ("IVF_FLAT", "l2", {}),
+        ("IVF_FLAT", "cosine", {}),
+        ("IVF_FLAT", "dot", {}),
+        ("IVF_PQ", "l2", {"num_sub_vectors": 8}),
+        ("IVF_PQ", "cosine", {"num_sub_vectors": 8}),
+    ],
 )
 def test_pylance_searches_our_index_as_well_as_its_own(pair, index_type, metric, kw):
     ours_uri, theirs_uri, queries = pair
@@ -69,6 +75,11 @@ def test_pylance_searches_our_index_as_well_as_its_own(pair, index_type, metric,
     (listed,) = pylance_on_ours.list_indices()
     assert (listed["name"], listed["type"], listed["fields"]) == ("vec_idx", index_type, ["vec"])
     assert listed["fragment_ids"] == {0, 1}
+    # pylance uses our index for the query (its metric in the details, as pylance writes them)
+    query = {"column": "vec", "q": queries[0], "k": 10, "metric": metric, "nprobes": 3}
+    assert "ANN" in pylance_on_ours.scanner(nearest=query).explain_plan()
+    details = open_dataset(ours_uri).manifest.indices[0].index_details.value
+    assert open_dataset(theirs_uri).manifest.indices[0].index_details.value.startswith(details)
     ours_recall = _recall(pylance_on_ours, pylance_on_ours, queries, metric)
     theirs_recall = _recall(theirs, theirs, queries, metric)
     assert ours_recall >= theirs_recall - 0.02

@@ -28,6 +28,7 @@ PQ_BITS = 8
 TOLERANCE = 1e-4  # relative improvement of the k-means loss below which training stops
 CHUNK_ROWS = 65536  # rows assigned at a time (bounds the distance matrix)
 CACHE_FLOATS = 1 << 16  # distance-matrix chunk (256 KiB of float32): stays in cache
+_METRIC_CODES = {"l2": 0, "cosine": 1, "dot": 2}
 METRICS = {"IVF_FLAT": ("l2", "cosine", "dot"), "IVF_PQ": ("l2", "cosine")}
 
 
@@ -120,13 +121,15 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _details(index_type: str, num_sub_vectors: int) -> bytes:
-    """VectorIndexDetails: an empty flat marker (field 8), or the PQ bits and sub-vectors
-    (field 4)."""
+def _details(index_type: str, metric: str, num_sub_vectors: int) -> bytes:
+    """VectorIndexDetails as pylance writes them: the metric (field 1, l2 = 0 left out),
+    then an empty flat marker (field 8) or the PQ bits and sub-vectors (field 4).  pylance
+    uses an index for a query only when this metric is the query's."""
+    out = b"\x08" + _varint(_METRIC_CODES[metric]) if _METRIC_CODES[metric] else b""
     if index_type == "IVF_FLAT":
-        return b"B\x00"
+        return out + b"B\x00"
     pq = b"\x08" + _varint(PQ_BITS) + b"\x10" + _varint(num_sub_vectors)
-    return b'"' + _varint(len(pq)) + pq
+    return out + b'"' + _varint(len(pq)) + pq
 
 
 def validate(index_type: str, metric: str, dim: int, rows: int, partitions: int, subs: int):
@@ -246,7 +249,7 @@ def build_ivf(
     aux_schema = pa.schema([pa.field("_rowid", pa.uint64()), field], metadata=aux_md)
     table = pa.table([ids, column.cast(field.type)], schema=aux_schema)
     files["auxiliary.idx"] = _write(storage.join(folder, "auxiliary.idx"), table, buffers)
-    return BuiltIndex(files, _details(index_type, num_sub_vectors))
+    return BuiltIndex(files, _details(index_type, metric, num_sub_vectors))
 
 
 def _chunks(data: np.ndarray):
