@@ -355,7 +355,7 @@ def _check_update(ctx: _Ctx, theirs: Operation) -> Verdict:
 
 def _check_create_index(ctx: _Ctx, theirs: Operation) -> Verdict:
     """``check_create_index_txn`` (pylance additionally prunes fragments a concurrent Update
-    rewrote from the new index; we never commit CreateIndex, so that rebase is not done)."""
+    rewrote from the new index's bitmap; that rebase is not done here yet)."""
     ours: CreateIndex = ctx.ours.operation  # type: ignore[assignment]
     mem_wal = _has_index(ours.new_indices, MEM_WAL_INDEX_NAME)
     if isinstance(theirs, Append | Clone | DataOverlay | UpdateBases):
