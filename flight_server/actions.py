@@ -25,6 +25,7 @@ from lance_format.errors import LanceError
 from lance_format.schema import LanceSchema
 from lance_format.table import paths, staging, write
 
+from . import permissions
 from .errors import AlreadyExists, BadRequest, NotFound, Unimplemented
 from .ingest import check_job_running, staged_schema
 from .query import non_negative_int, string_list, version_value
@@ -73,7 +74,7 @@ def _schema_json(schema: pa.Schema) -> list[dict]:
 @action("list_datasets", "Names of every dataset under the root (paths relative to it).")
 def list_datasets(server, body: dict) -> dict:
     _check_keys(body, set())
-    return {"datasets": server.catalog.names()}
+    return {"datasets": permissions.readable(server.catalog.names())}
 
 
 @action(
@@ -84,6 +85,12 @@ def list_datasets(server, body: dict) -> dict:
 def dataset_info(server, body: dict) -> dict:
     _check_keys(body, {"dataset", "version"})
     ds = server.catalog.open(_name(body), version_value(body))
+    return {"dataset": _name(body), **describe_dataset(ds)}
+
+
+def describe_dataset(ds) -> dict:
+    """Everything ``dataset_info`` answers about one version of a dataset (shared with
+    ``lance-flight inspect DIR``, so the CLI and the action never disagree)."""
     frags = ds.get_fragments()
     encodings: dict[str, Counter] = {}
     for frag in frags:
@@ -92,7 +99,6 @@ def dataset_info(server, body: dict) -> dict:
                 counter = encodings.setdefault(field, Counter())
                 counter.update(describe(p.encoding) for p in col.pages)
     return {
-        "dataset": _name(body),
         "version": ds.version,
         "latest_version": ds.latest_version,
         "data_storage_version": ds.data_storage_version,

@@ -8,6 +8,13 @@ the ADBC Flight SQL driver's ``db_kwargs={"username": ..., "password": ...}`` do
    <token>``.
 2. Every later call carries ``authorization: Bearer <token>``.
 
+Clients that send ``authorization: Basic ...`` on every call instead (some ADBC modes, plain
+HTTP habits) are accepted too: each such call is verified and answered with a bearer token
+header, as the handshake is; a verified password is remembered (as a keyed hash, for
+``basic_cache_seconds``) so repeated calls do not pay for a password check each time.
+
+Failed logins are counted and rate-limited (:mod:`.loginlimit`), and logged.
+
 Tokens are HMAC-SHA256 signed ``(user, role, expiry)`` claims, so any server process holding the
 same secret accepts them: the CLI's worker processes share the parent's secret (constructor
 argument, or the ``LANCE_FLIGHT_SECRET`` environment variable).  Static tokens from a tokens
@@ -25,10 +32,13 @@ an *unauthorized* error.
 
 Files (``#`` starts a comment line; blank lines are ignored):
 
-- users file, one ``user:password-hash[:role]`` per line, hashes from :func:`hash_password` or
-  ``python -m flight_server.auth hash --user NAME [--role write]``;
-- tokens file, one ``TOKEN [USER [ROLE]]`` per line (whitespace separated), tokens from
+- users file, one ``user:password-hash[:role[:grant]]`` per line, hashes from
+  :func:`hash_password` or ``python -m flight_server.auth hash --user NAME [--role write]``;
+- tokens file, one ``TOKEN [USER [ROLE [GRANT]]]`` per line (whitespace separated), tokens from
   ``python -m flight_server.auth token``.
+
+A grant (``read=PREFIX,...;write=PREFIX,...``, see :mod:`.permissions`) limits a user or token
+to datasets under those name prefixes; without one, every dataset is allowed.
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ import os
 import re
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -56,6 +67,8 @@ import pyarrow.flight as flight
 from lance_format.errors import InvalidArgumentError
 
 from .errors import BadRequest
+from .loginlimit import LoginLimiter
+from .permissions import Grants
 from .query import load_json
 
 __all__ = [
@@ -66,9 +79,11 @@ __all__ = [
     "AuthMiddlewareFactory",
     "AuthObserver",
     "Authenticator",
+    "Grants",
     "HandshakeAuthHandler",
     "Identity",
     "auth_server_options",
+    "current_grants",
     "current_user",
     "generate_secret",
     "hash_password",
@@ -94,6 +109,8 @@ _MAX_ITERATIONS = 10_000_000  # a bad file must not make one login take minutes
 _SALT_BYTES = 16
 _TOKEN_PREFIX = "lf1."
 _MAX_TOKEN_CHARS = 4096  # checked before any decoding
+DEFAULT_BASIC_CACHE_SECONDS = 300.0
+_BASIC_CACHE_ENTRIES = 1024
 _MAX_FILE_BYTES = 16 * 1024 * 1024
 _MIN_SECRET_BYTES = 16
 _MIN_STATIC_TOKEN_CHARS = 16
@@ -185,10 +202,12 @@ class Authenticator:
     """Checks credentials and issues/validates signed bearer tokens.
 
     ``users`` maps a user name to ``(password_hash, role)``; ``static_tokens`` maps a token to an
-    :class:`Identity`.  ``secret`` signs tokens (str or bytes, >= 16 bytes); without it the
+    :class:`Identity`; ``grants`` maps a user name (of either) to the :class:`Grants` limiting
+    it.  ``secret`` signs tokens (str or bytes, >= 16 bytes); without it the
     ``LANCE_FLIGHT_SECRET`` environment variable is used, and without that a random secret, in
-    which case tokens are only valid in this process (a warning says so).  ``clock`` is
-    injectable for tests.
+    which case tokens are only valid in this process (a warning says so).  ``limiter`` counts
+    failed logins (default: :class:`.loginlimit.LoginLimiter` with its default rates).
+    ``clock`` is injectable for tests.
     """
 
     def __init__(
@@ -199,6 +218,9 @@ class Authenticator:
         secret: str | bytes | None = None,
         token_ttl: float = DEFAULT_TOKEN_TTL,
         clock: Callable[[], float] = time.time,
+        grants: Mapping[str, Grants] | None = None,
+        limiter: LoginLimiter | None = None,
+        basic_cache_seconds: float = DEFAULT_BASIC_CACHE_SECONDS,
     ):
         self._users: dict[str, _User] = {}
         for name, (password_hash, role) in (users or {}).items():
@@ -214,6 +236,12 @@ class Authenticator:
             self._static[hashlib.sha256(token.encode("ascii")).digest()] = identity
         if not self._users and not self._static:
             raise AuthConfigError("authentication needs at least one user or static token")
+        self._grants = dict(grants or {})
+        self.limiter = limiter if limiter is not None else LoginLimiter()
+        self._basic_ttl = float(basic_cache_seconds)
+        # keyed HMAC of "user\0password" -> (identity, monotonic expiry): never the password
+        self._basic_ok: dict[bytes, tuple[Identity, float]] = {}
+        self._basic_lock = threading.Lock()
         if not token_ttl > 0:
             raise AuthConfigError("token_ttl must be positive")
         self.token_ttl = float(token_ttl)
@@ -244,9 +272,20 @@ class Authenticator:
         """Load a users file and/or a tokens file (see the module docstring for the formats)."""
         if users_file is None and tokens_file is None:
             raise AuthConfigError("authentication needs a users file or a tokens file")
-        users = load_users_file(users_file) if users_file is not None else None
-        tokens = load_tokens_file(tokens_file) if tokens_file is not None else None
-        return cls(users, tokens, **kwargs)
+        grants: dict[str, Grants] = {}
+        users = tokens = None
+        if users_file is not None:
+            users, user_grants = _load_users(users_file)
+            grants.update(user_grants)
+        if tokens_file is not None:
+            tokens, token_grants = _load_tokens(tokens_file)
+            for name, grant in token_grants.items():
+                if grants.get(name, grant) != grant:
+                    raise AuthConfigError(
+                        f"user {name!r} has different grants in the users and tokens files"
+                    )
+                grants[name] = grant
+        return cls(users, tokens, grants=grants, **kwargs)
 
     @property
     def secret(self) -> bytes:
@@ -259,13 +298,46 @@ class Authenticator:
 
     # -- credentials ------------------------------------------------------------------------
 
+    def grants_of(self, identity: Identity) -> Grants | None:
+        """The datasets ``identity`` is limited to (None: every dataset)."""
+        return self._grants.get(identity.user)
+
     def check_password(self, user: str, password: str) -> Identity:
-        """The identity of ``user`` if ``password`` is right, else an unauthenticated error."""
-        record = self._users.get(user)
-        ok = verify_password(password, record.password_hash if record else self._dummy_hash)
-        if record is None or not ok:
+        """The identity of ``user`` if ``password`` is right, else an unauthenticated error.
+
+        Rate-limited: while ``user`` (or the server) has failed too often, refused without
+        checking; otherwise one password check at a time."""
+        if not _USER_RE.fullmatch(user):  # no such user can exist: nothing to hash
+            self.limiter.failed(None, password=False, how="malformed user name")
             raise flight.FlightUnauthenticatedError("invalid user name or password")
+        self.limiter.begin_password_login(user)
+        record = self._users.get(user)
+        with self.limiter.hashing():
+            ok = verify_password(password, record.password_hash if record else self._dummy_hash)
+        if record is None or not ok:
+            self.limiter.failed(user, password=True, how="password")
+            raise flight.FlightUnauthenticatedError("invalid user name or password")
+        self.limiter.succeeded(user)
         return Identity(record.name, record.role)
+
+    def check_basic(self, user: str, password: str) -> Identity:
+        """:meth:`check_password`, remembered for a while: for clients that send Basic
+        credentials on every call."""
+        key = hmac.new(self._secret, f"{user}\0{password}".encode(), hashlib.sha256).digest()
+        now = time.monotonic()
+        with self._basic_lock:
+            hit = self._basic_ok.get(key)
+        if hit is not None and now < hit[1]:
+            return hit[0]
+        identity = self.check_password(user, password)
+        if self._basic_ttl > 0:
+            with self._basic_lock:
+                if len(self._basic_ok) >= _BASIC_CACHE_ENTRIES:
+                    self._basic_ok = {k: v for k, v in self._basic_ok.items() if v[1] > now}
+                    if len(self._basic_ok) >= _BASIC_CACHE_ENTRIES:
+                        self._basic_ok.clear()
+                self._basic_ok[key] = (identity, now + self._basic_ttl)
+        return identity
 
     def issue_token(self, identity: Identity, ttl: float | None = None) -> str:
         """A bearer token for ``identity``, valid for ``ttl`` seconds in every process sharing
@@ -309,7 +381,9 @@ class Authenticator:
         if not isinstance(user, str) or role not in ROLES or not isinstance(expires, int):
             raise flight.FlightUnauthenticatedError("invalid bearer token")
         if self._clock() >= expires:
-            raise flight.FlightUnauthenticatedError("bearer token expired: authenticate again")
+            error = flight.FlightUnauthenticatedError("bearer token expired: authenticate again")
+            error.expired = True  # a client that logged in once: not a failed login
+            raise error
         if self._users:
             # a user removed from the file (and the server restarted) loses its tokens, and a
             # user demoted to read loses write at once
@@ -327,24 +401,25 @@ class Authenticator:
     ) -> tuple[Identity, str | None]:
         """Check the ``authorization`` header of a call.
 
-        Returns the caller's identity and, for a Basic handshake, the bearer token to send
-        back.  Basic credentials are accepted only by the handshake (one PBKDF2 run per login,
-        not per call).
+        Returns the caller's identity and, for Basic credentials, the bearer token to send
+        back.  A handshake always checks the password; other calls carrying Basic credentials
+        use :meth:`check_basic` (one password check per ``basic_cache_seconds``).
         """
         scheme, credentials = _authorization(headers)
         if scheme == "basic":
-            if not handshake:
-                raise flight.FlightUnauthenticatedError(
-                    "Basic credentials are only accepted by the Handshake; send the bearer "
-                    "token it returns"
-                )
             if not self._users:
                 raise flight.FlightUnauthenticatedError("password login is not enabled")
             user, password = _decode_basic(credentials)
-            identity = self.check_password(user, password)
+            check = self.check_password if handshake else self.check_basic
+            identity = check(user, password)
             return identity, self.issue_token(identity)
         if scheme == "bearer":
-            return self.verify_token(credentials), None
+            try:
+                return self.verify_token(credentials), None
+            except flight.FlightUnauthenticatedError as exc:
+                if not getattr(exc, "expired", False):
+                    self.limiter.failed(self.claimed_user(headers), password=False, how="bearer")
+                raise
         raise flight.FlightUnauthenticatedError(
             "unsupported authorization scheme (use Basic in the Handshake, then Bearer)"
         )
@@ -437,34 +512,54 @@ def _config_lines(path: str | os.PathLike[str], what: str) -> Iterable[tuple[int
 
 
 def load_users_file(path: str | os.PathLike[str]) -> dict[str, tuple[str, str]]:
-    """Parse ``user:password-hash[:role]`` lines into ``{user: (hash, role)}``."""
+    """Parse ``user:password-hash[:role[:grant]]`` lines into ``{user: (hash, role)}``."""
+    return _load_users(path)[0]
+
+
+def load_tokens_file(path: str | os.PathLike[str]) -> dict[str, Identity]:
+    """Parse ``TOKEN [USER [ROLE [GRANT]]]`` lines; a token without a user is named after its
+    line."""
+    return _load_tokens(path)[0]
+
+
+def _parse_grant(text: str) -> Grants:
+    try:
+        return Grants.parse(text)
+    except ValueError as exc:
+        raise AuthConfigError(str(exc)) from None
+
+
+def _load_users(path) -> tuple[dict[str, tuple[str, str]], dict[str, Grants]]:
     users: dict[str, tuple[str, str]] = {}
+    grants: dict[str, Grants] = {}
     for number, line in _config_lines(path, "users file"):
         try:
             parts = line.split(":")
-            if len(parts) not in (2, 3):
-                raise AuthConfigError("expected user:password-hash[:role]")
+            if len(parts) not in (2, 3, 4):
+                raise AuthConfigError("expected user:password-hash[:role[:grant]]")
             name, password_hash = parts[0], parts[1]
-            role = parts[2] if len(parts) == 3 else DEFAULT_ROLE
+            role = parts[2] if len(parts) >= 3 and parts[2] else DEFAULT_ROLE
             _check_user_name(name)
             _check_role(role)
             _parse_hash(password_hash)
             if name in users:
                 raise AuthConfigError(f"user {name!r} appears twice")
+            if len(parts) == 4:
+                grants[name] = _parse_grant(parts[3])
         except AuthConfigError as exc:
             raise AuthConfigError(f"line {number}: {exc.problem}", path=str(path)) from None
         users[name] = (password_hash, role)
-    return users
+    return users, grants
 
 
-def load_tokens_file(path: str | os.PathLike[str]) -> dict[str, Identity]:
-    """Parse ``TOKEN [USER [ROLE]]`` lines; a token without a user is named after its line."""
+def _load_tokens(path) -> tuple[dict[str, Identity], dict[str, Grants]]:
     tokens: dict[str, Identity] = {}
+    grants: dict[str, Grants] = {}
     for number, line in _config_lines(path, "tokens file"):
         try:
             parts = line.split()
-            if len(parts) > 3:
-                raise AuthConfigError("expected TOKEN [USER [ROLE]]")
+            if len(parts) > 4:
+                raise AuthConfigError("expected TOKEN [USER [ROLE [GRANT]]]")
             token = parts[0]
             user = parts[1] if len(parts) > 1 else f"token-line-{number}"
             role = parts[2] if len(parts) > 2 else DEFAULT_ROLE
@@ -473,10 +568,15 @@ def load_tokens_file(path: str | os.PathLike[str]) -> dict[str, Identity]:
             _check_role(role)
             if token in tokens:
                 raise AuthConfigError("the same token appears twice")
+            if len(parts) == 4:
+                grant = _parse_grant(parts[3])
+                if grants.get(user, grant) != grant:
+                    raise AuthConfigError(f"user {user!r} has different grants on two lines")
+                grants[user] = grant
         except AuthConfigError as exc:
             raise AuthConfigError(f"line {number}: {exc.problem}", path=str(path)) from None
         tokens[token] = Identity(user, role)
-    return tokens
+    return tokens, grants
 
 
 # ---------------------------------------------------------------------------------------------
@@ -518,12 +618,13 @@ class AuthObserver(Protocol):
 
 
 class _AuthMiddleware(flight.ServerMiddleware):
-    def __init__(self, identity: Identity, token: str | None):
+    def __init__(self, identity: Identity, token: str | None, grants: Grants | None = None):
         self.identity = identity
+        self.grants = grants
         self._token = token
 
     def sending_headers(self) -> dict[str, str] | None:
-        # only a successful Basic handshake answers with a token
+        # only calls with Basic credentials (the handshake, or any call) answer with a token
         return {"authorization": f"Bearer {self._token}"} if self._token else None
 
     def call_completed(self, exception: Exception | None) -> None:
@@ -551,7 +652,7 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
             self._tell(info, headers, None, error)
             raise error from exc
         self._tell(info, headers, identity.user, None)
-        return _AuthMiddleware(identity, token)
+        return _AuthMiddleware(identity, token, self.authenticator.grants_of(identity))
 
     def _tell(self, info, headers, user, error) -> None:
         for observer in self.observers:
@@ -584,6 +685,12 @@ def current_user(context: flight.ServerCallContext) -> Identity | None:
     """The authenticated caller, or None when the server runs without authentication."""
     middleware = context.get_middleware(AUTH_MIDDLEWARE_KEY)
     return None if middleware is None else middleware.identity
+
+
+def current_grants(context: flight.ServerCallContext) -> Grants | None:
+    """The datasets the caller is limited to (None: all, or auth is off)."""
+    middleware = context.get_middleware(AUTH_MIDDLEWARE_KEY)
+    return None if middleware is None else middleware.grants
 
 
 def require_write(context: flight.ServerCallContext) -> None:
@@ -621,26 +728,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--role", choices=ROLES, help="role for the users-file line")
     p.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS)
     p.add_argument("--stdin", action="store_true", help="read the password from stdin")
+    grant_help = "limit to dataset prefixes: 'read=PREFIX,...;write=PREFIX,...'"
+    p.add_argument("--grant", help=grant_help)
     p = sub.add_parser("token", help="make a random static token (a tokens-file line)")
     p.add_argument("--user")
     p.add_argument("--role", choices=ROLES)
+    p.add_argument("--grant", help=grant_help)
     sub.add_parser("secret", help=f"make a random token-signing secret for {SECRET_ENV}")
     args = parser.parse_args(argv)
     try:
-        if args.command == "hash":
-            if args.role and not args.user:
-                parser.error("--role needs --user")
+        if args.command in ("hash", "token"):
+            if (args.role or args.grant) and not args.user:
+                parser.error("--role and --grant need --user")
             if args.user:
                 _check_user_name(args.user)
+            grant = str(_parse_grant(args.grant)) if args.grant else None
+            role = args.role or (DEFAULT_ROLE if grant else None)
+        if args.command == "hash":
             encoded = hash_password(_read_password(args.stdin), iterations=args.iterations)
-            fields = [args.user, encoded, args.role] if args.user else [encoded]
+            fields = [args.user, encoded, role, grant] if args.user else [encoded]
             print(":".join(f for f in fields if f))
         elif args.command == "token":
-            if args.role and not args.user:
-                parser.error("--role needs --user")
-            if args.user:
-                _check_user_name(args.user)
-            print(" ".join(f for f in (secrets.token_urlsafe(32), args.user, args.role) if f))
+            fields = [secrets.token_urlsafe(32), args.user, role, grant]
+            print(" ".join(f for f in fields if f))
         else:
             print(generate_secret())
     except AuthConfigError as exc:

@@ -3,10 +3,14 @@ opening, warming the cache.
 
 A dataset's name is its path relative to the root (``tpch/lineitem``); a dataset is a
 directory holding ``_versions/``.  Names come from clients, so they are checked before any
-storage call: relative, no ``..``/empty/hidden parts, and on a local root the real path
-(symlinks resolved) must stay under the root.  Every listing and read goes through
-:mod:`lance_format.storage`, so several server processes over one bucket see the same
-datasets: nothing here remembers a "latest" version between requests.  Opened versions are kept in a small LRU: a version
+file-system or storage call, here and only here (:meth:`Catalog.path_of`, which every way in
+uses): ``/``-separated parts of ASCII letters, digits, ``_``, ``-``, ``.`` and ``=``, each
+1-255 characters, not starting with ``.`` or ``_`` (``_versions``, ``_staging`` are the
+format's), at most 512 characters in all; nothing else (no spaces, control characters,
+newlines, non-ASCII); on a local root the real path (symlinks resolved) must stay under the
+root.  Every listing and read goes through :mod:`lance_format.storage`, so several server
+processes over one bucket see the same datasets: nothing here remembers a "latest" version
+between requests.  Opened versions are kept in a small LRU: a version
 never changes, so any cached ``Dataset`` stays valid; "latest" is resolved per request by
 listing ``_versions/`` (cheap), which is what makes a commit visible at once.
 """
@@ -23,11 +27,40 @@ from lance_format.errors import InvalidArgumentError, LanceError, LanceIOError
 from lance_format.table import paths, tags
 from lance_format.table.dataset import Dataset, find_entry, open_version
 
+from . import permissions
 from .errors import BadRequest, NotFound
 
 MAX_NAME = 512
-_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]*$")
+MAX_PART = 255  # a file name on every common file system
+# fullmatch, not ``$``: ``$`` also matches before a trailing newline ("public/nl\n")
+_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=-]*")
 OPEN_VERSIONS = 64  # Dataset objects kept (manifests parsed, readers open)
+
+
+def check_name(name: object) -> str:
+    """``name`` if it is a well-formed dataset name (see the module docstring), else
+    :class:`BadRequest` (INVALID_ARGUMENT) saying what is wrong, with the name escaped."""
+    if not isinstance(name, str) or not name:
+        raise BadRequest(f"a dataset name must be a non-empty string, got {name!r}")
+    if len(name) > MAX_NAME:
+        raise BadRequest(f"a dataset name is at most {MAX_NAME} characters, got {len(name)}")
+    if name.startswith("/"):
+        raise BadRequest(f"dataset name {name!r}: absolute paths are not allowed")
+    for part in name.split("/"):
+        if len(part) > MAX_PART or not _PART.fullmatch(part):
+            raise BadRequest(
+                f"dataset name {name!r}: each '/'-separated part must be 1-{MAX_PART} ASCII "
+                "letters, digits, '_', '-', '.' or '=', starting with a letter or digit"
+            )
+    return name
+
+
+def _well_formed(name: str) -> bool:
+    try:
+        check_name(name)
+    except BadRequest:
+        return False
+    return True
 
 
 class Catalog:
@@ -57,17 +90,8 @@ class Catalog:
 
     def path_of(self, name: object) -> str:
         """The directory of dataset ``name`` (which need not exist yet), confined to the root."""
-        if not isinstance(name, str) or not name or len(name) > MAX_NAME:
-            raise BadRequest(f"a dataset name must be a non-empty string, got {name!r}")
-        if name.startswith("/") or "\\" in name or "\x00" in name:
-            raise BadRequest(f"dataset name {name!r}: absolute paths are not allowed")
+        check_name(name)
         parts = name.split("/")
-        for part in parts:
-            if part in ("", ".", "..") or not _PART.match(part) or part.startswith("_"):
-                raise BadRequest(
-                    f"dataset name {name!r}: each part must be letters, digits, '_', '-', '.' "
-                    "or '=' (not '..', not starting with '_' or '.')"
-                )
         path = storage.join(self.root, *parts)
         if not self.local:
             return path  # no symlinks in an object store: the checked name is the path
@@ -88,7 +112,7 @@ class Catalog:
             rel = pending.pop()
             _files, dirs = storage.list_dir(storage.join(self.root, rel) if rel else self.root)
             if paths.VERSIONS_DIR in dirs:
-                if rel:
+                if rel and _well_formed(rel):  # one no client could name stays hidden
                     out.append(rel)
                 continue  # a dataset's own directories hold no datasets
             pending += [f"{rel}/{d}" if rel else d for d in dirs if not d.startswith((".", "_"))]
@@ -103,9 +127,11 @@ class Catalog:
         return versions[-1].version
 
     def open(self, name: str, version: int | str | None = None) -> Dataset:
-        """Dataset ``name`` at ``version`` (a number, a tag, or None for the latest): one
-        listing of ``_versions/`` per call, so a commit by any process is seen at once."""
+        """Dataset ``name`` at ``version`` (a number, a tag, or None for the latest), if the
+        current caller may read it (:mod:`.permissions`): one listing of ``_versions/`` per
+        call, so a commit by any process is seen at once."""
         path = self.path_of(name)
+        permissions.check_read(name)
         if isinstance(version, str):
             version = self._resolve_tag(name, path, version)
         try:

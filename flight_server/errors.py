@@ -198,7 +198,8 @@ class Unavailable(ServiceError):
 
 
 class ResourceExhausted(ServiceError):
-    """A server limit was reached: memory for a statement, concurrent statements.
+    """A server limit was reached: a message's size, memory for a statement, concurrent
+    statements.
     ``retryable`` when waiting may help (a busy server, not a statement too big)."""
 
     kind = RESOURCE_EXHAUSTED

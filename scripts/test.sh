@@ -2,7 +2,7 @@
 # Set up and run the checks CI runs: lint, format, protobuf freshness and the test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh test
 # the Spark tests run PySpark in local mode, which needs a Java runtime (17 or newer)
 if ! command -v java >/dev/null 2>&1; then
   echo "error: Java (17+) is not installed; the Spark tests need it (apt-get install openjdk-17-jre-headless)" >&2

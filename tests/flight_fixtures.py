@@ -166,3 +166,85 @@ def data_files(uri: str) -> set[str]:
     """Names of the files in a dataset's ``data/`` directory (empty when there is none)."""
     path = os.path.join(uri, "data")
     return set(os.listdir(path)) if os.path.isdir(path) else set()
+
+
+def every_version(root: str | os.PathLike[str]) -> dict[str, list[pa.Table]]:
+    """Every version of every dataset under ``root``, as pylance reads it (to show a call
+    changed nothing: compare before and after)."""
+    import lance
+
+    out = {}
+    for dirpath, dirnames, _ in os.walk(root):
+        if "_versions" in dirnames:
+            name = os.path.relpath(dirpath, root).replace(os.sep, "/")
+            ds = lance.dataset(dirpath)
+            out[name] = [
+                lance.dataset(dirpath, version=v["version"]).to_table() for v in ds.versions()
+            ]
+            dirnames[:] = []
+    return out
+
+
+def status_of(exc: BaseException) -> str | None:
+    """The gRPC status a client saw: the Flight class's own code, else the server's
+    ``[KIND]`` (in ``extra_info`` or the message)."""
+    from flight_server.errors import error_kind
+
+    own = {
+        fl.FlightUnauthenticatedError: "UNAUTHENTICATED",
+        fl.FlightUnauthorizedError: "PERMISSION_DENIED",
+        fl.FlightUnavailableError: "UNAVAILABLE",
+        fl.FlightCancelledError: "CANCELLED",
+        fl.FlightTimedOutError: "DEADLINE_EXCEEDED",
+    }
+    for cls, code in own.items():
+        if isinstance(exc, cls):
+            return code
+    return error_kind(exc)
+
+
+def run_auth_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """``python -m flight_server.auth ARGS`` (the helper that writes auth-file lines)."""
+    return subprocess.run(
+        [sys.executable, "-m", "flight_server.auth", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+
+
+def login_flood(location: str, users: list[str], attempts: int) -> list[str]:
+    """Bad passwords for ``users`` (one thread each), ``attempts`` each: the outcomes, "in"
+    (let in!), "limited" (refused unchecked), "bad" (checked and refused) or "busy"."""
+    import threading
+
+    outcomes: list[str] = []
+
+    def attacker(user: str) -> None:
+        client = fl.FlightClient(location)
+        for i in range(attempts):
+            try:
+                client.authenticate_basic_token(user, f"guess-{i}")
+                outcomes.append("in")
+            except fl.FlightUnauthenticatedError as exc:
+                outcomes.append("limited" if "too many failed logins" in str(exc) else "bad")
+            except fl.FlightUnavailableError:
+                outcomes.append("busy")
+
+    threads = [threading.Thread(target=attacker, args=(u,)) for u in users]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return outcomes
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for commands that need a number, not 0)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -10,12 +10,12 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+from flight_fixtures import run_auth_cli
 from tls_util import make_self_signed_cert
 
 from flight_server import auth, tls
@@ -200,7 +200,7 @@ def test_bad_login_is_unauthenticated(authenticator, user, password):
         b"Bearer lf1.garbage",
         b"Bearer lf1.!!!.###",
         b"Bearer ",
-        b"Basic " + base64.b64encode(b"alice:alice-pw"),
+        b"Basic " + base64.b64encode(b"alice:wrong-pw"),
         b"Digest username=alice",
     ],
     ids=[
@@ -209,7 +209,7 @@ def test_bad_login_is_unauthenticated(authenticator, user, password):
         "garbled",
         "bad-chars",
         "empty",
-        "basic-outside-handshake",
+        "basic-wrong-password",
         "scheme",
     ],
 )
@@ -399,7 +399,9 @@ def test_hash_password_round_trip_and_salting():
     "content,problem",
     [
         ("alice\n", "line 1: expected user:password-hash"),
-        ("a:b:c:d\n", "line 1: expected user:password-hash"),
+        ("a:b:c:d:e\n", "line 1: expected user:password-hash"),
+        ("alice:{h}:read:read=../x\n", "line 1: bad prefix '../x'"),
+        ("alice:{h}:read:own=x\n", "line 1: bad grant 'own=x'"),
         ("# c\nalice:plaintext\n", "line 2: password hash must look like"),
         ("alice:{h}:admin\n", "line 1: unknown role 'admin'"),
         ("alice:{h}\nalice:{h}\n", "line 2: user 'alice' appears twice"),
@@ -413,6 +415,8 @@ def test_hash_password_round_trip_and_salting():
     ids=[
         "no-hash",
         "too-many-fields",
+        "bad-grant-prefix",
+        "bad-grant-key",
         "plaintext",
         "bad-role",
         "duplicate",
@@ -438,11 +442,20 @@ def test_bad_users_file_is_a_clear_config_error(tmp_path, content, problem):
         ("short\n", "at least 16"),
         ("lf1.abcdefghijklmnopqrst\n", "reserved"),
         ("abcdefghijklmnopqrstuvwx bob admin\n", "unknown role"),
-        ("abcdefghijklmnopqrstuvwx bob write extra\n", "expected TOKEN"),
+        ("abcdefghijklmnopqrstuvwx bob write read=a extra\n", "expected TOKEN"),
+        ("abcdefghijklmnopqrstuvwx bob write nope\n", "bad grant 'nope'"),
         ("abcdefghijklmnopqrstuvwx\nabcdefghijklmnopqrstuvwx\n", "line 2: the same token"),
         ("tökenwithnonasciichars123\n", "printable ASCII"),
     ],
-    ids=["short", "reserved-prefix", "bad-role", "too-many-fields", "duplicate", "non-ascii"],
+    ids=[
+        "short",
+        "reserved-prefix",
+        "bad-role",
+        "too-many-fields",
+        "bad-grant",
+        "duplicate",
+        "non-ascii",
+    ],
 )
 def test_bad_tokens_file_is_a_clear_config_error(tmp_path, content, problem):
     path = tmp_path / "tokens"
@@ -458,17 +471,6 @@ def test_missing_file_and_weak_secret_are_config_errors(tmp_path, users_file):
         Authenticator.from_files(users_file, secret="short")
     with pytest.raises(AuthConfigError, match="users file or a tokens file"):
         Authenticator.from_files()
-
-
-def run_auth_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flight_server.auth", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
 
 
 def test_cli_makes_lines_the_server_accepts(tmp_path):

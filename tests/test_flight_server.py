@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import logging
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -802,20 +801,3 @@ def test_sigterm_with_a_stalled_reader_still_exits_cleanly(wide_root):
                 pass
         c.close()
         assert "exiting" in s.log() or "stopped" in s.log()
-
-
-def test_readme_flight_protocol_examples_run(tmp_path, capsys):
-    """The README's Flight protocol examples, run in order against a fresh server."""
-    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
-    section = readme[readme.index("## Flight protocol") :]
-    nxt = section.find("\n## ", 5)
-    section = section if nxt < 0 else section[:nxt]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) >= 4
-    with serve(str(tmp_path), "--no-warm") as s:
-        code = "\n".join(blocks).replace("grpc://127.0.0.1:8815", s.location)
-        exec(compile(code, "README.md", "exec"), {})  # noqa: S102
-    assert s.process.returncode == 0
-    out = capsys.readouterr().out
-    assert "{'version': 1, 'rows_written': 10000}" in out and "NOT_FOUND" in out
-    assert lance.dataset(str(tmp_path / "demo" / "points")).count_rows() == 10_000

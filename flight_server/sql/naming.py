@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from flight_server.catalog import check_name
 from lance_format.errors import InvalidArgumentError
 
 from .errors import NotFoundError
@@ -77,12 +78,7 @@ def dataset_for(table: str, db_schema: str | None = None, catalog: str | None = 
         name = table
     else:
         name = f"{db_schema}/{table}"
-    parts = name.split("/")
-    if "\\" in name or any(p in ("", ".", "..") for p in parts) or "\0" in name:
-        raise InvalidArgumentError(
-            f"table name {name!r} is not a valid dataset path (no empty, '.' or '..' parts)"
-        )
-    return name
+    return check_name(name)
 
 
 def parse_version(text: str | int) -> VersionSpec:

@@ -27,6 +27,7 @@ from flight_server.auth import require_write
 from flight_server.incoming import read_batches, stream_schema
 from flight_server.ingest import PutOptions
 from flight_server.ingest import ingest as server_ingest
+from flight_server.permissions import readable
 from flight_server.streams import batch_stream
 from lance_format.errors import InvalidArgumentError, UnsupportedError
 from lance_format.pb import flight_sql_pb2 as pb
@@ -117,6 +118,14 @@ class FlightSqlService:
         return action_type in protocol.ACTION_TYPES
 
     @staticmethod
+    def is_ingest(cmd: bytes) -> bool:
+        """Whether a DoPut command is a bulk ingest (its data streams to disk)."""
+        try:
+            return isinstance(protocol.unpack(cmd), pb.CommandStatementIngest)
+        except InvalidArgumentError:
+            return False
+
+    @staticmethod
     def list_actions() -> list[tuple[str, str]]:
         return list(protocol.ACTION_TYPES.items())
 
@@ -205,11 +214,11 @@ class FlightSqlService:
             return metadata.catalogs()
         if isinstance(cmd, pb.CommandGetDbSchemas):
             return metadata.db_schemas(
-                self.catalog.names(), opt("catalog"), opt("db_schema_filter_pattern")
+                readable(self.catalog.names()), opt("catalog"), opt("db_schema_filter_pattern")
             )
         if isinstance(cmd, pb.CommandGetTables):
             return metadata.tables(
-                self.catalog.names(),
+                readable(self.catalog.names()),
                 opt("catalog"),
                 opt("db_schema_filter_pattern"),
                 opt("table_name_filter_pattern"),

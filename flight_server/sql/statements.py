@@ -39,6 +39,7 @@ import pyarrow.flight as flight
 from flight_server.errors import BadRequest
 from flight_server.incoming import decode_stream, read_table
 from flight_server.ingest import aligned
+from flight_server.permissions import check_write
 from flight_server.query import load_json
 from lance_format.errors import InvalidArgumentError
 from lance_format.pb import flight_sql_pb2 as pb
@@ -265,6 +266,7 @@ class Statements:
         statement: Statement = binding.statement
         if params is not None and params.num_columns == 0:
             params = None
+        check_write(binding.datasets[statement.target][0])
         addresses = self.engine.delete_addresses(binding, params, watch)
         if not len(addresses):
             return 0
