@@ -204,3 +204,23 @@ def test_concurrent_commits_follow_pylances_rules(tmp_path):
     with pytest.raises(RetryableCommitConflictError):
         ours.create_index("vec", "IVF_FLAT", num_partitions=2, name="same")
     assert lance.dataset(uri).version == 5
+
+
+def test_index_over_stable_row_ids_after_deletes_and_compaction(tmp_path):
+    """Row ids in our index are the dataset's (stable ids here): probing every partition,
+    pylance's and our searches over it equal the exact search."""
+    table, queries = _data(13)
+    uri = str(tmp_path / "s")
+    ds = lance.write_dataset(table, uri, max_rows_per_file=1000, enable_stable_row_ids=True)
+    ds.delete("id < 500")
+    lance.write_dataset(table.slice(0, 200), uri, mode="append")
+    lance.dataset(uri).optimize.compact_files()
+    ours = open_dataset(uri).create_index("vec", "IVF_FLAT", num_partitions=4)
+    theirs = lance.dataset(uri)
+    for q in queries[:10]:
+        exact = _ids(theirs, q, "l2", use_index=False)
+        assert _ids(theirs, q, "l2", nprobes=4) == exact
+        assert _ids(ours, q, "l2", nprobes=4) == exact
+    assert ours.describe_indices()[0]["num_rows_indexed"] == (
+        theirs.describe_indices()[0].num_rows_indexed
+    )
