@@ -224,3 +224,28 @@ def test_index_over_stable_row_ids_after_deletes_and_compaction(tmp_path):
     assert ours.describe_indices()[0]["num_rows_indexed"] == (
         theirs.describe_indices()[0].num_rows_indexed
     )
+
+
+def test_rebase_over_an_update_of_the_indexed_column_prunes_its_fragments(tmp_path):
+    """pylance's rule: an Update that rewrote the indexed field in some fragments takes
+    them out of a concurrently built index's bitmap; one of another field leaves it whole."""
+    import pyroaring
+
+    from lance_format.pb import table_pb2
+    from lance_format.table import conflicts
+    from lance_format.table.transaction import CreateIndex, Transaction, Update
+
+    def index(fragments):
+        return table_pb2.IndexMetadata(
+            name="vec_idx", fields=[1], fragment_bitmap=pyroaring.BitMap(fragments).serialize()
+        )
+
+    def update(field_id: int):
+        frags = [table_pb2.DataFragment(id=i) for i in (1, 3)]
+        return Transaction(2, Update(updated_fragments=frags, fields_modified=[field_id]))
+
+    for field_id, expected in ((1, {0, 2}), (0, {0, 1, 2, 3})):
+        ours = Transaction(1, CreateIndex(new_indices=[index([0, 1, 2, 3])]))
+        plan = conflicts.plan_rebase(ours, [(2, update(field_id))])
+        (rebased,) = plan.transaction.operation.new_indices
+        assert set(pyroaring.BitMap.deserialize(rebased.fragment_bitmap)) == expected

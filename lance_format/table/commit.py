@@ -138,7 +138,8 @@ def _rebase(root: str, txn, txn_name: str, read_version: int, versions, latest):
     )
     if not plan.merge_fragment_ids:
         rebased = plan.transaction.to_pb()
-        if rebased.read_version == txn.read_version:
+        pruned = txn.WhichOneof("operation") == "create_index" and rebased != txn
+        if rebased.read_version == txn.read_version and not pruned:
             return txn, txn_name
         return rebased, transaction.write_transaction_file(root, rebased)
     merged = conflicts.merge_concurrent_deletions(
