@@ -354,8 +354,8 @@ def _check_update(ctx: _Ctx, theirs: Operation) -> Verdict:
 
 
 def _check_create_index(ctx: _Ctx, theirs: Operation) -> Verdict:
-    """``check_create_index_txn`` (pylance additionally prunes fragments a concurrent Update
-    rewrote from the new index's bitmap; that rebase is not done here yet)."""
+    """``check_create_index_txn`` (the pruning of fragments a concurrent Update rewrote from
+    the new index's bitmap is done by :func:`plan_rebase`)."""
     ours: CreateIndex = ctx.ours.operation  # type: ignore[assignment]
     mem_wal = _has_index(ours.new_indices, MEM_WAL_INDEX_NAME)
     if isinstance(theirs, Append | Clone | DataOverlay | UpdateBases):
