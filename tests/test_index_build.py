@@ -157,6 +157,19 @@ def test_describe_drop_and_errors_as_pylance(tmp_path):
         "field_names": list(theirs.field_names),
         "num_segments": len(theirs.segments),
         "total_size_bytes": theirs.total_size_bytes,
+        "segments": [
+            {
+                "uuid": seg.uuid,
+                "fragment_ids": set(seg.fragment_ids),
+                "dataset_version_at_last_update": seg.dataset_version_at_last_update,
+                "index_version": seg.index_version,
+                "created_at": seg.created_at,
+                "size_bytes": seg.size_bytes,
+                "base_id": seg.base_id,
+                "covering_fields": list(seg.covering_fields),
+            }
+            for seg in theirs.segments
+        ],
     }
     with pytest.raises(IndexExistsError) as err:
         ds.create_index("vec", "IVF_FLAT", num_partitions=4, name="vi")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid as uuidlib
 
@@ -10,7 +11,7 @@ import pyarrow as pa
 import pyroaring
 
 from .. import storage
-from ..errors import IndexExistsError, IndexNotFoundError, InvalidArgumentError
+from ..errors import IndexExistsError, IndexNotFoundError, InvalidArgumentError, UnsupportedError
 from ..pb import table_pb2, transaction_pb2
 from ..vector import build
 from ..vector.ivf import index_uuid, vector_index_type
@@ -71,6 +72,8 @@ def create_index(
         raise InvalidArgumentError(f"{column!r} is not a fixed-size-list vector column")
     if not pa.types.is_floating(arrow.type.value_type):
         raise InvalidArgumentError(f"{column!r} holds {arrow.type.value_type}, not floats")
+    if arrow.type.value_type != pa.float32():
+        raise UnsupportedError(f"indexes are built over float32 vectors, not {arrow.type}")
     name = name or f"{column}_idx"
     existing = [m for m in ds.manifest.indices if m.name == name]
     if existing and not replace:
@@ -145,6 +148,24 @@ def describe_indices(ds) -> list[dict]:
                 "field_names": [names.get(f, str(f)) for f in metas[0].fields],
                 "num_segments": len(metas),
                 "total_size_bytes": sum(f.size_bytes for m in metas for f in m.files),
+                "segments": [_segment(m) for m in metas],
             }
         )
     return out
+
+
+def _segment(meta: table_pb2.IndexMetadata) -> dict:
+    """One segment as pylance's ``IndexSegmentDescription`` gives it."""
+    created = meta.created_at if meta.HasField("created_at") else None
+    return {
+        "uuid": index_uuid(meta),
+        "fragment_ids": _fragment_bitmap(meta) or set(),
+        "dataset_version_at_last_update": int(meta.dataset_version),
+        "index_version": int(meta.index_version) if meta.HasField("index_version") else None,
+        "created_at": (
+            datetime.datetime.fromtimestamp(created / 1000, datetime.UTC) if created else None
+        ),
+        "size_bytes": sum(f.size_bytes for f in meta.files),
+        "base_id": int(meta.base_id) if meta.HasField("base_id") else None,
+        "covering_fields": list(meta.covering_fields),
+    }
