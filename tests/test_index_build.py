@@ -262,3 +262,30 @@ def test_rebase_over_an_update_of_the_indexed_column_prunes_its_fragments(tmp_pa
         plan = conflicts.plan_rebase(ours, [(2, update(field_id))])
         (rebased,) = plan.transaction.operation.new_indices
         assert set(pyroaring.BitMap.deserialize(rebased.fragment_bitmap)) == expected
+
+
+def test_bad_parameters_are_refused_before_anything_is_written(tmp_path):
+    table, _ = _data(17)
+    uri = str(tmp_path / "e")
+    lance.write_dataset(table.slice(0, 200), uri)
+    f64 = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(200 * 4)), 4)
+    lance.write_dataset(pa.table({"id": pa.array(np.arange(200)), "vec": f64}), uri + "64")
+    ds = open_dataset(uri)
+    bad = [
+        ({"column": "nope", "index_type": "IVF_FLAT"}, InvalidArgumentError),
+        ({"column": "vec", "index_type": "HNSW"}, InvalidArgumentError),
+        ({"column": "vec", "index_type": "IVF_FLAT", "metric": "manhattan"}, InvalidArgumentError),
+        ({"column": "vec", "index_type": "IVF_FLAT", "num_partitions": 201}, InvalidArgumentError),
+        ({"column": "vec", "index_type": "IVF_FLAT", "num_partitions": 0}, InvalidArgumentError),
+        # 8-bit PQ trains 256 codes a sub-vector: 200 rows are too few
+        ({"column": "vec", "index_type": "IVF_PQ", "num_sub_vectors": 4}, InvalidArgumentError),
+    ]
+    for kw, error in bad:
+        with pytest.raises(error):
+            ds.create_index(**kw)
+    from lance_format.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError):
+        open_dataset(uri + "64").create_index("vec", "IVF_FLAT", num_partitions=2)
+    assert not os.path.exists(os.path.join(uri, "_indices"))
+    assert lance.dataset(uri).version == 1
