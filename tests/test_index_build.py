@@ -289,3 +289,24 @@ def test_bad_parameters_are_refused_before_anything_is_written(tmp_path):
         open_dataset(uri + "64").create_index("vec", "IVF_FLAT", num_partitions=2)
     assert not os.path.exists(os.path.join(uri, "_indices"))
     assert lance.dataset(uri).version == 1
+
+
+@pytest.mark.parametrize("index_type,kw", [("IVF_PQ", {"num_sub_vectors": 4}), ("IVF_FLAT", {})])
+def test_pylance_optimizes_and_remaps_our_index(tmp_path, index_type, kw):
+    """pylance's optimize_indices (folding in appended rows) and compaction (remapping the
+    index) read our files and write theirs; searches still find the same rows."""
+    table, queries = _data(19)
+    uri = str(tmp_path / "m")
+    lance.write_dataset(table, uri, max_rows_per_file=1000)
+    open_dataset(uri).create_index("vec", index_type, num_partitions=4, **kw)
+    lance.write_dataset(table.slice(0, 300), uri, mode="append")
+    lance.dataset(uri).optimize.optimize_indices()
+    (listed,) = lance.dataset(uri).list_indices()
+    assert listed["fragment_ids"] == {0, 1, 2, 3}
+    lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=5000)
+    theirs = lance.dataset(uri)
+    for q in queries[:5]:
+        assert _ids(theirs, q, "l2", nprobes=4, refine_factor=50) == _ids(
+            theirs, q, "l2", use_index=False
+        )
+        assert _ids(open_dataset(uri), q, "l2", nprobes=4) == _ids(theirs, q, "l2", nprobes=4)
