@@ -137,9 +137,11 @@ class LoginLimiter:
             if not bucket.logged:
                 bucket.logged = True
                 log.warning("too many failed logins for %s: refusing for %.0fs", what, wait)
-        raise flight.FlightUnauthenticatedError(
+        error = flight.FlightUnauthenticatedError(
             f"too many failed logins for {what}; retry in {max(1, round(wait))}s"
         )
+        error.retry_after = max(1, round(wait))  # HTTP answers it as 429 with Retry-After
+        raise error
 
     def failed(self, user: str | None, *, password: bool, how: str) -> None:
         """Count one failed login and log it (a password attempt was counted when it began);

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .errors import Forbidden
 
-__all__ = ["Grants", "check_read", "check_write", "readable", "scope"]
+__all__ = ["Grants", "check_read", "check_visible", "check_write", "readable", "scope", "visible"]
 
 _ALL = "*"
 
@@ -129,3 +129,20 @@ def readable(names: Iterable[str]) -> list[str]:
     """The names the current caller may see."""
     current = _current.get()
     return [n for n in names if current is None or current[1].can_read(n)]
+
+
+def visible(prefix: str) -> bool:
+    """Whether the current caller may read ``prefix`` or anything under it: a directory (a
+    REST namespace) that can hold no readable dataset is hidden like a dataset."""
+    current = _current.get()
+    if current is None or current[1].can_read(prefix):
+        return True
+    grants = current[1]
+    return any(p.startswith(prefix + "/") for p in (grants.read or ()) + (grants.write or ()))
+
+
+def check_visible(prefix: str) -> None:
+    """PERMISSION_DENIED unless the current caller may see ``prefix`` (:func:`visible`)."""
+    current = _current.get()
+    if current is not None and not visible(prefix):
+        raise Forbidden(f"user {current[0]!r} may not read {prefix!r}")

@@ -275,15 +275,9 @@ def sql_limits(opts: dict) -> SqlLimits:
 
 
 def _build(opts: dict, port: int, locations: list[str] | None, secret: str | None, index: int):
-    from lance_format import storage
-    from lance_format.errors import UnsupportedError
 
     from .limits import DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Limits
     from .server import LanceFlightServer
-
-    if opts.get("rest_port") is not None and storage.scheme_of(opts["root"]) != "file":
-        # the REST namespaces are directories on the local disk
-        raise UnsupportedError("--rest-port serves a local root only, not an object store")
 
     authenticator = None
     if opts.get("auth_users") or opts.get("auth_tokens"):
@@ -330,7 +324,9 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
     if opts.get("rest_port") is not None:
         from .rest import RestApp, RestServer
 
-        app = RestApp(server.catalog, authenticator=authenticator, metrics=metrics)
+        app = RestApp(
+            server.catalog, authenticator=authenticator, metrics=metrics, limits=server.limits
+        )
         rest = RestServer(
             app,
             opts["host"],

@@ -72,3 +72,84 @@ def test_two_servers_over_one_bucket_lose_no_acknowledged_append(moto_server, s3
     theirs = lance.dataset(f"{s3_root}/shared/ds", storage_options=opts)
     assert theirs.version == 1 + WRITERS * APPENDS
     assert sorted(theirs.to_table().column("id").to_pylist()) == expected
+
+
+def test_rest_namespace_over_a_bucket(moto_server, s3_root):
+    """The REST API over an s3:// root: namespaces are prefixes with a marker object, and
+    what it creates, renames and drops is what pylance and the bucket show."""
+    import io
+
+    import lance.namespace as ln
+    from lance_namespace import (
+        CreateNamespaceRequest,
+        CreateTableRequest,
+        DropNamespaceRequest,
+        DropTableRequest,
+        InsertIntoTableRequest,
+        ListNamespacesRequest,
+        ListTablesRequest,
+        ListTableVersionsRequest,
+        NamespaceExistsRequest,
+        RenameTableRequest,
+    )
+
+    from flight_server.catalog import Catalog
+    from flight_server.rest import RestApp, RestServer
+    from lance_format.cache import SearchCache
+
+    def ipc(table: pa.Table) -> bytes:
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue()
+
+    def keys() -> list[str]:
+        found = moto_server.client().list_objects_v2(Bucket=s3_root[5:])
+        return sorted(o["Key"] for o in found.get("Contents", []))
+
+    opts = moto_server.options
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    catalog = Catalog(s3_root, SearchCache(8 << 20), storage_options=opts)
+    with RestServer(RestApp(catalog)) as server:
+        client = ln.RestNamespace(uri=server.url)
+        client.create_namespace(CreateNamespaceRequest(id=["sales"]))
+        assert keys() == ["sales/.lance-namespace"]  # an empty namespace exists
+        client.namespace_exists(NamespaceExistsRequest(id=["sales"]))
+        assert client.list_namespaces(ListNamespacesRequest(id=[])).namespaces == ["sales"]
+        made = client.create_table(CreateTableRequest(id=["sales", "t"]), ipc(rows))
+        assert made.location == f"{s3_root}/sales/t.lance"
+        client.insert_into_table(InsertIntoTableRequest(id=["sales", "t"]), ipc(rows))
+        assert lance.dataset(made.location, storage_options=opts).count_rows() == 6
+        versions = client.list_table_versions(ListTableVersionsRequest(id=["sales", "t"]))
+        assert [v.version for v in versions.versions] == [1, 2]
+        assert all(
+            v.e_tag and v.manifest_path.startswith("sales/t.lance/_versions/")
+            for v in versions.versions
+        )
+        client.rename_table(RenameTableRequest(id=["sales", "t"], new_table_name="u"))
+        assert client.list_tables(ListTablesRequest(id=["sales"])).tables == ["u"]
+        assert not [k for k in keys() if k.startswith("sales/t.lance/")]
+        moved = lance.dataset(f"{s3_root}/sales/u.lance", storage_options=opts)
+        assert (moved.version, moved.count_rows()) == (2, 6)
+        client.drop_table(DropTableRequest(id=["sales", "u"]))
+        assert keys() == ["sales/.lance-namespace"]
+        client.drop_namespace(DropNamespaceRequest(id=["sales"]))
+        assert keys() == []
+        assert client.list_namespaces(ListNamespacesRequest(id=[])).namespaces == []
+
+
+def test_serve_rest_port_on_a_bucket(moto_server, s3_root):
+    """``serve s3://... --rest-port 0`` starts (it was refused before) and serves the
+    bucket's datasets as tables."""
+    import lance.namespace as ln
+    from lance_namespace import CountTableRowsRequest, ListTablesRequest
+
+    opts = moto_server.options
+    lf.write_dataset(pa.table({"id": [1, 2]}), f"{s3_root}/ns/t.lance", storage_options=opts)
+    args = ["--no-warm", "--no-sql", "--rest-port", "0", *_options_args(opts)]
+    with serve(s3_root, *args) as srv:
+        line = srv.process.stdout.readline().strip()
+        assert line.startswith("Lance Namespace REST API on http://")
+        client = ln.RestNamespace(uri=line.rsplit(" ", 1)[1])
+        assert client.list_tables(ListTablesRequest(id=["ns"])).tables == ["t"]
+        assert client.count_table_rows(CountTableRowsRequest(id=["ns", "t"])).count == 2

@@ -7,7 +7,12 @@ are spooled to a temporary file (memory up to a limit, then disk) before a worke
 writes them, so a slow client never holds a writer; QueryTable's Arrow IPC file is streamed
 batch by batch.  With an :class:`~flight_server.auth.Authenticator`, every call needs
 ``Authorization: Bearer <token>`` or ``x-api-key: <token>`` (or the request body's
-``identity``; headers win), and changes need the ``write`` role, as over Flight.
+``identity``; headers win), and changes need the ``write`` role, as over Flight.  The rest
+of Flight's rules hold too: per-dataset grants (:mod:`flight_server.permissions`, installed
+around each handler; uploads are refused before their body is read), failed logins counted
+and rate-limited (a throttled login is 429 with ``Retry-After``), JSON and token-endpoint
+bodies bounded by ``max_message_bytes`` and each record batch of an upload by
+``max_batch_bytes``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pyarrow as pa
+import pyarrow.flight as flight
 import pydantic
 from lance_namespace import (
     AlterTableAddColumnsRequest,
@@ -54,15 +60,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import permissions
 from ..auth import Authenticator, Identity
 from ..catalog import Catalog
+from ..limits import Limits
+from ..permissions import Grants
 from ..requestlog import _SANE_ID, REQUEST_ID_HEADER, format_logfmt
 from .errors import RestError, from_exception, unsupported
 from .naming import parse_id
 from .operations import ArrowResult, Call, Operations
 
 log = logging.getLogger("flight_server.requests")
-MAX_JSON_BYTES = 1 << 20
 SPOOL_IN_MEMORY = 64 << 20  # Arrow bodies beyond this go to a temporary file
 DEFAULT_MAX_BODY = 64 << 30
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -213,9 +221,11 @@ class RestApp:
         authenticator: Authenticator | None = None,
         metrics: Any = None,
         max_body_bytes: int = DEFAULT_MAX_BODY,
+        limits: Limits | None = None,
     ):
         self.catalog = catalog
-        self.ops = Operations(catalog)
+        self.limits = limits or Limits()
+        self.ops = Operations(catalog, self.limits.max_batch_bytes)
         self.authenticator = authenticator
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
@@ -243,7 +253,7 @@ class RestApp:
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
             rid = _request_id(request)
-            user = None
+            user, grants = None, None
             spool = None
             try:
                 call = Call(
@@ -255,17 +265,21 @@ class RestApp:
                 )
                 if kind is _ARROW or kind is _NONE:
                     # before reading a byte of the body: no upload without credentials
-                    user = self._authenticate(request, None, write)
+                    user, grants = self._authenticate(request, None, write)
                     if kind is _ARROW:
+                        if op == "create_table":  # nor without the grant to write there
+                            await run_in_threadpool(
+                                _scoped, user, grants, self.ops.writable_new_table, call.ids
+                            )
                         spool = await self._spool(request)
                         call.data = spool
                 else:  # a small JSON body, whose ``identity`` may carry the credentials
-                    call.model = await _json_model(request, kind)
-                    user = self._authenticate(request, call.model.identity, write)
+                    call.model = await _json_model(request, kind, self.limits.max_message_bytes)
+                    user, grants = self._authenticate(request, call.model.identity, write)
                     _check_body_id(call.model, call.ids)
                 if call.params.get("branch") or getattr(call.model, "branch", None):
                     raise unsupported("branches", "only the main history is served")
-                result = await run_in_threadpool(handler, call)
+                result = await run_in_threadpool(_scoped, user, grants, handler, call)
                 response = self._respond(result, spool)
                 self._done(request, op, rid, user, started, response.status_code, None)
             except Exception as exc:  # noqa: BLE001 - every error becomes the spec's response
@@ -277,7 +291,7 @@ class RestApp:
                 err = from_exception(
                     exc, root=self.catalog.root, schema_code=schema_code, request_id=rid
                 )
-                response = JSONResponse(err.body(), status_code=err.status)
+                response = JSONResponse(err.body(), status_code=err.status, headers=err.headers())
                 self._done(request, op, rid, user, started, err.status, err)
             finally:
                 if spool is not None:  # written by now: only QueryTable streams, from no body
@@ -292,13 +306,15 @@ class RestApp:
             started = time.perf_counter()
             rid = _request_id(request)
             try:
-                user = self._authenticate(request, None, False)
+                user, _ = self._authenticate(request, None, False)
                 err = unsupported(name, why)
             except Exception as exc:  # noqa: BLE001
                 user, err = None, from_exception(exc, root=self.catalog.root, request_id=rid)
             self._done(request, name, rid, user, started, err.status, err)
             return JSONResponse(
-                err.body(), status_code=err.status, headers={REQUEST_ID_HEADER: rid}
+                err.body(),
+                status_code=err.status,
+                headers={REQUEST_ID_HEADER: rid, **err.headers()},
             )
 
         return endpoint
@@ -310,24 +326,21 @@ class RestApp:
         started = time.perf_counter()
         rid = _request_id(request)
 
-        def refuse(status: int, error: str, text: str) -> Response:
-            self._done(
-                request,
-                "oauth_token",
-                rid,
-                None,
-                started,
-                status,
-                RestError(ErrorCode.UNAUTHENTICATED, text),
-            )
+        def refuse(status: int, error: str, text: str, wait: int | None = None) -> Response:
+            code = ErrorCode.THROTTLING if status == 429 else ErrorCode.UNAUTHENTICATED
+            self._done(request, "oauth_token", rid, None, started, status, RestError(code, text))
             body = {"error": error, "error_description": text}
-            return JSONResponse(body, status_code=status, headers={"cache-control": "no-store"})
+            headers = {"cache-control": "no-store"}
+            if wait is not None:
+                headers["retry-after"] = str(wait)
+            return JSONResponse(body, status_code=status, headers=headers)
 
         if self.authenticator is None or not self.authenticator.has_users:
             return refuse(400, "unsupported_grant_type", "password logins are not enabled")
-        raw = await request.body()
-        if len(raw) > MAX_JSON_BYTES:
-            return refuse(400, "invalid_request", "the request is too large")
+        try:
+            raw = await _bounded_body(request, self.limits.max_message_bytes)
+        except RestError as exc:
+            return refuse(400, "invalid_request", exc.message)
         form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
         if form.get("grant_type") != "client_credentials":
             return refuse(400, "unsupported_grant_type", "grant_type must be client_credentials")
@@ -343,7 +356,12 @@ class RestApp:
             return refuse(401, "invalid_client", "client_id and client_secret are required")
         try:
             identity = await run_in_threadpool(self.authenticator.check_password, user, password)
-        except Exception:  # noqa: BLE001 - a wrong password, whatever the class
+        except Exception as exc:  # noqa: BLE001 - a wrong password, whatever the class
+            wait = getattr(exc, "retry_after", None)
+            if wait is not None:  # the login limits of the Flight handshake, as HTTP's 429
+                return refuse(429, "slow_down", _first_line(exc), wait)
+            if isinstance(exc, flight.FlightUnavailableError):
+                return refuse(503, "temporarily_unavailable", _first_line(exc))
             return refuse(401, "invalid_client", "invalid user name or password")
         token = self.authenticator.issue_token(identity)
         self._done(request, "oauth_token", rid, identity.user, started, 200, None)
@@ -370,9 +388,13 @@ class RestApp:
             self.metrics.record_written(result.get("num_inserted_rows") or 0, spool.tell())
         return JSONResponse(result)  # a dict, or CountTableRows' bare integer
 
-    def _authenticate(self, request: Request, body_identity: Any, write: bool) -> str | None:
+    def _authenticate(
+        self, request: Request, body_identity: Any, write: bool
+    ) -> tuple[str | None, Grants | None]:
+        """The caller's user name and grant (None, None without auth); a bad bearer token
+        counts as a failed login, as over Flight."""
         if self.authenticator is None:
-            return None
+            return None, None
         token = None
         auth = request.headers.get("authorization")
         if auth:
@@ -392,13 +414,19 @@ class RestApp:
                 ErrorCode.UNAUTHENTICATED,
                 "authentication required: send 'Authorization: Bearer <token>' or 'x-api-key: <token>'",
             )
-        identity: Identity = self.authenticator.verify_token(token)
+        try:
+            identity: Identity = self.authenticator.verify_token(token)
+        except flight.FlightUnauthenticatedError as exc:
+            if not getattr(exc, "expired", False):
+                claimed = self.authenticator.claimed_user({"authorization": [f"Bearer {token}"]})
+                self.authenticator.limiter.failed(claimed, password=False, how="bearer (REST)")
+            raise
         if write and identity.role != "write":
             raise RestError(
                 ErrorCode.PERMISSION_DENIED,
                 f"user {identity.user!r} has read-only access; this call needs the write role",
             )
-        return identity.user
+        return identity.user, self.authenticator.grants_of(identity)
 
     async def _spool(self, request: Request):
         """The request body in a temporary file (in memory up to a limit)."""
@@ -450,14 +478,33 @@ def _request_id(request: Request) -> str:
     return incoming if incoming and _SANE_ID.fullmatch(incoming) else secrets.token_hex(8)
 
 
-async def _json_model(request: Request, model: Any) -> Any:
-    body = b""
+def _scoped(user: str | None, grants: Grants | None, fn: Callable, *args: Any) -> Any:
+    """``fn(*args)`` under the caller's grant (on the worker thread that runs it)."""
+    with permissions.scope(user, grants):
+        return fn(*args)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """The whole (small) body, refused once it passes ``limit`` bytes: by its declared
+    ``Content-Length`` before a byte is read, else while it arrives."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RestError(ErrorCode.INVALID_INPUT, f"the body exceeds the limit of {limit} bytes")
+    parts, total = [], 0
     async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_JSON_BYTES:
-            raise RestError(
-                ErrorCode.INVALID_INPUT, f"the JSON body exceeds {MAX_JSON_BYTES} bytes"
-            )
+        total += len(chunk)
+        if total > limit:
+            raise RestError(ErrorCode.INVALID_INPUT, f"the body exceeds the limit of {limit} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def _json_model(request: Request, model: Any, limit: int) -> Any:
+    body = await _bounded_body(request, limit)
     try:
         obj = json.loads(body) if body.strip() else {}
     except ValueError as exc:

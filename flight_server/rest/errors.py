@@ -60,10 +60,14 @@ _STATUS: dict[ErrorCode, int] = {
 class RestError(Exception):
     """An error answered as the spec's ``ErrorResponse`` with ``code`` and its HTTP status."""
 
-    def __init__(self, code: ErrorCode, message: str):
+    def __init__(self, code: ErrorCode, message: str, retry_after: int | None = None):
         super().__init__(message)
         self.code = ErrorCode(code)
         self.message = message
+        self.retry_after = retry_after  # seconds, sent as ``Retry-After`` (throttling)
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after is None else {"retry-after": str(self.retry_after)}
 
     @property
     def status(self) -> int:
@@ -96,7 +100,11 @@ def from_exception(
     if isinstance(exc, RestError):
         return exc
     if isinstance(exc, flight.FlightUnauthenticatedError):
+        if getattr(exc, "retry_after", None) is not None:  # a login flood: slowed down
+            return RestError(ErrorCode.THROTTLING, _flight_message(exc), exc.retry_after)
         return RestError(ErrorCode.UNAUTHENTICATED, _flight_message(exc))
+    if isinstance(exc, flight.FlightUnavailableError):
+        return RestError(ErrorCode.SERVICE_UNAVAILABLE, _flight_message(exc))
     if isinstance(exc, flight.FlightUnauthorizedError):
         return RestError(ErrorCode.PERMISSION_DENIED, _flight_message(exc))
     if not isinstance(exc, LanceError):
@@ -113,6 +121,8 @@ def from_exception(
         code = ErrorCode.TABLE_ALREADY_EXISTS
     elif isinstance(exc, (service_errors.Unavailable,)):
         code = ErrorCode.SERVICE_UNAVAILABLE
+    elif isinstance(exc, service_errors.ResourceExhausted):
+        code = ErrorCode.THROTTLING if exc.retryable else ErrorCode.INVALID_INPUT
     elif isinstance(exc, (service_errors.Unauthenticated,)):
         code = ErrorCode.UNAUTHENTICATED
     elif isinstance(exc, (service_errors.Forbidden,)):

@@ -2,8 +2,11 @@
 namespace lays out a root.
 
 An identifier is a list of names, written joined by a delimiter (``$`` unless the request
-says otherwise; the delimiter alone is the root namespace).  A namespace is a directory under
-the root that is not a dataset; the table ``t`` of namespace ``ns`` is the dataset directory
+says otherwise; the delimiter alone is the root namespace).  A namespace is a directory (an
+object-store prefix) under the root that is not a dataset; CreateNamespace writes an empty
+marker object ``<ns>/.lance-namespace`` in it, so an empty namespace exists on object stores,
+which have no directories (locally the marker sits in the new directory; directories without
+one are namespaces too).  Every listing and check goes through :mod:`lance_format.storage`; the table ``t`` of namespace ``ns`` is the dataset directory
 ``ns/t.lance`` (what CreateTable makes, and exactly pylance's layout for tables of the root
 namespace).  Datasets Flight already serves under names without the suffix
 (``nycflights13/flights``) are the tables of their parent directory too, so the REST view
@@ -15,18 +18,20 @@ confined to the root by the same rules as Flight.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from lance_namespace.errors import ErrorCode
 
+from lance_format import storage
 from lance_format.table import paths
 
+from .. import permissions
 from ..catalog import Catalog
 from ..errors import BadRequest
 from .errors import RestError
 
 DEFAULT_DELIMITER = "$"
+NAMESPACE_MARKER = ".lance-namespace"  # hidden: never listed as a namespace or a table
 TABLE_SUFFIX = ".lance"
 MAX_ID_PARTS = 64
 
@@ -89,11 +94,11 @@ class Layout:
 
     def namespace_exists(self, ns: list[str]) -> bool:
         path = self.namespace_path(ns)
-        return os.path.isdir(path) and not _is_dataset(path)
+        return not ns or _is_namespace(path)  # the root always exists
 
     def require_namespace(self, ns: list[str]) -> str:
         path = self.namespace_path(ns)
-        if not os.path.isdir(path) or _is_dataset(path):
+        if ns and not _is_namespace(path):
             raise RestError(
                 ErrorCode.NAMESPACE_NOT_FOUND, f"namespace {join_id(ns)!r} does not exist"
             )
@@ -114,7 +119,7 @@ class Layout:
         candidates = [ns + [leaf + TABLE_SUFFIX], ns + [leaf]]
         for parts in candidates:
             path = self._path(parts)
-            if _is_dataset(path):
+            if is_dataset(path):
                 return TableRef(list(ids), "/".join(parts), path)
         parts = candidates[0]
         return TableRef(list(ids), "/".join(parts), self._path(parts))
@@ -122,31 +127,42 @@ class Layout:
     def existing_table(self, ids: list[str]) -> TableRef:
         """The table ``ids`` names; TableNotFound (NamespaceNotFound for a missing
         namespace) if there is none."""
-        ref = self.table(ids)
-        if not _is_dataset(ref.path):
+        return self.existing(self.table(ids))
+
+    def existing(self, ref: TableRef) -> TableRef:
+        """``ref`` if its dataset exists, else TableNotFound (or NamespaceNotFound)."""
+        if not is_dataset(ref.path):
             self.require_namespace(ref.namespace)
-            raise RestError(ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ids)!r} does not exist")
+            raise RestError(ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist")
         return ref
 
     # -- listing ----------------------------------------------------------------------------
 
     def child_namespaces(self, ns: list[str]) -> list[str]:
+        """The child namespaces of ``ns`` the caller may see (:func:`permissions.visible`)."""
         path = self.require_namespace(ns)
         return sorted(
-            entry.name
-            for entry in _children(path)
-            if not entry.name.endswith(TABLE_SUFFIX) and not _is_dataset(entry.path)
+            name
+            for name in children(path)
+            if not name.endswith(TABLE_SUFFIX)
+            and permissions.visible("/".join([*ns, name]))
+            and not is_dataset(storage.join(path, name))
         )
 
     def tables(self, ns: list[str]) -> list[str]:
+        """The tables of ``ns`` the caller may read (``t.lance`` is ``t`` when both exist)."""
         path = self.require_namespace(ns)
-        names = {_table_name(e.name) for e in _children(path) if _is_dataset(e.path)}
-        return sorted(names)
+        folders: dict[str, str] = {}
+        for name in sorted(children(path), key=lambda n: not n.endswith(TABLE_SUFFIX)):
+            if is_dataset(storage.join(path, name)):
+                folders.setdefault(_table_name(name), name)
+        readable = set(permissions.readable("/".join([*ns, f]) for f in folders.values()))
+        return sorted(t for t, f in folders.items() if "/".join([*ns, f]) in readable)
 
     def all_tables(self, delimiter: str | None) -> list[str]:
         """Every table under the root, as full identifiers joined by ``delimiter``."""
         out = set()
-        for name in self.catalog.names():
+        for name in permissions.readable(self.catalog.names()):
             parts = name.split("/")
             if any(p.endswith(TABLE_SUFFIX) for p in parts[:-1]):
                 continue
@@ -158,13 +174,20 @@ def _table_name(folder: str) -> str:
     return folder[: -len(TABLE_SUFFIX)] if folder.endswith(TABLE_SUFFIX) else folder
 
 
-def _is_dataset(path: str) -> bool:
-    return os.path.isdir(os.path.join(path, paths.VERSIONS_DIR))
+def is_dataset(path: str) -> bool:
+    """Whether ``path`` holds a dataset (a ``_versions/`` directory or prefix)."""
+    return paths.VERSIONS_DIR in storage.list_dir(path)[1]
 
 
-def _children(path: str) -> list[os.DirEntry]:
-    """Sub-directories that can be names (not hidden, not ``_``-prefixed, no symlinks out)."""
-    with os.scandir(path) as it:
-        return [
-            e for e in it if not e.name.startswith((".", "_")) and e.is_dir(follow_symlinks=False)
-        ]
+def _is_namespace(path: str) -> bool:
+    """A directory (locally) or a non-empty prefix (a marker at least) that is no dataset."""
+    files, dirs = storage.list_dir(path)
+    if paths.VERSIONS_DIR in dirs:
+        return False
+    return bool(files or dirs) or storage.is_dir(path)
+
+
+def children(path: str) -> list[str]:
+    """Sub-directories that can be names (not hidden, not ``_``-prefixed; locally no
+    symlinks, which could lead out of the root)."""
+    return [d for d in storage.list_dir(path)[1] if not d.startswith((".", "_"))]

@@ -5,14 +5,15 @@ stream for QueryTable).
 Handlers run on worker threads and use the format layer's public dataset API (``dataset``,
 ``write_dataset``, ``delete``, ``restore``, tags, ``add_columns``/``drop_columns``, the
 scanner, ``alter_columns``); what it lacks (indexes, vector search, update, merge-insert) is
-answered as unsupported.
+answered as unsupported.  Files are reached only through :mod:`lance_format.storage`, so a
+root on an object store serves the same way as a local one.  Each handler checks the
+caller's grant (:mod:`flight_server.permissions`) before it looks at a table: a name outside
+the grant is PERMISSION_DENIED whether or not it exists, and listings leave it out.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -20,15 +21,18 @@ from typing import IO, Any
 import pyarrow as pa
 from lance_namespace.errors import ErrorCode
 
-from lance_format.errors import InvalidArgumentError
+from lance_format import storage
+from lance_format.errors import InvalidArgumentError, LanceIOError, ObjectNotFoundError
 from lance_format.table import paths, tags
 from lance_format.table.dataset import Dataset, write_dataset
 from lance_format.table.scanner import ROW_ID
 
+from .. import permissions
 from ..catalog import Catalog
 from ..errors import NotFound
+from ..limits import DEFAULT_MAX_BATCH_BYTES
 from .errors import RestError, unsupported
-from .naming import TABLE_SUFFIX, Layout, TableRef, join_id
+from .naming import NAMESPACE_MARKER, TABLE_SUFFIX, Layout, TableRef, is_dataset, join_id
 from .schema_json import schema_to_json
 
 MAX_PAGE = 10_000  # entries per list page when the client sets no limit
@@ -120,9 +124,10 @@ def _paging(call: Call) -> tuple[int | None, str | None]:
 class Operations:
     """Every supported operation, by its spec name in snake case."""
 
-    def __init__(self, catalog: Catalog):
+    def __init__(self, catalog: Catalog, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES):
         self.catalog = catalog
         self.layout = Layout(catalog)
+        self.max_batch_bytes = max_batch_bytes
 
     # -- namespaces -------------------------------------------------------------------------
 
@@ -135,35 +140,45 @@ class Operations:
         if not ns:
             raise RestError(ErrorCode.NAMESPACE_ALREADY_EXISTS, "the root namespace always exists")
         path = self.layout.namespace_path(ns)
+        permissions.check_write("/".join(ns))
         self.layout.require_namespace(ns[:-1])
-        try:
-            os.mkdir(path)
-        except FileExistsError:
-            if not self.layout.namespace_exists(ns):
-                raise RestError(
-                    ErrorCode.INVALID_INPUT, f"{join_id(ns)!r} names a table, not a namespace"
-                ) from None
+        if is_dataset(path):
+            raise RestError(
+                ErrorCode.INVALID_INPUT, f"{join_id(ns)!r} names a table, not a namespace"
+            )
+        if self.layout.namespace_exists(ns) or not storage.put_if_not_exists(
+            storage.join(path, NAMESPACE_MARKER), b""
+        ):
             if mode == "create":
                 raise RestError(
                     ErrorCode.NAMESPACE_ALREADY_EXISTS, f"namespace {join_id(ns)!r} already exists"
-                ) from None
-            if mode == "overwrite" and os.listdir(path):
+                )
+            if mode == "overwrite" and _contents(path):
                 raise RestError(
                     ErrorCode.NAMESPACE_NOT_EMPTY,
                     f"namespace {join_id(ns)!r} is not empty: drop its tables first",
-                ) from None
+                )
         return {}
 
+    def _visible_namespace(self, ns: list[str]) -> None:
+        """Refuse a namespace that can hold nothing the caller may read (the root never)."""
+        if ns:
+            self.layout.namespace_path(ns)  # a well-formed name first
+            permissions.check_visible("/".join(ns))
+
     def list_namespaces(self, call: Call) -> dict:
+        self._visible_namespace(call.ids)
         names = self.layout.child_namespaces(call.ids)
         page = _page(names, call)
         return {"namespaces": page.pop("items"), **page}
 
     def describe_namespace(self, call: Call) -> dict:
+        self._visible_namespace(call.ids)
         self.layout.require_namespace(call.ids)
         return {}
 
     def namespace_exists(self, call: Call) -> None:
+        self._visible_namespace(call.ids)
         self.layout.require_namespace(call.ids)
 
     def drop_namespace(self, call: Call) -> dict:
@@ -173,6 +188,8 @@ class Operations:
         behavior = _mode(getattr(req, "behavior", None), ("restrict", "cascade"), "restrict")
         if not ns:
             raise RestError(ErrorCode.INVALID_INPUT, "the root namespace cannot be dropped")
+        self.layout.namespace_path(ns)
+        permissions.check_write("/".join(ns))
         if not self.layout.namespace_exists(ns):
             if mode == "skip":
                 return {}
@@ -180,18 +197,14 @@ class Operations:
         path = self.layout.namespace_path(ns)
         if behavior == "cascade":
             self._drop_contents(ns)
-        entries = os.listdir(path)
+        entries = _contents(path)
         if entries:
             raise RestError(
                 ErrorCode.NAMESPACE_NOT_EMPTY,
                 f"namespace {join_id(ns)!r} is not empty ({len(entries)} entries)",
             )
-        try:
-            os.rmdir(path)
-        except OSError as exc:  # filled concurrently
-            raise RestError(
-                ErrorCode.NAMESPACE_NOT_EMPTY, f"cannot drop {join_id(ns)!r}: {exc.strerror}"
-            ) from None
+        storage.delete(storage.join(path, NAMESPACE_MARKER), missing_ok=True)
+        storage.prune(path)  # the empty local directory (object stores have none)
         return {}
 
     def _drop_contents(self, ns: list[str]) -> None:
@@ -199,16 +212,17 @@ class Operations:
         (other files stay, and keep the namespace from being dropped)."""
         for child in self.layout.child_namespaces(ns):
             self._drop_contents(ns + [child])
-            try:
-                os.rmdir(self.layout.namespace_path(ns + [child]))
-            except OSError:
-                pass  # reported by the caller's emptiness check
+            path = self.layout.namespace_path(ns + [child])
+            if not _contents(path):  # else reported by the caller's emptiness check
+                storage.delete(storage.join(path, NAMESPACE_MARKER), missing_ok=True)
+                storage.prune(path)
         for table in self.layout.tables(ns):
             _drop_directory(self.layout.existing_table(ns + [table]))
 
     # -- table metadata ---------------------------------------------------------------------
 
     def list_tables(self, call: Call) -> dict:
+        self._visible_namespace(call.ids)
         names = self.layout.tables(call.ids)
         page = _page(names, call)
         return {"tables": page.pop("items"), **page}
@@ -218,11 +232,25 @@ class Operations:
         page = _page(names, call)
         return {"tables": page.pop("items"), **page}
 
+    def _table(self, ids: list[str], *, write: bool = False) -> TableRef:
+        """The existing table ``ids`` names, if the caller's grant allows reading (or, with
+        ``write``, changing) it: checked before its existence, so a refusal tells nothing."""
+        ref = self.layout.table(ids)
+        (permissions.check_write if write else permissions.check_read)(ref.name)
+        return self.layout.existing(ref)
+
+    def writable_new_table(self, ids: list[str]) -> TableRef:
+        """Where CreateTable puts ``ids``, if the caller may write there (checked before an
+        upload is read)."""
+        ref = self.layout.table(ids)
+        permissions.check_write(ref.name)
+        return ref
+
     def _open(self, ref: TableRef, version: int | str | None = None) -> Dataset:
         try:
             return self.catalog.open(ref.name, version)
         except NotFound:
-            if not os.path.isdir(os.path.join(ref.path, paths.VERSIONS_DIR)):
+            if not is_dataset(ref.path):
                 raise RestError(
                     ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
                 ) from None
@@ -232,7 +260,7 @@ class Operations:
             ) from None
 
     def describe_table(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         out: dict = {
             "table": ref.id[-1],
             "namespace": ref.namespace,
@@ -250,27 +278,28 @@ class Operations:
         return out
 
     def table_exists(self, call: Call) -> None:
-        self.layout.existing_table(call.ids)
+        self._table(call.ids)
 
     def drop_table(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         _drop_directory(ref)
         return {"id": ref.id, "location": ref.path}
 
     def rename_table(self, call: Call) -> dict:
         """Move the table's directory (atomic: one rename within the root)."""
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         req = call.model
         namespace = ref.namespace if req.new_namespace_id is None else list(req.new_namespace_id)
-        target = self.layout.table(namespace + [req.new_table_name])
+        target = self.writable_new_table(namespace + [req.new_table_name])
         self.layout.require_namespace(target.namespace)
-        if os.path.lexists(target.path) or os.path.lexists(target.path.removesuffix(TABLE_SUFFIX)):
-            raise RestError(
-                ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(target.id)!r} already exists"
-            )
+        for taken in (target.path, target.path.removesuffix(TABLE_SUFFIX)):
+            if storage.exists(taken) or storage.is_dir(taken):
+                raise RestError(
+                    ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(target.id)!r} already exists"
+                )
         try:
-            os.rename(ref.path, target.path)
-        except FileNotFoundError:
+            storage.move_tree(ref.path, target.path, last=paths.VERSIONS_DIR)
+        except ObjectNotFoundError:
             raise RestError(
                 ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
             ) from None
@@ -279,7 +308,7 @@ class Operations:
     # -- versions ---------------------------------------------------------------------------
 
     def list_table_versions(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         entries = paths.list_versions(ref.path)
         descending = call.flag("descending")
         if descending:
@@ -300,14 +329,14 @@ class Operations:
         return out
 
     def describe_table_version(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         version = getattr(call.model, "version", None)
         ds = self._open(ref, version)
         entry = paths.find_version(ref.path, ds.version)
         return {"version": _version_entry(entry)}
 
     def restore_table(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         target = self._open(ref, call.model.version)
         new = target.restore()
         return {"transaction_id": _transaction_id(new)}
@@ -315,7 +344,7 @@ class Operations:
     # -- tags -------------------------------------------------------------------------------
 
     def list_table_tags(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         found = tags.read_all_tags(ref.path)
         page = _page(sorted(found), call)
         out: dict = {"tags": {n: _tag_json(found[n]) for n in page.pop("items")}}
@@ -323,7 +352,7 @@ class Operations:
         return out
 
     def get_table_tag_version(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         return {"version": self._tag(ref, call.model.tag).version}
 
     def _tag(self, ref: TableRef, name: str) -> tags.TagContents:
@@ -342,7 +371,7 @@ class Operations:
             )
 
     def create_table_tag(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         name, version = call.model.tag, call.model.version
         tags.check_valid_tag(name)
         if paths.exists(paths.tag_path(ref.path, name)):
@@ -359,14 +388,14 @@ class Operations:
         return {}
 
     def update_table_tag(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         self._tag(ref, call.model.tag)
         self._check_version(ref, call.model.version)
         tags.update_tag(ref.path, call.model.tag, call.model.version)
         return {}
 
     def delete_table_tag(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         self._tag(ref, call.model.tag)
         try:
             tags.delete_tag(ref.path, call.model.tag)
@@ -378,16 +407,16 @@ class Operations:
 
     def create_table(self, call: Call) -> dict:
         mode = _mode(call.params.get("mode"), ("create", "existok", "overwrite"), "create")
-        ref = self.layout.table(call.ids)
+        ref = self.writable_new_table(call.ids)
         self.layout.require_namespace(ref.namespace)
-        exists = os.path.isdir(os.path.join(ref.path, paths.VERSIONS_DIR))
+        exists = is_dataset(ref.path)
         if exists and mode == "create":
             raise RestError(
                 ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(ref.id)!r} already exists"
             )
         if exists and mode == "existok":
             return {"location": ref.path}
-        counted = _Counted(_ipc_reader(call.data, "CreateTable"))
+        counted = _Counted(_ipc_reader(call.data, "CreateTable"), self.max_batch_bytes)
         try:
             ds = write_dataset(counted.reader(), ref.path, mode="overwrite" if exists else "create")
         except InvalidArgumentError as exc:
@@ -400,14 +429,14 @@ class Operations:
 
     def insert_into_table(self, call: Call) -> dict:
         mode = _mode(call.params.get("mode"), ("append", "overwrite"), "append")
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         reader = _ipc_reader(call.data, "InsertIntoTable")
-        counted = _Counted(reader)
+        counted = _Counted(reader, self.max_batch_bytes)
         ds = write_dataset(counted.reader(), ref.path, mode=mode)
         return {"num_inserted_rows": counted.rows, "version": ds.version}
 
     def delete_from_table(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         predicate = call.model.predicate
         if not predicate or not predicate.strip():
             raise RestError(ErrorCode.INVALID_INPUT, "DeleteFromTable needs a predicate")
@@ -415,13 +444,13 @@ class Operations:
         return {"version": ds.version}
 
     def count_table_rows(self, call: Call) -> int:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         ds = self._open(ref, call.model.version)
         return ds.count_rows(call.model.predicate or None)
 
     def query_table(self, call: Call) -> ArrowResult:
         req = call.model
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids)
         vector = req.vector
         if vector is not None and (vector.single_vector or vector.multi_vector):
             raise unsupported("vector search (QueryTable with a vector)")
@@ -456,7 +485,7 @@ class Operations:
     # -- schema -----------------------------------------------------------------------------
 
     def alter_table_add_columns(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         transforms = {}
         for entry in call.model.new_columns:
             if (
@@ -472,7 +501,7 @@ class Operations:
         return {"version": ds.version}
 
     def alter_table_alter_columns(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         changes = []
         for entry in call.model.alterations:
             if entry.data_type is not None or entry.virtual_column is not None:
@@ -481,7 +510,7 @@ class Operations:
         return {"version": self._open(ref).alter_columns(*changes).version}
 
     def alter_table_drop_columns(self, call: Call) -> dict:
-        ref = self.layout.existing_table(call.ids)
+        ref = self._table(call.ids, write=True)
         ds = self._open(ref)
         names = {f.name for f in ds.schema}
         missing = [c for c in call.model.columns if c not in names]
@@ -494,17 +523,19 @@ class Operations:
 
 
 def _drop_directory(ref: TableRef) -> None:
-    """Out of sight first (renamed to a hidden sibling the catalog never lists), then
-    removed: a reader never sees half a dataset under the table's name."""
-    parent, leaf = os.path.split(ref.path)
-    doomed = os.path.join(parent, f".{leaf}.dropped-{uuid.uuid4().hex[:12]}")
-    try:
-        os.rename(ref.path, doomed)
-    except FileNotFoundError:
-        raise RestError(
-            ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
-        ) from None
-    shutil.rmtree(doomed, ignore_errors=True)
+    """The manifests first, so the table stops being a dataset at once (no reader finds
+    a version whose files are going), then everything else under it."""
+    if not storage.delete_prefix(storage.join(ref.path, paths.VERSIONS_DIR)) and not is_dataset(
+        ref.path
+    ):
+        raise RestError(ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist")
+    storage.delete_prefix(ref.path)
+    storage.prune(ref.path)
+
+
+def _contents(path: str) -> list[str]:
+    """What a namespace holds besides its marker."""
+    return [n for n in storage.list_names(path) if n != NAMESPACE_MARKER]
 
 
 def _uri(path: str) -> str:
@@ -518,7 +549,7 @@ def _stats(ds: Dataset) -> dict[str, str]:
     size = 0
     for f in frags:
         for df in f.files:
-            size += df.file_size_bytes or _size(os.path.join(ds.uri, paths.DATA_DIR, df.path))
+            size += df.file_size_bytes or _size(storage.join(ds.uri, paths.DATA_DIR, df.path))
     deletions = [f for f in frags if f.HasField("deletion_file")]
     deleted = sum(f.deletion_file.num_deleted_rows for f in deletions)
     physical = sum(f.physical_rows for f in frags)
@@ -535,23 +566,27 @@ def _stats(ds: Dataset) -> dict[str, str]:
 
 def _size(path: str) -> int:
     try:
-        return os.stat(path).st_size
-    except OSError:
+        return storage.file_size(path)
+    except LanceIOError:
         return 0
 
 
 def _version_entry(entry: paths.VersionEntry) -> dict:
     """A ``TableVersion`` as pylance lists it, from the manifest file as an object store
-    sees it: its path (no leading slash), size, ETag (the local store's
-    ``inode-mtime-size``) and last-modified time."""
-    st = os.stat(entry.path)
-    return {
+    sees it: its key (no leading slash, no scheme or bucket), size, ETag and last-modified
+    time, from one HEAD through the storage layer."""
+    meta = storage.head(entry.path)
+    if meta is None:  # removed by a cleanup since the listing
+        raise RestError(ErrorCode.TABLE_VERSION_NOT_FOUND, f"version {entry.version} is gone")
+    out = {
         "version": entry.version,
-        "manifest_path": entry.path.lstrip("/"),
-        "manifest_size": st.st_size,
-        "e_tag": f'"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"',
-        "timestamp_millis": st.st_mtime_ns // 1_000_000,
+        "manifest_path": storage.resolve(entry.path)[1].lstrip("/"),
+        "manifest_size": meta.size,
+        "timestamp_millis": int(meta.mtime * 1000),
     }
+    if meta.e_tag is not None:
+        out["e_tag"] = meta.e_tag
+    return out
 
 
 def _transaction_id(ds: Dataset) -> str | None:
@@ -559,7 +594,7 @@ def _transaction_id(ds: Dataset) -> str | None:
     name = ds.manifest.transaction_file
     if not name:
         return None
-    stem = os.path.basename(name).removesuffix(".txn")
+    stem = storage.basename(name).removesuffix(".txn")
     return stem.split("-", 1)[1] if "-" in stem else stem
 
 
@@ -573,7 +608,7 @@ def _tag_json(t: tags.TagContents) -> dict:
 def _ipc_reader(data: IO[bytes] | None, operation: str) -> pa.RecordBatchReader:
     if data is None:
         raise RestError(ErrorCode.INVALID_INPUT, f"{operation} needs an Arrow IPC stream body")
-    data.seek(0, os.SEEK_END)
+    data.seek(0, io.SEEK_END)
     if data.tell() == 0:
         raise RestError(ErrorCode.INVALID_INPUT, f"{operation} needs an Arrow IPC stream body")
     data.seek(0)
@@ -589,8 +624,9 @@ class _Counted:
     """Counts the rows a reader hands on (the insert's ``num_inserted_rows``), turning a
     malformed stream into bad input."""
 
-    def __init__(self, reader: pa.RecordBatchReader):
+    def __init__(self, reader: pa.RecordBatchReader, max_batch_bytes: int):
         self._reader = reader
+        self._max = max_batch_bytes
         self.rows = 0
 
     def reader(self) -> pa.RecordBatchReader:
@@ -606,6 +642,12 @@ class _Counted:
                 raise RestError(
                     ErrorCode.INVALID_INPUT, f"malformed Arrow IPC stream: {exc}"
                 ) from None
+            if batch.nbytes > self._max:  # as a Flight put's batch is bounded
+                raise RestError(
+                    ErrorCode.INVALID_INPUT,
+                    f"a record batch of the body holds {batch.nbytes} bytes, over the server's "
+                    f"limit of {self._max} bytes: send smaller batches",
+                )
             self.rows += batch.num_rows
             yield batch
 

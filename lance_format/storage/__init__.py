@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from ..errors import ObjectNotFoundError
 from ..io import IOStats, RandomAccessFile
 from .base import ObjectMeta, ObjectStore, ObjectWriter, StoreFile
 from .local import LocalFile, LocalStore
@@ -30,11 +31,13 @@ __all__ = [
     "delete_prefix",
     "exists",
     "file_size",
+    "head",
     "is_dir",
     "join",
     "list_files",
     "list_dir",
     "list_names",
+    "move_tree",
     "outermost_missing",
     "prune",
     "realpath",
@@ -127,6 +130,12 @@ def exists(path: str) -> bool:
     return store.exists(key)
 
 
+def head(path: str) -> ObjectMeta | None:
+    """Size, time and ETag of the object at ``path`` (None if there is none)."""
+    store, key = resolve(path)
+    return store.head(key)
+
+
 def file_size(path: str) -> int:
     store, key = resolve(path)
     return store.size(key)
@@ -184,3 +193,25 @@ def copy(src: str, dst: str, *, move: bool = False) -> None:
 
 def rename(src: str, dst: str) -> None:
     copy(src, dst, move=True)
+
+
+def move_tree(src: str, dst: str, *, last: str = "") -> None:
+    """Move everything under ``src`` to ``dst`` (which must not exist).  Locally one rename
+    of the directory (atomic).  On object stores every object is copied, those under
+    ``src/last`` after the others (so the copy is whole once they appear), then the sources
+    deleted, those under ``last`` first.  ObjectNotFoundError if ``src`` holds nothing."""
+    store, skey = resolve(src)
+    dstore, dkey = resolve(dst)
+    if isinstance(store, LocalStore) and dstore is store:
+        store.rename(skey, dkey)
+        return
+    found = list_files(src)
+    if not found:
+        raise ObjectNotFoundError("nothing to move", path=src)
+    head = normalize(src) + "/"
+    tail = f"{head}{last.strip('/')}/" if last else None
+    ordered = sorted(found, key=lambda m: tail is not None and m.key.startswith(tail))
+    for meta in ordered:
+        copy(meta.key, join(dst, meta.key[len(head) :]))
+    for meta in reversed(ordered):
+        delete(meta.key, missing_ok=True)

@@ -25,6 +25,7 @@ class ObjectMeta:
     key: str
     size: int
     mtime: float
+    e_tag: str | None = None  # as the store reports it (clients compare it between lists)
 
 
 class ObjectWriter(ABC):

@@ -174,7 +174,9 @@ class LocalStore(ObjectStore):
             raise _error("stat", exc, key) from exc
         if not os.path.isfile(key):
             return None
-        return ObjectMeta(key, st.st_size, st.st_mtime)
+        # object_store's local ETag (what pylance reports): inode, mtime in us, size, in hex
+        e_tag = f'"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"'
+        return ObjectMeta(key, st.st_size, st.st_mtime, e_tag)
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         self.count()

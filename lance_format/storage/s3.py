@@ -202,7 +202,9 @@ class S3Store(ObjectStore):
             meta = _call(self.uri(key), "stat", lambda: obstore.head(self.client, key))
         except ObjectNotFoundError:
             return None
-        return ObjectMeta(key, int(meta["size"]), meta["last_modified"].timestamp())
+        return ObjectMeta(
+            key, int(meta["size"]), meta["last_modified"].timestamp(), meta.get("e_tag")
+        )
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         import obstore
