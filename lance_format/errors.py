@@ -111,3 +111,12 @@ class RetryableCommitConflictError(CommitConflictError):
     version may succeed."""
 
     retryable = True
+
+
+class IndexExistsError(LanceError, RuntimeError):
+    """An index of that name already exists and ``replace`` was not asked for (pylance
+    raises RuntimeError)."""
+
+
+class IndexNotFoundError(LanceError, RuntimeError):
+    """No index of that name in this version (pylance raises RuntimeError)."""

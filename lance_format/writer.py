@@ -141,6 +141,7 @@ class LanceFileWriter:
         self._json: list[LanceField | None] = []  # top-level fields holding JSON columns
         self._pending: list[list[pa.Array]] = []
         self._pending_bytes: list[int] = []
+        self._global_buffers: list[bytes] = []  # after the file descriptor (buffer 0)
         self._inflight: collections.deque[Future] = collections.deque()
         if schema is not None:
             self._init_schema(schema)
@@ -446,6 +447,13 @@ class LanceFileWriter:
 
     # -- finishing ------------------------------------------------------------------------
 
+    def add_global_buffer(self, data: bytes) -> int:
+        """Keep ``data`` as a global buffer written on close; returns its position (index
+        files name their protobuf metadata by position in the schema metadata)."""
+        self._check_open()
+        self._global_buffers.append(bytes(data))
+        return len(self._global_buffers)
+
     def close(self) -> WriteResult:
         """Flush the remaining pages, write the metadata and footer, rename into place."""
         self._check_open()
@@ -458,7 +466,8 @@ class LanceFileWriter:
                 schema=self._file_schema.to_proto_schema(), length=self._rows
             )
             columns = [self._column_metadata(leaf) for leaves in self._leaves for leaf in leaves]
-            tail = encode_tail(self._pos, [descriptor.SerializeToString()], columns, self.version)
+            buffers = [descriptor.SerializeToString(), *self._global_buffers]
+            tail = encode_tail(self._pos, buffers, columns, self.version)
             self._write(tail)
             sidecars = self._blobs.commit() if self._blobs is not None else []
             self._out.commit()  # last: the file appears with its sidecars

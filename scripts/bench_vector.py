@@ -6,6 +6,8 @@ Data: seeded float32 vectors (standard normal), written once by pylance into --d
 dataset and metric (l2, cosine, dot), --queries query vectors are searched with k=10,
 ``use_index=False`` (exact); each side is warmed up once, then timed alternately, best of --repeat per query,
 summed over the queries.  The top-k row ids are compared as a sanity check.
+With ``--build``, IVF_FLAT and IVF_PQ index builds (the same parameters) are timed on a copy
+of each dataset, ours then pylance's (``--build-only`` skips the searches).
 With ``--ivf-pq``, an IVF_PQ index (built once by pylance on a copy of each dataset) is also
 searched with k=10, nprobes=20 by both sides.
 Ratios are ours/pylance latency: below 1 means we are faster.
@@ -77,6 +79,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--metrics", default="l2,cosine,dot")
     ap.add_argument("--ivf-pq", action="store_true", help="also time an IVF_PQ index search")
+    ap.add_argument("--build", action="store_true", help="also time index builds")
+    ap.add_argument("--build-only", action="store_true", help="time index builds only")
+    ap.add_argument("--sizes", help="datasets as NxDIM,NxDIM (overrides the defaults)")
     args = ap.parse_args()
 
     import lance
@@ -85,8 +90,15 @@ def main() -> None:
 
     os.makedirs(args.data_dir, exist_ok=True)
     print(f"{'dataset':>16} {'metric':>7} {'ours s':>9} {'pylance s':>10} {'ratio':>7}  same top-k")
-    for n, dim in QUICK if args.quick else FULL:
+    sizes = QUICK if args.quick else FULL
+    if args.sizes:
+        sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
+    for n, dim in sizes:
         path = make_dataset(args.data_dir, n, dim)
+        if args.build or args.build_only:
+            bench_build(path, n, dim)
+        if args.build_only:
+            continue
         theirs, ours = lance.dataset(path), open_dataset(path)
         queries = np.random.default_rng(dim).standard_normal((args.queries, dim), np.float32)
         warm = {"column": "vec", "q": queries[0], "k": 10, "use_index": False}
@@ -109,6 +121,33 @@ def main() -> None:
             )
         if args.ivf_pq:
             bench_ivf_pq(path, n, dim, queries, args.repeat)
+
+
+def bench_build(path: str, n: int, dim: int) -> None:
+    """Index build time, ours and pylance's, on one copy of ``path`` (replacing the index)."""
+    import shutil
+
+    import lance
+
+    from lance_format.table.dataset import dataset as open_dataset
+
+    copy = path.replace(".lance", "_build.lance")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(path, copy)
+    parts = max(16, int(np.sqrt(n)))
+    for index_type, extra in (("IVF_FLAT", {}), ("IVF_PQ", {"num_sub_vectors": dim // 8})):
+        kw = {"num_partitions": parts, "replace": True, **extra}
+        t0 = time.perf_counter()
+        open_dataset(copy).create_index("vec", index_type, **kw)
+        t_ours = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        lance.dataset(copy).create_index("vec", index_type, **kw)
+        t_theirs = time.perf_counter() - t0
+        print(
+            f"{f'{n}x{dim}':>16} {index_type.lower():>8} build {t_ours:9.3f} {t_theirs:10.3f} "
+            f"{t_ours / t_theirs:7.2f}"
+        )
+    shutil.rmtree(copy, ignore_errors=True)
 
 
 def bench_ivf_pq(path: str, n: int, dim: int, queries: np.ndarray, repeat: int) -> None:

@@ -45,7 +45,13 @@ _Opts = pb.CommandStatementIngest.TableDefinitionOptions
 
 
 def _files(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    """Every file under ``root``; a directory the server removes during the walk (a failed
+    create's cleanup) is skipped rather than failing the walk, as ``rglob`` would."""
+    return {
+        os.path.relpath(os.path.join(top, name), root)
+        for top, _dirs, names in os.walk(root)
+        for name in names
+    }
 
 
 @pytest.fixture(scope="module")

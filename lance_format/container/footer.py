@@ -148,13 +148,16 @@ def encode_tail(
     if start % 64:
         raise ValueError("the tail must start 64-byte aligned")
     major, minor = _VERSION_NUMBERS[version]
-    parts: list[bytes] = [*global_buffers, *column_meta]
-    sizes = [len(p) for p in parts]
-    positions = list(itertools.accumulate(sizes[:-1], initial=start)) if parts else []
+    # each global buffer starts 64-byte aligned (readers refuse others): pad all but the last
+    padded = [b + bytes(-len(b) % 64) for b in global_buffers[:-1]] + global_buffers[-1:]
+    parts: list[bytes] = [*padded, *column_meta]
+    spans = [len(p) for p in parts]
+    sizes = [len(p) for p in [*global_buffers, *column_meta]]
+    positions = list(itertools.accumulate(spans[:-1], initial=start)) if parts else []
     table = [struct.pack("<QQ", p, s) for p, s in zip(positions, sizes, strict=True)]
     n_gb = len(global_buffers)
-    cm_start = start + sum(sizes[:n_gb])
-    cmo_start = start + sum(sizes)
+    cm_start = start + sum(spans[:n_gb])
+    cmo_start = start + sum(spans)
     gbo_start = cmo_start + 16 * len(column_meta)
     parts.append(b"".join(table[n_gb:]))  # column metadata offsets, then global buffers'
     parts.append(b"".join(table[:n_gb]))

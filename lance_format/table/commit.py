@@ -86,6 +86,8 @@ def commit(
             root=root,
         )
         index_section = latest.index_section if latest is not None else None
+        if txn.WhichOneof("operation") == "create_index":
+            index_section = index_section_after(index_section, txn.create_index)
         written = manifest.write_manifest(
             root, pb, naming, txn.SerializeToString(), index_section=index_section
         )
@@ -93,6 +95,21 @@ def commit(
             paths.write_version_hint(root, pb.version)
             return manifest.read_manifest(written)
     raise CommitConflictError(f"gave up committing to {root} after {max_retries} attempts")
+
+
+def index_section_after(
+    section: table_pb2.IndexSection | None, op: transaction_pb2.Transaction.CreateIndex
+) -> table_pb2.IndexSection:
+    """pylance's CreateIndex: existing segments named like a new one or listed as removed
+    go, the new ones are appended."""
+    new_names = {m.name for m in op.new_indices}
+    removed = {m.uuid.uuid for m in op.removed_indices}
+    kept = [
+        m
+        for m in (section.indices if section is not None else [])
+        if m.name not in new_names and m.uuid.uuid not in removed
+    ]
+    return table_pb2.IndexSection(indices=[*kept, *op.new_indices])
 
 
 def _backoff(attempt: int) -> None:
@@ -121,7 +138,8 @@ def _rebase(root: str, txn, txn_name: str, read_version: int, versions, latest):
     )
     if not plan.merge_fragment_ids:
         rebased = plan.transaction.to_pb()
-        if rebased.read_version == txn.read_version:
+        pruned = txn.WhichOneof("operation") == "create_index" and rebased != txn
+        if rebased.read_version == txn.read_version and not pruned:
             return txn, txn_name
         return rebased, transaction.write_transaction_file(root, rebased)
     merged = conflicts.merge_concurrent_deletions(
@@ -216,6 +234,8 @@ def build_manifest(
         # claim ids for fragments written later (compaction): they are never reused
         first = out.max_fragment_id + 1 if out.HasField("max_fragment_id") else 0
         out.max_fragment_id = first + op.num_fragments - 1
+    elif kind == "create_index":
+        pass  # the fragments stay; the index section changes (see index_section_after)
     elif kind == "restore":
         old = manifest.read_manifest(paths.find_version(root, op.version).path).pb
         del out.fragments[:]

@@ -354,8 +354,8 @@ def _check_update(ctx: _Ctx, theirs: Operation) -> Verdict:
 
 
 def _check_create_index(ctx: _Ctx, theirs: Operation) -> Verdict:
-    """``check_create_index_txn`` (pylance additionally prunes fragments a concurrent Update
-    rewrote from the new index; we never commit CreateIndex, so that rebase is not done)."""
+    """``check_create_index_txn`` (the pruning of fragments a concurrent Update rewrote from
+    the new index's bitmap is done by :func:`plan_rebase`)."""
     ours: CreateIndex = ctx.ours.operation  # type: ignore[assignment]
     mem_wal = _has_index(ours.new_indices, MEM_WAL_INDEX_NAME)
     if isinstance(theirs, Append | Clone | DataOverlay | UpdateBases):
@@ -385,6 +385,22 @@ def _check_create_index(ctx: _Ctx, theirs: Operation) -> Verdict:
     if isinstance(theirs, UpdateMemWalState):
         return _OK if mem_wal else _conflict("MemWAL state changed")
     return _conflict("the dataset was replaced")  # Overwrite, Restore
+
+
+def _prune_updated_fields(ours: CreateIndex, theirs: Operation) -> None:
+    """pylance's rebase of a CreateIndex over an Update: fragments whose indexed fields the
+    update rewrote leave the new index's fragment bitmap (their rows there are stale)."""
+    if not isinstance(theirs, Update) or not theirs.fields_modified:
+        return
+    modified = set(theirs.fields_modified)
+    updated = {f.id for f in theirs.updated_fragments}
+    for index in ours.new_indices:
+        covered = _fragment_bitmap(index)
+        if covered is None or not modified & set(index.fields):
+            continue
+        bitmap = pyroaring.BitMap(covered - updated)
+        bitmap.run_optimize()
+        index.fragment_bitmap = bitmap.serialize()
 
 
 def _index_vs_index(ours: CreateIndex, theirs: CreateIndex) -> Verdict:
@@ -803,6 +819,8 @@ def plan_rebase(
                 version=version,
             )
         merge |= v.merge_fragment_ids
+        if isinstance(t.operation, CreateIndex) and theirs is not None:
+            _prune_updated_fields(t.operation, as_transaction(theirs).operation)
     latest = max([t.read_version, *checked]) if latest_version is None else latest_version
     if isinstance(t.operation, Delete | Update) and latest != t.read_version:
         t = replace(t, read_version=latest)

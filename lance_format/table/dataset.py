@@ -152,6 +152,38 @@ class Dataset:
         """The index segments of this version, as pylance's ``list_indices`` gives them."""
         return indices.list_indices(self)
 
+    def create_index(
+        self,
+        column: str,
+        index_type: str,
+        name: str | None = None,
+        metric: str = "L2",
+        replace: bool = False,
+        num_partitions: int | None = None,
+        num_sub_vectors: int | None = None,
+    ) -> Dataset:
+        """Build an IVF_FLAT or IVF_PQ index over a vector column (see
+        :mod:`lance_format.vector.build`) and commit it; returns the new version."""
+        version = indices.create_index(
+            self,
+            column,
+            index_type,
+            name=name,
+            metric=metric,
+            replace=replace,
+            num_partitions=num_partitions,
+            num_sub_vectors=num_sub_vectors,
+        )
+        return dataset(self.uri, version, cache=self.cache)
+
+    def drop_index(self, name: str) -> Dataset:
+        """Remove the index ``name`` from the next version."""
+        return dataset(self.uri, indices.drop_index(self, name), cache=self.cache)
+
+    def describe_indices(self) -> list[dict]:
+        """One description per index name, with pylance 14's fields."""
+        return indices.describe_indices(self)
+
     @property
     def tags(self) -> tags.Tags:
         return tags.Tags(self.uri)

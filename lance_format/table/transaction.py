@@ -228,7 +228,7 @@ class Overwrite(Operation):
 
 @dataclass
 class CreateIndex(Operation):
-    """Adds and/or removes index segments (read support: we do not build indices)."""
+    """Adds and/or removes index segments (create_index, drop_index, pylance's builds)."""
 
     KIND: ClassVar[str] = "create_index"
     NAME: ClassVar[str] = "CreateIndex"
