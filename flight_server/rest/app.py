@@ -51,6 +51,7 @@ from lance_namespace import (
     RenameTableRequest,
     RestoreTableRequest,
     TableExistsRequest,
+    UpdateTableRequest,
     UpdateTableTagRequest,
 )
 from lance_namespace.errors import ErrorCode
@@ -113,6 +114,8 @@ ROUTES: list[tuple[str, str, str, Any, bool]] = [
     ("POST", "/v1/table/{id}/create", "create_table", _ARROW, True),
     ("POST", "/v1/table/{id}/insert", "insert_into_table", _ARROW, True),
     ("POST", "/v1/table/{id}/delete", "delete_from_table", DeleteFromTableRequest, True),
+    ("POST", "/v1/table/{id}/update", "update_table", UpdateTableRequest, True),
+    ("POST", "/v1/table/{id}/merge_insert", "merge_insert_into_table", _ARROW, True),
     ("POST", "/v1/table/{id}/count_rows", "count_table_rows", CountTableRowsRequest, False),
     ("POST", "/v1/table/{id}/query", "query_table", QueryTableRequest, False),
     (
@@ -158,8 +161,6 @@ UNSUPPORTED: list[tuple[str, str, str, str]] = [
     ("POST", "/v1/table/{id}/schema_metadata/update", "UpdateTableSchemaMetadata", ""),
     ("GET", "/v1/table/{id}/stats", "GetTableStats", ""),
     ("POST", "/v1/table/{id}/stats", "GetTableStats", ""),
-    ("POST", "/v1/table/{id}/update", "UpdateTable", ""),
-    ("POST", "/v1/table/{id}/merge_insert", "MergeInsertIntoTable", ""),
     ("POST", "/v1/table/{id}/explain_plan", "ExplainTableQueryPlan", ""),
     ("POST", "/v1/table/{id}/analyze_plan", "AnalyzeTableQueryPlan", ""),
     ("POST", "/v1/table/{id}/create_index", "CreateTableIndex", "no index support yet"),
@@ -206,6 +207,8 @@ _COLUMN_NOT_FOUND = {
     "query_table",
     "count_table_rows",
     "delete_from_table",
+    "update_table",
+    "merge_insert_into_table",
     "alter_table_drop_columns",
     "alter_table_alter_columns",
 }
@@ -262,6 +265,7 @@ class RestApp:
                     ),
                     delimiter=request.query_params.get("delimiter"),
                     params=dict(request.query_params),
+                    repeated={"on": request.query_params.getlist("on")},
                 )
                 if kind is _ARROW or kind is _NONE:
                     # before reading a byte of the body: no upload without credentials

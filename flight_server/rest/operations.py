@@ -4,8 +4,8 @@ stream for QueryTable).
 
 Handlers run on worker threads and use the format layer's public dataset API (``dataset``,
 ``write_dataset``, ``delete``, ``restore``, tags, ``add_columns``/``drop_columns``, the
-scanner, ``alter_columns``); what it lacks (indexes, vector search, update, merge-insert) is
-answered as unsupported.  Files are reached only through :mod:`lance_format.storage`, so a
+scanner, ``alter_columns``, ``update``, ``merge_insert``); what it lacks (indexes, vector
+search) is answered as unsupported.  Files are reached only through :mod:`lance_format.storage`, so a
 root on an object store serves the same way as a local one.  Each handler checks the
 caller's grant (:mod:`flight_server.permissions`) before it looks at a table: a name outside
 the grant is PERMISSION_DENIED whether or not it exists, and listings leave it out.
@@ -48,6 +48,8 @@ class Call:
     params: dict[str, str] = field(default_factory=dict)
     model: Any = None
     data: IO[bytes] | None = None
+    # every value of a parameter the spec lets repeat (MergeInsert's composite ``on`` key)
+    repeated: dict[str, list[str]] = field(default_factory=dict)
 
     def flag(self, name: str, default: bool = False) -> bool:
         value = self.params.get(name)
@@ -447,6 +449,45 @@ class Operations:
         ds = self._open(ref, to_change=True)
         ds.delete(predicate)
         return {"version": ds.version}
+
+    def update_table(self, call: Call) -> dict:
+        ref = self._table(call.ids, write=True)
+        pairs = call.model.updates or []
+        if not pairs:
+            raise RestError(ErrorCode.INVALID_INPUT, "UpdateTable needs at least one update")
+        values = dict(pairs)
+        if len(values) != len(pairs):
+            raise RestError(ErrorCode.INVALID_INPUT, "UpdateTable sets a column twice")
+        ds = self._open(ref, to_change=True)
+        result = ds.update(values, call.model.predicate or None)
+        return {"updated_rows": result["num_rows_updated"], "version": ds.version}
+
+    def merge_insert_into_table(self, call: Call) -> dict:
+        ref = self._table(call.ids, write=True)
+        on = [key for key in call.repeated.get("on", []) if key]
+        if not on:
+            raise RestError(ErrorCode.INVALID_INPUT, "MergeInsertIntoTable needs an 'on' column")
+        matched = call.flag("when_matched_update_all")
+        insert = call.flag("when_not_matched_insert_all")
+        by_source = call.flag("when_not_matched_by_source_delete")
+        matched_filter = call.params.get("when_matched_update_all_filt") or None
+        source_filter = call.params.get("when_not_matched_by_source_delete_filt") or None
+        counted = _Counted(_ipc_reader(call.data, "MergeInsertIntoTable"), self.max_batch_bytes)
+        ds = self._open(ref, to_change=True)
+        builder = ds.merge_insert(on)
+        if matched or matched_filter:
+            builder = builder.when_matched_update_all(matched_filter)
+        if insert:
+            builder = builder.when_not_matched_insert_all()
+        if by_source or source_filter:
+            builder = builder.when_not_matched_by_source_delete(source_filter)
+        stats = builder.execute(counted.reader())
+        return {
+            "num_inserted_rows": stats["num_inserted_rows"],
+            "num_updated_rows": stats["num_updated_rows"],
+            "num_deleted_rows": stats["num_deleted_rows"],
+            "version": ds.version,
+        }
 
     def count_table_rows(self, call: Call) -> int:
         ref = self._table(call.ids)
