@@ -952,3 +952,22 @@ def test_update_and_merge_insert_answer_as_pylance(flat):
     for call in bad:
         assert flat.both(call) == [lns.TableColumnNotFoundError, lns.InvalidInputError]
     _same_rows(flat, ["t"])  # nothing committed by a refused change
+
+
+def test_merge_insert_on_a_composite_key_as_pylance(flat):
+    """``on`` repeated in the query: a row matches only when every key column is equal."""
+    for client in (flat.ours, flat.theirs):
+        client.create_table(CreateTableRequest(id=["t"]), _ipc(_table(0, 4)))
+    source = _table(2, 4).set_column(1, "name", pa.array(["n2", "other", "n4", "n5"]))
+    req = MergeInsertIntoTableRequest(
+        id=["t"], on=["id", "name"], when_matched_update_all=True, when_not_matched_insert_all=True
+    )
+    ours, theirs = flat.both(lambda c: c.merge_insert_into_table(req, _ipc(source)))
+    for field in ("num_inserted_rows", "num_updated_rows", "num_deleted_rows", "version"):
+        assert getattr(ours, field) == getattr(theirs, field), field
+    assert (ours.num_updated_rows, ours.num_inserted_rows) == (1, 3)
+    read = [
+        lance.dataset(d.location).to_table().sort_by([("id", "ascending"), ("name", "ascending")])
+        for d in flat.both(lambda c: _describe(c, ["t"]))
+    ]
+    assert read[0].equals(read[1])

@@ -30,9 +30,11 @@ from lance_namespace import (
     InsertIntoTableRequest,
     ListNamespacesRequest,
     ListTablesRequest,
+    MergeInsertIntoTableRequest,
     NamespaceExistsRequest,
     RenameTableRequest,
     TableExistsRequest,
+    UpdateTableRequest,
 )
 
 from flight_server.auth import Authenticator, Identity, hash_password
@@ -152,6 +154,8 @@ def test_grants_refuse_writes_before_anything_changes(granted):
         lambda: writer.insert_into_table(InsertIntoTableRequest(id=["other", "b"]), _ipc(_rows(9, 1))),
         lambda: writer.create_table(CreateTableRequest(id=["other", "new"]), _ipc(_rows(0, 1))),
         lambda: writer.drop_table(DropTableRequest(id=["other", "b"])),
+        lambda: writer.update_table(UpdateTableRequest(id=["other", "b"], updates=[["id", "id + 1"]])),
+        lambda: writer.merge_insert_into_table(MergeInsertIntoTableRequest(id=["other", "b"], on=["id"], when_not_matched_insert_all=True), _ipc(_rows(9, 1))),
         lambda: writer.create_table_tag(CreateTableTagRequest(id=["top"], tag="t1", version=1)),
         lambda: writer.create_namespace(CreateNamespaceRequest(id=["elsewhere"])),
     ]  # fmt: skip
