@@ -74,6 +74,25 @@ class SchemaError(LanceError, ValueError):
     unknown column, a clash).  pylance raises ValueError for most of these."""
 
 
+class SchemaMismatchError(SchemaError, OSError):
+    """Data whose schema differs from the dataset's it is written to (pylance raises
+    OSError for an append with a different schema)."""
+
+
+class DatasetExistsError(InvalidArgumentError, OSError):
+    """Creating a dataset where one exists (pylance raises OSError)."""
+
+
+class TagNotFoundError(InvalidArgumentError, OSError):
+    """No tag of that name: pylance raises ValueError when opening a dataset at it and
+    deleting it, OSError from ``checkout_version``, so this is both."""
+
+
+class RowOutOfRangeError(InvalidArgumentError, OSError):
+    """Rows asked for by position, id or address that the version does not have (pylance's
+    ``take`` raises OSError)."""
+
+
 def check_size(value: int, limit: int, what: str) -> int:
     """Validate a size read from a file before it is used to allocate or slice."""
     if value < 0 or value > limit:

@@ -201,6 +201,11 @@ class LanceFileWriter:
     def schema(self) -> pa.Schema | None:
         return self._schema
 
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of pages written so far (data still buffered for a page not included)."""
+        return self._pos
+
     # -- writing --------------------------------------------------------------------------
 
     def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -446,6 +451,17 @@ class LanceFileWriter:
         leaf.encodings.append(describe(page.layout))
 
     # -- finishing ------------------------------------------------------------------------
+
+    def add_schema_metadata(self, key: str, value: str) -> None:
+        """Add a key/value to the schema metadata written on close (pylance's file writer
+        API; needs the schema, given or from a first batch)."""
+        self._check_open()
+        if self._schema is None:
+            raise InvalidArgumentError("add_schema_metadata needs the schema: write a batch first")
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgumentError("schema metadata keys and values must be strings")
+        md = {**self._file_schema.metadata, key: value.encode()}
+        self._file_schema = LanceSchema(self._file_schema.fields, md)
 
     def add_global_buffer(self, data: bytes) -> int:
         """Keep ``data`` as a global buffer written on close; returns its position (index

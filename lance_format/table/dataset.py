@@ -23,7 +23,9 @@ import pyarrow.dataset as pads
 from .. import storage
 from ..cache import SearchCache
 from ..errors import (
+    DatasetExistsError,
     DatasetNotFoundError,
+    RowOutOfRangeError,
     InvalidArgumentError,
     SchemaError,
     UnsupportedError,
@@ -47,7 +49,15 @@ from . import (
     write,
 )
 from .fragment import Fragment
-from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
+from .scanner import (
+    DEFAULT_BATCH_SIZE,
+    ROW_ADDRESS,
+    ROW_ID,
+    ROW_OFFSET,
+    ColumnOrdering,
+    Scanner,
+    ScanOptions,
+)
 
 
 def dataset(
@@ -225,6 +235,13 @@ class Dataset:
         self._become(new)
         return {"num_rows_updated": count}
 
+    def insert(self, data, *, mode: str = "append", **kwargs) -> None:
+        """Write ``data`` into this dataset (``append`` by default, or ``overwrite``) with
+        :func:`write_dataset`'s options; the object moves to the new version, as pylance's."""
+        new = write_dataset(data, self, mode=mode, **kwargs)
+        new.cache = self.cache
+        self._become(new)
+
     def merge_insert(self, on: str | list[str]) -> mutation.MergeInsertBuilder:
         """pylance's upsert builder over key columns ``on``; its ``execute`` commits and
         moves this object to the new version."""
@@ -321,42 +338,110 @@ class Dataset:
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
-        batch_size: int | None = None,
-        fragments: Sequence[Fragment] | None = None,
-        ranges: dict[int, tuple[int, int]] | None = None,
-        scan_in_order: bool | None = None,
         nearest: dict | None = None,
-        prefilter: bool = False,
+        batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        fragments: Sequence[Fragment] | None = None,
+        *,
+        prefilter: bool | None = None,
+        with_row_id: bool | None = None,
+        with_row_address: bool | None = None,
+        order_by: Sequence[ColumnOrdering | str] | None = None,
+        ranges: dict[int, tuple[int, int]] | None = None,
         **other,
     ) -> Scanner | VectorScanner:
-        """A scan of this version.  ``columns`` lists names, or maps output names to SQL
-        expressions (``{"b": "upper(s)"}``); ``scan_in_order`` is accepted whatever its
-        value (rows always come in order); ``nearest`` makes it a nearest-neighbour search
-        (see :mod:`lance_format.vector`); pylance's other options are refused unless left at
-        None, since this scanner does not implement them."""
+        """A scan of this version, with pylance's parameters in pylance's order.
+
+        ``columns`` lists names (system columns ``_rowid``, ``_rowaddr``, ``_rowoffset`` and
+        nested paths ``"s.x"`` included), or maps output names to SQL expressions
+        (``{"b": "upper(s)"}``); ``order_by`` sorts (see :class:`ColumnOrdering`);
+        ``nearest`` makes it a nearest-neighbour search (see :mod:`lance_format.vector`).
+        pylance's tuning hints (read-ahead, batch bytes, late materialization, statistics,
+        scan order: rows always come in order) are accepted and change nothing; its other
+        options are refused unless left at None, since this scanner does not implement
+        them.  ``ranges`` (ours) scans physical row ranges of some fragments."""
         _refuse_options(other)
         opts = ScanOptions(
             columns=columns,
             filter=filter,
             limit=limit,
             offset=offset,
-            with_row_id=with_row_id,
-            with_row_address=with_row_address,
+            with_row_id=bool(with_row_id),
+            with_row_address=bool(with_row_address),
             batch_size=batch_size or DEFAULT_BATCH_SIZE,
             fragments=fragments,
             ranges=ranges,
+            order_by=order_by,
         )
         if nearest is not None:
-            return VectorScanner(self, opts, nearest, prefilter)
+            if order_by:
+                raise UnsupportedError("order_by cannot be combined with a nearest search")
+            return VectorScanner(self, opts, nearest, bool(prefilter))
         return Scanner(self.lance_schema, self._fragments, opts, self.stable_row_ids)
 
-    def to_table(self, columns=None, filter=None, **kw) -> pa.Table:
-        return self.scanner(columns=columns, filter=filter, **kw).to_table()
+    def to_table(
+        self,
+        columns=None,
+        filter=None,
+        limit=None,
+        offset=None,
+        nearest=None,
+        batch_size=None,
+        batch_size_bytes=None,
+        batch_readahead=None,
+        fragment_readahead=None,
+        scan_in_order=None,
+        **kw,
+    ) -> pa.Table:
+        """The rows of a scan (see :meth:`scanner`) as one Table."""
+        return self.scanner(
+            columns=columns,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            nearest=nearest,
+            batch_size=batch_size,
+            **kw,
+        ).to_table()
 
-    def to_batches(self, columns=None, filter=None, **kw) -> Iterator[pa.RecordBatch]:
-        return self.scanner(columns=columns, filter=filter, **kw).to_batches()
+    def to_batches(
+        self,
+        columns=None,
+        filter=None,
+        limit=None,
+        offset=None,
+        nearest=None,
+        batch_size=None,
+        batch_size_bytes=None,
+        batch_readahead=None,
+        fragment_readahead=None,
+        scan_in_order=None,
+        **kw,
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of a scan (see :meth:`scanner`) as a stream of batches."""
+        return self.scanner(
+            columns=columns,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            nearest=nearest,
+            batch_size=batch_size,
+            **kw,
+        ).to_batches()
+
+    def to_pandas(self, columns=None, filter=None, **kw):
+        """The rows of a scan as a pandas DataFrame (pylance's ``to_pandas``)."""
+        return self.to_table(columns=columns, filter=filter, **kw).to_pandas()
+
+    def head(self, num_rows: int, **kw) -> pa.Table:
+        """The first ``num_rows`` rows (scanner options allowed), as pylance's."""
+        return self.scanner(limit=num_rows, **kw).to_table()
+
+    def __len__(self) -> int:
+        return self.count_rows()
 
     def count_rows(self, filter: str | pc.Expression | None = None, **kw) -> int:
         """Rows matching ``filter``; other options are the scanner's, as in pylance."""
@@ -372,7 +457,7 @@ class Dataset:
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         total = int(self._live_counts[-1])
         if len(idx) and (idx.min() < 0 or idx.max() >= total):
-            raise InvalidArgumentError(f"take indices must be in [0, {total})")
+            raise RowOutOfRangeError(f"take indices must be in [0, {total})")
         frag_no = np.searchsorted(self._live_counts, idx, side="right") - 1
         addresses = []
         for i in np.unique(frag_no).tolist():
@@ -399,7 +484,7 @@ class Dataset:
             i = by_id.get(fid)
             frag = self._fragments[i] if i is not None else None
             if frag is None or (offsets[sel] >= frag.physical_rows).any():
-                raise InvalidArgumentError(f"row ids refer to rows not in version {self.version}")
+                raise RowOutOfRangeError(f"row ids refer to rows not in version {self.version}")
             dead = np.isin(offsets[sel], frag.deleted_offsets)
             if dead.any():
                 raise InvalidArgumentError("row ids refer to deleted rows")
@@ -427,13 +512,11 @@ class Dataset:
         pos = np.searchsorted(keys, ids)
         pos = np.minimum(pos, max(len(keys) - 1, 0))
         if not len(keys) or (keys[pos] != ids).any():
-            raise InvalidArgumentError(f"row ids not in version {self.version}")
+            raise RowOutOfRangeError(f"row ids not in version {self.version}")
         return addrs[pos]
 
     def _gather(self, groups, n: int, columns) -> pa.Table:
         scanner = self.scanner(columns=columns)
-        if scanner.projection_meta:
-            raise UnsupportedError("take cannot compute expressions over _rowid or _rowaddr")
         fields = scanner.fields
         if not groups:
             return scanner.schema.empty_table()
@@ -442,8 +525,14 @@ class Dataset:
             order = np.argsort(offsets, kind="stable")
             frag = self._fragments[i]
             uniq, inverse = np.unique(offsets[order], return_inverse=True)
-            table = frag.read(fields, uniq).take(pa.array(inverse))
-            parts.append(table)
+            table = frag.read(fields, uniq)
+            for meta in scanner.projection_meta:  # system columns asked for by name
+                values = pa.array(scanner.meta_column(frag, meta, uniq))
+                if table.num_columns:
+                    table = table.append_column(meta, values)
+                else:
+                    table = pa.table({meta: values})
+            parts.append(table.take(pa.array(inverse)))
             positions.append(where[order])
         table = pa.concat_tables(parts)
         back = np.empty(n, dtype=np.int64)
@@ -452,26 +541,37 @@ class Dataset:
         return table if scanner.projection is None else scanner.projection.apply(table)
 
 
-__all__ = ["ROW_ADDRESS", "ROW_ID", "Dataset", "dataset"]
+__all__ = ["ROW_ADDRESS", "ROW_ID", "ROW_OFFSET", "ColumnOrdering", "Dataset", "dataset"]
 
-# pylance scanner options that change what a scan returns or how, not implemented here
+# pylance scanner options that only tune how a scan runs, never what it returns: accepted
+_PYLANCE_SCAN_HINTS = frozenset(
+    (
+        "batch_size_bytes batch_readahead fragment_readahead scan_in_order use_stats "
+        "io_buffer_size late_materialization use_scalar_index strict_batch_size "
+        "disable_scoring_autoprojection"
+    ).split()
+)
+# pylance scanner options that change what a scan returns, not implemented here (refused
+# when set, so that nothing is silently ignored)
 _PYLANCE_SCAN_OPTIONS = frozenset(
     (
-        "batch_size_bytes batch_readahead fragment_readahead index_segments "
-        "full_text_query use_stats fast_search io_buffer_size late_materialization "
-        "blob_handling use_scalar_index include_deleted_rows scan_stats_callback "
-        "strict_batch_size order_by disable_scoring_autoprojection row_addr_allowlist "
-        "row_addr_blocklist"
+        "index_segments full_text_query fast_search blob_handling include_deleted_rows "
+        "scan_stats_callback row_addr_allowlist row_addr_blocklist"
     ).split()
 )
 
 
 def _refuse_options(options: dict) -> None:
     """Never ignore an argument: pylance's options are refused when set, others unknown."""
-    unknown = sorted(k for k in options if k not in _PYLANCE_SCAN_OPTIONS)
+    known = _PYLANCE_SCAN_OPTIONS | _PYLANCE_SCAN_HINTS
+    unknown = sorted(k for k in options if k not in known)
     if unknown:
         raise InvalidArgumentError(f"unknown scan option(s): {', '.join(unknown)}")
-    given = sorted(k for k, v in options.items() if v is not None)
+    given = sorted(
+        k
+        for k, v in options.items()
+        if k in _PYLANCE_SCAN_OPTIONS and v is not None and v is not False
+    )
     if given:
         raise UnsupportedError(f"scan option(s) not supported here: {', '.join(given)}")
 
@@ -493,12 +593,16 @@ def _exists(root: str) -> bool:
 
 def write_dataset(
     data,
-    uri: str | os.PathLike[str],
+    uri: str | os.PathLike[str] | Dataset,
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int = 1024,
+    max_bytes_per_file: int | None = None,
+    data_cache_bytes: int | None = None,
     data_storage_version: str | None = None,
+    use_legacy_format: bool | None = None,
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
     max_page_bytes: int | None = None,
@@ -511,13 +615,24 @@ def write_dataset(
     ``data_storage_version`` ("2.1", "2.2" or "stable" = 2.2) defaults to the existing
     dataset's file version, or to "stable" for a new dataset.  ``max_page_bytes`` (not in
     pylance) caps the Arrow bytes per page: smaller pages mean finer page-aligned splits
-    and cheaper random access."""
+    and cheaper random access.
+
+    As pylance: ``data`` may be a Dataset (its rows are copied), ``uri`` a Dataset (written
+    at its location); ``max_rows_per_group`` only shapes legacy (0.1) files, which are not
+    written here, and ``data_cache_bytes`` only sizes pylance's buffers, so both change
+    nothing; ``max_bytes_per_file`` rolls to a new data file past that size."""
+    if isinstance(uri, Dataset):
+        uri = uri.uri
+    if not isinstance(max_rows_per_group, int) or max_rows_per_group <= 0:
+        raise InvalidArgumentError("max_rows_per_group must be a positive integer")
+    if use_legacy_format:
+        raise UnsupportedError("legacy (0.1) data files are not written here")
     root = storage.register(uri, storage_options)
     if mode not in ("create", "append", "overwrite"):
         raise InvalidArgumentError(f"mode must be create, append or overwrite, not {mode!r}")
     exists = _exists(root)
     if mode == "create" and exists:
-        raise InvalidArgumentError(f"dataset already exists at {root} (use mode='append')")
+        raise DatasetExistsError(f"dataset already exists at {root} (use mode='append')")
     reader = write.to_reader(data, schema)
     if mode == "append" and exists:
         current = dataset(root)
@@ -534,6 +649,7 @@ def write_dataset(
             max_rows_per_file=max_rows_per_file,
             data_storage_version=version,
             max_page_bytes=max_page_bytes,
+            max_bytes_per_file=max_bytes_per_file,
         )
         txn = staging.staged_transaction(fragments, mode="append", read_version=current.version)
         committed = commit.commit(root, txn)
@@ -551,6 +667,7 @@ def write_dataset(
         max_rows_per_file=max_rows_per_file,
         data_storage_version=data_storage_version,
         max_page_bytes=max_page_bytes,
+        max_bytes_per_file=max_bytes_per_file,
     )
     txn = staging.staged_transaction(
         fragments,

@@ -13,8 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.dataset as pads
 
-from ..errors import InvalidArgumentError, InvalidDataError, SchemaError, UnsupportedError
+from ..errors import (
+    InvalidArgumentError,
+    InvalidDataError,
+    SchemaError,
+    SchemaMismatchError,
+    UnsupportedError,
+)
 from ..extensions import json_compatible
 from ..pb import table_pb2
 from ..schema import LanceSchema
@@ -25,17 +32,37 @@ from ..writer import LanceFileWriter
 from . import paths
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+BYTES_CHECK_ROWS = 64 * 1024  # rows written between checks of max_bytes_per_file
 WRITABLE_VERSIONS = {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2), "stable": (2, 2)}
 
 
 def to_reader(data, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
-    """A Table, RecordBatch, RecordBatchReader or iterable of batches as one reader."""
+    """Anything pylance writes as one reader: a Table, RecordBatch, RecordBatchReader, a
+    Lance dataset or scanner (ours), a pyarrow dataset or scanner, a pandas or polars
+    DataFrame, a dict of columns, a list of row dicts, or an iterable of batches."""
     if isinstance(data, pa.RecordBatchReader):
         return data
     if isinstance(data, pa.Table):
         return data.to_reader()
     if isinstance(data, pa.RecordBatch):
         return pa.RecordBatchReader.from_batches(data.schema, [data])
+    if isinstance(data, pads.Dataset):
+        return pads.Scanner.from_dataset(data).to_reader()
+    if isinstance(data, pads.Scanner) or _is_lance_scanner(data):
+        return data.to_reader()
+    if _is_lance_dataset(data):
+        return data.scanner().to_reader()
+    kind = type(data).__module__.split(".")[0]
+    if kind == "pandas" and type(data).__name__ == "DataFrame":
+        return pa.Table.from_pandas(data, schema=schema).to_reader()
+    if kind == "polars" and type(data).__name__ == "DataFrame":
+        return data.to_arrow().to_reader()
+    if isinstance(data, dict):
+        batch = pa.RecordBatch.from_pydict(data, schema=schema)
+        return pa.RecordBatchReader.from_batches(batch.schema, [batch])
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        batch = pa.RecordBatch.from_pylist(data, schema=schema)
+        return pa.RecordBatchReader.from_batches(batch.schema, [batch])
     if isinstance(data, Iterable):
         it = iter(data)
         first = next(it, None)
@@ -61,6 +88,16 @@ def to_reader(data, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
     raise InvalidArgumentError(f"cannot write data of type {type(data).__name__}")
 
 
+def _is_lance_dataset(data) -> bool:
+    """A :class:`~lance_format.table.dataset.Dataset` (by shape: the write layer sits
+    below the dataset class)."""
+    return hasattr(data, "lance_schema") and callable(getattr(data, "scanner", None))
+
+
+def _is_lance_scanner(data) -> bool:
+    return hasattr(data, "lance_schema") and callable(getattr(data, "to_reader", None))
+
+
 def storage_version(version: str) -> tuple[int, int]:
     v = WRITABLE_VERSIONS.get(str(version))
     if v is None:
@@ -76,17 +113,29 @@ def check_schema(expected: pa.Schema, got: pa.Schema) -> bool:
     always nullable once stored) and ``string_view``/``binary_view`` data fills ``string``/
     ``binary`` columns: then the data must be cast, which this returns."""
     if expected.names != got.names:
-        raise SchemaError(
+        raise SchemaMismatchError(
             f"the data's columns {got.names} differ from the dataset's {expected.names}"
         )
     cast = False
     for a, b in zip(expected, got, strict=True):
-        if a.type.equals(b.type) or json_compatible(a.type, b):
+        if a.type.equals(b.type) or json_compatible(a.type, b) or _same_extension(a.type, b.type):
             continue  # JSON text of any string type, or JSONB bytes: the writer stores it
         if not comparable_type(a.type).equals(comparable_type(b.type)):
-            raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
+            raise SchemaMismatchError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
         cast = True
     return cast
+
+
+def _same_extension(a: pa.DataType, b: pa.DataType) -> bool:
+    """Two classes of one extension (ours and pylance's ``lance.bfloat16`` when a process
+    loads both): same name, storage and parameters store the same bytes."""
+    return (
+        isinstance(a, pa.BaseExtensionType)
+        and isinstance(b, pa.BaseExtensionType)
+        and a.extension_name == b.extension_name
+        and a.storage_type.equals(b.storage_type)
+        and a.__arrow_ext_serialize__() == b.__arrow_ext_serialize__()
+    )
 
 
 def comparable_type(t: pa.DataType) -> pa.DataType:
@@ -136,6 +185,7 @@ def write_fragments(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     data_storage_version: str = "2.2",
     max_page_bytes: int | None = None,
+    max_bytes_per_file: int | None = None,
     on_new_file: Callable[[str], None] | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write ``data`` (matching ``schema``, whose field ids are stored) into new data files;
@@ -143,9 +193,15 @@ def write_fragments(
 
     ``on_new_file(name)`` is called before each data file is created, so a caller can record
     the name where a crash cannot lose it (a staging job's registry); if it raises, that
-    file is not created and the write fails as any other."""
+    file is not created and the write fails as any other.  ``max_bytes_per_file`` starts a
+    new file once a file has that many bytes of pages written (buffered data not counted,
+    as in pylance: a small file is never split)."""
     if not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
         raise InvalidArgumentError("max_rows_per_file must be a positive integer")
+    if max_bytes_per_file is not None and (
+        not isinstance(max_bytes_per_file, int) or max_bytes_per_file <= 0
+    ):
+        raise InvalidArgumentError("max_bytes_per_file must be a positive integer")
     major, minor = storage_version(data_storage_version)
     arrow_schema = schema.to_dataset_arrow()
     reader = to_reader(data, arrow_schema)
@@ -204,10 +260,14 @@ def write_fragments(
                     )
                     rows = 0
                 take = min(batch.num_rows - pos, max_rows_per_file - rows)
+                if max_bytes_per_file is not None:  # look at the size every few rows
+                    take = min(take, BYTES_CHECK_ROWS)
                 writer.write_batch(batch.slice(pos, take))
                 pos += take
                 rows += take
-                if rows == max_rows_per_file:
+                if rows == max_rows_per_file or (
+                    max_bytes_per_file is not None and writer.bytes_written >= max_bytes_per_file
+                ):
                     finish()
         if writer is not None and rows:
             finish()

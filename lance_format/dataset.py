@@ -1,0 +1,24 @@
+"""pylance's ``lance.dataset`` names: ``from lance_format.dataset import LanceDataset``.
+
+The classes live in :mod:`lance_format.table` (one concept per module); this module only
+gives them the names and the place pylance users import them from.
+"""
+
+from __future__ import annotations
+
+from .table.dataset import Dataset, dataset, write_dataset, write_fragments
+from .table.mutation import MergeInsertBuilder
+from .table.scanner import ColumnOrdering, Scanner
+
+LanceDataset = Dataset
+LanceScanner = Scanner
+
+__all__ = [
+    "ColumnOrdering",
+    "LanceDataset",
+    "LanceScanner",
+    "MergeInsertBuilder",
+    "dataset",
+    "write_dataset",
+    "write_fragments",
+]
