@@ -115,7 +115,9 @@ class LanceFileReader:
 
         return ReaderResults(pa.RecordBatchReader.from_batches(schema, batches()))
 
-    def read_all(self, *, batch_size: int = DEFAULT_BATCH_SIZE, batch_readahead=16) -> ReaderResults:
+    def read_all(
+        self, *, batch_size: int = DEFAULT_BATCH_SIZE, batch_readahead=16
+    ) -> ReaderResults:
         """Every row, in batches of ``batch_size`` rows (read lazily)."""
         return self.read_range(0, self._reader.num_rows, batch_size=batch_size)
 
@@ -164,7 +166,9 @@ class LanceFileReader:
         return LanceFileMetadata(
             schema=self._reader.schema,
             num_rows=meta.num_rows,
-            num_data_bytes=min((p for p, _ in layout.global_buffers), default=footer.column_meta_start),
+            num_data_bytes=min(
+                (p for p, _ in layout.global_buffers), default=footer.column_meta_start
+            ),
             num_column_metadata_bytes=column_bytes,
             num_global_buffer_bytes=sum(s for _, s in layout.global_buffers),
             global_buffers=globals_,

@@ -25,8 +25,8 @@ from ..cache import SearchCache
 from ..errors import (
     DatasetExistsError,
     DatasetNotFoundError,
-    RowOutOfRangeError,
     InvalidArgumentError,
+    RowOutOfRangeError,
     SchemaError,
     UnsupportedError,
 )

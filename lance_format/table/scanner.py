@@ -169,7 +169,10 @@ class Scanner:
     def _extra_meta(self) -> list[str]:
         return [
             m
-            for m, wanted in ((ROW_ID, self.options.with_row_id), (ROW_ADDRESS, self.options.with_row_address))
+            for m, wanted in (
+                (ROW_ID, self.options.with_row_id),
+                (ROW_ADDRESS, self.options.with_row_address),
+            )
             if wanted
         ]
 
@@ -335,7 +338,9 @@ class Scanner:
         """Live rows of the dataset's fragments before ``frag`` (the base of its offsets)."""
         if not hasattr(self, "_bases"):
             counts = np.cumsum([0] + [f.count_rows() for f in self._all_fragments])
-            self._bases = {f.fragment_id: int(c) for f, c in zip(self._all_fragments, counts)}
+            self._bases = {
+                f.fragment_id: int(c) for f, c in zip(self._all_fragments, counts[:-1], strict=True)
+            }
         return self._bases[frag.fragment_id]
 
 

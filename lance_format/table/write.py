@@ -18,7 +18,6 @@ import pyarrow.dataset as pads
 from ..errors import (
     InvalidArgumentError,
     InvalidDataError,
-    SchemaError,
     SchemaMismatchError,
     UnsupportedError,
 )
@@ -121,7 +120,9 @@ def check_schema(expected: pa.Schema, got: pa.Schema) -> bool:
         if a.type.equals(b.type) or json_compatible(a.type, b) or _same_extension(a.type, b.type):
             continue  # JSON text of any string type, or JSONB bytes: the writer stores it
         if not comparable_type(a.type).equals(comparable_type(b.type)):
-            raise SchemaMismatchError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
+            raise SchemaMismatchError(
+                f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}"
+            )
         cast = True
     return cast
 
