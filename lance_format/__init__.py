@@ -5,6 +5,7 @@ pylance's names are here too (``LanceDataset``, ``lance_format.dataset``, ``.fil
 """
 
 from . import dataset as _dataset_module  # noqa: F401 - ``lance_format.dataset`` the module
+from .blob import Blob, BlobArray, BlobFile, BlobType, blob_array, blob_field
 from .cache import SearchCache
 from .errors import (
     CommitConflictError,
@@ -42,6 +43,12 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "Blob",
+    "BlobArray",
+    "BlobFile",
+    "BlobType",
+    "blob_array",
+    "blob_field",
     "ColumnOrdering",
     "CommitConflictError",
     "CorruptFileError",

@@ -171,7 +171,9 @@ class LanceFileWriter:
         # non-nullable in the target (a dataset's schema) even where the data's schema is not
         self._required = [not f.nullable for f in lance_schema.fields]
         if self._blobs is not None:
-            self._file_schema = blob_v2_file_schema(lance_schema)
+            # a dataset's schema (given) has the manifest's ids already
+            keep = self._given_lance_schema is not None
+            self._file_schema = blob_v2_file_schema(lance_schema, keep_ids=keep)
         for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
             leaves = []
             columns = v20_column_fields([top]) if self.version == "2.0" else leaf_fields([top])

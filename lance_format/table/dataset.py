@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from .. import storage
+from ..blob import DEFAULT_BLOB_BUFFER_SIZE, BlobFile
 from ..cache import SearchCache
 from ..errors import (
     DatasetExistsError,
@@ -35,6 +36,7 @@ from ..schema import LanceSchema
 from ..vector.search import VectorScanner
 from ..writer import LanceFileWriter
 from . import (
+    blobs,
     cleanup,
     commit,
     compaction,
@@ -350,6 +352,7 @@ class Dataset:
         with_row_id: bool | None = None,
         with_row_address: bool | None = None,
         order_by: Sequence[ColumnOrdering | str] | None = None,
+        blob_handling: str | None = None,
         ranges: dict[int, tuple[int, int]] | None = None,
         **other,
     ) -> Scanner | VectorScanner:
@@ -362,8 +365,13 @@ class Dataset:
         pylance's tuning hints (read-ahead, batch bytes, late materialization, statistics,
         scan order: rows always come in order) are accepted and change nothing; its other
         options are refused unless left at None, since this scanner does not implement
-        them.  ``ranges`` (ours) scans physical row ranges of some fragments."""
+        them.  ``blob_handling="all_binary"`` returns blob columns as their bytes instead of
+        descriptors.  ``ranges`` (ours) scans physical row ranges of some fragments."""
         _refuse_options(other)
+        if blob_handling not in _BLOB_HANDLING:
+            raise InvalidArgumentError(
+                f"blob_handling must be one of {sorted(m for m in _BLOB_HANDLING if m)}"
+            )
         opts = ScanOptions(
             columns=columns,
             filter=filter,
@@ -375,6 +383,7 @@ class Dataset:
             fragments=fragments,
             ranges=ranges,
             order_by=order_by,
+            blob_binary=blob_handling == "all_binary",
         )
         if nearest is not None:
             if order_by:
@@ -455,16 +464,20 @@ class Dataset:
     def take(self, indices, columns: list[str] | None = None) -> pa.Table:
         """Rows by position in the dataset (0 .. count_rows()-1), in the order asked."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        return self._gather(self._index_groups(idx), len(idx), columns)
+
+    def _index_groups(self, idx: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Rows by position as (fragment number, where in the request, physical offsets)."""
         total = int(self._live_counts[-1])
         if len(idx) and (idx.min() < 0 or idx.max() >= total):
             raise RowOutOfRangeError(f"take indices must be in [0, {total})")
         frag_no = np.searchsorted(self._live_counts, idx, side="right") - 1
-        addresses = []
+        groups = []
         for i in np.unique(frag_no).tolist():
             sel = frag_no == i
             live = self._fragments[i].live_offsets[idx[sel] - self._live_counts[i]]
-            addresses.append((i, np.flatnonzero(sel), live))
-        return self._gather(addresses, len(idx), columns)
+            groups.append((i, np.flatnonzero(sel), live))
+        return groups
 
     def take_rows(self, row_ids, columns: list[str] | None = None) -> pa.Table:
         """Rows by row id (stable ids when the dataset has them, else row addresses)."""
@@ -475,6 +488,10 @@ class Dataset:
     def take_addresses(self, addresses, columns: list[str] | None = None) -> pa.Table:
         """Rows by row address (fragment id << 32 | offset), in the order asked."""
         addr = np.asarray(addresses, dtype=np.uint64).reshape(-1)
+        return self._gather(self._address_groups(addr), len(addr), columns)
+
+    def _address_groups(self, addr: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Rows by address as (fragment number, where in the request, physical offsets)."""
         frag_ids = (addr >> np.uint64(32)).astype(np.int64)
         offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
         by_id = {f.fragment_id: i for i, f in enumerate(self._fragments)}
@@ -489,7 +506,57 @@ class Dataset:
             if dead.any():
                 raise InvalidArgumentError("row ids refer to deleted rows")
             addresses.append((i, np.flatnonzero(sel), offsets[sel]))
-        return self._gather(addresses, len(addr), columns)
+        return addresses
+
+    def _row_groups(self, ids=None, addresses=None, indices=None):
+        """pylance's blob selection: exactly one of row ids, addresses or indices."""
+        if sum(v is not None for v in (ids, addresses, indices)) != 1:
+            raise InvalidArgumentError(
+                "Exactly one of ids, indices, or addresses must be specified"
+            )
+        if indices is not None:
+            idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+            return self._index_groups(idx), len(idx)
+        if ids is not None:
+            ids = np.asarray(ids, dtype=np.uint64).reshape(-1)
+            addr = self._row_id_index(ids) if self.stable_row_ids else ids
+        else:
+            addr = np.asarray(addresses, dtype=np.uint64).reshape(-1)
+        return self._address_groups(addr), len(addr)
+
+    def take_blobs(
+        self,
+        blob_column: str,
+        ids=None,
+        addresses=None,
+        indices=None,
+        *,
+        buffer_size: int = DEFAULT_BLOB_BUFFER_SIZE,
+    ) -> list[BlobFile | None]:
+        """One file-like :class:`BlobFile` per selected row (None for a null blob), rows
+        chosen by exactly one of row ``ids``, ``addresses`` or ``indices``."""
+        groups, n = self._row_groups(ids, addresses, indices)
+        return blobs.take_blobs(self, blob_column, groups, n, buffer_size)
+
+    def read_blobs(
+        self, blob_column: str, ids=None, addresses=None, indices=None, **options
+    ) -> list[tuple[int, bytes | None]]:
+        """``(row address, bytes)`` of each selected row, in the order asked (pylance's
+        ``io_buffer_size`` / ``preserve_order`` tune its reads and are accepted)."""
+        unknown = set(options) - {"io_buffer_size", "preserve_order"}
+        if unknown:
+            raise InvalidArgumentError(f"unknown read_blobs option(s): {sorted(unknown)}")
+        groups, n = self._row_groups(ids, addresses, indices)
+        files = blobs.take_blobs(self, blob_column, groups, n, 0)
+        where = np.empty(n, dtype=np.uint64)
+        for i, pos, offsets in groups:
+            where[pos] = self._fragments[i].row_addresses(offsets)
+        out = []
+        for addr, f in zip(where.tolist(), files, strict=True):
+            out.append((addr, None if f is None else f.readall()))
+            if f is not None:
+                f.close()
+        return out
 
     @functools.cached_property
     def row_id_map(self) -> tuple[np.ndarray, np.ndarray]:
@@ -555,10 +622,13 @@ _PYLANCE_SCAN_HINTS = frozenset(
 # when set, so that nothing is silently ignored)
 _PYLANCE_SCAN_OPTIONS = frozenset(
     (
-        "index_segments full_text_query fast_search blob_handling include_deleted_rows "
+        "index_segments full_text_query fast_search include_deleted_rows "
         "scan_stats_callback row_addr_allowlist row_addr_blocklist"
     ).split()
 )
+
+
+_BLOB_HANDLING = (None, "blobs_descriptions", "all_descriptions", "all_binary")
 
 
 def _refuse_options(options: dict) -> None:
@@ -659,7 +729,9 @@ def write_dataset(
     if data_storage_version is None:  # an overwrite keeps the dataset's file version
         data_storage_version = previous.data_storage_version if previous else "stable"
     write.storage_version(data_storage_version)
-    lance_schema = LanceSchema.from_arrow(reader.schema)
+    lance_schema = LanceSchema.from_arrow(
+        write.blob_table_schema(reader.schema, data_storage_version)
+    )
     fragments = write.write_fragments(
         reader,
         root,

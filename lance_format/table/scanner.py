@@ -19,8 +19,9 @@ import pyarrow.dataset as pads
 
 from ..errors import InvalidArgumentError, SchemaError
 from ..schema import LanceField, LanceSchema
+from .blobs import to_binary
 from .filters import compile_filter
-from .fragment import Fragment
+from .fragment import Fragment, is_blob_v2, scan_field
 from .projection import Projection
 
 DEFAULT_BATCH_SIZE = 8192
@@ -62,6 +63,8 @@ class ScanOptions:
     # sort keys (ColumnOrdering, or a column name for ascending): the scan collects every
     # matching row, sorts, then applies offset and limit
     order_by: Sequence[ColumnOrdering | str] | None = None
+    # blob v2 columns as their bytes (pylance's blob_handling="all_binary"), not descriptors
+    blob_binary: bool = False
 
 
 class Scanner:
@@ -110,6 +113,7 @@ class Scanner:
             self.projection_meta = self._meta_named(self.projection.columns)
         else:
             self.fields = self._projection(options.columns)
+        self._blob_binary = [f for f in self.fields if options.blob_binary and is_blob_v2(f)]
         compiled = compile_filter(options.filter, arrow_schema)
         self.filter = None if compiled is None else compiled.expression
         self.terms = [] if compiled is None else list(compiled.terms)  # for page statistics
@@ -159,7 +163,12 @@ class Scanner:
         if self.projection is not None:
             fields = list(self.projection.schema)
         else:
-            fields = [f.to_dataset_arrow() for f in self.fields]
+            fields = [
+                pa.field(f.name, pa.large_binary(), f.nullable)
+                if f in self._blob_binary
+                else scan_field(f)
+                for f in self.fields
+            ]
         names = {f.name for f in fields}
         for meta in self._extra_meta():
             if meta not in names:  # asked for twice (columns and with_row_id): given once
@@ -307,6 +316,13 @@ class Scanner:
         else:
             table = frag.read(self.fields, (start, stop))
             table = table.take(pa.array(offsets - start))
+        for f in self._blob_binary:
+            i = table.schema.get_field_index(f.name)
+            table = table.set_column(
+                i,
+                pa.field(f.name, pa.large_binary(), f.nullable),
+                to_binary(frag, f, table.column(i)),
+            )
         if self.projection is not None:
             for meta in self.projection_meta:
                 values = pa.array(self.meta_column(frag, meta, offsets))

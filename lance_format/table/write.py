@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from ..blob import is_blob_arrow_field
 from ..errors import (
     InvalidArgumentError,
     InvalidDataError,
@@ -23,7 +25,15 @@ from ..errors import (
 )
 from ..extensions import json_compatible
 from ..pb import table_pb2
-from ..schema import LanceSchema
+from ..schema import (
+    BLOB_KEY,
+    BLOB_V2_EXT_NAME,
+    EXT_NAME_KEY,
+    LanceSchema,
+    blob_v2_file_schema,
+    blob_v2_leaf_schema,
+    is_blob_v2_column,
+)
 from ..structural.column import leaf_fields
 from ..v2_0.decoder import v20_column_fields
 from ..validation import check_arrays
@@ -204,8 +214,15 @@ def write_fragments(
     ):
         raise InvalidArgumentError("max_bytes_per_file must be a positive integer")
     major, minor = storage_version(data_storage_version)
+    blob_v2 = any(is_blob_v2_column(f) for f in schema.fields)
+    if blob_v2:  # blob columns go to the file writer as marked binary leaves
+        if (major, minor) != (2, 2):
+            raise UnsupportedError("blob v2 columns need data storage version 2.2")
+        table_schema, schema = schema, blob_v2_leaf_schema(schema)
     arrow_schema = schema.to_dataset_arrow()
     reader = to_reader(data, arrow_schema)
+    if blob_v2:
+        reader = blob_leaves(reader, arrow_schema)
     if check_schema(arrow_schema, reader.schema):
         target = pa.schema(
             [
@@ -215,7 +232,13 @@ def write_fragments(
             metadata=reader.schema.metadata,
         )
         reader = pa.RecordBatchReader.from_batches(target, _cast_to(reader, target))
-    leaf_ids = column_field_ids(schema.fields, major, minor)
+    if blob_v2:
+        file_fields = blob_v2_file_schema(schema, keep_ids=True).fields
+        if [f.id for f in file_fields] != [f.id for f in table_schema.fields]:
+            raise UnsupportedError("cannot write blob v2 columns into this schema's field ids")
+        leaf_ids = column_field_ids(file_fields, major, minor)
+    else:
+        leaf_ids = column_field_ids(schema.fields, major, minor)
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
     writer: LanceFileWriter | None = None
@@ -257,6 +280,7 @@ def write_fragments(
                         batch.schema,
                         version=f"{major}.{minor}",
                         lance_schema=schema,
+                        blob_v2=blob_v2,
                         **({"max_page_bytes": max_page_bytes} if max_page_bytes else {}),
                     )
                     rows = 0
@@ -281,6 +305,55 @@ def write_fragments(
             paths.remove(path, missing_ok=True)
         raise
     return fragments
+
+
+def blob_table_schema(schema: pa.Schema, data_storage_version: str) -> pa.Schema:
+    """The table schema of new data: in 2.2, a binary column marked ``lance-encoding:blob``
+    becomes the ``lance.blob.v2`` column ``struct<data, uri>`` pylance makes of it (the
+    blob extension type is kept as it is)."""
+    if storage_version(data_storage_version) != (2, 2):
+        return schema
+    fields = []
+    for f in schema:
+        if is_blob_arrow_field(f) and not isinstance(f.type, pa.BaseExtensionType):
+            md = {k: v for k, v in (f.metadata or {}).items() if k != BLOB_KEY.encode()}
+            md[EXT_NAME_KEY.encode()] = BLOB_V2_EXT_NAME.encode()
+            storage = pa.struct([("data", pa.large_binary()), ("uri", pa.utf8())])
+            f = pa.field(f.name, storage, f.nullable, metadata=md)
+        fields.append(f)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def blob_leaves(reader: pa.RecordBatchReader, target: pa.Schema) -> pa.RecordBatchReader:
+    """Blob columns as the binary the file writer stores: the bytes of a blob-typed column
+    (``data``; external ``uri`` values are not written here), binary as large_binary."""
+    blob_columns = [i for i, f in enumerate(target) if is_blob_arrow_field(f)]
+    fields = list(reader.schema)
+    for i in blob_columns:
+        if i < len(fields):
+            fields[i] = target.field(i)
+    schema = pa.schema(fields, metadata=reader.schema.metadata)
+
+    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+        arrays = list(batch.columns)
+        for i in blob_columns:
+            if i >= len(arrays):
+                continue
+            arr = arrays[i]
+            if isinstance(arr.type, pa.BaseExtensionType):
+                arr = arr.storage
+            if pa.types.is_struct(arr.type):
+                names = [arr.type.field(k).name for k in range(arr.type.num_fields)]
+                if "uri" in names and arr.field("uri").null_count < len(arr):
+                    raise UnsupportedError("external blobs (a uri) are not written here")
+                data = arr.field("data")
+                if arr.null_count:  # a null blob: the struct's validity, not data's
+                    data = pc.if_else(arr.is_valid(), data, pa.nulls(len(arr), data.type))
+                arr = data
+            arrays[i] = arr.cast(pa.large_binary())
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, (convert(b) for b in reader))
 
 
 def remove_fragment_files(root: str, fragments) -> None:
