@@ -25,6 +25,7 @@ from .table.dataset import Dataset, write_dataset
 from .table.dataset import dataset as dataset  # the function shadows the module, as in pylance
 from .table.mutation import MergeInsertBuilder
 from .table.scanner import ColumnOrdering, Scanner
+from .table.udf import BatchUDF, batch_udf
 from .writer import LanceFileWriter, WriteResult
 
 LanceDataset = Dataset
@@ -43,6 +44,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "BatchUDF",
+    "batch_udf",
     "Blob",
     "BlobArray",
     "BlobFile",

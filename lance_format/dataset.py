@@ -9,11 +9,14 @@ from __future__ import annotations
 from .table.dataset import Dataset, dataset, write_dataset, write_fragments
 from .table.mutation import MergeInsertBuilder
 from .table.scanner import ColumnOrdering, Scanner
+from .table.udf import BatchUDF, batch_udf
 
 LanceDataset = Dataset
 LanceScanner = Scanner
 
 __all__ = [
+    "BatchUDF",
+    "batch_udf",
     "ColumnOrdering",
     "LanceDataset",
     "LanceScanner",

@@ -48,6 +48,7 @@ from . import (
     paths,
     staging,
     tags,
+    udf,
     write,
 )
 from .fragment import Fragment
@@ -280,11 +281,21 @@ class Dataset:
         checks that it holds no null.  Changing a type (``data_type``) is unsupported."""
         self._become(_alter_columns(self, alterations))
 
-    def add_columns(self, transforms: dict[str, str] | pa.Field | list | pa.Schema) -> None:
+    def add_columns(
+        self,
+        transforms,
+        read_columns: list[str] | None = None,
+        reader_schema: pa.Schema | None = None,
+        batch_size: int | None = None,
+    ) -> None:
         """New columns: ``{"name": "SQL expression over existing columns"}`` computes them
         into one new data file per fragment; a field, list of fields or schema adds all-null
-        columns with no data file at all (as pylance does).  Committed as a Merge."""
-        self._become(_add_columns(self, transforms))
+        columns with no data file at all (as pylance does); a :func:`batch_udf` (or any
+        function of a batch) computes them from ``read_columns`` (``_rowid``/``_rowaddr``
+        allowed), ``batch_size`` rows at a time; anything else is read as the new columns'
+        values, row for row (``reader_schema`` for an iterable of batches).  Committed as a
+        Merge."""
+        self._become(_add_columns(self, transforms, read_columns, reader_schema, batch_size))
 
     @property
     def optimize(self) -> _Optimize:
@@ -805,9 +816,22 @@ def write_fragments(
 ADD_COLUMNS_ROWS = 128 * 1024  # rows evaluated per step (bounded memory)
 
 
-def _add_columns(ds: Dataset, transforms) -> Dataset:
+def _add_columns(
+    ds: Dataset, transforms, read_columns=None, reader_schema=None, batch_size=None
+) -> Dataset:
     names = {f.name for f in ds.lance_schema.fields}
     first_id = _next_field_id(ds)
+    if isinstance(transforms, pa.Field) or (
+        isinstance(transforms, (list, pa.Schema))
+        and transforms
+        and all(isinstance(f, pa.Field) for f in transforms)
+    ):
+        pass  # all-null columns, below
+    elif not isinstance(transforms, dict):
+        fragments, new_schema = _add_computed_columns(
+            ds, transforms, read_columns, reader_schema, batch_size, names, first_id
+        )
+        return _commit_new_columns(ds, fragments, new_schema)
     if isinstance(transforms, dict):
         arrow_schema = ds.schema
         compiled = {}
@@ -832,6 +856,37 @@ def _add_columns(ds: Dataset, transforms) -> Dataset:
                 raise SchemaError(f"an added column without data must be nullable ({f.name!r})")
         new_schema = LanceSchema.from_arrow(pa.schema(fields), first_id=first_id)
         fragments = [f.pb for f in ds.get_fragments()]
+    return _commit_new_columns(ds, fragments, new_schema)
+
+
+def _add_computed_columns(ds, transforms, read_columns, reader_schema, batch_size, names, first_id):
+    """New data files for columns a UDF computes or a reader-like value holds."""
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
+        raise InvalidArgumentError("batch_size must be a positive integer")
+    finish = None
+    if isinstance(transforms, udf.BatchUDF) or callable(transforms):
+        schema, values = udf.udf_values(ds, transforms, read_columns, batch_size)
+    else:
+        schema, values, finish = udf.reader_values(transforms, reader_schema)
+    for f in schema:
+        if f.name in names:
+            raise SchemaError(f"column {f.name!r} already exists")
+    new_schema = LanceSchema.from_arrow(schema, first_id)
+    rows = batch_size or ADD_COLUMNS_ROWS
+    fragments = []
+    try:
+        for frag in ds.get_fragments():
+            fragments.append(udf.write_values_file(ds, frag, new_schema, values, rows))
+        if finish is not None:
+            finish()
+    except BaseException:  # nothing is committed: remove the files this call wrote
+        for f in fragments:
+            paths.remove(paths.data_file_path(ds.uri, f.files[-1].path), missing_ok=True)
+        raise
+    return fragments, new_schema
+
+
+def _commit_new_columns(ds: Dataset, fragments, new_schema: LanceSchema) -> Dataset:
     schema = LanceSchema(
         list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
     )
