@@ -40,6 +40,7 @@ from . import (
     cleanup,
     commit,
     compaction,
+    config,
     features,
     filters,
     indices,
@@ -153,6 +154,60 @@ class Dataset:
     @property
     def stable_row_ids(self) -> bool:
         return features.uses_stable_row_ids(self.manifest)
+
+    # -- config and metadata (see :mod:`.config`) ------------------------------------------
+
+    def config(self) -> dict[str, str]:
+        """The dataset's config (``lance.*`` settings and user keys), as pylance's."""
+        return dict(self.manifest.pb.config)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The table metadata (free key/values of the dataset, not of its schema)."""
+        return dict(self.manifest.pb.table_metadata)
+
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        return {k: v.decode() for k, v in self.manifest.pb.schema_metadata.items()}
+
+    def update_config(self, values: dict[str, str | None], *, replace: bool = False) -> dict:
+        """Set (a value) or remove (None) config keys, or replace the whole config; the
+        object moves to the new version; returns the new config."""
+        self._commit_config(config.update_config_operation(config=values, replace=replace))
+        return self.config()
+
+    def delete_config_keys(self, keys: list[str]) -> None:
+        self._commit_config(config.update_config_operation(config=dict.fromkeys(keys)))
+
+    def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict:
+        """Change the table metadata as :meth:`update_config` changes the config."""
+        op = config.update_config_operation(table_metadata=values, replace=replace)
+        self._commit_config(op)
+        return self.metadata
+
+    def update_schema_metadata(
+        self, values: dict[str, str | None], *, replace: bool = False
+    ) -> dict:
+        """Change the schema metadata as :meth:`update_config` changes the config."""
+        op = config.update_config_operation(schema_metadata=values, replace=replace)
+        self._commit_config(op)
+        return self.schema_metadata
+
+    def update_field_metadata(
+        self, field_updates: dict[str, dict[str, str | None]], *, replace: bool = False
+    ) -> None:
+        """Change the metadata of fields given by path (``"a"``, ``"a.b"``)."""
+        op = config.update_config_operation(
+            field_metadata=field_updates, schema=self.lance_schema, replace=replace
+        )
+        self._commit_config(op)
+
+    def _commit_config(self, op) -> None:
+        """Commit an UpdateConfig, as pylance does for every config or metadata change."""
+        msg = transaction_pb2.Transaction.UpdateConfig()
+        op.fill_pb(msg)
+        committed = commit.commit(self.uri, commit.new_transaction(self.version, update_config=msg))
+        self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def versions(self) -> list[dict]:
         out = []
