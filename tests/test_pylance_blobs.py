@@ -196,3 +196,33 @@ def test_blobs_need_2_2_and_inline_bytes(tmp_path):
     )
     with pytest.raises(UnsupportedError, match="external"):
         lance_format.write_dataset(external, str(tmp_path / "b"))
+
+
+def test_reading_pylances_mixed_blobs_with_an_external_one(tmp_path):
+    """pylance's own mixed-storage scenario (inline, packed, dedicated, external, null and
+    empty blobs over three fragments): our reads of its dataset are its reads."""
+    external = tmp_path / "external.bin"
+    external.write_bytes(b"external")
+    values = [b"in", b"packed!!", b"dedicated payload", external.as_uri(), None, b""]
+    schema = pa.schema(
+        [
+            lance.blob_field("blobs", inline_size_threshold=4, dedicated_size_threshold=12),
+            pa.field("idx", pa.uint64()),
+        ]
+    )
+    table = pa.table({"blobs": lance.blob_array(values), "idx": range(len(values))}, schema=schema)
+    uri = str(tmp_path / "mixed")
+    theirs = lance.write_dataset(
+        table, uri, allow_external_blob_outside_bases=True, max_rows_per_file=2
+    )
+    ours = lance_format.dataset(uri)
+    assert ours.to_table().equals(theirs.to_table())
+    assert ours.to_table(blob_handling="all_binary").equals(
+        theirs.to_table(blob_handling="all_binary")
+    )
+    for select in ({"indices": [5, 3, 0, 4]}, {"addresses": [4294967297, 1, 8589934592]}):
+        assert ours.read_blobs("blobs", **select) == theirs.read_blobs("blobs", **select)
+        mine = [None if f is None else f.readall() for f in ours.take_blobs("blobs", **select)]
+        want = [None if f is None else f.readall() for f in theirs.take_blobs("blobs", **select)]
+        assert mine == want
+    assert [f.size() for f in ours.take_blobs("blobs", indices=[3])] == [8]
