@@ -474,3 +474,23 @@ def test_order_by_every_direction_and_two_keys(tmp_path):
     for a, b in zip(theirs[::2], ours[::2], strict=True):  # one key: ties in any order
         assert b.column("n").equals(a.column("n"))
         assert sorted(map(str, b.to_pylist())) == sorted(map(str, a.to_pylist()))
+
+
+def test_open_options_pylance_accepts(tmp_path):
+    import datetime as dt
+    import time
+
+    def script(lib, uri):
+        ds = lib.write_dataset(TABLE, uri)
+        time.sleep(0.01)
+        between = dt.datetime.now()  # naive: local time, as pylance reads it
+        time.sleep(0.01)
+        ds.delete("id = 3")
+        old = lib.dataset(uri, asof=between, block_size=4096)
+        latest = lib.dataset(uri, metadata_cache_size_bytes=1 << 20, index_cache_size_bytes=1 << 20)
+        scan = lib.dataset(uri, default_scan_options={"with_row_id": True, "filter": "id > 1"})
+        return old.version, latest.version, scan.to_table(), scan.to_table(filter="id < 5")
+
+    theirs, ours = both(tmp_path, script)
+    assert ours[:2] == theirs[:2] == (1, 2)
+    assert ours[2].equals(theirs[2]) and ours[3].equals(theirs[3])

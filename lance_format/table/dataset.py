@@ -67,19 +67,58 @@ from .scanner import (
 def dataset(
     uri: str | os.PathLike[str],
     version: int | str | None = None,
+    asof=None,
+    block_size: int | None = None,
+    commit_lock=None,
+    index_cache_size: int | None = None,
+    storage_options: dict[str, str] | None = None,
+    default_scan_options: dict | None = None,
+    metadata_cache_size_bytes: int | None = None,
+    index_cache_size_bytes: int | None = None,
     *,
     cache: SearchCache | None = None,
-    storage_options: dict[str, str] | None = None,
 ) -> Dataset:
     """Open a dataset at its latest version, a version number or a tag name.
 
     ``uri`` is a local path (``~`` expands), ``file://``, ``memory://``, ``s3://bucket/path``
     or ``s3+ddb://bucket/path?ddbTableName=T``; ``storage_options`` configure the object
-    store with pylance's option names."""
+    store with pylance's option names.  As pylance: ``asof`` (a datetime or ISO text) opens
+    the latest version committed before it (unless ``version`` is given);
+    ``default_scan_options`` are used by every scan of the object; the cache sizes and
+    ``block_size`` tune pylance's caches and reads, and change nothing here (``cache``
+    is this library's shared cache); a ``commit_lock`` is refused (commits here are
+    atomic on the store itself)."""
+    if commit_lock is not None:
+        raise UnsupportedError("commit_lock is not supported: commits are atomic on the store")
     root = storage.register(uri, storage_options)
     if isinstance(version, str):
         version = tags.resolve_tag(root, version)
-    return Dataset(root, _resolve(root, version), cache=cache)
+    if version is None and asof is not None:
+        version = _version_at(root, asof)
+    ds = Dataset(root, _resolve(root, version), cache=cache)
+    if default_scan_options:
+        ds.default_scan_options = dict(default_scan_options)
+    return ds
+
+
+def _version_at(root: str, asof) -> int:
+    """The latest version committed before ``asof`` (naive times are local, as pylance's)."""
+    import datetime as dt
+
+    when = dt.datetime.fromisoformat(asof) if isinstance(asof, str) else asof
+    if hasattr(when, "to_pydatetime"):  # a pandas Timestamp
+        when = when.to_pydatetime()
+    if not isinstance(when, dt.datetime):
+        raise InvalidArgumentError(f"asof must be a datetime or ISO text, got {asof!r}")
+    when = when.astimezone()  # a naive time is local
+    found = None
+    for entry in paths.list_versions(root):
+        ts = manifest.read_manifest(entry.path).timestamp
+        if ts is not None and ts < when:
+            found = entry.version
+    if found is None:
+        raise InvalidArgumentError(f"{when} is earlier than the first version of {root}")
+    return found
 
 
 def _resolve(root: str, version: int | None) -> manifest.Manifest:
@@ -123,6 +162,8 @@ def open_version(
 
 class Dataset:
     """One version of a dataset; writes through it move it to the new version."""
+
+    default_scan_options: dict = {}  # pylance's: the options every scan starts from
 
     def __init__(self, root: str, m: manifest.Manifest, *, cache: SearchCache | None = None):
         self.uri = root
@@ -282,8 +323,11 @@ class Dataset:
         """Move this object to ``new``'s version in place, as pylance's writes do (its
         cached fragments and schema go with it)."""
         if new is not self:
+            defaults = self.__dict__.get("default_scan_options")
             self.__dict__.clear()
             self.__dict__.update(new.__dict__)
+            if defaults is not None:
+                self.default_scan_options = defaults
 
     def update(self, updates: dict[str, str], where: str | None = None) -> dict[str, int]:
         """Set columns to SQL expressions on the rows matching ``where`` (all rows when
@@ -433,6 +477,28 @@ class Dataset:
         options are refused unless left at None, since this scanner does not implement
         them.  ``blob_handling="all_binary"`` returns blob columns as their bytes instead of
         descriptors.  ``ranges`` (ours) scans physical row ranges of some fragments."""
+        if self.default_scan_options:  # as pylance: what the call gives wins
+            given = dict(
+                columns=columns,
+                filter=filter,
+                limit=limit,
+                offset=offset,
+                nearest=nearest,
+                batch_size=batch_size,
+                fragments=fragments,
+                prefilter=prefilter,
+                with_row_id=with_row_id,
+                with_row_address=with_row_address,
+                order_by=order_by,
+                blob_handling=blob_handling,
+                ranges=ranges,
+                **other,
+            )
+            merged = {
+                **self.default_scan_options,
+                **{k: v for k, v in given.items() if v is not None},
+            }
+            return Dataset.scanner(_without_defaults(self), **merged)
         _refuse_options(other)
         if blob_handling not in _BLOB_HANDLING:
             raise InvalidArgumentError(
@@ -710,6 +776,15 @@ def _refuse_options(options: dict) -> None:
     )
     if given:
         raise UnsupportedError(f"scan option(s) not supported here: {', '.join(given)}")
+
+
+def _without_defaults(ds: Dataset) -> Dataset:
+    """A shallow copy of ``ds`` whose scans take no default options (they are applied)."""
+    import copy
+
+    plain = copy.copy(ds)
+    plain.default_scan_options = {}
+    return plain
 
 
 class _Optimize:
