@@ -79,6 +79,11 @@ class SchemaMismatchError(SchemaError, OSError):
     OSError for an append with a different schema)."""
 
 
+class FileMissingError(ObjectNotFoundError, ValueError):
+    """A data file to open is not there: pylance's file reader raises ValueError, callers
+    expecting a FileNotFoundError still catch it."""
+
+
 class DatasetExistsError(InvalidArgumentError, OSError):
     """Creating a dataset where one exists (pylance raises OSError)."""
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .errors import InvalidArgumentError
+from . import storage
+from .errors import FileMissingError, InvalidArgumentError, LanceIOError, ObjectNotFoundError
 from .reader import LanceFileReader as _Reader
 from .writer import LanceFileWriter as _Writer
 
@@ -97,7 +98,13 @@ class LanceFileReader:
         storage_options: dict[str, str] | None = None,
         columns: list[str] | None = None,
     ):
-        self._reader = _Reader(path, storage_options=storage_options)
+        try:
+            self._reader = _Reader(path, storage_options=storage_options)
+        except LanceIOError as exc:
+            where = storage.register(path, storage_options)
+            if isinstance(exc, ObjectNotFoundError) or not storage.exists(where):
+                raise FileMissingError("no such file", path=where) from None
+            raise
         self._columns = None if columns is None else list(columns)
         if self._columns is not None:
             self._reader.read_range(0, 0, self._columns)  # unknown names fail here, not later

@@ -267,6 +267,14 @@ def test_file_reader_and_writer_shapes(tmp_path):
         lance_format.file.LanceFileReader(str(tmp_path / "ours.lance")).take_rows([2, 0])
 
 
+def test_file_reader_of_a_missing_file(tmp_path):
+    def script(lib, uri):
+        lib.file.LanceFileReader(uri + ".lance")
+
+    _, ours = same_errors(tmp_path, script)
+    assert isinstance(ours, FileNotFoundError)
+
+
 def test_file_writer_context_manager(tmp_path):
     def script(lib, uri):
         with lib.file.LanceFileWriter(uri + ".lance") as writer:
