@@ -90,6 +90,17 @@ def test_merge_into_specials(env):
     assert got.filter(pa.compute.equal(got["id"], 99)).to_pylist() == [
         {"id": 99, "v": None, "s": "y"}
     ]
+    # literals of other types (DuckDB's DECIMAL, INTEGER) take the columns' types
+    cur.execute(
+        "MERGE INTO t AS p USING (VALUES (2, 0.5), (30000, 1.5)) AS s(id, x) ON p.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET v = s.x WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.x)"
+    )
+    assert cur.rowcount == 2
+    got = _rows(path)
+    assert got.filter(pa.compute.is_in(got["id"], pa.array([2, 30000]))).to_pylist() == [
+        {"id": 2, "v": 0.5, "s": "s2"},
+        {"id": 30000, "v": 1.5, "s": None},
+    ]
     # nothing to do: nothing committed
     version = lance.dataset(str(path)).version
     cur.execute(
