@@ -75,6 +75,8 @@ def merge_selects(tree: exp.Merge, target: str, columns: list[str]) -> dict[str,
     names (``target`` is the target's alias, ``columns`` its columns): ``update``
     (``_rowaddr`` and new values), ``delete`` (``_rowaddr``), ``insert`` (new rows) and
     ``ambiguous`` (target rows matched more than once)."""
+    if tree.args.get("returning") is not None:
+        raise SqlError("MERGE ... RETURNING is not supported")
     clauses = _clauses(tree)
     source = tree.args["using"]
     src = _alias_of(source)
