@@ -123,6 +123,10 @@ def test_merge_into_specials(env):
             "MERGE INTO t USING src ON t.id = src.id WHEN NOT MATCHED BY SOURCE THEN UPDATE SET v = 0",
             "DELETE only",
         ),
+        (
+            "MERGE INTO t USING src ON t.id = src.id WHEN MATCHED THEN DELETE RETURNING *",
+            "RETURNING",
+        ),
     ]:
         with pytest.raises(dbapi.Error, match=match):
             cur.execute(bad)
