@@ -502,3 +502,28 @@ def test_open_options_pylance_accepts(tmp_path):
     theirs, ours = both(tmp_path, script)
     assert ours[:2] == theirs[:2] == (1, 2)
     assert ours[2].equals(theirs[2]) and ours[3].equals(theirs[3])
+
+
+def test_small_dataset_and_scanner_helpers(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(TABLE, uri, max_rows_per_file=4)
+        stale = lib.dataset(uri)
+        ds.delete("id = 5")
+        stale.checkout_latest()  # in place, as every pylance write
+        scanner = ds.scanner(columns=["id", "s.x"], filter="id > 1")
+        return (
+            ds.stats.dataset_stats(),
+            ds.stats.dataset_stats(max_rows_per_group=3),
+            ds.slice(1, 4, columns=["name"]),
+            scanner.projected_schema,
+            scanner.dataset_schema,
+            scanner.head(2),
+            ds.has_stable_row_ids,
+            ds.max_field_id,
+            stale.version,
+            ds.sample(3, columns=["id"], randomize_order=False).num_rows,
+        )
+
+    theirs, ours = both(tmp_path, script)
+    for a, b in zip(theirs, ours, strict=True):
+        assert b.equals(a) if isinstance(a, pa.Table) else b == a, (a, b)

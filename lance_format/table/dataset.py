@@ -196,6 +196,21 @@ class Dataset:
     def stable_row_ids(self) -> bool:
         return features.uses_stable_row_ids(self.manifest)
 
+    has_stable_row_ids = stable_row_ids  # pylance's name
+
+    @property
+    def max_field_id(self) -> int:
+        return max((f.id for f in self.lance_schema.walk()), default=-1)
+
+    @property
+    def stats(self) -> _Stats:
+        """pylance's ``ds.stats.dataset_stats()``."""
+        return _Stats(self)
+
+    def checkout_latest(self) -> None:
+        """Move this object to the latest version (as pylance's, in place)."""
+        self._become(dataset(self.uri, cache=self.cache))
+
     # -- config and metadata (see :mod:`.config`) ------------------------------------------
 
     def config(self) -> dict[str, str]:
@@ -577,6 +592,25 @@ class Dataset:
         """The rows of a scan as a pandas DataFrame (pylance's ``to_pandas``)."""
         return self.to_table(columns=columns, filter=filter, **kw).to_pandas()
 
+    def slice(self, start: int, end: int, columns=None) -> pa.Table:
+        """Rows ``start`` to ``end`` (exclusive) by position, as a scan window."""
+        if start < 0:
+            raise InvalidArgumentError(f"start must be non-negative, got {start}")
+        if end < start:
+            raise InvalidArgumentError(f"end ({end}) must be >= start ({start})")
+        return self.scanner(offset=start, limit=end - start, columns=columns).to_table()
+
+    def sample(self, num_rows: int, columns=None, randomize_order: bool = True, **kw) -> pa.Table:
+        """``num_rows`` rows drawn at random without replacement (in random order unless
+        ``randomize_order`` is False)."""
+        total = self.count_rows()
+        if not 0 <= num_rows <= total:
+            raise InvalidArgumentError(f"cannot sample {num_rows} rows of {total}")
+        picked = np.random.default_rng().choice(total, num_rows, replace=False)
+        if not randomize_order:
+            picked = np.sort(picked)
+        return self.take(picked, columns, **kw)
+
     def head(self, num_rows: int, **kw) -> pa.Table:
         """The first ``num_rows`` rows (scanner options allowed), as pylance's."""
         return self.scanner(limit=num_rows, **kw).to_table()
@@ -785,6 +819,20 @@ def _without_defaults(ds: Dataset) -> Dataset:
     plain = copy.copy(ds)
     plain.default_scan_options = {}
     return plain
+
+
+class _Stats:
+    def __init__(self, ds: Dataset):
+        self._ds = ds
+
+    def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
+        """Deleted rows, fragments, and fragments smaller than ``max_rows_per_group``."""
+        frags = self._ds.get_fragments()
+        return {
+            "num_deleted_rows": sum(f.num_deletions for f in frags),
+            "num_fragments": len(frags),
+            "num_small_files": sum(f.physical_rows < max_rows_per_group for f in frags),
+        }
 
 
 class _Optimize:

@@ -194,6 +194,28 @@ class Scanner:
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
 
+    @property
+    def projected_schema(self) -> pa.Schema:
+        """pylance's name for :attr:`schema`."""
+        return self.schema
+
+    @property
+    def dataset_schema(self) -> pa.Schema:
+        return self.lance_schema.to_dataset_arrow()
+
+    def head(self, num_rows: int) -> pa.Table:
+        """The first ``num_rows`` rows of the scan."""
+        out, got = [], 0
+        for batch in self.to_batches():
+            if got >= num_rows:
+                break
+            out.append(batch.slice(0, num_rows - got))
+            got += out[-1].num_rows
+        return pa.Table.from_batches(out, schema=self.schema)
+
+    def to_pandas(self, **kwargs):
+        return self.to_table().to_pandas(**kwargs)
+
     def count_rows(self) -> int:
         if (
             self.filter is None
