@@ -9,6 +9,7 @@ Deleted rows are dropped before anything else sees them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -150,7 +151,7 @@ class Scanner:
 
     # -- output schema --------------------------------------------------------------------
 
-    @property
+    @functools.cached_property
     def schema(self) -> pa.Schema:
         """The output schema (sort keys read only to sort by are not in it)."""
         schema = self._read_schema
@@ -158,7 +159,7 @@ class Scanner:
             schema = pa.schema([f for f in schema if f.name not in self._hidden])
         return schema
 
-    @property
+    @functools.cached_property
     def _read_schema(self) -> pa.Schema:
         if self.projection is not None:
             fields = list(self.projection.schema)
