@@ -51,6 +51,7 @@ from .v2_0 import encoder as v20
 from .v2_0 import page_meta as v20_meta
 from .v2_0.decoder import v20_column_fields
 from .validation import check_batch
+from .version import DEFAULT_VERSION, LanceFileVersion, writable
 from .workers import pool
 
 DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
@@ -58,7 +59,6 @@ DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
 MAX_LEVELS_PER_PAGE = 65535
 MAX_INFLIGHT = 2 * (os.cpu_count() or 2)  # column encodings waiting to be written
 FULLZIP_MIN_VALUE_BYTES = 256  # values this wide or wider are full-zipped (digest §5.4)
-WRITE_VERSIONS = {"2.0": "2.0", "2.1": "2.1", "2.2": "2.2", "stable": "2.2", "next": "2.2"}
 _PAD = b"\x48" * 64  # pylance's padding byte between buffers
 
 
@@ -69,7 +69,7 @@ class WriteResult:
     path: str
     num_rows: int
     num_bytes: int
-    version: str
+    version: LanceFileVersion
     encodings: dict[str, list[str]] = field(default_factory=dict)  # leaf path -> per page
     sidecars: list[str] = field(default_factory=list)  # blob v2 sidecar files written
 
@@ -92,8 +92,8 @@ class LanceFileWriter:
     """Write a Lance data file (2.0, 2.1 or 2.2) from Arrow record batches.
 
     ``schema`` may be omitted: the first batch's schema is used.  Options: ``version``
-    ("2.0", "2.1", "2.2" (default) or "stable"), ``max_page_bytes`` (Arrow bytes buffered per
-    column before a page is cut).  Field metadata (``lance-encoding:*``) steers encodings.
+    ("2.0", "2.1", "2.2" (default), "stable" or a :class:`LanceFileVersion`),
+    ``max_page_bytes`` (Arrow bytes buffered per column before a page is cut).  Field metadata (``lance-encoding:*``) steers encodings.
     ``blob_v2`` (2.2 only) writes blob columns as blob v2 descriptors with sidecar files,
     as ``lance.write_dataset`` does, instead of the file writer's 2.1-style blob layout.
     ``lance_schema`` gives the field ids to store (a dataset writes its own ids into every
@@ -105,7 +105,7 @@ class LanceFileWriter:
         path: str | os.PathLike[str],
         schema: pa.Schema | None = None,
         *,
-        version: str = "2.2",
+        version: str | LanceFileVersion = DEFAULT_VERSION,
         max_page_bytes: int = DEFAULT_PAGE_BYTES,
         blob_v2: bool = False,
         lance_schema: LanceSchema | None = None,
@@ -116,17 +116,12 @@ class LanceFileWriter:
             raise InvalidArgumentError(
                 f"unknown LanceFileWriter option(s): {', '.join(sorted(options))}"
             )
-        if str(version) not in WRITE_VERSIONS:
-            raise UnsupportedError(
-                f"cannot write Lance file version {version!r}: "
-                f"this writer supports {', '.join(WRITE_VERSIONS)}"
-            )
+        self.version = writable(version)
         if not isinstance(max_page_bytes, int) or max_page_bytes <= 0:
             raise InvalidArgumentError("max_page_bytes must be a positive integer")
         self.path = storage.register(path, storage_options)
-        self.version = WRITE_VERSIONS[str(version)]
         self.max_page_bytes = max_page_bytes
-        if blob_v2 and self.version != "2.2":
+        if blob_v2 and self.version < LanceFileVersion.V2_2:
             raise UnsupportedError("blob v2 needs Lance file version 2.2")
         self._blobs = BlobV2Writer(self.path) if blob_v2 else None
         self._given_lance_schema = lance_schema  # field ids to store (a dataset's own ids)
@@ -174,11 +169,15 @@ class LanceFileWriter:
             self._file_schema = blob_v2_file_schema(lance_schema)
         for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
             leaves = []
-            columns = v20_column_fields([top]) if self.version == "2.0" else leaf_fields([top])
+            columns = (
+                v20_column_fields([top])
+                if self.version == LanceFileVersion.V2_0
+                else leaf_fields([top])
+            )
             for lf in columns:
                 md = _field_metadata(schema, top, lf)
                 opts = cz.ColumnOptions.from_metadata(md)
-                if opts.packed and self.version == "2.1" and _has_variable_child(lf):
+                if opts.packed and self.version < LanceFileVersion.V2_2 and _has_variable_child(lf):
                     raise UnsupportedError(
                         f"field {lf.name!r}: packed structs with variable-width children "
                         "need Lance 2.2"
@@ -186,7 +185,7 @@ class LanceFileWriter:
                 leaves.append(_Leaf(lf, _leaf_path(top, lf), opts, _str_dict(md)))
                 if opts.blob and self._blobs is not None:
                     self._blobs.add_column(leaves[-1].path, lf.arrow_type, leaves[-1].metadata)
-            if self.version == "2.0":
+            if self.version == LanceFileVersion.V2_0:
                 problem = v20.unstorable(top, arrow_field.type)
             else:
                 problem = _unstorable(arrow_field.type, self.version)
@@ -288,7 +287,7 @@ class LanceFileWriter:
     def _encode_field_pages(
         self, i: int, arr: pa.Array, top: pa.Field, out: list, reuse: list[cz.FsstReuse]
     ) -> None:
-        if self.version == "2.0":
+        if self.version == LanceFileVersion.V2_0:
             leaves = self._leaves[i]
             try:
                 pages = v20.encode_field(leaves[0].field, arr, [c.options for c in leaves])
@@ -331,7 +330,7 @@ class LanceFileWriter:
             return constant.encode_page(rav.layers, rav.rep, rav.defs, rav.num_rows, self.version)
         block = arrow_to_block(values)
         arrow_dict = pa.types.is_dictionary(values.type)
-        if self.version != "2.1" and _constant_candidate(block, rav, arrow_dict):
+        if self.version >= LanceFileVersion.V2_2 and _constant_candidate(block, rav, arrow_dict):
             valid_block = block
             if values.null_count:
                 mask = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -438,7 +437,7 @@ class LanceFileWriter:
             self._align()
             locs.append((self._pos, len(buf)))
             self._write(buf)
-        if self.version == "2.0":
+        if self.version == LanceFileVersion.V2_0:
             leaf.pages.append(v20_meta.page_entry(page.layout, locs, page.num_rows))
         else:
             leaf.pages.append(page_entry(page.layout, locs, page.num_rows, leaf.rows))
@@ -485,7 +484,7 @@ class LanceFileWriter:
         )
 
     def _column_metadata(self, leaf: _Leaf) -> bytes:
-        if self.version == "2.0":
+        if self.version == LanceFileVersion.V2_0:
             return v20_meta.encode_column(leaf.field, leaf.pages)
         return encode_column(leaf.pages)
 
@@ -598,11 +597,11 @@ def _is_integer(t: pa.DataType) -> bool:
     )
 
 
-def _unstorable(t: pa.DataType, version: str) -> str | None:
+def _unstorable(t: pa.DataType, version: LanceFileVersion) -> str | None:
     """Why a type cannot be written in ``version`` (checked once, before any data)."""
     if isinstance(t, pa.BaseExtensionType):
         return _unstorable(t.storage_type, version)
-    if pa.types.is_map(t) and version == "2.1":
+    if pa.types.is_map(t) and version < LanceFileVersion.V2_2:
         return "the map type is not part of Lance 2.1; write version 2.2"
     if pa.types.is_dictionary(t):
         v = t.value_type

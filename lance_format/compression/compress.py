@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..pb import encodings_v2_1_pb2 as pb
+from ..version import LanceFileVersion
 from . import bitpacking, bss, flat, fsl, fsst, general, packed, rle, variable
 from .blocks import (
     Block,
@@ -585,7 +586,7 @@ TINY_LEVELS = 256  # below this many levels in a page, raw u16 (like pylance's t
 
 
 def compress_levels(
-    levels: np.ndarray, chunk_levels: np.ndarray, version: str
+    levels: np.ndarray, chunk_levels: np.ndarray, version: LanceFileVersion
 ) -> tuple[pb.CompressiveEncoding, np.ndarray, np.ndarray]:
     """Encode the levels of each chunk (``chunk_levels[i]`` levels each) with one encoding.
 
@@ -599,7 +600,7 @@ def compress_levels(
     if n < TINY_LEVELS or width == 0:
         return flat_enc(16), levels.view(np.uint8), chunk_levels * 2
     starts = np.cumsum(chunk_levels) - chunk_levels
-    if version != "2.1":
+    if version >= LanceFileVersion.V2_2:
         # block RLE when it beats bitpacking (long runs of the same level)
         block = FixedWidthBlock(levels.view(np.uint8), 16, n)
         runs = run_count(block)

@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError, Message
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_0_pb2, encodings_v2_1_pb2, file2_pb2, file_pb2
 from ..schema import LanceSchema
+from ..version import LanceFileVersion
 from .footer import ContainerLayout, Tail, read_layout
 
 _ENCODING_TYPES: dict[str, type[Message]] = {
@@ -79,7 +80,7 @@ class ColumnInfo:
 @dataclass
 class FileMetadata:
     layout: ContainerLayout
-    version: str
+    version: LanceFileVersion
     num_rows: int
     schema: LanceSchema
     columns: list[ColumnInfo]

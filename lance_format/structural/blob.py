@@ -33,6 +33,7 @@ from ..compression import compress as cz
 from ..compression.blocks import FixedWidthBlock, StructBlock, VariableWidthBlock, gather_ranges
 from ..errors import InvalidArgumentError, LanceError, SchemaError, UnsupportedError
 from ..storage.base import ObjectWriter
+from ..version import LanceFileVersion
 from . import constant, fullzip
 from .arrow import arrow_to_block
 from .page import EncodedPage
@@ -151,7 +152,9 @@ class BlobV2Writer:
         th = self._columns[path]
         values = rav.values
         if values.null_count == len(values):
-            return constant.encode_page(rav.layers, rav.rep, rav.defs, rav.num_rows, "2.2")
+            return constant.encode_page(
+                rav.layers, rav.rep, rav.defs, rav.num_rows, LanceFileVersion.V2_2
+            )
         block = arrow_to_block(values)
         if not isinstance(block, VariableWidthBlock):
             raise SchemaError(f"blob column {path!r} must be binary or large_binary")

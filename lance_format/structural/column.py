@@ -19,6 +19,7 @@ from ..compression.blocks import Block, StructBlock
 from ..container.metadata import ColumnInfo, PageInfo
 from ..errors import CorruptFileError, LanceError, UnsupportedError
 from ..io import RandomAccessFile
+from ..version import LanceFileVersion
 from .arrow import block_to_arrow, validity_buffer
 from .constant import ConstantPage
 from .fullzip import FullZipPage
@@ -75,7 +76,7 @@ class LeafColumnReader:
         column: ColumnInfo,
         column_index: int,
         field,
-        version: str,
+        version: LanceFileVersion,
         cache,
         cache_key: tuple,
     ):
@@ -113,7 +114,7 @@ class LeafColumnReader:
             return FullZipPage(page, layout.full_zip_layout)
         if kind == "constant_layout":
             cl = layout.constant_layout
-            if self.version == "2.1" and (
+            if self.version < LanceFileVersion.V2_2 and (
                 cl.HasField("inline_value") or len(page.buffers) in (1, 3)
             ):
                 raise UnsupportedError("Lance v2.1 only accepts the all-null form of constant page")

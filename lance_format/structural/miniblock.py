@@ -26,6 +26,7 @@ from ..compression.decompress import (
 )
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_1_pb2 as pb
+from ..version import LanceFileVersion
 from . import repdef
 from .leaf import LeafPiece, select_rows
 from .page import EncodedPage
@@ -59,10 +60,10 @@ class MiniBlockMeta:
 class MiniBlockPage:
     """Decoder for one mini-block page; stateless apart from its (cacheable) metadata."""
 
-    def __init__(self, page, layout, version: str, to_arrow_dictionary):
+    def __init__(self, page, layout, version: LanceFileVersion, to_arrow_dictionary):
         self.page = page
         self.layout = layout
-        self.large = version != "2.1"
+        self.large = version >= LanceFileVersion.V2_2
         if layout.has_large_chunk != self.large:
             raise UnsupportedError(
                 "Lance v2.2 mini-block pages require the u32 chunk grammar"
@@ -410,7 +411,7 @@ def encode_page(
     defs: np.ndarray | None,
     layers: list[int],
     num_rows: int,
-    version: str,
+    version: LanceFileVersion,
     dictionary=None,
 ):
     """Assemble a mini-block page from chunked values (``compress.Chunked``) and levels.
@@ -418,7 +419,7 @@ def encode_page(
     ``dictionary`` is ``(encoding, bytes, num_items)`` when the values are indices.
     """
 
-    large = version != "2.1"
+    large = version >= LanceFileVersion.V2_2
     counts = np.asarray(values.counts, dtype=np.int64)
     nchunks = len(counts)
     max_rep_ = repdef.max_rep(layers)

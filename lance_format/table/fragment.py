@@ -22,6 +22,7 @@ from ..extensions import to_dataset_array
 from ..pb import table_pb2
 from ..reader import LanceFileReader
 from ..schema import LanceField, LanceSchema
+from ..version import LanceFileVersion
 from . import deletion, paths, rowids
 
 
@@ -171,12 +172,11 @@ class Fragment:
         when no data file keeps statistics (only legacy files do).  Terms whose literal does
         not fit the column's type are ignored: pruning must never drop a matching row."""
         from ..legacy import rows_that_may_match
-        from ..legacy.container import LEGACY_VERSION
 
         by_name = {f.name: f for f in self.schema.fields}
         result: np.ndarray | None = None
         for i, reader in enumerate(self._readers):
-            if reader.version != LEGACY_VERSION:
+            if reader.version != LanceFileVersion.LEGACY:
                 continue
             mine = []
             for col, op, value in terms:
