@@ -338,7 +338,7 @@ class LanceFileReader:
     def _read_v20(self, field: LanceField, rows, start: int, stop: int) -> pa.Array:
         from .v2_0.decoder import decode_v20_field, take_v20_field
 
-        columns = [c.raw for c in self._meta.columns]
+        columns = self._meta.columns
         try:
             if rows is None:
                 return decode_v20_field(

@@ -177,7 +177,11 @@ class LanceFileWriter:
             for lf in columns:
                 md = _field_metadata(schema, top, lf)
                 opts = cz.ColumnOptions.from_metadata(md)
-                if opts.packed and self.version == LanceFileVersion.V2_1 and _has_variable_child(lf):
+                if (
+                    opts.packed
+                    and self.version == LanceFileVersion.V2_1
+                    and _has_variable_child(lf)
+                ):
                     raise UnsupportedError(
                         f"field {lf.name!r}: packed structs with variable-width children "
                         "need Lance 2.2"

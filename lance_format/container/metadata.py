@@ -18,10 +18,15 @@ from ..schema import LanceSchema
 from ..version import LanceFileVersion
 from .footer import ContainerLayout, Tail, read_layout
 
+# The type URLs of the Any-wrapped encodings: 2.1+ page layouts, 2.0 page encodings, and
+# the column encoding (both).  pylance writes them bare, without a type.googleapis.com host.
+PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
+ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
+COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
 _ENCODING_TYPES: dict[str, type[Message]] = {
-    "/lance.encodings21.PageLayout": encodings_v2_1_pb2.PageLayout,
-    "/lance.encodings.ArrayEncoding": encodings_v2_0_pb2.ArrayEncoding,
-    "/lance.encodings.ColumnEncoding": encodings_v2_0_pb2.ColumnEncoding,
+    PAGE_LAYOUT_URL: encodings_v2_1_pb2.PageLayout,
+    ARRAY_ENCODING_URL: encodings_v2_0_pb2.ArrayEncoding,
+    COLUMN_ENCODING_URL: encodings_v2_0_pb2.ColumnEncoding,
 }
 
 
@@ -65,7 +70,6 @@ class ColumnInfo:
     pages: list[PageInfo]
     encoding: Message | None  # ColumnEncoding
     buffers: list[tuple[int, int]] = field(default_factory=list)
-    raw: Message | None = None  # the ColumnMetadata message itself (the 2.0 decoder reads it)
 
     def page_starts(self) -> np.ndarray:
         """First row of each page followed by the total, for searchsorted lookups."""
@@ -119,7 +123,7 @@ def parse_column(raw: bytes, col: int, file_size: int) -> ColumnInfo:
     col_buffers = _check_buffers(
         list(meta.buffer_offsets), list(meta.buffer_sizes), file_size, what
     )
-    return ColumnInfo(pages, unpack_encoding(meta.encoding, what), col_buffers, meta)
+    return ColumnInfo(pages, unpack_encoding(meta.encoding, what), col_buffers)
 
 
 def read_file_metadata(file) -> FileMetadata:
@@ -147,9 +151,6 @@ def read_file_metadata(file) -> FileMetadata:
 
 # -- writer side -----------------------------------------------------------------------------
 
-_COLUMN_ENCODING = "/lance.encodings.ColumnEncoding"
-_PAGE_LAYOUT = "/lance.encodings21.PageLayout"
-
 
 def wrap_encoding(msg: Message, type_url: str) -> file2_pb2.Encoding:
     """An ``Any``-wrapped direct encoding, with the bare type URL pylance writes."""
@@ -161,7 +162,7 @@ def encode_column(pages: list[file2_pb2.ColumnMetadata.Page]) -> bytes:
     """The ColumnMetadata of a 2.1+ column: its pages and an empty ColumnEncoding."""
     meta = file2_pb2.ColumnMetadata(
         encoding=wrap_encoding(
-            encodings_v2_0_pb2.ColumnEncoding(values=empty_pb2.Empty()), _COLUMN_ENCODING
+            encodings_v2_0_pb2.ColumnEncoding(values=empty_pb2.Empty()), COLUMN_ENCODING_URL
         ),
         pages=pages,
     )
@@ -175,6 +176,6 @@ def page_entry(
         buffer_offsets=[p for p, _ in buffers],
         buffer_sizes=[s for _, s in buffers],
         length=num_rows,
-        encoding=wrap_encoding(layout, _PAGE_LAYOUT),
+        encoding=wrap_encoding(layout, PAGE_LAYOUT_URL),
         priority=priority,
     )

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from google.protobuf import empty_pb2
 
-from ..container.metadata import wrap_encoding
+from ..container.metadata import ARRAY_ENCODING_URL, COLUMN_ENCODING_URL, wrap_encoding
 from ..pb import encodings_v2_0_pb2 as pb
 from ..pb import file2_pb2
 from ..schema import LanceField, is_blob_leaf
-from .pages import ARRAY_ENCODING_URL, COLUMN_ENCODING_URL
 
 
 def page_entry(
