@@ -58,7 +58,8 @@ DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
 # pages with repetition stay under the u16 level count of a chunk header (pylance does too)
 MAX_LEVELS_PER_PAGE = 65535
 MAX_INFLIGHT = 2 * (os.cpu_count() or 2)  # column encodings waiting to be written
-FULLZIP_MIN_VALUE_BYTES = 256  # values this wide or wider are full-zipped (digest §5.4)
+# values this wide or wider are full-zipped (docs/format/structural.md)
+FULLZIP_MIN_VALUE_BYTES = 256
 _PAD = b"\x48" * 64  # pylance's padding byte between buffers
 
 
@@ -93,11 +94,11 @@ class LanceFileWriter:
 
     ``schema`` may be omitted: the first batch's schema is used.  Options: ``version``
     ("2.0", "2.1", "2.2" (default), "stable" or a :class:`LanceFileVersion`),
-    ``max_page_bytes`` (Arrow bytes buffered per column before a page is cut).  Field metadata (``lance-encoding:*``) steers encodings.
-    ``blob_v2`` (2.2 only) writes blob columns as blob v2 descriptors with sidecar files,
-    as ``lance.write_dataset`` does, instead of the file writer's 2.1-style blob layout.
-    ``lance_schema`` gives the field ids to store (a dataset writes its own ids into every
-    data file); by default ids are numbered from 0 in schema order.
+    ``max_page_bytes`` (Arrow bytes buffered per column before a page is cut).  Field metadata
+    (``lance-encoding:*``) steers encodings. ``blob_v2`` (2.2 only) writes blob columns as blob v2
+    descriptors with sidecar files, as ``lance.write_dataset`` does, instead of the file writer's
+    2.1-style blob layout. ``lance_schema`` gives the field ids to store (a dataset writes its own
+    ids into every data file); by default ids are numbered from 0 in schema order.
     """
 
     def __init__(
@@ -381,7 +382,8 @@ class LanceFileWriter:
 
     def _encode_blob(self, rav: repdef.Raveled) -> EncodedPage:
         """2.1 blob layout: the bytes go into the file as they are, the page stores a
-        (position, size) pair per row; a null row is (def << 16 | rep, 0) (digest §5.6)."""
+        (position, size) pair per row; a null row is (def << 16 | rep, 0)
+        (docs/format/structural.md)."""
         if rav.rep is not None:
             raise UnsupportedError("blob columns inside lists cannot be written")
         values = rav.values

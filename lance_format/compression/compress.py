@@ -1,6 +1,6 @@
 """Choose and apply compressive encodings (the writer's side of :mod:`.decompress`).
 
-The same three contexts as the reader (digest §6):
+The same three contexts as the reader (docs/format/compression.md):
 
 * :func:`compress_miniblock`: a page's values cut into mini-block chunks (each chunk a
   power of two values, about 4 KiB), with the encoding tree that describes every chunk;
@@ -8,9 +8,9 @@ The same three contexts as the reader (digest §6):
 * :func:`compress_per_value`: full-zip values, each compressed on its own;
 * :func:`compress_levels`: rep/def levels of the chunks of a page (block context).
 
-The choice follows pylance's strategy where it matters for size (digest §8): bitpacking for
-integers that do not use their width, RLE when runs are long (``rle-threshold``), FSST for
-string pages of at least 32 KiB, general zstd/lz4 (optionally over byte-stream-split) when
+The choice follows pylance's strategy where it matters for size (docs/format/compression.md):
+bitpacking for integers that do not use their width, RLE when runs are long (``rle-threshold``),
+FSST for string pages of at least 32 KiB, general zstd/lz4 (optionally over byte-stream-split) when
 the field asks for it, and the smallest of the candidates otherwise.  Field metadata
 arrives parsed as :class:`ColumnOptions`.
 """
@@ -45,7 +45,7 @@ _SCHEME_IDS = {general.LZ4: 1, general.ZSTD: 2}
 
 @dataclass(frozen=True)
 class ColumnOptions:
-    """The ``lance-encoding:*`` field metadata that steers the writer (digest §8).
+    """The ``lance-encoding:*`` field metadata that steers the writer (docs/format/compression.md).
 
     Dictionary settings (``dict-divisor``, ``dict-size-ratio``, ``dict-values-compression``)
     are read by :mod:`.dictionary` itself from the raw metadata.
@@ -521,7 +521,7 @@ def compress_block(
 def compress_per_value(
     block: Block, opts: ColumnOptions, *, fsst_reuse: FsstReuse | None = None
 ) -> tuple[pb.CompressiveEncoding, FixedWidthBlock | VariableWidthBlock]:
-    """Full-zip values: each value stays independently decodable (digest §5.4)."""
+    """Full-zip values: each value stays independently decodable (docs/format/structural.md)."""
     if isinstance(block, FixedWidthBlock):
         if block.bits_per_value % 8:
             raise UnsupportedError("full-zip needs byte-wide fixed-width values")

@@ -1,7 +1,7 @@
 """Dispatch a ``lance.encodings21.CompressiveEncoding`` tree to the codecs, per context.
 
-The same encoding means different bytes in different places (digest §6), so there is one
-entry point per context:
+The same encoding means different bytes in different places (docs/format/compression.md), so there
+is one entry point per context:
 
 * :func:`decompress_miniblock`: the value buffers of many mini-block chunks at once;
 * :func:`decompress_block`: one whole buffer (dictionaries, rep/def levels);

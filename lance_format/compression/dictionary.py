@@ -1,4 +1,4 @@
-"""Dictionary encoding for the 2.1/2.2 writer (digest §5.3, §8).
+"""Dictionary encoding for the 2.1/2.2 writer (docs/format/structural.md).
 
 Dictionary encoding is a layout-level transform: a mini-block page stores ``u32`` indices as
 its values and the distinct items as one extra buffer.  This module decides *whether* a page

@@ -1,4 +1,4 @@
-"""FixedSizeList (digest §6.10, §5.8): a list of ``dimension`` items per value, flattened.
+"""FixedSizeList (docs/format/compression.md): a list of ``dimension`` items per value, flattened.
 
 Item validity inside an FSL is not a def level; with ``has_validity`` a bitmap (LSB first,
 1 = valid) over the layer's flattened items travels next to the values:

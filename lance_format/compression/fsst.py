@@ -1,4 +1,5 @@
-"""FSST string compression and decompression (digest §6.6), vectorised over many strings.
+"""FSST string compression and decompression (docs/format/compression.md), vectorised over many
+strings.
 
 Symbol table (always 2312 bytes): a u64 header
 ``"FSST" << 32 | encoder_switch << 24 | suffix_lim << 16 | terminator << 8 | n_symbols``,

@@ -1,4 +1,4 @@
-"""Run-length encoding (digest §6.7, §5.7).
+"""Run-length encoding (docs/format/compression.md).
 
 * **Mini-block**: two value buffers per chunk, the run values (native width) and one u8
   run length per value.  Runs longer than 255 are split into several runs.

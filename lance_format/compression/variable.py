@@ -1,4 +1,4 @@
-"""Variable (digest §6.2): variable-width values, with three byte formats by context.
+"""Variable (docs/format/compression.md): variable-width values, with three byte formats by context.
 
 * **Mini-block chunk**: ``(k+1)`` offsets (u32 or u64, the width of ``Variable.offsets``)
   measured from the start of the chunk buffer, so ``offset[0] = (k+1) * width``; then the

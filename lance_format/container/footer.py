@@ -1,8 +1,8 @@
 """The v2 data-file container: footer, offset tables, column metadata, global buffers.
 
-Layout (digest §3.1): page buffers ... | global buffer 0 (FileDescriptor) | ColumnMetadata
-protobufs | column-metadata offset table | global-buffer offset table | 40-byte footer.
-Everything here is validated against the file size before it is used, so a corrupt footer
+Layout (docs/format/container.md): page buffers ... | global buffer 0 (FileDescriptor) |
+ColumnMetadata protobufs | column-metadata offset table | global-buffer offset table | 40-byte
+footer. Everything here is validated against the file size before it is used, so a corrupt footer
 gives a :class:`CorruptFileError` instead of a giant allocation.
 """
 
@@ -143,7 +143,8 @@ def encode_tail(
     start: int, global_buffers: list[bytes], column_meta: list[bytes], version: LanceFileVersion
 ) -> bytes:
     """Everything after the data, for a file whose data ends at ``start`` (64-aligned):
-    global buffers, column metadata, both offset tables and the footer (digest §3.1)."""
+    global buffers, column metadata, both offset tables and the footer
+    (docs/format/container.md)."""
     if start % 64:
         raise ValueError("the tail must start 64-byte aligned")
     major, minor = version.footer_numbers

@@ -1,6 +1,6 @@
 """The v1 ("legacy", 0.1) data-file container: footer, ``Metadata``, page table, schema.
 
-Layout (seed 002, digest §3.1)::
+Layout (docs/format/container.md)::
 
     pages ... | page table | [statistics pages + their page table] | [dictionaries]
     | [embedded Manifest] | Metadata | i64 metadata position, u16 0, u16 minor, "LANC"

@@ -1,7 +1,7 @@
 """Blob v2 (Lance 2.2): a blob column stored as descriptors, its bytes inline or in sidecars.
 
-What ``lance.write_dataset(..., data_storage_version="2.2")`` writes (digest §6.12): each row
-of a ``lance-encoding:blob`` binary column becomes a descriptor
+What ``lance.write_dataset(..., data_storage_version="2.2")`` writes (docs/format/structural.md):
+each row of a ``lance-encoding:blob`` binary column becomes a descriptor
 ``(kind u8, position u64, size u64, blob_id u32, blob_uri string)`` in a full-zip page of
 ``VariablePackedStruct[Flat8, Flat64, Flat64, Flat32, Variable(Flat32)]``; null rows are a
 def level and nothing else.  Where the bytes go depends on the size (pylance 14's defaults,

@@ -1,8 +1,8 @@
 """Reading the leaf columns of a 2.1/2.2 file and rebuilding nested Arrow arrays.
 
-In 2.1+ only leaf fields own a column (digest §3.3); every column carries the rep/def levels
-of all the layers above its leaf.  A column is read page by page (pages hold whole rows), each
-page is unraveled into layers, the layers of consecutive pages are concatenated, and the
+In 2.1+ only leaf fields own a column (docs/format/container.md); every column carries the rep/def
+levels of all the layers above its leaf.  A column is read page by page (pages hold whole rows),
+each page is unraveled into layers, the layers of consecutive pages are concatenated, and the
 nested array is rebuilt from the schema, taking each struct's or list's layer from the first
 leaf below it.
 """
@@ -29,7 +29,7 @@ from .repdef import Layer, unravel
 
 
 def owns_column(field) -> bool:
-    """In 2.1+, which schema fields have a column of their own (digest §3.3)."""
+    """In 2.1+, which schema fields have a column of their own (docs/format/container.md)."""
     return (
         not field.children
         or field.is_packed_struct()
@@ -276,7 +276,7 @@ def concat_results(pieces: list[LeafResult]) -> LeafResult:
 
 class BlobPage:
     """2.1 blob layout: a mini-block page of (position, size) pairs; bytes live elsewhere in
-    the file as external buffers (digest §5.6)."""
+    the file as external buffers (docs/format/structural.md)."""
 
     def __init__(self, page: PageInfo, layout, reader: LeafColumnReader):
         self.page = page

@@ -1,8 +1,8 @@
 """The constant layout (2.1 all-null pages; 2.2 also constant-valued pages).
 
 Buffer order depends on whether there is an inline value and how many buffers there are
-(digest §5.5): [] | [rep, def] | [scalar] | [scalar, rep, def].  The levels are raw u16 or,
-in 2.2, block-compressed; the value is either ``inline_value`` (raw bytes of one fixed-width
+(docs/format/structural.md): [] | [rep, def] | [scalar] | [scalar, rep, def].  The levels are raw
+u16 or, in 2.2, block-compressed; the value is either ``inline_value`` (raw bytes of one fixed-width
 value) or a "scalar buffer" (``u32 n, n x u32 len``, then the Arrow buffers of a one-element
 array).  Levels and value are small, so they are the cached metadata; decoding a row range
 only selects levels and repeats the value.

@@ -1,6 +1,6 @@
 """The mini-block layout (2.1/2.2): small opaque chunks with a metadata word each.
 
-Buffers (digest §5.1): 0 = one metadata word per chunk (u16 in 2.1, u32 in 2.2),
+Buffers (docs/format/structural.md): 0 = one metadata word per chunk (u16 in 2.1, u32 in 2.2),
 1 = the chunks, 2 = dictionary (optional), 2|3 = repetition index (when the page has lists).
 
 The per-page metadata (chunk positions, value counts, the repetition index and the decoded
@@ -319,7 +319,8 @@ def _chunk_level_counts(
 
 
 def repetition_index(rep: np.ndarray, level_counts: np.ndarray, max_rep: int) -> np.ndarray:
-    """Per chunk: rows that end in it and levels left over for the next chunk (§5.2)."""
+    """Per chunk: rows that end in it and levels left over for the next chunk
+    (docs/format/structural.md)."""
     n = len(rep)
     bounds = np.concatenate([[0], np.cumsum(level_counts)])
     a, b = bounds[:-1], bounds[1:]

@@ -1,7 +1,7 @@
 """Repetition and definition levels (2.1/2.2): turning levels back into nested structure.
 
-A page lists one layer per nesting level, innermost first (digest §4).  Definition levels
-are numbered from the innermost layer outward; a level ``def`` at a position means "every
+A page lists one layer per nesting level, innermost first (docs/format/structural.md).  Definition
+levels are numbered from the innermost layer outward; a level ``def`` at a position means "every
 layer that claimed a level <= def... is valid", so a slot is valid at a layer exactly when
 its def is at most the number of levels claimed by the layers *inside* it.  Repetition
 level k starts a new list at nesting depth k (max_rep = the outermost list).

@@ -2,7 +2,7 @@
 
 When a commit loses the race for version N, the writer reads the transactions of every
 version committed since its read version and decides, pair by pair, whether its own change
-still makes sense on top of theirs (seed "Conflict resolution"; upstream
+still makes sense on top of theirs (docs/format/table.md; upstream
 ``rust/lance/src/io/commit/conflict_resolver.rs``, ``TransactionRebase::check_txn`` and the
 ``check_<op>_txn`` function per operation kind).  The verdict is one of:
 

@@ -1,4 +1,4 @@
-"""Deletion files: which physical rows of a fragment are hidden (digest §10.4).
+"""Deletion files: which physical rows of a fragment are hidden (docs/format/table.md).
 
 A fragment's rows are never rewritten to delete them; instead the manifest points the
 fragment at a deletion file holding the *cumulative* set of deleted physical offsets, and

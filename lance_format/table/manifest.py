@@ -1,6 +1,6 @@
 """Manifest files: reading, validating and encoding them byte-compatibly with pylance 14.
 
-Framing (digest §10.1), each section a u32 little-endian length then the protobuf::
+Framing (docs/format/table.md), each section a u32 little-endian length then the protobuf::
 
     [ IndexSection ]   only when the dataset has indices; Manifest.index_section -> here
     [ Transaction  ]   the transaction that made this version; Manifest field 23 -> here

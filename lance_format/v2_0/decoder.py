@@ -1,7 +1,7 @@
 """Reading fields of a Lance 2.0 data file (``lance.encodings.ArrayEncoding`` pages).
 
-In 2.0 every field has a column of its own, parents included (digest §3.3): a struct's column
-holds ``SimpleStruct`` pages without buffers, a list's column holds the list's end offsets
+In 2.0 every field has a column of its own, parents included (docs/format/container.md): a struct's
+column holds ``SimpleStruct`` pages without buffers, a list's column holds the list's end offsets
 and its child column holds the items.  Only the children of a packed struct have no column
 (the struct's column holds them row-major).  So a field is read by walking the schema:
 

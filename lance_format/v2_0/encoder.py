@@ -1,6 +1,6 @@
 """Encoding fields of a Lance 2.0 data file: one column per field, ``ArrayEncoding`` pages.
 
-The writer side of :mod:`.decoder` and :mod:`.arrays` (digest §3.3, §7).  A slice of rows of a
+The writer side of :mod:`.decoder` and :mod:`.arrays` (docs/format/v2_0.md).  A slice of rows of a
 top-level field becomes one page in *every* column of the field, in
 :func:`~.decoder.v20_column_fields` order.  Keeping the pages of a parent and its children
 cut at the same rows is what pylance's 2.0 reader needs: an item page may not be shared by

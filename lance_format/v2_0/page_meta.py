@@ -3,8 +3,8 @@
 
 2.0 differs from 2.1+ only in what is wrapped (an ``ArrayEncoding`` per page), in
 ``Page.length`` (entries of the column, not top-level rows), in ``Page.priority`` (always
-0), in the column encoding of a blob column (``ColumnEncoding.blob``) (digest §3.1) and in
-the single page of a struct's column.
+0), in the column encoding of a blob column (``ColumnEncoding.blob``) (docs/format/container.md) and
+in the single page of a struct's column.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Pages of a 2.0 column: their row ranges, encodings and lazily read buffers.
 
 In 2.0 every page of a column carries a nested ``lance.encodings.ArrayEncoding`` whose
-``Buffer`` leaves point at the page's buffers (digest §7).  ``Page.length`` counts the entries
-of *that* column (items for a list's child column), and pages of different columns are
+``Buffer`` leaves point at the page's buffers (docs/format/v2_0.md).  ``Page.length`` counts the
+entries of *that* column (items for a list's child column), and pages of different columns are
 independent, so each column keeps its own cumulative page starts.
 """
 
