@@ -2,7 +2,7 @@
 
 Files are written by pylance with ``version="2.0"``; every column is decoded with
 :mod:`lance_format.v2_0.decoder` through a small footer/ColumnMetadata parser kept in this
-file (digest §3.1) and compared with pylance's ``read_all``, ``read_range`` and
+file (docs/format/container.md) and compared with pylance's ``read_all``, ``read_range`` and
 ``take_rows`` (``Array.equals``, so types must match exactly).
 """
 
