@@ -43,6 +43,7 @@ reader accepts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
@@ -276,7 +277,7 @@ class _Matcher:
         string: :meth:`fit` repairs that.  (Every index here is in range by construction;
         ``mode="clip"`` skips numpy's bounds-error path, which costs a quarter of a take.)
         """
-        clip = "clip"
+        clip: Final = "clip"
         state = self.first.take(padded.take(pos, mode=clip), mode=clip)
         if self.depth < 2:
             return self.state_code.take(state >> 8, mode=clip)

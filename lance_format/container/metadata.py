@@ -7,6 +7,7 @@ the type URL tells a 2.0 ``ArrayEncoding`` from a 2.1/2.2 ``PageLayout``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 from google.protobuf import any_pb2, empty_pb2
@@ -17,6 +18,8 @@ from ..pb import encodings_v2_0_pb2, encodings_v2_1_pb2, file2_pb2, file_pb2
 from ..schema import LanceSchema
 from ..version import LanceFileVersion
 from .footer import ContainerLayout, Tail, read_layout
+
+M = TypeVar("M", bound=Message)
 
 # The type URLs of the Any-wrapped encodings: 2.1+ page layouts, 2.0 page encodings, and
 # the column encoding (both).  pylance writes them bare, without a type.googleapis.com host.
@@ -30,7 +33,7 @@ _ENCODING_TYPES: dict[str, type[Message]] = {
 }
 
 
-def parse_message(cls: type[Message], data: bytes, what: str) -> Message:
+def parse_message(cls: type[M], data: bytes, what: str) -> M:
     """Parse a protobuf, turning any decode failure into a CorruptFileError."""
     msg = cls()
     try:
