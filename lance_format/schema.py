@@ -19,6 +19,7 @@ import re
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import pyarrow as pa
 
@@ -405,13 +406,14 @@ class LanceField:
     def to_proto(self) -> file_pb2.Field:
         """This field alone (no children) as pylance writes it."""
         pb = file_pb2.Field(
-            type=0,
+            type=file_pb2.Field.PARENT,
             name=self.name,
             id=self.id,
             parent_id=self.parent_id,
             logical_type=self.logical_type,
             nullable=self.nullable,
-            encoding=self.encoding,
+            # a protobuf enum field takes the plain int at runtime
+            encoding=cast("file_pb2.Encoding", self.encoding),
         )
         for k, v in self.metadata.items():
             pb.metadata[k] = v

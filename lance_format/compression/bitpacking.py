@@ -27,7 +27,12 @@ from .blocks import ChunkRanges, gather_ranges
 
 BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
-_DTYPES = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
+_DTYPES: dict[int, np.dtype] = {
+    8: np.dtype("<u1"),
+    16: np.dtype("<u2"),
+    32: np.dtype("<u4"),
+    64: np.dtype("<u8"),
+}
 _INDEX_CACHE: dict[int, np.ndarray] = {}
 
 

@@ -664,9 +664,11 @@ def train_estimated(
         compressed = (
             _encode(sample, sample_offsets, matcher) if need_parse or not held_out else None
         )
-        size = (
-            len(_encode(judge, judge_offsets, matcher).data) if held_out else len(compressed.data)
-        )
+        if held_out:
+            size = len(_encode(judge, judge_offsets, matcher).data)
+        else:
+            assert compressed is not None  # encoded above when nothing is held out
+            size = len(compressed.data)
         if size < best[0]:
             best[:] = [size, vals, lens]
         return compressed

@@ -19,7 +19,7 @@ from .blocks import ChunkRanges, VariableWidthBlock, gather_ranges
 
 PAD_BYTE = 0x48
 AIM_CHUNK_BYTES = 4096
-_OFFSET_DTYPES = {32: np.dtype("<u4"), 64: np.dtype("<u8")}
+_OFFSET_DTYPES: dict[int, np.dtype] = {32: np.dtype("<u4"), 64: np.dtype("<u8")}
 
 
 def offset_dtype(bits: int) -> np.dtype:

@@ -8,6 +8,7 @@ standard ``AWS_*`` environment variables fill in whatever the options leave out.
 
 from __future__ import annotations
 
+import builtins
 import tempfile
 from collections.abc import Callable
 from typing import TypeVar
@@ -223,7 +224,7 @@ class S3Store(ObjectStore):
 
         return _call(self.uri(base), "list", run)
 
-    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+    def list_dir(self, prefix: str) -> tuple[builtins.list[str], builtins.list[str]]:
         """One LIST with a delimiter: objects and common prefixes directly under ``prefix``."""
         import obstore
 
@@ -236,7 +237,7 @@ class S3Store(ObjectStore):
         dirs = [p.rstrip("/").rsplit("/", 1)[-1] for p in found["common_prefixes"]]
         return sorted(files), sorted(dirs)
 
-    def list_names(self, prefix: str) -> list[str]:
+    def list_names(self, prefix: str) -> builtins.list[str]:
         """One LIST with a delimiter (the latest version is found in one request)."""
         files, dirs = self.list_dir(prefix)
         return sorted(files + dirs)

@@ -140,7 +140,10 @@ def compact_files(
                 data_storage_version=version,
             )
             if ds.stable_row_ids:
-                sources = [f.row_ids[f.live_offsets] for f in group]
+                sources = []
+                for f in group:
+                    assert f.row_ids is not None  # the dataset has stable row ids
+                    sources.append(f.row_ids[f.live_offsets])
                 sequences = rowids.rechunk_row_ids(sources, [f.physical_rows for f in new])
                 for f, seq in zip(new, sequences, strict=True):
                     f.inline_row_ids = seq

@@ -143,7 +143,7 @@ class Dataset:
         return features.uses_stable_row_ids(self.manifest)
 
     def versions(self) -> list[dict]:
-        out = []
+        out: list[dict] = []
         for entry in paths.list_versions(self.uri):
             m = manifest.read_manifest(entry.path)
             out.append({"version": m.version, "timestamp": m.timestamp, "metadata": {}})
@@ -433,6 +433,7 @@ class Dataset:
 
     def _gather(self, groups, n: int, columns) -> pa.Table:
         scanner = self.scanner(columns=columns)
+        assert isinstance(scanner, Scanner)  # no nearest: a plain scanner
         if scanner.projection_meta:
             raise UnsupportedError("take cannot compute expressions over _rowid or _rowaddr")
         fields = scanner.fields

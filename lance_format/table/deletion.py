@@ -21,6 +21,7 @@ a random u64 also stored in the ``DeletionFile`` message (the manifest stores no
 from __future__ import annotations
 
 import array
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -107,7 +108,8 @@ def write_deletion_file(
     else:
         raise InvalidArgumentError(f"unknown deletion file type {file_type}")
     msg = table_pb2.DeletionFile(
-        file_type=file_type,
+        # a protobuf enum field takes the plain int at runtime
+        file_type=cast("table_pb2.DeletionFile.DeletionFileType", file_type),
         read_version=int(read_version),
         id=paths.new_deletion_id(),
         num_deleted_rows=len(sorted_offsets),

@@ -71,8 +71,8 @@ def staged_transaction(
     else:
         raise InvalidArgumentError(f"mode must be one of {list(MODES)}, not {mode!r}")
     txn = commit.new_transaction(read_version, **op)
-    for k, v in (properties or {}).items():
-        txn.transaction_properties[k] = v
+    for name, value in (properties or {}).items():
+        txn.transaction_properties[name] = value
     return txn
 
 

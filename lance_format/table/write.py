@@ -22,7 +22,7 @@ from ..structural.column import leaf_fields
 from ..v2_0.decoder import v20_column_fields
 from ..validation import check_arrays
 from ..version import DEFAULT_VERSION, LanceFileVersion, writable
-from ..writer import LanceFileWriter
+from ..writer import DEFAULT_PAGE_BYTES, LanceFileWriter
 from . import paths
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
@@ -159,6 +159,7 @@ def write_fragments(
 
     def finish() -> None:
         nonlocal writer
+        assert writer is not None
         result = writer.close()
         writer = None
         fragments.append(
@@ -192,7 +193,7 @@ def write_fragments(
                         batch.schema,
                         version=version,
                         lance_schema=schema,
-                        **({"max_page_bytes": max_page_bytes} if max_page_bytes else {}),
+                        max_page_bytes=max_page_bytes or DEFAULT_PAGE_BYTES,
                     )
                     rows = 0
                 take = min(batch.num_rows - pos, max_rows_per_file - rows)
