@@ -20,6 +20,7 @@ from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError, check_size
 from .extensions import view_as
 from .io import IOStats, RandomAccessFile, open_file
+from .legacy.container import LegacyMetadata
 from .schema import LanceField, LanceSchema
 from .storage.base import io_pool
 from .structural.column import (
@@ -65,7 +66,7 @@ class LanceFileReader:
         self.path = self._file.path
         self.cache = cache
         try:
-            self._meta: FileMetadata = read_file_metadata(self._file)
+            self._meta: FileMetadata | LegacyMetadata = read_file_metadata(self._file)
         except LanceError as exc:
             raise exc.with_context(path=self.path) from None
         self._lance_schema: LanceSchema = self._meta.schema
@@ -99,7 +100,7 @@ class LanceFileReader:
         return self._meta.version
 
     @property
-    def metadata(self) -> FileMetadata:
+    def metadata(self) -> FileMetadata | LegacyMetadata:
         return self._meta
 
     @functools.cached_property
@@ -133,6 +134,7 @@ class LanceFileReader:
                 path=self.path,
             )
         pos, size = buffers[index]
+        assert layout is not None  # buffers exist only with a layout
         check_size(pos + size, layout.file_size, f"end of global buffer {index}")
         return self._file.read_at(pos, size)
 
@@ -243,6 +245,7 @@ class LanceFileReader:
         if self.version == LanceFileVersion.LEGACY:
             from .legacy.reader import default_field_rows
 
+            assert isinstance(self._meta, LegacyMetadata)
             return default_field_rows(self._meta)
         if self.version == LanceFileVersion.V2_0:
             from .v2_0.decoder import v20_column_fields
@@ -338,6 +341,7 @@ class LanceFileReader:
     def _read_v20(self, field: LanceField, rows, start: int, stop: int) -> pa.Array:
         from .v2_0.decoder import decode_v20_field, take_v20_field
 
+        assert isinstance(self._meta, FileMetadata)  # a 2.0 file
         columns = self._meta.columns
         try:
             if rows is None:

@@ -16,6 +16,8 @@ Version 2.0 has a column per field (parents too) and encodes pages differently: 
 from __future__ import annotations
 
 import collections
+import dataclasses
+import functools
 import os
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -83,9 +85,9 @@ class _Leaf:
     path: str
     options: cz.ColumnOptions
     metadata: dict[str, str]  # the field's Arrow metadata (dictionary settings read it)
-    pages: list = field(default_factory=list)
+    pages: list = dataclasses.field(default_factory=list)
     rows: int = 0
-    encodings: list[str] = field(default_factory=list)
+    encodings: list[str] = dataclasses.field(default_factory=list)
     fsst: cz.FsstReuse | None = None  # the FSST table of the column's latest encoding job
 
 
@@ -227,8 +229,9 @@ class LanceFileWriter:
             full = []
             for i in range(batch.num_columns):
                 col = batch.column(i)
-                if self._json[i] is not None:  # JSON text is stored as JSONB
-                    col = to_stored_array(col, self._json[i])
+                json_field = self._json[i]
+                if json_field is not None:  # JSON text is stored as JSONB
+                    col = to_stored_array(col, json_field)
                 self._pending[i].append(col)
                 self._pending_bytes[i] += _arrow_bytes(col)
                 if self._pending_bytes[i] >= self.max_page_bytes:
@@ -262,7 +265,7 @@ class LanceFileWriter:
                 leaf.fsst = cz.FsstReuse(leaf.fsst)
                 reuse.append(leaf.fsst)
             job = pool().submit(self._encode_field, i, arr, reuse)
-            job.add_done_callback(lambda _, reuse=reuse: [r.close() for r in reuse])
+            job.add_done_callback(functools.partial(_close_all, reuse))
             self._inflight.append(job)
         while self._inflight and (
             wait or self._inflight[0].done() or len(self._inflight) > MAX_INFLIGHT
@@ -283,6 +286,7 @@ class LanceFileWriter:
     def _encode_field(
         self, i: int, arr: pa.Array, reuse: list[cz.FsstReuse]
     ) -> list[tuple[_Leaf, EncodedPage]]:
+        assert self._schema is not None  # set before any batch is encoded
         top = self._schema.field(i)
         out: list = []
         for piece in _split_rows(arr, self.max_page_bytes):
@@ -411,14 +415,16 @@ class LanceFileWriter:
             chunked, None, None, [repdef.ALL_VALID_ITEM], rav.num_rows, self.version
         )
         layout = pb.PageLayout(
-            blob_layout=pb.BlobLayout(inner_layout=inner.layout, layers=rav.layers)
+            blob_layout=pb.BlobLayout(
+                inner_layout=inner.layout, layers=repdef.pb_layers(rav.layers)
+            )
         )
         return EncodedPage(layout, inner.buffers, rav.num_rows)
 
     # -- bytes ----------------------------------------------------------------------------
 
     def _write(self, data) -> None:
-        mv = memoryview(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else data
+        mv = np.ascontiguousarray(data).data if isinstance(data, np.ndarray) else data
         try:
             self._out.write(mv)
         except OSError as e:
@@ -601,6 +607,12 @@ def _is_integer(t: pa.DataType) -> bool:
         or pa.types.is_timestamp(t)
         or pa.types.is_duration(t)
     )
+
+
+def _close_all(reuse: list[cz.FsstReuse], _job: object) -> None:
+    """Release the FSST tables an encoding job chained (its done-callback)."""
+    for r in reuse:
+        r.close()
 
 
 def _unstorable(t: pa.DataType, version: LanceFileVersion) -> str | None:

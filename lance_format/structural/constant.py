@@ -261,7 +261,7 @@ def encode_page(
 ):
     """A constant page: all null (``inline`` and ``scalar`` None) or one repeated value."""
 
-    layout = pb.ConstantLayout(layers=layers)
+    layout = pb.ConstantLayout(layers=repdef.pb_layers(layers))
     buffers: list = []
     if inline is not None:
         layout.inline_value = inline

@@ -325,7 +325,7 @@ def encode_page(
         num_items=n_levels,
         num_visible_items=int(np.count_nonzero(visible)),
         value_compression=encoding,
-        layers=layers,
+        layers=repdef.pb_layers(layers),
     )
     if variable:
         layout.bits_per_offset = values.bits_per_offset

@@ -428,7 +428,7 @@ def encode_page(
     has_levels = rep is not None or defs is not None
     num_levels = len(rep) if rep is not None else (len(defs) if defs is not None else 0)
     layout = pb.MiniBlockLayout(
-        layers=layers,
+        layers=repdef.pb_layers(layers),
         num_buffers=len(values.buffers),
         num_items=int(counts.sum()),
         has_large_chunk=large,

@@ -13,11 +13,13 @@ found with a couple of vectorised comparisons, ``flatnonzero`` and ``searchsorte
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import CorruptFileError, UnsupportedError
+from ..pb import encodings_v2_1_pb2 as pb
 
 ALL_VALID_ITEM = 1
 ALL_VALID_LIST = 2
@@ -37,6 +39,11 @@ class LayerLevels:
     inner: int  # levels claimed by the layers inside this one
     null: int | None
     empty: int | None
+
+
+def pb_layers(layers: list[int]) -> list[pb.RepDefLayer]:
+    """``layers`` for a protobuf ``layers`` field (an enum field takes plain ints at runtime)."""
+    return cast("list[pb.RepDefLayer]", layers)
 
 
 def layer_levels(layers: list[int]) -> tuple[list[LayerLevels], int]:
