@@ -40,7 +40,10 @@ MAX_CHUNK_VALUES = 4096
 FSST_MIN_PAGE_BYTES = 32 * 1024
 FSST_MIN_MAX_LENGTH = 5
 GENERAL_MIN_BYTES = 4096
-_SCHEME_IDS = {general.LZ4: 1, general.ZSTD: 2}
+_SCHEME_IDS = {
+    general.LZ4: pb.COMPRESSION_ALGORITHM_LZ4,
+    general.ZSTD: pb.COMPRESSION_ALGORITHM_ZSTD,
+}
 
 
 @dataclass(frozen=True)
@@ -81,14 +84,14 @@ class ColumnOptions:
                 )
             kw["compression"] = comp
         try:
-            if get("compression-level") is not None:
-                kw["compression_level"] = int(get("compression-level"))
-            if get("rle-threshold") is not None:
-                kw["rle_threshold"] = float(get("rle-threshold"))
+            if (level := get("compression-level")) is not None:
+                kw["compression_level"] = int(level)
+            if (threshold := get("rle-threshold")) is not None:
+                kw["rle_threshold"] = float(threshold)
         except ValueError as e:
             raise InvalidArgumentError(f"bad lance-encoding metadata value: {e}") from None
-        if get("bss") is not None:
-            v = get("bss").lower()
+        if (bss_text := get("bss")) is not None:
+            v = bss_text.lower()
             kw["bss"] = {"true": "on", "false": "off"}.get(v, v)
             if kw["bss"] not in ("on", "off", "auto"):
                 raise InvalidArgumentError(f"lance-encoding:bss={v!r}: expected on, off or auto")
@@ -301,6 +304,7 @@ def _fixed_chunks(block: FixedWidthBlock, opts: ColumnOptions, *, integer: bool)
             ):
                 best = "rle"
         if best == "ibp":
+            assert u is not None  # bitpacking is only sized for integers
             base = _bitpack_chunks(u, bits)
         elif best == "rle":
             base = _rle_chunks(block)
@@ -556,6 +560,7 @@ def _fsl_enc(block: FixedSizeListBlock) -> pb.CompressiveEncoding:
     if isinstance(block.child, FixedSizeListBlock):
         inner = _fsl_enc(block.child)
     else:
+        assert isinstance(block.child, FixedWidthBlock)  # FSL items are fixed width
         inner = flat_enc(block.child.bits_per_value)
     return pb.CompressiveEncoding(
         fixed_size_list=pb.FixedSizeList(
@@ -572,6 +577,7 @@ def _variable_packed(block: StructBlock) -> tuple[pb.CompressiveEncoding, Variab
     for child, f in zip(block.children, fields, strict=True):
         fe = msg.fields.add()
         if f.variable:
+            assert isinstance(child, VariableWidthBlock)
             fe.value.CopyFrom(variable_enc(child.bits_per_offset))
             fe.bits_per_length = f.bits
         else:

@@ -90,6 +90,7 @@ def should_dictionary_encode(
     budget = dictionary_budget(block, num_values, metadata, version)
     if budget is None:
         return False
+    assert isinstance(block, (FixedWidthBlock, VariableWidthBlock))  # eligible: it has a budget
     items, item_bytes = _distinct_items(block)
     return _fits(block, items, item_bytes, budget)
 
@@ -131,6 +132,7 @@ def dictionary_budget(
         raise InvalidArgumentError(
             f"{DICT_SIZE_RATIO_KEY} is {ratio}, which is not in the range (0, 1]"
         )
+    assert isinstance(block, (FixedWidthBlock, VariableWidthBlock))  # _eligible() checked it
     size = raw_size(block)
     if size == 0:
         return None
@@ -158,6 +160,7 @@ def encoded_size(block: Block, num_items: int, item_bytes: int) -> int:
     indices = block.num_values * INDEX_BYTES
     if isinstance(block, VariableWidthBlock):
         return item_bytes + (num_items + 1) * (block.bits_per_offset // 8) + indices
+    assert isinstance(block, FixedWidthBlock)  # only these two kinds are dictionary-encoded
     return num_items * (block.bits_per_value // 8) + indices
 
 

@@ -682,6 +682,7 @@ def train_estimated(
     for one_per_prefix in (True, False):
         (vals, lens), compressed = first, first_parse
         for i, frac in enumerate(_ROUNDS[1:], start=2):
+            assert compressed is not None  # every round but the last parses its sample
             vals, lens = _candidates(vals, lens, compressed, frac, one_per_prefix)
             compressed = consider(vals, lens, i < len(_ROUNDS))
     counts = np.bincount(sample, minlength=256)

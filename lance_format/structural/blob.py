@@ -265,7 +265,8 @@ class BlobV2Writer:
             if p > 0:
                 self._open_pack(int(new_ids[p - 1]), th.pack_file)
             chunk = gather_ranges(data, starts[seg], sizes[seg])
-            self._pack.file.write(memoryview(np.ascontiguousarray(chunk)))
+            assert self._pack is not None  # opened above (or by an earlier segment)
+            self._pack.file.write(np.ascontiguousarray(chunk).data)
             self._pack.size += int(sizes[seg].sum())
 
     def _open_pack(self, blob_id: int, max_size: int) -> None:
@@ -279,7 +280,7 @@ class BlobV2Writer:
 
     def _write_file(self, blob_id: int, data: np.ndarray) -> None:
         upload = self._register(blob_id)
-        upload.write(memoryview(np.ascontiguousarray(data)))
+        upload.write(np.ascontiguousarray(data).data)
         upload.finish()
 
     def _register(self, blob_id: int) -> ObjectWriter:

@@ -52,7 +52,8 @@ def select_rows(
     Returns (rep, defs, num_levels, values, num_rows).
     """
     if wanted is None and (
-        max_rep == 0 or (len(group_starts) and (rep[group_starts] == max_rep).all())
+        max_rep == 0
+        or (rep is not None and len(group_starts) and (rep[group_starts] == max_rep).all())
     ):
         # every group begins on a row boundary: all decoded levels are wanted (full scans)
         num_rows = num_levels if max_rep == 0 else int(np.count_nonzero(rep == max_rep))

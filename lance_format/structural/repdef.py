@@ -120,6 +120,7 @@ def unravel(
         d = defs[starts] if n_rep else defs  # without lists every level is a row
         valid = d <= lv.inner
         if kind in LIST_LAYERS:
+            assert starts is not None and rep is not None  # list layers imply repetition
             if lv.empty is not None:
                 valid = valid | (d == lv.empty)
             if k == 1:
@@ -312,6 +313,7 @@ def _finish(st: _Levels, leaf: pa.Array, num_rows: int) -> Raveled:
         values = leaf.take(idx)
     rep = None
     if st.depth:
+        assert st.rdepth is not None  # recorded whenever there is a list
         rep = (np.uint16(st.depth) - st.rdepth).astype(np.uint16)
     return Raveled(layers, rep, defs, num_rows, values)
 

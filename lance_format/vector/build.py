@@ -180,7 +180,7 @@ def build_ivf(
     data = np.ascontiguousarray(vectors, dtype=np.float32)
     if metric == "cosine":
         norms = np.linalg.norm(data, axis=1, keepdims=True)
-        data = data / np.where(norms == 0, 1, norms)
+        data = np.divide(data, np.where(norms == 0, 1, norms), dtype=np.float32)
     n, dim = data.shape
     train = data[_sample(n, num_partitions * SAMPLE_RATE, rng)]
     centroids, loss = kmeans(train, num_partitions, rng)
