@@ -27,7 +27,7 @@ class LeafPiece:
     values: Block | pa.Array  # one value per visible level (dictionary indices if a dictionary;
     # an Arrow array only for the null placeholders of all-null pages)
     num_rows: int
-    dictionary: object = None  # pa.Array of dictionary items, when the page has one
+    dictionary: pa.Array | None = None  # the dictionary items, when the page has one
     layers: list[int] | None = None  # the page's rep/def layers, innermost first
 
 

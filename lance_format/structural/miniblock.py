@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from ..compression.blocks import ChunkRanges
 from ..compression.compress import compress_levels
@@ -46,7 +47,7 @@ class MiniBlockMeta:
     # rows: started_through[c] = rows that start in chunks 0..c; completed[c] = rows that end
     started_through: np.ndarray
     completed: np.ndarray
-    dictionary: object  # pa.Array | None
+    dictionary: pa.Array | None
 
     @property
     def nbytes(self) -> int:
@@ -270,9 +271,11 @@ class MiniBlockPage:
         rep = defs = None
         levels_per_chunk = num_levels if (self.has_rep or self.has_def) else counts
         if self.has_rep:
+            assert rep_size is not None  # read above when the page has rep levels
             rep_ranges = ChunkRanges(base, pos, rep_size)
             pos = _pad8(pos + rep_size)
         if self.has_def:
+            assert def_size is not None  # read above when the page has def levels
             def_ranges = ChunkRanges(base, pos, def_size)
             pos = _pad8(pos + def_size)
         value_bufs = []
@@ -367,7 +370,7 @@ def _assemble_runs(
 ) -> np.ndarray:
     width = headers.shape[1]
     head = _pad8(width)
-    row_sizes = head + _pad8(sizes).sum(axis=1)
+    row_sizes = head + np.asarray(_pad8(sizes)).sum(axis=1)
     out = np.empty(int(row_sizes.sum()), dtype=np.uint8)
     chunk_at = np.cumsum(row_sizes) - row_sizes
     part_at = [np.cumsum(sz) - sz for sz in sizes.T]
@@ -389,10 +392,10 @@ def _assemble_runs(
 
 def _assemble_loop(headers: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]]) -> bytes:
     pads = [bytes([_HEADER_PAD]) * k for k in range(8)]
-    views = [memoryview(np.ascontiguousarray(d, dtype=np.uint8)) for d, _ in parts]
+    views = [np.ascontiguousarray(d, dtype=np.uint8).data for d, _ in parts]
     starts = [(np.cumsum(s) - s).tolist() for _, s in parts]
     sizes = [np.asarray(s, dtype=np.int64).tolist() for _, s in parts]
-    hdr = memoryview(np.ascontiguousarray(headers).reshape(-1))
+    hdr = np.ascontiguousarray(headers).reshape(-1).data
     width = headers.shape[1]
     out: list = []
     append = out.append
@@ -461,7 +464,7 @@ def encode_page(
     header_len = 2 + 2 * len(level_parts) + size_word * len(values.buffers)
     header_padded = _pad8(header_len)
     parts = [*level_parts, *values.buffers]
-    padded = [_pad8(np.asarray(s, dtype=np.int64)) for _, s in parts]
+    padded = [np.asarray(_pad8(np.asarray(s, dtype=np.int64))) for _, s in parts]
     chunk_sizes = header_padded + (np.sum(padded, axis=0) if padded else 0)
     chunk_sizes = np.asarray(chunk_sizes, dtype=np.int64) * np.ones(nchunks, dtype=np.int64)
     # headers: u16 num_levels, u16 rep/def sizes, u16|u32 value buffer sizes

@@ -89,6 +89,12 @@ class Layer:
     validity: np.ndarray | None  # bool per slot; None = all valid
     offsets: np.ndarray | None = None  # int64, len(slots)+1, for lists
 
+    def list_offsets(self) -> np.ndarray:
+        """The offsets of a list layer."""
+        if self.offsets is None:
+            raise CorruptFileError("a list layer without offsets")
+        return self.offsets
+
 
 @dataclass
 class Unraveled:
