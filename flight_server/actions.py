@@ -1,6 +1,6 @@
 """``do_action``: administrative calls, JSON body in, one JSON result out.
 
-Each action is a function ``(server, body) -> result`` registered with its description (what
+Each action is a function ``(context, body) -> result`` (:class:`.context.ServiceContext`) registered with its description (what
 ``list_actions`` shows) and whether it changes data (those need the write role when auth
 is on).  Every mutating action commits through the datasets layer's conflict-checked
 transactions, so concurrent actions and puts never half-commit.
@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,19 +26,17 @@ from lance_format.schema import LanceSchema
 from lance_format.table import paths, staging, write
 
 from . import permissions
+from .context import ServiceContext
 from .errors import AlreadyExists, BadRequest, NotFound, Unimplemented
 from .ingest import check_job_running, staged_schema
 from .query import non_negative_int, string_list, version_value
-
-if TYPE_CHECKING:
-    from .server import LanceFlightServer
 
 log = logging.getLogger("lance_flight")
 
 
 @dataclass
 class Action:
-    fn: Callable[[LanceFlightServer, dict], Any]
+    fn: Callable[[ServiceContext, dict], Any]
     description: str
     mutates: bool = False
 
@@ -84,9 +82,9 @@ def _schema_json(schema: pa.Schema) -> list[dict]:
 
 
 @action("list_datasets", "Names of every dataset under the root (paths relative to it).")
-def list_datasets(server, body: dict) -> dict:
+def list_datasets(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, set())
-    return {"datasets": permissions.readable(server.catalog.names())}
+    return {"datasets": permissions.readable(ctx.catalog.names())}
 
 
 @action(
@@ -94,9 +92,9 @@ def list_datasets(server, body: dict) -> dict:
     "Schema, version, versions, fragments, rows, bytes and page encodings of a dataset "
     '({"dataset", "version"?}).',
 )
-def dataset_info(server, body: dict) -> dict:
+def dataset_info(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "version"})
-    ds = server.catalog.open(_name(body), version_value(body))
+    ds = ctx.catalog.open(_name(body), version_value(body))
     return {"dataset": _name(body), **describe_dataset(ds)}
 
 
@@ -142,21 +140,21 @@ def _column_names(reader) -> list[str]:
 
 
 @action("versions", 'Every version of a dataset with its timestamp ({"dataset"}).')
-def versions(server, body: dict) -> dict:
+def versions(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset"})
-    ds = server.catalog.open(_name(body))
+    ds = ctx.catalog.open(_name(body))
     out = [{"version": v["version"], "timestamp": str(v["timestamp"])} for v in ds.versions()]
     return {"dataset": _name(body), "latest": ds.version, "versions": out}
 
 
 @action("create_tag", 'Tag a version ({"dataset", "tag", "version"?: latest}).', mutates=True)
-def create_tag(server, body: dict) -> dict:
+def create_tag(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "tag", "version"})
     name = _name(body)
     tag = body.get("tag")
     if not isinstance(tag, str) or not tag:
         raise BadRequest("'tag' must be a non-empty string")
-    target = server.catalog.open(name, version_value(body))  # NOT_FOUND for a missing one
+    target = ctx.catalog.open(name, version_value(body))  # NOT_FOUND for a missing one
     if tag in target.tags.list():
         raise AlreadyExists(f"dataset {name!r} already has a tag {tag!r}")
     target.tags.create(tag, target.version)
@@ -164,9 +162,9 @@ def create_tag(server, body: dict) -> dict:
 
 
 @action("delete_tag", 'Delete a tag ({"dataset", "tag"}).', mutates=True)
-def delete_tag(server, body: dict) -> dict:
+def delete_tag(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "tag"})
-    ds = server.catalog.open(_name(body))
+    ds = ctx.catalog.open(_name(body))
     tag = body.get("tag")
     if not isinstance(tag, str) or tag not in ds.tags.list():
         raise NotFound(f"dataset {_name(body)!r} has no tag {tag!r}")
@@ -175,24 +173,24 @@ def delete_tag(server, body: dict) -> dict:
 
 
 @action("restore", 'Make an older version the latest ({"dataset", "version"}).', mutates=True)
-def restore(server, body: dict) -> dict:
+def restore(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "version"})
     version = version_value(body)
     if version is None:
         raise BadRequest("'version' is required")
-    ds = server.catalog.open_to_change(_name(body), version)
+    ds = ctx.catalog.open_to_change(_name(body), version)
     restored = ds.version
     ds.restore()
     return {"dataset": _name(body), "restored": restored, "version": ds.version}
 
 
 @action("delete", 'Delete the rows matching a SQL filter ({"dataset", "filter"}).', mutates=True)
-def delete(server, body: dict) -> dict:
+def delete(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "filter"})
     flt = body.get("filter")
     if not isinstance(flt, str) or not flt.strip():
         raise BadRequest("'filter' must be a non-empty SQL predicate")
-    ds = server.catalog.open_to_change(_name(body))
+    ds = ctx.catalog.open_to_change(_name(body))
     deleted = ds.delete(flt)["num_deleted_rows"]
     return {"dataset": _name(body), "version": ds.version, "deleted": deleted}
 
@@ -203,13 +201,13 @@ def delete(server, body: dict) -> dict:
     '({"dataset", "values": {"column": "expr"}, "where"?}).',
     mutates=True,
 )
-def update(server, body: dict) -> dict:
+def update(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "values", "where"})
     values = _sql_by_column(body, "values")
     where = body.get("where")
     if where is not None and (not isinstance(where, str) or not where.strip()):
         raise BadRequest("'where' must be a non-empty SQL predicate when given")
-    ds = server.catalog.open_to_change(_name(body))
+    ds = ctx.catalog.open_to_change(_name(body))
     updated = ds.update(values, where)["num_rows_updated"]
     return {"dataset": _name(body), "version": ds.version, "updated": updated}
 
@@ -219,21 +217,21 @@ def update(server, body: dict) -> dict:
     'Add columns computed by SQL expressions ({"dataset", "columns": {"name": "expr"}}).',
     mutates=True,
 )
-def add_columns(server, body: dict) -> dict:
+def add_columns(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "columns"})
     cols = _sql_by_column(body, "columns")
-    ds = server.catalog.open_to_change(_name(body))
+    ds = ctx.catalog.open_to_change(_name(body))
     ds.add_columns(cols)
     return {"dataset": _name(body), "version": ds.version, "schema": _schema_json(ds.schema)}
 
 
 @action("drop_columns", 'Drop columns ({"dataset", "columns": [...]}).', mutates=True)
-def drop_columns(server, body: dict) -> dict:
+def drop_columns(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "columns"})
     cols = string_list(body, "columns")
     if not cols:
         raise BadRequest("'columns' must be a non-empty list of column names")
-    ds = server.catalog.open_to_change(_name(body))
+    ds = ctx.catalog.open_to_change(_name(body))
     ds.drop_columns(cols)
     return {"dataset": _name(body), "version": ds.version, "schema": _schema_json(ds.schema)}
 
@@ -244,7 +242,7 @@ def drop_columns(server, body: dict) -> dict:
     '({"dataset", "target_rows_per_fragment"?, "materialize_deletions_threshold"?}).',
     mutates=True,
 )
-def compact(server, body: dict) -> dict:
+def compact(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "target_rows_per_fragment", "materialize_deletions_threshold"})
     opts: dict[str, Any] = {}
     target = non_negative_int(body, "target_rows_per_fragment", positive=True)
@@ -255,11 +253,11 @@ def compact(server, body: dict) -> dict:
         if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
             raise BadRequest("'materialize_deletions_threshold' must be a number in [0, 1]")
         opts["materialize_deletions_threshold"] = float(threshold)
-    ds = server.catalog.open_to_change(_name(body))
+    ds = ctx.catalog.open_to_change(_name(body))
     if not hasattr(ds, "compact_files"):
         raise Unimplemented("compaction is not available in this version of the datasets layer")
     m = ds.compact_files(**opts)
-    latest = server.catalog.latest_version(_name(body))
+    latest = ctx.catalog.latest_version(_name(body))
     return {"dataset": _name(body), "version": latest, **m.__dict__}
 
 
@@ -269,7 +267,7 @@ def compact(server, body: dict) -> dict:
     '({"dataset", "older_than_seconds"?: 1209600, "delete_unverified"?: false}).',
     mutates=True,
 )
-def cleanup(server, body: dict) -> dict:
+def cleanup(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "older_than_seconds", "delete_unverified"})
     age = body.get("older_than_seconds", 14 * 86400)
     if isinstance(age, bool) or not isinstance(age, (int, float)) or age < 0:
@@ -277,7 +275,7 @@ def cleanup(server, body: dict) -> dict:
     unverified = body.get("delete_unverified", False)
     if not isinstance(unverified, bool):
         raise BadRequest("'delete_unverified' must be true or false")
-    stats = server.catalog.open(_name(body)).cleanup_old_versions(
+    stats = ctx.catalog.open(_name(body)).cleanup_old_versions(
         dt.timedelta(seconds=age), delete_unverified=unverified, error_if_tagged_old_versions=False
     )
     return {"dataset": _name(body), **stats.__dict__}
@@ -293,7 +291,7 @@ def cleanup(server, body: dict) -> dict:
     "FAILED_PRECONDITION if the job already ended.",
     mutates=True,
 )
-def commit_staged(server, body: dict) -> dict:
+def commit_staged(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(
         body,
         {"dataset", "fragments", "read_version", "mode", "schema", "data_storage_version", "job"},
@@ -302,27 +300,27 @@ def commit_staged(server, body: dict) -> dict:
     mode = body.get("mode", "append")
     if mode not in ("append", "overwrite"):
         raise BadRequest(f"'mode' must be 'append' or 'overwrite', got {mode!r}")
-    root = server.catalog.path_of(name)
+    root = ctx.catalog.path_of(name)
     job = _job(body, root)
     if job is not None:
         check_job_running(job)  # an aborted job's files are gone; a committed one is done
     frags = _staged_fragments(body, root)
-    exists = server.catalog.exists(name)
+    exists = ctx.catalog.exists(name)
     read_version = non_negative_int(body, "read_version")
     if read_version is None:
-        read_version = server.catalog.latest_version(name) if exists else 0
+        read_version = ctx.catalog.latest_version(name) if exists else 0
     rows = sum(f.physical_rows for f in frags)
     if mode == "append" and exists and not frags:  # nothing to append: no new version
         result = {"dataset": name, "version": read_version, "rows_written": 0, "fragments": 0}
         return _job_committed(job, result)
     if mode == "append" and exists:
-        schema, storage = None, server.catalog.open(name).data_storage_version
+        schema, storage = None, ctx.catalog.open(name).data_storage_version
     else:
         if "schema" not in body:
             raise BadRequest("creating or overwriting a dataset needs 'schema' from the put")
         schema = staged_schema(body["schema"])
         storage = body.get("data_storage_version") or (
-            server.catalog.open(name).data_storage_version if exists else "stable"
+            ctx.catalog.open(name).data_storage_version if exists else "stable"
         )
         if storage not in write.WRITABLE_VERSIONS:
             raise BadRequest(f"'data_storage_version' {storage!r} is not writable")
@@ -387,10 +385,10 @@ def _check_file_versions(frags: list, storage: str) -> None:
     "Files any version references are never removed.",
     mutates=True,
 )
-def discard_staged(server, body: dict) -> dict:
+def discard_staged(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, {"dataset", "fragments", "job"})
     name = _name(body)
-    root = server.catalog.path_of(name)
+    root = ctx.catalog.path_of(name)
     if "fragments" not in body and "job" not in body:
         raise BadRequest("discard_staged needs 'fragments', 'job' or both")
     job = _job(body, root)
@@ -413,8 +411,8 @@ def discard_staged(server, body: dict) -> dict:
         storage.exists(paths.data_file_path(root, df.path)) for f in frags for df in f.files
     )
     write.remove_fragment_files(root, frags)
-    if not server.catalog.exists(name):  # staged into a dataset never created
-        _remove_empty_dataset_dirs(server.catalog.root, root)
+    if not ctx.catalog.exists(name):  # staged into a dataset never created
+        _remove_empty_dataset_dirs(ctx.catalog.root, root)
     return {**result, "removed": removed}
 
 
@@ -452,17 +450,17 @@ def _staged_fragments(body: dict, root: str, *, must_exist: bool = True) -> list
 
 
 @action("cache_stats", "Search-cache hits, misses, entries and bytes.")
-def cache_stats(server, body: dict) -> dict:
+def cache_stats(ctx: ServiceContext, body: dict) -> dict:
     _check_keys(body, set())
-    return server.cache.stats()
+    return ctx.cache.stats()
 
 
 @action("health", "Liveness: status, datasets, cache, process id.")
-def health(server, body: dict) -> dict:
+def health(ctx: ServiceContext, body: dict) -> dict:
     return {
         "status": "ok",
-        "datasets": len(server.catalog.names()),
-        "cache": server.cache.stats(),
+        "datasets": len(ctx.catalog.names()),
+        "cache": ctx.cache.stats(),
         "pid": os.getpid(),
-        "locations": server.locations,
+        "locations": ctx.locations,
     }

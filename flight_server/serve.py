@@ -324,9 +324,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
     if opts.get("rest_port") is not None:
         from .rest import RestApp, RestServer
 
-        app = RestApp(
-            server.catalog, authenticator=authenticator, metrics=metrics, limits=server.limits
-        )
+        app = RestApp(server.context, authenticator=authenticator)
         rest = RestServer(
             app,
             opts["host"],

@@ -5,7 +5,8 @@ The handlers are thin: descriptors are parsed in :mod:`.query`, planned into tic
 layer's scanner, written through :mod:`.ingest`, administered through :mod:`.actions`.  Every
 handler maps errors through :mod:`.errors`; auth, request logs and metrics are middleware
 (:mod:`.auth`, :mod:`.requestlog`, :mod:`.metrics`).  Flight SQL commands (protobuf ``Any``
-messages) go to the Flight SQL service when one is attached.
+messages) go to the Flight SQL service when one is attached.  Handlers outside this module
+(actions, Flight SQL, REST) get a :class:`.context.ServiceContext`, never the server.
 
 Every handler first checks that the server is ready (the port takes calls as soon as pyarrow
 starts it, before the Flight SQL service exists: until then every call is UNAVAILABLE), then
@@ -21,14 +22,14 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from lance_format.cache import SearchCache
-from lance_format.errors import LanceError
+from lance_format.errors import CommitConflictError, LanceError
 from lance_format.table.scanner import ROW_ID
 from lance_format.workers import prefetch
 
@@ -36,6 +37,7 @@ from . import auth as auth_mod
 from . import permissions, requestlog, tls
 from .actions import ACTIONS
 from .catalog import Catalog
+from .context import ServiceContext
 from .errors import (
     BadRequest,
     NotFound,
@@ -53,6 +55,11 @@ from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
 from .streams import batch_stream
 from .tickets import Ticket
+
+if TYPE_CHECKING:
+    from .metrics import ServerMetrics
+    from .sql.limits import SqlLimits
+    from .sql.service import FlightSqlService
 
 log = logging.getLogger("lance_flight")
 DEFAULT_CACHE_BYTES = 256 << 20
@@ -106,9 +113,9 @@ class LanceFlightServer(flight.FlightServerBase):
         authenticator: auth_mod.Authenticator | None = None,
         tls_cert: str | None = None,
         tls_key: str | None = None,
-        metrics: Any = None,
+        metrics: ServerMetrics | None = None,
         sql: bool = False,
-        sql_limits: Any = None,
+        sql_limits: SqlLimits | None = None,
         middleware: dict[str, flight.ServerMiddlewareFactory] | None = None,
         limits: Limits | None = None,
         storage_options: dict[str, str] | None = None,
@@ -116,11 +123,12 @@ class LanceFlightServer(flight.FlightServerBase):
     ):
         # pyarrow serves from inside super().__init__: everything a call touches exists first
         self._ready = threading.Event()
-        self.limits = limits or Limits()
-        self.sql = None
-        self.cache = SearchCache(cache_bytes)
-        self.catalog = Catalog(root, self.cache, storage_options)
-        self.metrics = metrics
+        self.sql: FlightSqlService | None = None
+        self.context = ServiceContext(
+            Catalog(root, SearchCache(cache_bytes), storage_options),
+            limits=limits or Limits(),
+            metrics=metrics,
+        )
         self.authenticator = authenticator
         self._deadline: float | None = None  # set by begin_shutdown
         observers: dict[str, flight.ServerMiddlewareFactory] = {
@@ -143,7 +151,7 @@ class LanceFlightServer(flight.FlightServerBase):
         scheme = location.split("://", 1)[0]
         host = location.split("://", 1)[1].rsplit(":", 1)[0]
         self.location = f"{scheme}://{host}:{self.port}"
-        self.locations = list(locations) if locations else [self.location]
+        self.context.locations = list(locations) if locations else [self.location]
         self.sql_limits = sql_limits
         self._start_services(sql)
         self._ready.set()
@@ -157,12 +165,34 @@ class LanceFlightServer(flight.FlightServerBase):
                 self.cache.stats(),
             )
 
+    # -- the shared state, as handlers see it ---------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.context.catalog
+
+    @property
+    def cache(self) -> SearchCache:
+        return self.context.cache
+
+    @property
+    def limits(self) -> Limits:
+        return self.context.limits
+
+    @property
+    def metrics(self) -> ServerMetrics | None:
+        return self.context.metrics
+
+    @property
+    def locations(self) -> list[str]:
+        return self.context.locations
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _start_services(self, sql: bool) -> None:
         """Make the services that share the port (Flight SQL); calls wait for this."""
         if sql:
-            self.sql = _sql_service(self)
+            self.sql = _sql_service(self.context, self.sql_limits)
 
     def shutdown(self) -> None:
         super().shutdown()
@@ -329,8 +359,8 @@ class LanceFlightServer(flight.FlightServerBase):
         try:
             batches = read_batches(reader, schema, what, context, self._check_running)
             result = ingest(self.catalog, opts, schema, batches, on_rows=on_rows)
-        except Exception as exc:
-            if self.metrics is not None and type(exc).__name__.endswith("CommitConflictError"):
+        except CommitConflictError:
+            if self.metrics is not None:
                 self.metrics.record_commit_conflict()
             raise
         writer.write(pa.py_buffer(json.dumps(result).encode()))
@@ -368,7 +398,7 @@ class LanceFlightServer(flight.FlightServerBase):
             requestlog.annotate(context, dataset=str(body["dataset"])[:200])
         if self.metrics is not None:
             self.metrics.record_action(kind)
-        result = entry.fn(self, body)
+        result = entry.fn(self.context, body)
         return iter([flight.Result(pa.py_buffer(json.dumps(result, default=str).encode()))])
 
 
@@ -388,16 +418,14 @@ def _take_batches(ds, t: Ticket) -> Iterator[pa.RecordBatch]:
         yield from table.combine_chunks().to_batches()
 
 
-def _sql_service(server: LanceFlightServer):
-    """The Flight SQL service over the same catalog, when the package is present."""
+def _sql_service(context: ServiceContext, limits: SqlLimits | None) -> FlightSqlService | None:
+    """The Flight SQL service over the same catalog, when its dependencies (DuckDB) are
+    present."""
     try:
         from .sql.service import FlightSqlService
     except ImportError:
         return None
-    try:
-        return FlightSqlService(server.catalog, server=server, limits=server.sql_limits)
-    except TypeError:
-        return FlightSqlService(server.catalog)
+    return FlightSqlService(context, limits=limits)
 
 
 __all__ = ["LanceFlightServer", "BadRequest"]

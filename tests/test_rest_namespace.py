@@ -58,6 +58,7 @@ from tls_util import make_self_signed_cert
 
 from flight_server.auth import Authenticator, Identity
 from flight_server.catalog import Catalog
+from flight_server.context import ServiceContext
 from flight_server.rest import RestApp, RestServer
 from lance_format import write_dataset
 from lance_format.cache import SearchCache
@@ -85,7 +86,15 @@ def _table(start: int = 0, n: int = 5) -> pa.Table:
 
 
 def _serve(root: str, **kwargs) -> RestServer:
-    return RestServer(RestApp(Catalog(root, SearchCache(16 << 20)), **kwargs), port=0).start()
+    return RestServer(
+        RestApp(
+            ServiceContext(
+                Catalog(root, SearchCache(16 << 20)), metrics=kwargs.pop("metrics", None)
+            ),
+            **kwargs,
+        ),
+        port=0,
+    ).start()
 
 
 class Pair:
@@ -517,7 +526,7 @@ def test_flight_datasets_are_tables(tmp_path):
     write_dataset(_table(0, 7), os.path.join(root, "nyc", "flights"))
     write_dataset(_table(0, 2), os.path.join(root, "top.lance"))
     catalog = Catalog(root, SearchCache(1 << 20))
-    with RestServer(RestApp(catalog), port=0).start() as server:
+    with RestServer(RestApp(ServiceContext(catalog)), port=0).start() as server:
         client = ln.RestNamespace(uri=server.url)
         assert client.list_namespaces(ListNamespacesRequest(id=[])).namespaces == ["nyc"]
         assert client.list_tables(ListTablesRequest(id=["nyc"])).tables == ["flights"]
@@ -660,7 +669,7 @@ def test_tls(tmp_path):
     cert, key = make_self_signed_cert(tmp_path)
     root = tmp_path / "root"
     write_dataset(_table(), str(root / "t.lance"))
-    app = RestApp(Catalog(str(root), SearchCache(1 << 20)))
+    app = RestApp(ServiceContext(Catalog(str(root), SearchCache(1 << 20))))
     with RestServer(app, port=0, tls_cert=str(cert), tls_key=str(key)).start() as server:
         assert server.url.startswith("https://")
         context = ssl.create_default_context(cafile=str(cert))

@@ -63,8 +63,7 @@ from starlette.routing import Route
 
 from .. import permissions
 from ..auth import Authenticator, Identity
-from ..catalog import Catalog
-from ..limits import Limits
+from ..context import ServiceContext
 from ..permissions import Grants
 from ..requestlog import _SANE_ID, REQUEST_ID_HEADER, format_logfmt
 from .errors import RestError, from_exception, unsupported
@@ -215,22 +214,22 @@ _COLUMN_NOT_FOUND = {
 
 
 class RestApp:
-    """The Starlette application over one catalog (and optionally one authenticator)."""
+    """The Starlette application over one service context (its catalog, message limits and
+    metrics) and optionally one authenticator."""
 
     def __init__(
         self,
-        catalog: Catalog,
+        context: ServiceContext,
         *,
         authenticator: Authenticator | None = None,
-        metrics: Any = None,
         max_body_bytes: int = DEFAULT_MAX_BODY,
-        limits: Limits | None = None,
     ):
-        self.catalog = catalog
-        self.limits = limits or Limits()
-        self.ops = Operations(catalog, self.limits.max_batch_bytes)
+        self.context = context
+        self.catalog = context.catalog
+        self.limits = context.limits
+        self.ops = Operations(self.catalog, self.limits.max_batch_bytes)
         self.authenticator = authenticator
-        self.metrics = metrics
+        self.metrics = context.metrics
         self.max_body_bytes = max_body_bytes
         routes = [
             Route(path, self._endpoint(op, kind, write), methods=[method])
