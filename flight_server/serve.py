@@ -4,7 +4,8 @@ Python's GIL caps one process at about one core of decoding, so ``--workers N`` 
 processes on consecutive ports (free ones with ``--port 0``); each knows every sibling's
 location, so the endpoints of one ``FlightInfo`` spread over all of them.  The parent
 supervises: it prints one listening line once every worker is up, forwards SIGTERM/SIGINT,
-and exits 0 when they all stopped cleanly.  Auth tokens are signed with one secret made by
+and exits 0 when they all stopped cleanly; with ``--metrics-port`` it also serves the one
+``/metrics`` summing every worker's.  Auth tokens are signed with one secret made by
 the parent, so a token issued by any worker is accepted by all.  ``--rest-port P`` adds the
 Lance Namespace REST API (:mod:`flight_server.rest`) to every process, all on port P.
 """
@@ -187,7 +188,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--metrics-port",
         type=int,
         metavar="PORT",
-        help="serve Prometheus metrics on http://HOST:PORT/metrics (worker i: PORT + i)",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (with --workers: one "
+        "endpoint, served by the supervisor, summing every worker)",
     )
     p.add_argument(
         "--rest-port",
@@ -229,7 +231,35 @@ def serve(args: argparse.Namespace) -> int:
     locations = [f"{scheme}://{public}:{p}" for p in ports] + list(args.advertise)
     if args.workers == 1:
         return _run(vars(args), ports[0], locations if len(locations) > 1 else None, secret, None)
-    return _supervise(args, ports, locations, secret)
+    if args.metrics_port is None:
+        return _supervise(args, ports, locations, secret)
+    return _supervise_with_metrics(args, ports, locations, secret)
+
+
+def _supervise_with_metrics(args, ports: list[int], locations: list[str], secret) -> int:
+    """Workers write their metrics into a directory of this process's (prometheus_client's
+    multiprocess mode, set up before any worker starts); this process serves the one
+    ``/metrics`` summing them, and removes the directory when it exits."""
+    import shutil
+    import tempfile
+
+    from .metrics import MULTIPROC_ENV, multiprocess_registry, serve_metrics
+
+    directory = tempfile.mkdtemp(prefix="lance-flight-metrics-")
+    os.environ[MULTIPROC_ENV] = directory  # inherited by the spawned workers
+    args.metrics_dir = directory
+    try:
+        try:
+            endpoint = serve_metrics(multiprocess_registry(directory), args.host, args.metrics_port)
+        except OSError as exc:
+            print(f"error: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
+            return 2
+        with endpoint:
+            log.info("metrics of all workers on %s", endpoint.url)
+            return _supervise(args, ports, locations, secret)
+    finally:
+        os.environ.pop(MULTIPROC_ENV, None)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def storage_options(pairs: list[str]) -> dict[str, str] | None:
@@ -316,10 +346,10 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         storage_options=storage_options(opts.get("storage_option") or []),
     )
     endpoints, rest_url = [], None
-    if metrics is not None:
+    if metrics is not None and not opts.get("metrics_dir"):  # else the supervisor serves them
         from .metrics import serve_metrics
 
-        endpoints.append(serve_metrics(metrics, opts["host"], opts["metrics_port"] + index))
+        endpoints.append(serve_metrics(metrics, opts["host"], opts["metrics_port"]))
         log.info("metrics on %s", endpoints[-1].url)
     if opts.get("rest_port") is not None:
         from .rest import RestApp, RestServer
@@ -459,14 +489,24 @@ def _supervise(args, ports: list[int], locations: list[str], secret: str | None)
                 forward(signal.SIGTERM, None)
                 break
             log.warning("worker %d (pid %s) exited with %s; restarting", i, p.pid, p.exitcode)
+            _worker_exited(opts, p.pid)
             procs[i] = start(i)
             if not _await_ready(ready, [procs[i]], 1, stopping):
                 failed = True
                 forward(signal.SIGTERM, None)
     for i, p in enumerate(procs):
+        _worker_exited(opts, p.pid)
         if p.exitcode != 0:
             log.error("worker %d (pid %s) exited with %s", i, p.pid, p.exitcode)
     return 0 if not failed and all(p.exitcode == 0 for p in procs) else 1
+
+
+def _worker_exited(opts: dict, pid: int | None) -> None:
+    """Drop an exited worker's live gauges from the summed metrics (multiprocess mode)."""
+    if opts.get("metrics_dir") and pid is not None:
+        from .metrics import worker_exited
+
+        worker_exited(pid, opts["metrics_dir"])
 
 
 def _await_ready(ready, procs: list, n: int, stopping: threading.Event) -> bool:

@@ -748,10 +748,13 @@ def test_metrics_request_log_and_version_description(tmp_path, caplog):
     assert described["version"]["manifest_path"] == listed.manifest_path
     assert made.version == 1 and lance.dataset(made.location, version=1).count_rows() == 0
     assert lance.dataset(made.location).schema == _table().schema
-    assert metrics.rows_written.value() == 2 and metrics.bytes_written.value() > 0
-    assert metrics.rows_served.value() == pa.ipc.open_file(served.data).read_all().num_rows == 4
-    assert metrics.requests.value(method="rest.count_table_rows", status="OK") == 1
-    assert metrics.requests.value(method="rest.count_table_rows", status="TABLE_NOT_FOUND") == 1
+    assert metrics.value("lance_flight_rows_written_total") == 2
+    assert metrics.value("lance_flight_bytes_written_total") > 0
+    rows_served = metrics.value("lance_flight_rows_served_total")
+    assert rows_served == pa.ipc.open_file(served.data).read_all().num_rows == 4
+    requests = "lance_flight_requests_total"
+    assert metrics.value(requests, method="rest.count_table_rows", status="OK") == 1
+    assert metrics.value(requests, method="rest.count_table_rows", status="TABLE_NOT_FOUND") == 1
     lines = [r.getMessage() for r in caplog.records if r.name == "flight_server.requests"]
     assert any("request_id=trace-42" in line and "status=OK" in line for line in lines)
     assert any("status=TABLE_NOT_FOUND" in line and "http_status=404" in line for line in lines)

@@ -458,8 +458,7 @@ class RestApp:
         seconds = time.perf_counter() - started
         code = "OK" if err is None else err.code.name
         if self.metrics is not None:
-            self.metrics.requests.inc(method=f"rest.{op}", status=code)
-            self.metrics.request_seconds.observe(seconds, method=f"rest.{op}")
+            self.metrics.record_request(f"rest.{op}", code, seconds)
         record = {
             "ts": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "request_id": rid,
