@@ -14,7 +14,6 @@ import re
 import shlex
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,6 +22,7 @@ import grpc
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+from prometheus_client import generate_latest
 from tls_util import make_self_signed_cert
 
 from flight_server import health, tls
@@ -34,8 +34,6 @@ from flight_server.auth import (
     auth_server_options,
     hash_password,
 )
-from prometheus_client import generate_latest
-
 from flight_server.metrics import (
     CONTENT_TYPE,
     ServerMetrics,
@@ -296,9 +294,7 @@ def test_status_names_match_what_grpc_clients_receive():
                                               "lance_flight_requests_total").items()}  # fmt: skip
             code = raw_do_action(server.port, "fail", name.encode())
             assert status_name(FAILURES[name]) == code, name
-            after = series(
-                parse_exposition(render(metrics)), "lance_flight_requests_total"
-            )
+            after = series(parse_exposition(render(metrics)), "lance_flight_requests_total")
             changed = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k)}
             assert changed == {frozenset({("method", "DoAction"), ("status", code)}): 1}, name
     assert status_name(None) == "OK"
