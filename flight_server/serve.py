@@ -59,6 +59,15 @@ def _rate(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _role_map(text: str) -> dict[str, str]:
+    from .jwtauth import parse_role_map
+
+    try:
+        return parse_role_map(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "root",
@@ -157,6 +166,33 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--auth", nargs="?", action=_AuthFlag, help=argparse.SUPPRESS)
     p.add_argument(
+        "--jwt-jwks",
+        metavar="FILE|URL",
+        help="turn on authentication: also accept an identity provider's JWTs, verified "
+        "with this JWK set (a JSON file, or an http(s) URL fetched and cached)",
+    )
+    p.add_argument("--jwt-issuer", metavar="ISS", help="the 'iss' external JWTs must carry")
+    p.add_argument("--jwt-audience", metavar="AUD", help="the 'aud' external JWTs must carry")
+    p.add_argument(
+        "--jwt-roles-claim",
+        default="roles",
+        metavar="CLAIM",
+        help="claim of an external JWT holding its roles, a string or a list "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--jwt-role-map",
+        type=_role_map,
+        metavar="EXT=ROLE,...",
+        help="which roles-claim values mean read or write (default: read=read,write=write)",
+    )
+    p.add_argument(
+        "--jwt-user-claim",
+        default="sub",
+        metavar="CLAIM",
+        help="claim of an external JWT naming the user (default: %(default)s)",
+    )
+    p.add_argument(
         "--login-limit",
         type=_rate,
         default="5/30",
@@ -218,8 +254,11 @@ def serve(args: argparse.Namespace) -> int:
     if bool(args.tls_cert) != bool(args.tls_key):
         print("error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
+    if (args.jwt_issuer or args.jwt_audience or args.jwt_role_map) and not args.jwt_jwks:
+        print("error: the --jwt-* options need --jwt-jwks", file=sys.stderr)
+        return 2
     secret = None
-    if args.auth_users or args.auth_tokens:
+    if args.auth_users or args.auth_tokens or args.jwt_jwks:
         from .auth import generate_secret
 
         secret = os.environ.get("LANCE_FLIGHT_SECRET") or generate_secret()
@@ -310,7 +349,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
     from .server import LanceFlightServer
 
     authenticator = None
-    if opts.get("auth_users") or opts.get("auth_tokens"):
+    if opts.get("auth_users") or opts.get("auth_tokens") or opts.get("jwt_jwks"):
         from .auth import Authenticator
         from .loginlimit import DEFAULT_SERVER_RATE, DEFAULT_USER_RATE, LoginLimiter
 
@@ -319,7 +358,11 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
             opts.get("login_server_limit") or DEFAULT_SERVER_RATE,
         )
         authenticator = Authenticator.from_files(
-            opts.get("auth_users"), opts.get("auth_tokens"), secret=secret, limiter=limiter
+            opts.get("auth_users"),
+            opts.get("auth_tokens"),
+            secret=secret,
+            limiter=limiter,
+            external=_external_jwt(opts),
         )
     metrics = None
     if opts.get("metrics_port") is not None:
@@ -366,6 +409,22 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         endpoints.append(rest.start())
         rest_url = rest.url
     return server, endpoints, rest_url
+
+
+def _external_jwt(opts: dict):
+    """The external JWT verifier the ``--jwt-*`` options ask for (None without a JWKS)."""
+    if not opts.get("jwt_jwks"):
+        return None
+    from .jwtauth import ExternalJwt
+
+    return ExternalJwt(
+        opts["jwt_jwks"],
+        issuer=opts.get("jwt_issuer"),
+        audience=opts.get("jwt_audience"),
+        roles_claim=opts.get("jwt_roles_claim") or "roles",
+        role_map=opts.get("jwt_role_map"),
+        user_claim=opts.get("jwt_user_claim") or "sub",
+    )
 
 
 def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | None = None) -> int:
