@@ -240,14 +240,20 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="LEVEL",
         help="DEBUG, INFO, WARNING or ERROR (logs go to stderr)",
     )
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="log lines as logfmt key=value text or as JSON objects, one per line; request "
+        "lines carry request_id (the client's x-request-id, or a new one) and trace_id (from "
+        "a W3C traceparent header) (default: %(default)s)",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    from .logs import configure
+
+    configure(args.log_level, getattr(args, "log_format", "text"))
     if args.workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return 2
@@ -487,6 +493,9 @@ def _shutdown(server, endpoints, grace: float) -> int:
 
 
 def _worker(opts, port, locations, secret, ready, index) -> None:
+    from .logs import configure
+
+    configure(opts.get("log_level", "INFO"), opts.get("log_format", "text"))  # a new process
     sys.exit(_run(opts, port, locations, secret, ready, index, parent=os.getppid()))
 
 

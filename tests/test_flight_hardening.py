@@ -44,6 +44,7 @@ from google.protobuf import any_pb2
 from flight_server.auth import Authenticator, Grants, hash_password
 from flight_server.limits import Limits
 from flight_server.loginlimit import LoginLimiter, Rate
+from flight_server.logs import LogfmtFormatter
 from flight_server.server import LanceFlightServer
 from flight_server.sql.protocol import pack
 from flight_server.tickets import Ticket
@@ -717,7 +718,7 @@ def test_a_flood_of_calls_without_credentials_does_not_flood_the_log(root, tmp_p
         time.sleep(0.2)  # the budget refills: the next refusal is logged with the count
         with pytest.raises(fl.FlightUnauthenticatedError):
             client.list_actions()
-    lines = [r.getMessage() for r in caplog.records if "status=UNAUTHENTICATED" in r.getMessage()]
+    lines = [text(r) for r in caplog.records if "status=UNAUTHENTICATED" in text(r)]
     left_out = sum(
         int(m.group(1)) for line in lines if (m := re.search(r"refusals_not_logged=(\d+)", line))
     )
@@ -772,3 +773,8 @@ def test_sql_parameters_are_bounded_in_all_while_ingest_streams(tmp_path):
         reader.read()
         writer.close()
     assert lance.dataset(str(tmp_path / "big")).to_table().equals(data.combine_chunks())
+
+
+def text(record) -> str:
+    """The line the server's text formatter writes for ``record``."""
+    return LogfmtFormatter().format(record)

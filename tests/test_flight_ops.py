@@ -34,6 +34,7 @@ from flight_server.auth import (
     auth_server_options,
     hash_password,
 )
+from flight_server.logs import JsonFormatter, LogfmtFormatter
 from flight_server.metrics import (
     CONTENT_TYPE,
     ServerMetrics,
@@ -380,6 +381,11 @@ def request_lines(caplog) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == LOGGER]
 
 
+def text(record: logging.LogRecord) -> str:
+    """The line the server's text formatter writes for ``record``."""
+    return LogfmtFormatter().format(record)
+
+
 def test_one_log_line_per_call_with_the_request_id_sent_back(caplog):
     capture = HeaderCapture()
     caplog.set_level(logging.INFO, logger=LOGGER)
@@ -397,7 +403,7 @@ def test_one_log_line_per_call_with_the_request_id_sent_back(caplog):
         health_action(client, forged)
         list(client.list_actions())
     records = request_lines(caplog)
-    lines = [logfmt(r.getMessage()) for r in records]
+    lines = [logfmt(text(r)) for r in records]
     assert len(lines) == 7 == len(capture.ids)
     assert [f["request_id"] for f in lines] == capture.ids
     assert len(set(capture.ids)) == 7
@@ -420,22 +426,81 @@ def test_one_log_line_per_call_with_the_request_id_sent_back(caplog):
     assert records[3].levelno == logging.WARNING and records[0].levelno == logging.INFO
     assert "user" not in get  # no auth: no user field
     assert "error" not in get
-    assert records[1].flight_request["rows"] == TABLE.num_rows  # structured copy for handlers
+    assert records[1].fields["rows"] == TABLE.num_rows  # the structured fields themselves
 
 
 def test_json_request_log(caplog):
     caplog.set_level(logging.INFO, logger=LOGGER)
     capture = HeaderCapture()
     with (
-        OpsServer(middleware={"requestlog": RequestLogMiddlewareFactory(fmt="json")}) as server,
+        OpsServer(middleware={"requestlog": RequestLogMiddlewareFactory()}) as server,
         connect(server, middleware=[capture]) as client,
     ):
         client.do_get(flight.Ticket(b'weird "name"\nx=1')).read_all()
         fail_action(client, "unauthorized")
-    first, second = (json.loads(r.getMessage()) for r in request_lines(caplog))
+    first, second = (json.loads(JsonFormatter().format(r)) for r in request_lines(caplog))
     assert first["request_id"] == capture.ids[0] and first["dataset"] == 'weird "name"\nx=1'
     assert first["rows"] == TABLE.num_rows and first["status"] == "OK"
     assert second["status"] == "PERMISSION_DENIED" and second["request_id"] == capture.ids[1]
+
+
+def test_lines_inside_a_call_carry_its_request_id_and_trace_id(tmp_path, caplog):
+    """A W3C traceparent becomes ``trace_id``; a line the real server's handler logs (a
+    dataset that cannot be listed) carries the request line's request id and trace id; a
+    malformed traceparent is ignored."""
+    from flight_server.server import LanceFlightServer
+
+    versions = tmp_path / "broken" / "_versions"
+    versions.mkdir(parents=True)
+    (versions / "1.manifest").write_bytes(b"not a manifest")
+    caplog.set_level(logging.INFO)
+    capture = HeaderCapture()
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    server = LanceFlightServer(str(tmp_path), "grpc://127.0.0.1:0", warm=False)
+    try:
+        with connect(server, middleware=[capture]) as client:
+            for parent in (
+                f"00-{trace}-00f067aa0ba902b7-01",
+                "00-xyz-00f067aa0ba902b7-01",
+                f"00-{'0' * 32}-00f067aa0ba902b7-01",
+            ):
+                options = flight.FlightCallOptions(headers=[(b"traceparent", parent.encode())])
+                assert list(client.list_flights(options=options)) == []
+    finally:
+        server.shutdown()
+    inside = [
+        json.loads(JsonFormatter().format(r))
+        for r in caplog.records
+        if "skipping dataset" in r.getMessage()
+    ]
+    calls = [json.loads(JsonFormatter().format(r)) for r in request_lines(caplog)]
+    assert [c["request_id"] for c in calls] == capture.ids == [i["request_id"] for i in inside]
+    assert calls[0]["trace_id"] == inside[0]["trace_id"] == trace
+    assert all("trace_id" not in line for line in calls[1:] + inside[1:])
+    assert inside[0]["level"] == "WARNING" and "'broken'" in inside[0]["msg"]
+
+
+def test_serve_logs_json_lines(tmp_path):
+    """``lance-flight serve --log-format json``: every stderr line is a JSON object; the
+    request line carries the client's request id and trace id."""
+    from flight_fixtures import serve
+
+    (tmp_path / "root").mkdir()
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    headers = [
+        (b"x-request-id", b"json-log-1"),
+        (b"traceparent", f"00-{trace}-b7ad6b7169203331-01".encode()),
+    ]
+    with serve(str(tmp_path / "root"), "--no-warm", "--log-format", "json") as s:
+        with flight.connect(s.location) as client:
+            list(client.list_flights(options=flight.FlightCallOptions(headers=headers)))
+        s.stop()
+        log = s.log()
+    lines = [json.loads(line) for line in log.splitlines() if line.strip()]
+    assert lines and all({"ts", "level", "logger", "msg"} <= set(line) for line in lines)
+    (call,) = [line for line in lines if line["logger"] == LOGGER]
+    assert call["request_id"] == "json-log-1" and call["trace_id"] == trace
+    assert call["method"] == "ListFlights" and call["status"] == "OK"
 
 
 def test_logfmt_quotes_what_needs_quoting(caplog):
@@ -446,9 +511,9 @@ def test_logfmt_quotes_what_needs_quoting(caplog):
     ):
         client.do_get(flight.Ticket(b'a b="c"\\')).read_all()
     (record,) = request_lines(caplog)
-    fields = logfmt(record.getMessage())
+    fields = logfmt(text(record))
     assert fields["dataset"] == 'a b="c"\\'
-    assert "\n" not in record.getMessage()
+    assert "\n" not in text(record)
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,7 +558,7 @@ def test_rejected_calls_are_counted_and_logged_once(authenticator, caplog, order
     }
     assert all(v == 0 for v in series(parse_exposition(render(metrics)),
                                       "lance_flight_requests_in_flight").values())  # fmt: skip
-    lines = [logfmt(r.getMessage()) for r in request_lines(caplog)]
+    lines = [logfmt(text(r)) for r in request_lines(caplog)]
     assert [(f["method"], f["status"]) for f in lines] == [
         ("Handshake", "UNAUTHENTICATED"), ("DoGet", "UNAUTHENTICATED"),
         ("Handshake", "OK"), ("DoAction", "OK"),

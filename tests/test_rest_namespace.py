@@ -59,6 +59,7 @@ from tls_util import make_self_signed_cert
 from flight_server.auth import Authenticator, Identity
 from flight_server.catalog import Catalog
 from flight_server.context import ServiceContext
+from flight_server.logs import LogfmtFormatter
 from flight_server.rest import RestApp, RestServer
 from lance_format import write_dataset
 from lance_format.cache import SearchCache
@@ -755,7 +756,7 @@ def test_metrics_request_log_and_version_description(tmp_path, caplog):
     requests = "lance_flight_requests_total"
     assert metrics.value(requests, method="rest.count_table_rows", status="OK") == 1
     assert metrics.value(requests, method="rest.count_table_rows", status="TABLE_NOT_FOUND") == 1
-    lines = [r.getMessage() for r in caplog.records if r.name == "flight_server.requests"]
+    lines = [text(r) for r in caplog.records if r.name == "flight_server.requests"]
     assert any("request_id=trace-42" in line and "status=OK" in line for line in lines)
     assert any("status=TABLE_NOT_FOUND" in line and "http_status=404" in line for line in lines)
 
@@ -983,3 +984,8 @@ def test_merge_insert_on_a_composite_key_as_pylance(flat):
         for d in flat.both(lambda c: _describe(c, ["t"]))
     ]
     assert read[0].equals(read[1])
+
+
+def text(record) -> str:
+    """The line the server's text formatter writes for ``record``."""
+    return LogfmtFormatter().format(record)
