@@ -174,9 +174,7 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
                 key = f"x_{key}"  # handlers cannot overwrite the fixed fields
             record[key] = value
         level = self.level if exception is None else max(self.level, logging.WARNING)
-        self.logger.log(
-            level, "%s %s", call.method, status, extra={"fields": record, "call_ids": call.ids}
-        )
+        self.logger.log(level, "%s %s", call.method, status, extra={"fields": record})
 
 
 def _short_error(exception: BaseException) -> str:

@@ -34,7 +34,7 @@ from lance_format.table.scanner import ROW_ID
 from lance_format.workers import prefetch
 
 from . import auth as auth_mod
-from . import permissions, requestlog, tls
+from . import permissions, requestlog, tls, wire
 from .actions import ACTIONS
 from .catalog import Catalog
 from .context import ServiceContext
@@ -48,7 +48,7 @@ from .errors import (
     guarded,
 )
 from .incoming import read_batches, stream_schema
-from .ingest import PutOptions, ingest, parse_put
+from .ingest import PutOptions, ingest
 from .limits import BoundedReader, Limits
 from .memory import Reclaimer, ReclaimOnRefusal
 from .planning import checked_scanner, flight_info, plan
@@ -237,7 +237,9 @@ class LanceFlightServer(flight.FlightServerBase):
                 continue
             descriptor = flight.FlightDescriptor.for_path(name)
             try:
-                infos.append(flight_info(descriptor, self._plan(Query(name)), self.locations))
+                infos.append(
+                    flight_info(descriptor, self._plan(Query(dataset=name)), self.locations)
+                )
             except LanceError as exc:  # one broken dataset must not hide the others
                 log.warning("list_flights: skipping dataset %r: %s", name, exc)
         return iter(infos)
@@ -344,7 +346,7 @@ class LanceFlightServer(flight.FlightServerBase):
             q = parse_descriptor(descriptor)
             opts = PutOptions(dataset=q.dataset, mode="append")
         else:
-            opts = parse_put(parse_json(descriptor.command, "the put command"))
+            opts = _put_options(parse_json(descriptor.command, "the put command"))
         requestlog.annotate(context, dataset=opts.dataset, mode=opts.mode)
         what = "the put"
         schema = stream_schema(reader, what)
@@ -389,17 +391,32 @@ class LanceFlightServer(flight.FlightServerBase):
         entry = ACTIONS.get(kind)
         if entry is None:
             raise NotFound(f"unknown action {kind!r}; list_actions names them")
-        body = parse_json(action.body.to_pybytes() if action.body else b"", "the action body")
+        raw = parse_json(action.body.to_pybytes() if action.body else b"", "the action body")
         if entry.mutates:
             self._require_write(context)
-            if isinstance(body.get("dataset"), str):
-                permissions.check_write(body["dataset"])
-        if "dataset" in body:
-            requestlog.annotate(context, dataset=str(body["dataset"])[:200])
+            if isinstance(raw.get("dataset"), str):
+                permissions.check_write(raw["dataset"])
+        if "dataset" in raw:
+            requestlog.annotate(context, dataset=str(raw["dataset"])[:200])
+        body = wire.parse(entry.body, raw, "the action body")
         if self.metrics is not None:
             self.metrics.record_action(kind)
         result = entry.fn(self.context, body)
         return iter([flight.Result(pa.py_buffer(json.dumps(result, default=str).encode()))])
+
+
+def _put_options(raw: dict) -> PutOptions:
+    """A put command (:class:`.wire.PutCommand`) as the writer's options."""
+    cmd = wire.parse(wire.PutCommand, raw, "the put command")
+    return PutOptions(
+        dataset=cmd.dataset,
+        mode=cmd.mode,
+        data_storage_version=cmd.data_storage_version,
+        max_rows_per_file=cmd.max_rows_per_file or PutOptions.max_rows_per_file,
+        idempotency_key=cmd.idempotency_key,
+        stage=cmd.stage,
+        job=cmd.job,
+    )
 
 
 def _nearest_args(t: Ticket) -> dict:

@@ -46,9 +46,9 @@ from flight_server.limits import Limits
 from flight_server.loginlimit import LoginLimiter, Rate
 from flight_server.logs import LogfmtFormatter
 from flight_server.server import LanceFlightServer
+from flight_server.sql import flight_sql_pb2 as pb
 from flight_server.sql.protocol import pack
 from flight_server.tickets import Ticket
-from lance_format.pb import flight_sql_pb2 as pb
 
 SECRET = "hardening-secret-0123456789abcdef"
 ITER = 1000  # cheap hashes; the flood test uses a costly one of its own
@@ -118,7 +118,9 @@ def test_bad_dataset_names_are_invalid_argument_everywhere(tmp_path):
                     fl.FlightDescriptor.for_path(n)
                 ),
                 "schema": lambda n=name: client.get_flight_info(cmd(dataset=n)),
-                "ticket": lambda n=name: client.do_get(Ticket(n, 1).encode()).read_all(),
+                "ticket": lambda n=name: client.do_get(
+                    Ticket(dataset=n, version=1).encode()
+                ).read_all(),
                 "put": lambda n=name: put(client, cmd(dataset=n, mode="create"), table),
                 "put-path": lambda n=name: put(client, fl.FlightDescriptor.for_path(n), table),
                 "action": lambda n=name: action(client, "dataset_info", dataset=n),

@@ -475,7 +475,7 @@ class RestApp:
         if err is not None:
             record["error"] = err.message[:300]
         level = logging.INFO if err is None else logging.WARNING
-        log.log(level, "rest.%s %s", op, code, extra={"fields": record, "call_ids": ids})
+        log.log(level, "rest.%s %s", op, code, extra={"fields": record})
 
 
 def _call_ids(request: Request) -> CallIds:

@@ -30,8 +30,8 @@ from flight_server.ingest import ingest as server_ingest
 from flight_server.permissions import readable
 from flight_server.streams import batch_stream
 from lance_format.errors import InvalidArgumentError, UnsupportedError
-from lance_format.pb import flight_sql_pb2 as pb
 
+from . import flight_sql_pb2 as pb
 from . import metadata, protocol
 from .engine import Execution, ScanLog, SqlEngine
 from .errors import to_flight
