@@ -142,6 +142,11 @@ class ExternalJwt:
         for external, role in self.role_map.items():
             if role not in _RANK:
                 raise InvalidArgumentError(f"--jwt-role-map: {external!r} maps to unknown {role!r}")
+        if issuer is None or audience is None:
+            log.warning(
+                "external JWTs are accepted without checking their %s",
+                " and ".join(n for n, v in (("issuer", issuer), ("audience", audience)) if not v),
+            )
         self._client: jwt.PyJWKClient | None = None
         self._keys: jwt.PyJWKSet | None = None
         if jwks.startswith(("http://", "https://")):

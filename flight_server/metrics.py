@@ -345,8 +345,10 @@ class MetricsServer:
     def __init__(self, httpd: http.server.ThreadingHTTPServer, thread: threading.Thread):
         self._httpd = httpd
         self._thread = thread
-        self.host = httpd.server_address[0]
-        self.port = int(httpd.server_address[1])
+        address = httpd.server_address
+        host = address[0]
+        self.host = host.decode() if isinstance(host, bytes) else str(host)
+        self.port = int(address[1])
 
     @property
     def url(self) -> str:
@@ -388,11 +390,14 @@ def serve_metrics(
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("metrics %s - %s", self.address_string(), format % args)
 
-    server_class = http.server.ThreadingHTTPServer
+    server_class: type[http.server.ThreadingHTTPServer] = http.server.ThreadingHTTPServer
     if ":" in host:
         import socket
 
-        server_class = type("V6Server", (server_class,), {"address_family": socket.AF_INET6})
+        class V6Server(http.server.ThreadingHTTPServer):
+            address_family = socket.AF_INET6
+
+        server_class = V6Server
     httpd = server_class((host, port), Handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True)

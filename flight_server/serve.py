@@ -23,6 +23,7 @@ import socket
 import sys
 import threading
 import time
+from typing import Any
 
 from .sql.limits import DEFAULT_MAX_STATEMENTS, DEFAULT_QUEUE_SECONDS, DEFAULT_TIMEOUT, SqlLimits
 
@@ -394,7 +395,8 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         sql_limits=sql_limits(opts),
         storage_options=storage_options(opts.get("storage_option") or []),
     )
-    endpoints, rest_url = [], None
+    endpoints: list[Any] = []  # each has close()
+    rest_url = None
     if metrics is not None and not opts.get("metrics_dir"):  # else the supervisor serves them
         from .metrics import serve_metrics
 

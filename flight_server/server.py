@@ -214,8 +214,10 @@ class LanceFlightServer(flight.FlightServerBase):
         if self.authenticator is not None:
             auth_mod.require_write(context)
 
-    def _is_sql(self, command: bytes) -> bool:
-        return self.sql is not None and self.sql.handles(command)
+    def _sql_for(self, command: bytes) -> FlightSqlService | None:
+        """The Flight SQL service when ``command`` (a descriptor command or a ticket) is
+        its, else None."""
+        return self.sql if self.sql is not None and self.sql.handles(command) else None
 
     def _plan(self, q: Query):
         ds = self.catalog.open(q.dataset, q.version)
@@ -248,10 +250,11 @@ class LanceFlightServer(flight.FlightServerBase):
     @_entry
     def get_flight_info(self, context, descriptor) -> flight.FlightInfo:
         self.limits.check_descriptor(descriptor)
-        if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
-            descriptor.command
-        ):
-            return self.sql.get_flight_info(context, descriptor)
+        sql = None
+        if descriptor.descriptor_type == flight.DescriptorType.CMD:
+            sql = self._sql_for(descriptor.command)
+        if sql is not None:
+            return sql.get_flight_info(context, descriptor)
         q = parse_descriptor(descriptor)
         requestlog.annotate(context, dataset=q.dataset)
         p = self._plan(q)
@@ -261,10 +264,11 @@ class LanceFlightServer(flight.FlightServerBase):
     @_entry
     def get_schema(self, context, descriptor) -> flight.SchemaResult:
         self.limits.check_descriptor(descriptor)
-        if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
-            descriptor.command
-        ):
-            return self.sql.get_schema(context, descriptor)
+        sql = None
+        if descriptor.descriptor_type == flight.DescriptorType.CMD:
+            sql = self._sql_for(descriptor.command)
+        if sql is not None:
+            return sql.get_schema(context, descriptor)
         q = parse_descriptor(descriptor)
         requestlog.annotate(context, dataset=q.dataset)
         ds = self.catalog.open(q.dataset, q.version)
@@ -277,8 +281,9 @@ class LanceFlightServer(flight.FlightServerBase):
     def do_get(self, context, ticket) -> flight.FlightDataStream:
         raw = ticket.ticket
         self.limits.check_message(len(raw), "the ticket")
-        if self._is_sql(raw):
-            return self.sql.do_get(context, ticket)
+        sql = self._sql_for(raw)
+        if sql is not None:
+            return sql.do_get(context, ticket)
         t = Ticket.decode(raw)
         requestlog.annotate(context, dataset=t.dataset, version=t.version)
         ds = self.catalog.open(t.dataset, t.version)
@@ -333,13 +338,15 @@ class LanceFlightServer(flight.FlightServerBase):
     @_entry
     def do_put(self, context, descriptor, reader, writer) -> None:
         self.limits.check_descriptor(descriptor)
-        if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
-            descriptor.command
-        ):
+        sql = None
+        if descriptor.descriptor_type == flight.DescriptorType.CMD:
+            sql = self._sql_for(descriptor.command)
+        if sql is not None:
             # parameters are held whole; an ingest streams to disk like a put
-            whole = not self.sql.is_ingest(descriptor.command)
+            whole = not sql.is_ingest(descriptor.command)
             reader = BoundedReader(reader, self.limits, whole=whole)
-            return self.sql.do_put(context, descriptor, reader, writer)
+            sql.do_put(context, descriptor, reader, writer)
+            return
         reader = BoundedReader(reader, self.limits)
         self._require_write(context)
         if descriptor.descriptor_type == flight.DescriptorType.PATH:

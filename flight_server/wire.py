@@ -176,7 +176,11 @@ class Ticket(Wire):
     def _range(self) -> Ticket:
         if (self.start is None) != (self.stop is None):
             raise ValueError("'start' and 'stop' go together")
-        if self.start is not None and (self.fragment is None or self.start > self.stop):
+        if (
+            self.start is not None
+            and self.stop is not None
+            and (self.fragment is None or self.start > self.stop)
+        ):
             raise ValueError("a row range needs its fragment and start <= stop")
         return self
 
