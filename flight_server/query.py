@@ -82,7 +82,7 @@ def parse_descriptor(descriptor: flight.FlightDescriptor) -> Query:
         parts = [p.decode() if isinstance(p, bytes) else p for p in descriptor.path]
         if len(parts) != 1:
             raise BadRequest(f"a path descriptor names one dataset, got {len(parts)} parts")
-        return Query(dataset=parts[0])
+        return wire.parse(Query, {"dataset": parts[0]}, "the path descriptor")
     return parse_command(parse_json(descriptor.command, "the descriptor command"))
 
 

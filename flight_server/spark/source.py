@@ -100,6 +100,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from .. import wire
 from ..errors import error_kind
 from ..wire import (
     CommitStagedBody,
@@ -563,7 +564,8 @@ class LanceFlightDataSource(DataSource):
             nearest=_nearest(self.options.get("nearest")),
             prefilter=_bool(self.options.get("prefilter"), "prefilter"),
         )
-        return Query(**{k: v for k, v in fields.items() if v is not None})
+        chosen = {k: v for k, v in fields.items() if v is not None}
+        return wire.parse(Query, chosen, "the lance_flight read options")
 
     def source_schema(self) -> pa.Schema:
         """The Arrow schema the server reports for this query (projection applied)."""
