@@ -35,6 +35,7 @@ __all__ = [
     "call_scope",
     "configure",
     "current_call",
+    "enter_call",
     "fields_of",
 ]
 
