@@ -230,7 +230,7 @@ def _extension_metadata(t: pa.DataType) -> dict[str, bytes]:
         return {EXT_NAME_KEY: t.extension_name.encode(), EXT_META_KEY: bytes(serialize())}
     out = {EXT_NAME_KEY: t.extension_name.encode(), EXT_META_KEY: b""}
     exported = nanoarrow.c_schema(pa.field("x", t)).metadata
-    for key, value in (exported.items() if exported is not None else ()):
+    for key, value in exported.items() if exported is not None else ():
         if key in (EXT_NAME_KEY.encode(), EXT_META_KEY.encode()):
             out[key.decode()] = bytes(value)
     return out
