@@ -14,13 +14,12 @@ list their packed children with ``id = parent_id = -1`` (docs/format/structural.
 
 from __future__ import annotations
 
-import ctypes
 import re
-import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import cast
 
+import nanoarrow
 import pyarrow as pa
 
 from .errors import InvalidArgumentError, InvalidDataError, SchemaError
@@ -222,50 +221,20 @@ def _resolve_extensions(schema: pa.Schema) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(schema.serialize()))
 
 
-class _ArrowSchemaC(ctypes.Structure):
-    """The Arrow C data interface ``ArrowSchema`` struct (only read, never released here)."""
-
-    _fields_ = [
-        ("format", ctypes.c_char_p),
-        ("name", ctypes.c_char_p),
-        ("metadata", ctypes.c_void_p),
-        ("flags", ctypes.c_int64),
-        ("n_children", ctypes.c_int64),
-        ("children", ctypes.c_void_p),
-        ("dictionary", ctypes.c_void_p),
-        ("release", ctypes.c_void_p),
-        ("private_data", ctypes.c_void_p),
-    ]
-
-
 def _extension_metadata(t: pa.DataType) -> dict[str, bytes]:
     """``ARROW:extension:name/metadata`` of an extension type.
 
     C++-defined types (``arrow.uuid``, ``arrow.fixed_shape_tensor``...) have no Python
-    serializer, so the metadata is read from the type's Arrow C schema export."""
+    serializer, so the metadata is read from the type's Arrow C schema export (nanoarrow's
+    view of it)."""
     serialize = getattr(t, "__arrow_ext_serialize__", None)
     if serialize is not None:
         return {EXT_NAME_KEY: t.extension_name.encode(), EXT_META_KEY: bytes(serialize())}
-    capsule = pa.field("x", t).__arrow_c_schema__()
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype = ctypes.c_void_p
-    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    c_schema = _ArrowSchemaC.from_address(get(capsule, b"arrow_schema"))
     out = {EXT_NAME_KEY: t.extension_name.encode(), EXT_META_KEY: b""}
-    pos = c_schema.metadata
-    if pos:
-        (count,) = struct.unpack("<i", ctypes.string_at(pos, 4))
-        pos += 4
-        for _ in range(count):
-            (klen,) = struct.unpack("<i", ctypes.string_at(pos, 4))
-            key = ctypes.string_at(pos + 4, klen)
-            pos += 4 + klen
-            (vlen,) = struct.unpack("<i", ctypes.string_at(pos, 4))
-            value = ctypes.string_at(pos + 4, vlen)
-            pos += 4 + vlen
-            if key in (EXT_NAME_KEY.encode(), EXT_META_KEY.encode()):
-                out[key.decode()] = value
-    del capsule  # releases the exported schema
+    exported = nanoarrow.c_schema(pa.field("x", t)).metadata
+    for key, value in exported.items() if exported is not None else ():
+        if key in (EXT_NAME_KEY.encode(), EXT_META_KEY.encode()):
+            out[key.decode()] = bytes(value)
     return out
 
 
