@@ -28,7 +28,6 @@ from ..errors import (
     SchemaError,
     UnsupportedError,
 )
-from ..pb import transaction_pb2
 from ..schema import LanceSchema
 from ..vector.search import VectorScanner
 from ..writer import LanceFileWriter
@@ -47,7 +46,9 @@ from . import (
     write,
 )
 from .fragment import Fragment
+from .operations import Append, Delete, Merge, Project, Restore
 from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
+from .transaction import new_transaction
 
 
 def dataset(
@@ -248,10 +249,8 @@ class Dataset:
         if not kept:
             raise InvalidArgumentError("cannot drop every column of a dataset")
         schema = LanceSchema(kept, dict(self.lance_schema.metadata))
-        op = transaction_pb2.Transaction.Project(
-            schema=schema.to_protos(), preserves_nullability=True
-        )
-        committed = commit.commit(self.uri, commit.new_transaction(self.version, project=op))
+        op = Project(schema=schema.to_protos(), preserves_nullability=True)
+        committed = commit.commit(self.uri, new_transaction(self.version, op))
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def alter_columns(self, *alterations: dict) -> None:
@@ -301,16 +300,14 @@ class Dataset:
         version with that version's fragments and schema; the object moves to it."""
         target = self if version is None else self.checkout_version(version)
         latest = self.latest_version
-        op = transaction_pb2.Transaction.Restore(version=target.version)
-        committed = commit.commit(self.uri, commit.new_transaction(latest, restore=op))
+        committed = commit.commit(self.uri, new_transaction(latest, Restore(target.version)))
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def commit_fragments(self, fragments: list) -> Dataset:
         """Commit staged fragments (from :func:`write_fragments`, possibly written by many
         processes) in ONE Append transaction against this version."""
         frags = [write.fragment_from_json(f) if isinstance(f, str) else f for f in fragments]
-        op = transaction_pb2.Transaction.Append(fragments=frags)
-        committed = commit.commit(self.uri, commit.new_transaction(self.version, append=op))
+        committed = commit.commit(self.uri, new_transaction(self.version, Append(frags)))
         return dataset(self.uri, committed.version, cache=self.cache)
 
     # -- reading --------------------------------------------------------------------------
@@ -585,10 +582,10 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
     if not count:
         return ds, 0
     text = predicate if isinstance(predicate, str) else str(predicate)
-    op = transaction_pb2.Transaction.Delete(
+    op = Delete(
         updated_fragments=changes.updated, deleted_fragment_ids=changes.removed, predicate=text
     )
-    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, delete=op))
+    committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache), count
 
 
@@ -646,10 +643,8 @@ def _add_columns(ds: Dataset, transforms) -> Dataset:
     schema = LanceSchema(
         list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
     )
-    op = transaction_pb2.Transaction.Merge(
-        fragments=fragments, schema=schema.to_protos(), preserves_nullability=True
-    )
-    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, merge=op))
+    op = Merge(fragments=fragments, schema=schema.to_protos(), preserves_nullability=True)
+    committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
@@ -673,8 +668,8 @@ def _alter_columns(ds: Dataset, alterations) -> Dataset:
             )
         fields = _replace_field(fields, path, name, nullable, alt["path"])
     schema = LanceSchema(fields, dict(ds.lance_schema.metadata))
-    op = transaction_pb2.Transaction.Project(schema=schema.to_protos(), preserves_nullability=False)
-    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, project=op))
+    op = Project(schema=schema.to_protos(), preserves_nullability=False)
+    committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
