@@ -15,11 +15,20 @@ from .errors import (
 )
 from .io import IOStats
 from .reader import LanceFileReader
-from .table.dataset import Dataset, dataset, write_dataset
+from .table.dataset import Dataset, dataset, write_dataset, write_fragments
+from .table.fragment import Fragment as LanceFragment
+from .table.fragment_metadata import FragmentMetadata
+from .table.lance_operation import LanceOperation
 from .writer import LanceFileWriter, WriteResult
+
+LanceDataset = Dataset  # pylance's name for the class
 
 __all__ = [
     "Dataset",
+    "FragmentMetadata",
+    "LanceDataset",
+    "LanceFragment",
+    "LanceOperation",
     "CommitConflictError",
     "CorruptFileError",
     "DatasetNotFoundError",
@@ -37,4 +46,5 @@ __all__ = [
     "WriteResult",
     "dataset",
     "write_dataset",
+    "write_fragments",
 ]

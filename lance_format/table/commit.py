@@ -40,8 +40,13 @@ def commit(
     stable_row_ids: bool = False,
     data_storage_version: str | None = None,
     max_retries: int = MAX_RETRIES,
+    affected_rows_known: bool = True,
 ) -> manifest.Manifest:
     """Commit ``txn`` (based on ``txn.read_version``; 0 = creating the dataset).
+
+    ``affected_rows_known`` says whether a delete or update can name the rows it hit (the
+    dataset's own writes can; a low-level commit of caller-made fragments cannot), which
+    decides whether it can be merged with a concurrent one on the same fragment.
 
     Raises :class:`CommitConflictError` (``RetryableCommitConflictError`` when redoing the
     operation against the new version may succeed) if a concurrent commit is incompatible.
@@ -65,7 +70,9 @@ def commit(
             if latest.version > read_version:
                 if txn.read_version == 0 and txn.operation.CREATES_DATASET:
                     raise InvalidArgumentError(f"dataset already exists at {root}")
-                txn, txn_name = _rebase(root, txn, txn_name, read_version, versions, latest)
+                txn, txn_name = _rebase(
+                    root, txn, txn_name, read_version, versions, latest, affected_rows_known
+                )
                 read_version = latest.version
         pb, index_section = build_manifest(
             latest.pb if latest is not None else None,
@@ -116,7 +123,15 @@ def _backoff(attempt: int) -> None:
     time.sleep(random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(attempt, 16))))
 
 
-def _rebase(root: str, txn: Transaction, txn_name: str, read_version: int, versions, latest):
+def _rebase(
+    root: str,
+    txn: Transaction,
+    txn_name: str,
+    read_version: int,
+    versions,
+    latest,
+    affected_rows_known: bool = True,
+):
     """Check ``txn`` against everything committed after ``read_version``; returns the
     transaction to commit now and its file name (a transaction that changed in the rebase -
     a delete over concurrent deletes of the same fragments gets merged deletion vectors and
@@ -132,7 +147,11 @@ def _rebase(root: str, txn: Transaction, txn_name: str, read_version: int, versi
             f.id: f for f in manifest.read_manifest(paths.find_version(root, first).path).fragments
         }
     plan = conflicts.plan_rebase(
-        txn, committed, latest_version=latest.version, initial_fragments=initial
+        txn,
+        committed,
+        latest_version=latest.version,
+        initial_fragments=initial,
+        affected_rows_known=affected_rows_known,
     )
     rebased = plan.transaction
     if plan.merge_fragment_ids:

@@ -38,6 +38,7 @@ from . import (
     features,
     filters,
     indices,
+    lance_operation,
     manifest,
     mutation,
     paths,
@@ -46,6 +47,7 @@ from . import (
     write,
 )
 from .fragment import Fragment
+from .fragment_metadata import FragmentMetadata, as_fragment_pb
 from .operations import Append, Delete, Merge, Project, Restore
 from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
 from .transaction import new_transaction
@@ -197,7 +199,8 @@ class Dataset:
     @functools.cached_property
     def _fragments(self) -> list[Fragment]:
         return [
-            Fragment(self.uri, pb, self.lance_schema, self.cache) for pb in self.manifest.fragments
+            Fragment(self.uri, pb, self.lance_schema, self.cache, dataset=self)
+            for pb in self.manifest.fragments
         ]
 
     def get_fragments(self) -> list[Fragment]:
@@ -303,10 +306,13 @@ class Dataset:
         committed = commit.commit(self.uri, new_transaction(latest, Restore(target.version)))
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
+    commit = staticmethod(lance_operation.commit)
+
     def commit_fragments(self, fragments: list) -> Dataset:
         """Commit staged fragments (from :func:`write_fragments`, possibly written by many
-        processes) in ONE Append transaction against this version."""
-        frags = [write.fragment_from_json(f) if isinstance(f, str) else f for f in fragments]
+        processes; FragmentMetadata or their JSON) in ONE Append transaction against this
+        version."""
+        frags = [as_fragment_pb(f) for f in fragments]
         committed = commit.commit(self.uri, new_transaction(self.version, Append(frags)))
         return dataset(self.uri, committed.version, cache=self.cache)
 
@@ -591,23 +597,75 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
 
 def write_fragments(
     data,
-    uri: str | os.PathLike[str],
+    dataset_uri: str | os.PathLike[str] | Dataset,
+    schema: pa.Schema | None = None,
     *,
+    mode: str = "append",
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int | None = None,
+    max_page_bytes: int | None = None,
+    data_storage_version: str | None = None,
     storage_options: dict[str, str] | None = None,
-) -> list[str]:
-    """Stage ``data`` as new fragments of the existing dataset at ``uri`` without committing;
-    returns their metadata as JSON strings, to be committed later (by anyone) with
-    :meth:`Dataset.commit_fragments`."""
-    ds = dataset(uri, storage_options=storage_options)
+) -> list[FragmentMetadata]:
+    """pylance's ``write_fragments``: stage ``data`` as new fragments (id 0) without
+    committing, to be committed later, by anyone, with ``LanceDataset.commit`` or
+    :meth:`Dataset.commit_fragments`.  An ``append`` to an existing dataset takes its
+    schema and file version; otherwise (a new dataset, or ``overwrite``) the data's schema
+    and ``data_storage_version`` (default "stable")."""
+    if mode not in ("append", "create", "overwrite"):
+        raise InvalidArgumentError(f"mode must be append, create or overwrite, not {mode!r}")
+    reader = write.to_reader(data, schema)
+    root = dataset_uri.uri if isinstance(dataset_uri, Dataset) else None
+    root = root or storage.register(dataset_uri, storage_options)
+    current = dataset(root) if _exists(root) else None
+    if mode == "create" and current is not None:
+        raise InvalidArgumentError(f"dataset already exists at {root}")
+    if current is not None and mode == "append":
+        lance_schema = current.lance_schema
+        version = data_storage_version or current.data_storage_version
+    else:
+        lance_schema = LanceSchema.from_arrow(reader.schema)
+        version = data_storage_version or "stable"
     frags = write.write_fragments(
-        data,
-        ds.uri,
-        ds.lance_schema,
+        reader,
+        root,
+        lance_schema,
         max_rows_per_file=max_rows_per_file,
-        data_storage_version=ds.data_storage_version,
+        data_storage_version=version,
+        max_page_bytes=max_page_bytes,
     )
-    return [write.fragment_to_json(f) for f in frags]
+    return [FragmentMetadata.from_pb(f) for f in frags]
+
+
+def create_fragment(
+    dataset_uri,
+    data,
+    fragment_id: int | None = None,
+    schema: pa.Schema | None = None,
+    max_rows_per_group: int | None = 1024,
+    progress=None,
+    mode: str = "append",
+    *,
+    data_storage_version: str | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> FragmentMetadata:
+    """pylance's ``LanceFragment.create``: ``data`` as ONE uncommitted fragment."""
+    if progress is not None:
+        raise UnsupportedError("progress callbacks are not supported")
+    reader = write.to_reader(data, schema)
+    frags = write_fragments(
+        reader,
+        dataset_uri,
+        mode=mode,
+        max_rows_per_file=2**62,
+        data_storage_version=data_storage_version,
+        storage_options=storage_options,
+    )
+    if len(frags) != 1:
+        raise InvalidArgumentError("cannot create a fragment without rows")
+    (frag,) = frags
+    frag.id = int(fragment_id or 0)
+    return frag
 
 
 ADD_COLUMNS_ROWS = 128 * 1024  # rows evaluated per step (bounded memory)

@@ -1135,6 +1135,33 @@ class DataReplacement(Operation):
     def modified_fragment_ids(self) -> frozenset[int]:
         return frozenset(self.fragment_ids)
 
+    def apply(self, change: ManifestChange) -> None:
+        """The file holding exactly the new file's fields is swapped for it; a file for
+        fields no file holds yet (all-null columns) is added."""
+        by_fragment: dict[int, list[DataFile]] = {}
+        for r in self.replacements:
+            if r.new_file is None:
+                raise InvalidArgumentError(f"replacement for fragment {r.fragment_id} has no file")
+            by_fragment.setdefault(r.fragment_id, []).append(r.new_file)
+        found = set()
+        for frag in change.manifest.fragments:
+            for new in by_fragment.get(frag.id, []):
+                found.add(frag.id)
+                same = [i for i, f in enumerate(frag.files) if list(f.fields) == list(new.fields)]
+                held = {fid for f in frag.files for fid in f.fields}
+                if same:
+                    frag.files[same[0]].CopyFrom(new)
+                elif not held & set(new.fields):
+                    frag.files.add().CopyFrom(new)
+                else:
+                    raise InvalidArgumentError(
+                        f"fragment {frag.id} has no data file with exactly the fields "
+                        f"{list(new.fields)}"
+                    )
+        missing = set(by_fragment) - found
+        if missing:
+            raise InvalidArgumentError(f"no fragment {min(missing)} to replace data in")
+
     def check(self, ctx: CheckContext, theirs: Operation) -> Verdict:
         """``check_data_replacement_txn`` (newest upstream form)."""
         if isinstance(

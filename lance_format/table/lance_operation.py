@@ -1,0 +1,374 @@
+"""pylance's low-level commit API: ``LanceOperation.*`` and ``LanceDataset.commit``.
+
+A caller writes data files itself (``write_fragments``, ``LanceFragment.create``,
+``fragment.delete``), describes the change with one of these dataclasses (pylance's names,
+fields and defaults) and commits it against a read version.  Each converts to the table
+layer's :mod:`.operations` dataclass, which does the rest: the manifest, the conflict check
+against everything committed since the read version, the ``.txn`` file.  As pylance, a
+commit through this API cannot name the rows a Delete or Update hit, so such a change over
+a concurrent change to the same fragment is a retryable conflict rather than a merge.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from .. import storage
+from ..errors import InvalidArgumentError, ObjectNotFoundError, UnsupportedError
+from ..pb import table_pb2
+from ..schema import LanceSchema
+from . import commit as commit_module
+from . import operations, paths
+from .fragment_metadata import DataFile, FragmentMetadata
+from .transaction import new_transaction
+
+if TYPE_CHECKING:
+    from .dataset import Dataset
+
+COMMIT_MESSAGE_KEY = "__lance_commit_message"  # pylance's transaction property
+_UPDATE_MODES = {
+    "": operations.Update.REWRITE_ROWS,
+    "rewrite_rows": operations.Update.REWRITE_ROWS,
+    "rewrite_columns": operations.Update.REWRITE_COLUMNS,
+}
+
+
+def _fragments(fragments: Any, what: str = "fragments") -> list[table_pb2.DataFragment]:
+    """pylance's check (a list of FragmentMetadata), then the protobufs."""
+    if not isinstance(fragments, list):
+        raise TypeError(f"{what} must be list[FragmentMetadata], got {type(fragments)}")
+    for f in fragments:
+        if not isinstance(f, FragmentMetadata):
+            raise TypeError(f"{what} must be list[FragmentMetadata], got {type(f)}")
+    return [f.to_pb() for f in fragments]
+
+
+@dataclass
+class _Target:
+    """What a conversion may need to know about the dataset committed to."""
+
+    root: str
+    read_version: int
+    schema: LanceSchema | None  # None before the dataset exists
+
+
+def _lance_schema(schema: Any, target: _Target) -> LanceSchema:
+    """A schema given as our LanceSchema or an Arrow schema; Arrow fields the dataset has
+    keep their field ids, new ones get ids after every id in use."""
+    if isinstance(schema, LanceSchema):
+        return schema
+    if not isinstance(schema, pa.Schema):
+        raise TypeError(f"schema must be a LanceSchema or pyarrow.Schema, got {type(schema)}")
+    if target.schema is None:
+        return LanceSchema.from_arrow(schema)
+    existing = {f.name: f for f in target.schema.fields}
+    next_id = max((f.id for f in target.schema.walk()), default=-1) + 1
+    fields = []
+    for f in schema:
+        if f.name in existing:
+            fields.append(existing[f.name])
+        else:
+            (new,) = LanceSchema.from_arrow(pa.schema([f]), first_id=next_id).fields
+            next_id = max(g.id for g in new.walk()) + 1
+            fields.append(new)
+    metadata = {k.decode(): v for k, v in (schema.metadata or {}).items()}
+    return LanceSchema(fields, metadata)
+
+
+class LanceOperation:
+    """The operations pylance's ``LanceDataset.commit`` takes (same names and fields)."""
+
+    class BaseOperation(ABC):
+        """Base class of the operations."""
+
+        @abstractmethod
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            """The table layer's operation for this change."""
+
+    @dataclass
+    class Overwrite(BaseOperation):
+        """Create the dataset or replace all of it with ``fragments`` and ``new_schema``."""
+
+        new_schema: Any
+        fragments: list[FragmentMetadata]
+        initial_bases: list | None = None
+
+        def __post_init__(self):
+            _fragments(self.fragments)
+            if self.initial_bases:
+                raise UnsupportedError("initial_bases (multi-base datasets) are not supported")
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            schema = self.new_schema
+            if isinstance(schema, pa.Schema):
+                schema = LanceSchema.from_arrow(schema)
+            schema = _lance_schema(schema, target)
+            return operations.Overwrite(
+                fragments=_fragments(self.fragments),
+                schema=schema.to_protos(),
+                schema_metadata=dict(schema.metadata),
+            )
+
+    @dataclass
+    class Append(BaseOperation):
+        """New fragments (their ids are assigned at commit)."""
+
+        fragments: list[FragmentMetadata]
+
+        def __post_init__(self):
+            _fragments(self.fragments)
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            return operations.Append(fragments=_fragments(self.fragments))
+
+    @dataclass
+    class Delete(BaseOperation):
+        """Fragments with new deletion files, and fragments removed entirely."""
+
+        updated_fragments: list[FragmentMetadata]
+        deleted_fragment_ids: Iterable[int]
+        predicate: str
+
+        def __post_init__(self):
+            _fragments(self.updated_fragments, "updated_fragments")
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            return operations.Delete(
+                updated_fragments=_fragments(self.updated_fragments),
+                deleted_fragment_ids=[int(i) for i in self.deleted_fragment_ids],
+                predicate=str(self.predicate),
+            )
+
+    @dataclass
+    class Update(BaseOperation):
+        """Rows changed: removed and updated fragments, new fragments with the new rows."""
+
+        removed_fragment_ids: list[int] = field(default_factory=list)
+        updated_fragments: list[FragmentMetadata] = field(default_factory=list)
+        new_fragments: list[FragmentMetadata] = field(default_factory=list)
+        fields_modified: list[int] = field(default_factory=list)
+        fields_for_preserving_frag_bitmap: list[int] = field(default_factory=list)
+        update_mode: str = ""
+        updated_fragment_offsets: dict[int, bytes] | None = None
+
+        def __post_init__(self):
+            _fragments(self.updated_fragments, "updated_fragments")
+            _fragments(self.new_fragments, "new_fragments")
+            if self.update_mode not in _UPDATE_MODES:
+                raise InvalidArgumentError(f"unknown update_mode {self.update_mode!r}")
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            return operations.Update(
+                removed_fragment_ids=[int(i) for i in self.removed_fragment_ids],
+                updated_fragments=_fragments(self.updated_fragments),
+                new_fragments=_fragments(self.new_fragments),
+                fields_modified=[int(i) for i in self.fields_modified],
+                fields_for_preserving_frag_bitmap=[
+                    int(i) for i in self.fields_for_preserving_frag_bitmap
+                ],
+                update_mode=_UPDATE_MODES[self.update_mode],
+                updated_fragment_offset_bitmaps=dict(self.updated_fragment_offsets or {}),
+            )
+
+    @dataclass
+    class Merge(BaseOperation):
+        """Columns added: every fragment (with its new data files) and the new schema."""
+
+        fragments: list[FragmentMetadata]
+        schema: Any
+        preserves_nullability: bool = False
+
+        def __post_init__(self):
+            _fragments(self.fragments)
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            schema = _lance_schema(self.schema, target)
+            return operations.Merge(
+                fragments=_fragments(self.fragments),
+                schema=schema.to_protos(),
+                schema_metadata=dict(schema.metadata),
+                preserves_nullability=bool(self.preserves_nullability),
+            )
+
+    @dataclass
+    class Project(BaseOperation):
+        """Only the schema changes (columns dropped or renamed)."""
+
+        schema: Any
+        preserves_nullability: bool = False
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            schema = _lance_schema(self.schema, target)
+            return operations.Project(
+                schema=schema.to_protos(), preserves_nullability=bool(self.preserves_nullability)
+            )
+
+    @dataclass
+    class Restore(BaseOperation):
+        """Make an old version the latest again."""
+
+        version: int
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            return operations.Restore(version=int(self.version))
+
+    @dataclass
+    class RewriteGroup:
+        """Old fragments whose rows the new fragments now hold."""
+
+        old_fragments: list[FragmentMetadata]
+        new_fragments: list[FragmentMetadata]
+
+    @dataclass
+    class RewrittenIndex:
+        """An index remapped by a rewrite (not supported here)."""
+
+        old_id: str
+        new_id: str
+        new_details_type_url: str
+        new_details_value: bytes
+        new_index_version: int
+
+    @dataclass
+    class Rewrite(BaseOperation):
+        """Rows moved to new fragments unchanged (compaction)."""
+
+        groups: list[LanceOperation.RewriteGroup]
+        rewritten_indices: list[LanceOperation.RewrittenIndex] = field(default_factory=list)
+
+        def __post_init__(self):
+            for g in self.groups:
+                _fragments(g.old_fragments, "old_fragments")
+                _fragments(g.new_fragments, "new_fragments")
+            if self.rewritten_indices:
+                raise UnsupportedError("rewritten_indices are not supported")
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            return operations.Rewrite(
+                groups=[
+                    operations.RewriteGroup(
+                        _fragments(g.old_fragments), _fragments(g.new_fragments)
+                    )
+                    for g in self.groups
+                ]
+            )
+
+    @dataclass
+    class CreateIndex(BaseOperation):
+        """Index segments added and removed (as ``IndexMetadata`` protobufs)."""
+
+        new_indices: list[table_pb2.IndexMetadata]
+        removed_indices: list[table_pb2.IndexMetadata]
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            for i in [*self.new_indices, *self.removed_indices]:
+                if not isinstance(i, table_pb2.IndexMetadata):
+                    raise UnsupportedError("indices must be given as IndexMetadata protobufs")
+            return operations.CreateIndex(
+                new_indices=list(self.new_indices), removed_indices=list(self.removed_indices)
+            )
+
+    @dataclass
+    class DataReplacementGroup:
+        """A fragment's data file for some fields, replaced by ``new_file``."""
+
+        fragment_id: int
+        new_file: DataFile
+
+    @dataclass
+    class DataReplacement(BaseOperation):
+        """Data files of existing fragments replaced."""
+
+        replacements: list[LanceOperation.DataReplacementGroup]
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            return operations.DataReplacement(
+                replacements=[
+                    operations.DataReplacementGroup(int(r.fragment_id), r.new_file.to_pb())
+                    for r in self.replacements
+                ]
+            )
+
+
+_WITHOUT_READ_VERSION = (LanceOperation.Overwrite, LanceOperation.Restore)
+
+
+def commit(
+    base_uri: Any,
+    operation: LanceOperation.BaseOperation,
+    read_version: int | None = None,
+    commit_lock: Any = None,
+    storage_options: dict[str, str] | None = None,
+    enable_v2_manifest_paths: bool | None = None,
+    detached: bool | None = False,
+    max_retries: int = 20,
+    *,
+    commit_message: str | None = None,
+    enable_stable_row_ids: bool | None = None,
+) -> Dataset:
+    """pylance's ``LanceDataset.commit``: commit ``operation`` made against
+    ``read_version`` (required except for Overwrite and Restore); the new version."""
+    from .dataset import Dataset, dataset
+
+    if isinstance(base_uri, Dataset):
+        base_uri = base_uri.uri
+    elif not isinstance(base_uri, str | os.PathLike):
+        raise TypeError(f"base_uri must be str, Path, or LanceDataset, got {type(base_uri)}")
+    if not isinstance(operation, LanceOperation.BaseOperation):
+        raise TypeError(f"operation must be a LanceOperation.BaseOperation, got {type(operation)}")
+    if commit_lock is not None:
+        raise UnsupportedError("commit_lock is not supported (commits are put-if-absent)")
+    if detached:
+        raise UnsupportedError("detached commits are not supported")
+    if read_version is None and not isinstance(operation, _WITHOUT_READ_VERSION):
+        raise InvalidArgumentError(
+            "read_version is required for all operations except Overwrite and Restore"
+        )
+    root = storage.register(base_uri, storage_options)
+    versions = paths.list_versions(root)
+    if not versions and not isinstance(operation, LanceOperation.Overwrite):
+        raise ObjectNotFoundError(
+            f"Dataset at path {root} was not found: the dataset must already exist unless "
+            "the operation is Overwrite"
+        )
+    if read_version is None:
+        read_version = versions[-1].version if versions else 0
+    elif read_version and not any(v.version == read_version for v in versions):
+        raise ObjectNotFoundError(f"the dataset at {root} has no version {read_version}")
+    schema = dataset(root, read_version).lance_schema if read_version else None
+    op = operation._to_operation(_Target(root, read_version, schema))
+    properties = {COMMIT_MESSAGE_KEY: commit_message} if commit_message is not None else None
+    txn = new_transaction(read_version, op, transaction_properties=properties)
+    naming = None
+    if not versions:
+        v1 = enable_v2_manifest_paths is False
+        naming = paths.ManifestNaming.V1 if v1 else paths.ManifestNaming.V2
+    committed = commit_module.commit(
+        root,
+        txn,
+        naming=naming,
+        stable_row_ids=bool(enable_stable_row_ids),
+        data_storage_version=_file_version(op) if isinstance(op, operations.Overwrite) else None,
+        max_retries=max_retries,
+        affected_rows_known=False,
+    )
+    return dataset(root, committed.version)
+
+
+def _file_version(op: operations.Overwrite) -> str | None:
+    """The data storage version an overwrite's files were written in (None: keep the
+    dataset's, or the default for a new one)."""
+    for frag in op.fragments:
+        for f in frag.files:
+            if f.file_major_version:
+                return f"{f.file_major_version}.{f.file_minor_version}"
+    return None
+
+
+__all__ = ["COMMIT_MESSAGE_KEY", "LanceOperation", "commit"]
