@@ -711,21 +711,21 @@ class Rewrite(Operation):
         return frozenset(self.old_fragment_ids)
 
     def apply(self, change: ManifestChange) -> None:
-        """Each group's new fragments take the place of its first old fragment.  New
-        fragments with ids were reserved beforehand (ReserveFragments) and carry their row
-        ids over; others get ids now."""
+        """New fragments whose ids were reserved beforehand (ReserveFragments; they carry
+        their row ids over) take the place of their group's first old fragment; new
+        fragments without ids get them now and go to the end, as pylance places them."""
         m = change.manifest
         replace_at: dict[int, list] = {}
+        appended: list[DataFragment] = []
         removed: set[int] = set()
         for g in self.groups:
             olds = [f.id for f in g.old_fragments]
             if not olds:
                 continue
             if all(f.id for f in g.new_fragments):
-                new = list(g.new_fragments)
+                replace_at[olds[0]] = list(g.new_fragments)
             else:
-                new = assign_ids(m, g.new_fragments)
-            replace_at[olds[0]] = new
+                appended.extend(g.new_fragments)
             removed.update(olds)
         out = []
         for f in m.fragments:
@@ -734,6 +734,7 @@ class Rewrite(Operation):
             if f.id not in removed:
                 out.append(f)
         _set_fragments(m, out)
+        m.fragments.extend(assign_ids(m, appended))
 
     def check(self, ctx: CheckContext, theirs: Operation) -> Verdict:
         """``check_rewrite_txn``.  A transaction file never carries a fragment-reuse index,
