@@ -4,6 +4,7 @@ from .cache import SearchCache
 from .errors import (
     CommitConflictError,
     CorruptFileError,
+    DatasetExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
     InvalidDataError,
@@ -31,6 +32,7 @@ __all__ = [
     "LanceOperation",
     "CommitConflictError",
     "CorruptFileError",
+    "DatasetExistsError",
     "DatasetNotFoundError",
     "IOStats",
     "InvalidArgumentError",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import time
 
-from ..errors import CommitConflictError, CorruptFileError, InvalidArgumentError, LanceIOError
+from ..errors import CommitConflictError, CorruptFileError, DatasetExistsError, LanceIOError
 from ..pb import table_pb2
 from . import conflicts, features, manifest, operations, paths, transaction
 from .transaction import PbTransaction, Transaction, as_transaction
@@ -69,7 +69,7 @@ def commit(
             features.check_writer_flags(latest)
             if latest.version > read_version:
                 if txn.read_version == 0 and txn.operation.CREATES_DATASET:
-                    raise InvalidArgumentError(f"dataset already exists at {root}")
+                    raise DatasetExistsError(f"dataset already exists at {root}")
                 txn, txn_name = _rebase(
                     root, txn, txn_name, read_version, versions, latest, affected_rows_known
                 )

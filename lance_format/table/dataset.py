@@ -35,6 +35,7 @@ from . import (
     cleanup,
     commit,
     compaction,
+    dataset_write,
     features,
     filters,
     indices,
@@ -42,7 +43,6 @@ from . import (
     manifest,
     mutation,
     paths,
-    staging,
     tags,
     write,
 )
@@ -506,6 +506,8 @@ def write_dataset(
     enable_v2_manifest_paths: bool = True,
     max_page_bytes: int | None = None,
     storage_options: dict[str, str] | None = None,
+    idempotency_key: str | None = None,
+    transaction_properties: dict[str, str] | None = None,
 ) -> Dataset:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``) or a new version replacing the rows
@@ -514,63 +516,25 @@ def write_dataset(
     ``data_storage_version`` ("2.1", "2.2" or "stable" = 2.2) defaults to the existing
     dataset's file version, or to "stable" for a new dataset.  ``max_page_bytes`` (not in
     pylance) caps the Arrow bytes per page: smaller pages mean finer page-aligned splits
-    and cheaper random access."""
-    root = storage.register(uri, storage_options)
-    if mode not in ("create", "append", "overwrite"):
-        raise InvalidArgumentError(f"mode must be create, append or overwrite, not {mode!r}")
-    exists = _exists(root)
-    if mode == "create" and exists:
-        raise InvalidArgumentError(f"dataset already exists at {root} (use mode='append')")
-    reader = write.to_reader(data, schema)
-    if mode == "append" and exists:
-        current = dataset(root)
-        version = current.data_storage_version
-        if version not in write.WRITABLE_VERSIONS:
-            raise UnsupportedError(
-                f"cannot append to a dataset stored in Lance file version {version}: "
-                "this writer writes 2.1 and 2.2 files only"
-            )
-        fragments = write.write_fragments(
-            reader,
-            root,
-            current.lance_schema,
-            max_rows_per_file=max_rows_per_file,
-            data_storage_version=version,
-            max_page_bytes=max_page_bytes,
-        )
-        txn = staging.staged_transaction(fragments, mode="append", read_version=current.version)
-        committed = commit.commit(root, txn)
-        return dataset(root, committed.version)
-    previous = dataset(root) if exists else None
-    read_version = previous.version if previous is not None else 0
-    if data_storage_version is None:  # an overwrite keeps the dataset's file version
-        data_storage_version = previous.data_storage_version if previous else "stable"
-    write.storage_version(data_storage_version)
-    lance_schema = LanceSchema.from_arrow(reader.schema)
-    fragments = write.write_fragments(
-        reader,
-        root,
-        lance_schema,
+    and cheaper random access.  A failed write leaves no file behind; a create that loses
+    the race to another creator appends to it in ``append`` mode; a write given an
+    ``idempotency_key`` that an earlier commit carries commits nothing and returns that
+    version (see :mod:`.dataset_write`)."""
+    outcome = dataset_write.write_version(
+        data,
+        uri,
+        schema,
+        mode,
         max_rows_per_file=max_rows_per_file,
         data_storage_version=data_storage_version,
+        enable_stable_row_ids=enable_stable_row_ids,
+        enable_v2_manifest_paths=enable_v2_manifest_paths,
         max_page_bytes=max_page_bytes,
+        storage_options=storage_options,
+        idempotency_key=idempotency_key,
+        transaction_properties=transaction_properties,
     )
-    txn = staging.staged_transaction(
-        fragments,
-        mode="overwrite",
-        read_version=read_version,
-        schema=lance_schema,
-        schema_metadata=reader.schema.metadata,
-    )
-    naming = paths.ManifestNaming.V2 if enable_v2_manifest_paths else paths.ManifestNaming.V1
-    committed = commit.commit(
-        root,
-        txn,
-        naming=None if exists else naming,
-        stable_row_ids=enable_stable_row_ids,
-        data_storage_version=data_storage_version,
-    )
-    return dataset(root, committed.version)
+    return dataset(storage.register(uri, storage_options), outcome.version)
 
 
 def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
