@@ -213,7 +213,7 @@ def ingest(
         raise AlreadyExists(f"dataset {opts.dataset!r} already exists (use mode 'append')")
     current = catalog.open(opts.dataset) if exists else None
     appending = opts.mode == "append" and current is not None
-    if appending:
+    if current is not None and appending:
         lance_schema = current.lance_schema
         version = current.data_storage_version
         target = current.schema
@@ -245,7 +245,7 @@ def ingest(
     if opts.stage:
         read_version = current.version if current is not None else 0
         return _stage(root, opts, lance_schema, target, stream, read_version, version)
-    if appending:  # nothing arrived: nothing to commit
+    if current is not None and appending:  # nothing arrived: nothing to commit
         first = next((b for b in stream if b.num_rows), None)
         if first is None:
             return {"version": current.version, "rows_written": 0}
@@ -290,6 +290,7 @@ def _stage(
             yield b
 
     def on_new_file(name: str) -> None:
+        assert record is not None and job is not None  # only passed when there is a job
         record.add(name)  # the name first: a crash after this leaves it discoverable
         check_job_running(job)
 

@@ -259,3 +259,32 @@ def test_commit_message_and_merge_with_a_new_column(tmp_path):
     assert lance.dataset(uri).read_transaction(2).transaction_properties == {
         "__lance_commit_message": "add b"
     }
+
+
+def update_and_replace(impl, uri: str) -> list[dict]:
+    """An Update that moves one row to a new fragment (REWRITE_ROWS), then a DataReplacement
+    swapping a fragment's only data file for one with new values, both low-level."""
+    out = []
+    impl.lib.write_dataset(table(0, 6), uri, max_rows_per_file=3)
+    ds = impl.open(uri)
+    updated = ds.get_fragment(1).delete("a = 4")
+    moved = impl.write_fragments(pa.table({"a": pa.array([40], pa.int64()), "s": ["s4!"]}), uri)
+    op = impl.Op.Update(
+        updated_fragments=[updated], new_fragments=moved, update_mode="rewrite_rows"
+    )
+    out.append(snapshot(impl.commit(uri, op, read_version=1)))
+
+    (new,) = impl.write_fragments(table(100, 3), uri)
+    group = impl.Op.DataReplacementGroup(fragment_id=0, new_file=new.files[0])
+    ds = impl.commit(uri, impl.Op.DataReplacement([group]), read_version=2)
+    out.append(snapshot(ds))
+    return out
+
+
+def test_update_and_data_replacement_match(tmp_path):
+    got = {name: update_and_replace(impl, str(tmp_path / name)) for name, impl in IMPLS.items()}
+    assert got["ours"] == got["pylance"]
+    assert got["ours"][0]["rows"]["a"] == [0, 1, 2, 3, 5, 40]
+    for name in IMPLS:  # and each reads the other's result
+        other = "pylance" if name == "ours" else "ours"
+        assert snapshot(IMPLS[other].open(str(tmp_path / name))) == got[name][-1]

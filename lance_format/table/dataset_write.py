@@ -114,7 +114,7 @@ def write_version(
         raise DatasetExistsError(f"dataset already exists at {root} (use mode='append')")
     current = manifest.read_manifest(versions[-1].path) if versions else None
     appending = mode == "append" and current is not None
-    if appending:
+    if current is not None and appending:
         lance_schema = current.schema
         version = current.data_storage_version
         if version not in write.WRITABLE_VERSIONS:

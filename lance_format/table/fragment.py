@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,7 @@ from .fragment_metadata import DataFile, FragmentMetadata
 
 if TYPE_CHECKING:
     from .dataset import Dataset
+    from .scanner import Scanner
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class Fragment:
             raise InvalidArgumentError(
                 f"take indices must be in 0..{len(live) - 1} for fragment {self.fragment_id}"
             )
-        fields = self.dataset.scanner(columns=columns).fields
+        fields = cast("Scanner", self.dataset.scanner(columns=columns)).fields
         offsets = live[positions]
         uniq, inverse = np.unique(offsets, return_inverse=True)
         return self.read(fields, uniq).take(pa.array(inverse.reshape(-1)))
