@@ -19,7 +19,7 @@ from .reader import LanceFileReader
 from .table.dataset import Dataset, dataset, write_dataset, write_fragments
 from .table.fragment import Fragment as LanceFragment
 from .table.fragment_metadata import FragmentMetadata
-from .table.lance_operation import LanceOperation
+from .table.lance_operation import LanceOperation, Transaction
 from .writer import LanceFileWriter, WriteResult
 
 LanceDataset = Dataset  # pylance's name for the class
@@ -44,6 +44,7 @@ __all__ = [
     "ObjectNotFoundError",
     "SchemaError",
     "SearchCache",
+    "Transaction",
     "UnsupportedError",
     "WriteResult",
     "dataset",

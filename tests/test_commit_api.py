@@ -288,3 +288,33 @@ def test_update_and_data_replacement_match(tmp_path):
     for name in IMPLS:  # and each reads the other's result
         other = "pylance" if name == "ours" else "ours"
         assert snapshot(IMPLS[other].open(str(tmp_path / name))) == got[name][-1]
+
+
+def test_read_transaction_and_commit_a_transaction(scripted, tmp_path):
+    """Our read_transaction gives pylance's operations for what either implementation
+    committed; a Transaction read from one dataset commits the same change elsewhere."""
+    for name in IMPLS:
+        _, uri = scripted[name]
+        for v in range(1, 7):
+            ours = lance_format.dataset(uri).read_transaction(v)
+            theirs = lance.dataset(uri).read_transaction(v)
+            assert type(ours.operation).__name__ == type(theirs.operation).__name__
+            assert (ours.read_version, ours.uuid) == (theirs.read_version, theirs.uuid)
+            assert ours.transaction_properties == (theirs.transaction_properties or {})
+        delete = lance_format.dataset(uri).read_transaction(3).operation
+        assert [f.id for f in delete.updated_fragments] == [1] and delete.deleted_fragment_ids == [
+            0
+        ]
+
+    for impl in IMPLS.values():  # replay one implementation's append with either
+        _, src = scripted["ours"]
+        uri = str(tmp_path / f"replay_{impl.lib.__name__}")
+        shutil.copytree(src, uri)
+        appended = impl.open(uri).read_transaction(2)
+        replayed = impl.commit(
+            uri, impl.lib.Transaction(read_version=6, operation=appended.operation)
+        )
+        assert replayed.version == 7 and replayed.count_rows() == 5 + 3
+    mine = lance_format.dataset(uri).read_transaction(2)
+    with pytest.raises(ValueError, match="commit_message"):
+        lance_format.LanceDataset.commit(uri, mine, commit_message="x")

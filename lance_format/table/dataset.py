@@ -308,6 +308,11 @@ class Dataset:
 
     commit = staticmethod(lance_operation.commit)
 
+    def read_transaction(self, version: int | None = None) -> lance_operation.Transaction | None:
+        """The transaction that made ``version`` (default: this one), with its operation as
+        a ``LanceOperation``; None when the version has none."""
+        return lance_operation.read_transaction(self.uri, version or self.version)
+
     def commit_fragments(self, fragments: list) -> Dataset:
         """Commit staged fragments (from :func:`write_fragments`, possibly written by many
         processes; FragmentMetadata or their JSON) in ONE Append transaction against this

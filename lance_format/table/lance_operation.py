@@ -24,14 +24,14 @@ from ..errors import InvalidArgumentError, ObjectNotFoundError, UnsupportedError
 from ..pb import table_pb2
 from ..schema import LanceSchema
 from . import commit as commit_module
-from . import operations, paths
+from . import manifest, operations, paths
 from .fragment_metadata import DataFile, FragmentMetadata
-from .transaction import new_transaction
+from .transaction import as_transaction, new_transaction, new_uuid, read_transaction_file
 
 if TYPE_CHECKING:
     from .dataset import Dataset
 
-COMMIT_MESSAGE_KEY = "__lance_commit_message"  # pylance's transaction property
+LANCE_COMMIT_MESSAGE_KEY = "__lance_commit_message"  # pylance's transaction property
 _UPDATE_MODES = {
     "": operations.Update.REWRITE_ROWS,
     "rewrite_rows": operations.Update.REWRITE_ROWS,
@@ -104,6 +104,10 @@ class LanceOperation:
             if self.initial_bases:
                 raise UnsupportedError("initial_bases (multi-base datasets) are not supported")
 
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.Overwrite:
+            return cls(_schema_of(op), _metadata(op.fragments))
+
         def _to_operation(self, target: _Target) -> operations.Operation:
             schema = self.new_schema
             if isinstance(schema, pa.Schema):
@@ -124,6 +128,10 @@ class LanceOperation:
         def __post_init__(self):
             _fragments(self.fragments)
 
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.Append:
+            return cls(_metadata(op.fragments))
+
         def _to_operation(self, target: _Target) -> operations.Operation:
             return operations.Append(fragments=_fragments(self.fragments))
 
@@ -137,6 +145,10 @@ class LanceOperation:
 
         def __post_init__(self):
             _fragments(self.updated_fragments, "updated_fragments")
+
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.Delete:
+            return cls(_metadata(op.updated_fragments), list(op.deleted_fragment_ids), op.predicate)
 
         def _to_operation(self, target: _Target) -> operations.Operation:
             return operations.Delete(
@@ -163,6 +175,19 @@ class LanceOperation:
             if self.update_mode not in _UPDATE_MODES:
                 raise InvalidArgumentError(f"unknown update_mode {self.update_mode!r}")
 
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.Update:
+            modes = {v: k for k, v in _UPDATE_MODES.items() if k}
+            return cls(
+                removed_fragment_ids=list(op.removed_fragment_ids),
+                updated_fragments=_metadata(op.updated_fragments),
+                new_fragments=_metadata(op.new_fragments),
+                fields_modified=list(op.fields_modified),
+                fields_for_preserving_frag_bitmap=list(op.fields_for_preserving_frag_bitmap),
+                update_mode=modes[op.update_mode],
+                updated_fragment_offsets=dict(op.updated_fragment_offset_bitmaps) or None,
+            )
+
         def _to_operation(self, target: _Target) -> operations.Operation:
             return operations.Update(
                 removed_fragment_ids=[int(i) for i in self.removed_fragment_ids],
@@ -187,6 +212,10 @@ class LanceOperation:
         def __post_init__(self):
             _fragments(self.fragments)
 
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.Merge:
+            return cls(_metadata(op.fragments), _schema_of(op), op.preserves_nullability)
+
         def _to_operation(self, target: _Target) -> operations.Operation:
             schema = _lance_schema(self.schema, target)
             return operations.Merge(
@@ -203,6 +232,10 @@ class LanceOperation:
         schema: Any
         preserves_nullability: bool = False
 
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.Project:
+            return cls(_schema_of(op), op.preserves_nullability)
+
         def _to_operation(self, target: _Target) -> operations.Operation:
             schema = _lance_schema(self.schema, target)
             return operations.Project(
@@ -214,6 +247,10 @@ class LanceOperation:
         """Make an old version the latest again."""
 
         version: int
+
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.Restore:
+            return cls(op.version)
 
         def _to_operation(self, target: _Target) -> operations.Operation:
             return operations.Restore(version=int(self.version))
@@ -249,6 +286,19 @@ class LanceOperation:
             if self.rewritten_indices:
                 raise UnsupportedError("rewritten_indices are not supported")
 
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.Rewrite:
+            if op.rewritten_indices:
+                raise UnsupportedError("reading a Rewrite's rewritten_indices is not supported")
+            return cls(
+                [
+                    LanceOperation.RewriteGroup(
+                        _metadata(g.old_fragments), _metadata(g.new_fragments)
+                    )
+                    for g in op.groups
+                ]
+            )
+
         def _to_operation(self, target: _Target) -> operations.Operation:
             return operations.Rewrite(
                 groups=[
@@ -265,6 +315,10 @@ class LanceOperation:
 
         new_indices: list[table_pb2.IndexMetadata]
         removed_indices: list[table_pb2.IndexMetadata]
+
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.CreateIndex:
+            return cls(list(op.new_indices), list(op.removed_indices))
 
         def _to_operation(self, target: _Target) -> operations.Operation:
             for i in [*self.new_indices, *self.removed_indices]:
@@ -287,6 +341,15 @@ class LanceOperation:
 
         replacements: list[LanceOperation.DataReplacementGroup]
 
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.DataReplacement:
+            return cls(
+                [
+                    LanceOperation.DataReplacementGroup(r.fragment_id, DataFile.from_pb(r.new_file))
+                    for r in op.replacements
+                ]
+            )
+
         def _to_operation(self, target: _Target) -> operations.Operation:
             return operations.DataReplacement(
                 replacements=[
@@ -297,11 +360,69 @@ class LanceOperation:
 
 
 _WITHOUT_READ_VERSION = (LanceOperation.Overwrite, LanceOperation.Restore)
+_BY_KIND: dict[type, Any] = {
+    operations.Overwrite: LanceOperation.Overwrite,
+    operations.Append: LanceOperation.Append,
+    operations.Delete: LanceOperation.Delete,
+    operations.Update: LanceOperation.Update,
+    operations.Merge: LanceOperation.Merge,
+    operations.Project: LanceOperation.Project,
+    operations.Restore: LanceOperation.Restore,
+    operations.Rewrite: LanceOperation.Rewrite,
+    operations.CreateIndex: LanceOperation.CreateIndex,
+    operations.DataReplacement: LanceOperation.DataReplacement,
+}
+
+
+def _metadata(fragments: Iterable[table_pb2.DataFragment]) -> list[FragmentMetadata]:
+    return [FragmentMetadata.from_pb(f) for f in fragments]
+
+
+def _schema_of(op: Any) -> LanceSchema:
+    return LanceSchema.from_protos(op.schema, dict(getattr(op, "schema_metadata", {}) or {}))
+
+
+@dataclass
+class Transaction:
+    """pylance's ``Transaction``: an operation, the version it was made against, and
+    properties (``LanceDataset.commit`` takes one; ``read_transaction`` returns one)."""
+
+    read_version: int
+    operation: LanceOperation.BaseOperation
+    uuid: str = field(default_factory=new_uuid)
+    transaction_properties: dict[str, str] | None = field(default_factory=dict)
+
+
+def read_transaction(root: str, version: int) -> Transaction | None:
+    """The transaction that made ``version`` of the dataset at ``root`` (None if it has
+    none), with its operation as a ``LanceOperation``."""
+    from .dataset import find_entry
+
+    m = manifest.read_manifest(find_entry(root, version).path)
+    txn = None
+    if m.pb.transaction_file:
+        try:
+            txn = read_transaction_file(root, m.pb.transaction_file)
+        except ObjectNotFoundError:
+            txn = None
+    if txn is None and m.transaction is not None:
+        txn = as_transaction(m.transaction)
+    if txn is None:
+        return None
+    facade = _BY_KIND.get(type(txn.operation))
+    if facade is None:
+        raise UnsupportedError(f"a {txn.operation} transaction has no LanceOperation form here")
+    return Transaction(
+        read_version=txn.read_version,
+        operation=facade._from_operation(txn.operation),
+        uuid=txn.uuid,
+        transaction_properties=dict(txn.transaction_properties),
+    )
 
 
 def commit(
     base_uri: Any,
-    operation: LanceOperation.BaseOperation,
+    operation: LanceOperation.BaseOperation | Transaction,
     read_version: int | None = None,
     commit_lock: Any = None,
     storage_options: dict[str, str] | None = None,
@@ -313,8 +434,21 @@ def commit(
     enable_stable_row_ids: bool | None = None,
 ) -> Dataset:
     """pylance's ``LanceDataset.commit``: commit ``operation`` made against
-    ``read_version`` (required except for Overwrite and Restore); the new version."""
+    ``read_version`` (required except for Overwrite and Restore), or a ``Transaction``
+    (which carries its read version and properties); the new version."""
     from .dataset import Dataset, dataset
+
+    txn_uuid, properties = None, None
+    if isinstance(operation, Transaction):
+        if commit_message is not None:
+            raise InvalidArgumentError(
+                "commit_message is not supported when calling commit with a Transaction.  "
+                "Set the message on the transaction properties instead."
+            )
+        txn_uuid, properties = operation.uuid, dict(operation.transaction_properties or {})
+        read_version, operation = operation.read_version, operation.operation
+    elif commit_message is not None:
+        properties = {LANCE_COMMIT_MESSAGE_KEY: commit_message}
 
     if isinstance(base_uri, Dataset):
         base_uri = base_uri.uri
@@ -337,14 +471,15 @@ def commit(
             f"Dataset at path {root} was not found: the dataset must already exist unless "
             "the operation is Overwrite"
         )
-    if read_version is None:
-        read_version = versions[-1].version if versions else 0
+    if read_version is None or (not read_version and isinstance(operation, _WITHOUT_READ_VERSION)):
+        read_version = versions[-1].version if versions else 0  # replaces whatever is there
     elif read_version and not any(v.version == read_version for v in versions):
         raise ObjectNotFoundError(f"the dataset at {root} has no version {read_version}")
     schema = dataset(root, read_version).lance_schema if read_version else None
     op = operation._to_operation(_Target(root, read_version, schema))
-    properties = {COMMIT_MESSAGE_KEY: commit_message} if commit_message is not None else None
     txn = new_transaction(read_version, op, transaction_properties=properties)
+    if txn_uuid:
+        txn.uuid = txn_uuid
     naming = None
     if not versions:
         v1 = enable_v2_manifest_paths is False
@@ -371,4 +506,10 @@ def _file_version(op: operations.Overwrite) -> str | None:
     return None
 
 
-__all__ = ["COMMIT_MESSAGE_KEY", "LanceOperation", "commit"]
+__all__ = [
+    "LANCE_COMMIT_MESSAGE_KEY",
+    "LanceOperation",
+    "Transaction",
+    "commit",
+    "read_transaction",
+]
