@@ -318,3 +318,17 @@ def test_read_transaction_and_commit_a_transaction(scripted, tmp_path):
     mine = lance_format.dataset(uri).read_transaction(2)
     with pytest.raises(ValueError, match="commit_message"):
         lance_format.LanceDataset.commit(uri, mine, commit_message="x")
+
+
+def test_write_fragments_can_return_the_transaction(tmp_path):
+    got = {}
+    for name, impl in IMPLS.items():
+        uri = str(tmp_path / name)
+        create = impl.write_fragments(table(0, 4), uri, return_transaction=True)
+        ds = impl.commit(uri, create)
+        append = impl.write_fragments(table(4, 2), uri, return_transaction=True)
+        ds = impl.commit(uri, append)
+        got[name] = (type(create.operation).__name__, type(append.operation).__name__)
+        got[name] += (append.read_version, snapshot(ds)["rows"])
+    assert got["ours"] == got["pylance"]
+    assert got["ours"][:3] == ("Overwrite", "Append", 1)

@@ -569,18 +569,20 @@ def write_fragments(
     dataset_uri: str | os.PathLike[str] | Dataset,
     schema: pa.Schema | None = None,
     *,
+    return_transaction: bool = False,
     mode: str = "append",
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
     max_rows_per_group: int | None = None,
     max_page_bytes: int | None = None,
     data_storage_version: str | None = None,
     storage_options: dict[str, str] | None = None,
-) -> list[FragmentMetadata]:
+) -> list[FragmentMetadata] | lance_operation.Transaction:
     """pylance's ``write_fragments``: stage ``data`` as new fragments (id 0) without
     committing, to be committed later, by anyone, with ``LanceDataset.commit`` or
     :meth:`Dataset.commit_fragments`.  An ``append`` to an existing dataset takes its
     schema and file version; otherwise (a new dataset, or ``overwrite``) the data's schema
-    and ``data_storage_version`` (default "stable")."""
+    and ``data_storage_version`` (default "stable").  ``return_transaction`` gives the
+    Append or Overwrite ``Transaction`` that commits them instead."""
     if mode not in ("append", "create", "overwrite"):
         raise InvalidArgumentError(f"mode must be append, create or overwrite, not {mode!r}")
     reader = write.to_reader(data, schema)
@@ -603,7 +605,14 @@ def write_fragments(
         data_storage_version=version,
         max_page_bytes=max_page_bytes,
     )
-    return [FragmentMetadata.from_pb(f) for f in frags]
+    metadata = [FragmentMetadata.from_pb(f) for f in frags]
+    if not return_transaction:
+        return metadata
+    Op = lance_operation.LanceOperation
+    read_version = current.version if current is not None else 0
+    if current is not None and mode == "append":
+        return lance_operation.Transaction(read_version, Op.Append(metadata))
+    return lance_operation.Transaction(read_version, Op.Overwrite(lance_schema, metadata))
 
 
 def create_fragment(
