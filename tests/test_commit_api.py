@@ -332,3 +332,20 @@ def test_write_fragments_can_return_the_transaction(tmp_path):
         got[name] += (append.read_version, snapshot(ds)["rows"])
     assert got["ours"] == got["pylance"]
     assert got["ours"][:3] == ("Overwrite", "Append", 1)
+
+
+def test_commit_batch_merges_appends(tmp_path):
+    got = {}
+    for name, impl in IMPLS.items():
+        uri = str(tmp_path / name)
+        impl.lib.write_dataset(table(0, 2), uri)
+        txns = [impl.write_fragments(table(s, 2), uri, return_transaction=True) for s in (2, 4)]
+        out = impl.lib.LanceDataset.commit_batch(uri, txns)
+        merged = out["merged"]
+        got[name] = (out["dataset"].version, merged.read_version, len(merged.operation.fragments))
+        got[name] += (snapshot(out["dataset"]),)
+        delete = impl.Op.Delete([out["dataset"].get_fragment(0).delete("a = 0")], [], "a = 0")
+        with pytest.raises(LanceError if name == "ours" else OSError, match="(?i)only append"):
+            impl.lib.LanceDataset.commit_batch(uri, [txns[0], impl.lib.Transaction(2, delete)])
+    assert got["ours"] == got["pylance"]
+    assert got["ours"][:3] == (2, 1, 2)

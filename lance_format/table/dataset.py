@@ -307,6 +307,7 @@ class Dataset:
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     commit = staticmethod(lance_operation.commit)
+    commit_batch = staticmethod(lance_operation.commit_batch)
 
     def read_transaction(self, version: int | None = None) -> lance_operation.Transaction | None:
         """The transaction that made ``version`` (default: this one), with its operation as

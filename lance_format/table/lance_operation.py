@@ -496,6 +496,41 @@ def commit(
     return dataset(root, committed.version)
 
 
+def commit_batch(
+    dest: Any,
+    transactions: list[Transaction],
+    commit_lock: Any = None,
+    storage_options: dict[str, str] | None = None,
+    enable_v2_manifest_paths: bool | None = None,
+    detached: bool | None = False,
+    max_retries: int = 20,
+) -> dict:
+    """pylance's ``LanceDataset.commit_batch``: several Append transactions committed as
+    ONE (against the oldest read version); ``{"dataset": new version, "merged": the
+    Transaction committed}``."""
+    if not transactions:
+        raise InvalidArgumentError("commit_batch needs at least one transaction")
+    for t in transactions:
+        if not isinstance(t, Transaction):
+            raise TypeError(f"transactions must be Transaction objects, got {type(t)}")
+        if not isinstance(t.operation, LanceOperation.Append):
+            raise UnsupportedError("only append transactions are supported in batch commits")
+    merged = Transaction(
+        read_version=min(t.read_version for t in transactions),
+        operation=LanceOperation.Append([f for t in transactions for f in t.operation.fragments]),
+    )
+    ds = commit(
+        dest,
+        merged,
+        commit_lock=commit_lock,
+        storage_options=storage_options,
+        enable_v2_manifest_paths=enable_v2_manifest_paths,
+        detached=detached,
+        max_retries=max_retries,
+    )
+    return {"dataset": ds, "merged": merged}
+
+
 def _file_version(op: operations.Overwrite) -> str | None:
     """The data storage version an overwrite's files were written in (None: keep the
     dataset's, or the default for a new one)."""
