@@ -16,10 +16,10 @@ from .errors import (
 )
 from .io import IOStats
 from .reader import LanceFileReader
-from .table.dataset import Dataset, dataset, write_dataset, write_fragments
+from .table.dataset import Dataset, dataset, write_dataset
 from .table.fragment import Fragment as LanceFragment
 from .table.fragment_metadata import FragmentMetadata
-from .table.lance_operation import LanceOperation, Transaction
+from .table.lance_operation import LanceOperation, Transaction, write_fragments
 from .writer import LanceFileWriter, WriteResult
 
 LanceDataset = Dataset  # pylance's name for the class

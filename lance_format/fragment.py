@@ -4,8 +4,8 @@ write-then-commit API (``write_fragments`` / ``LanceFragment.create``, then
 
 from __future__ import annotations
 
-from .table.dataset import write_fragments
 from .table.fragment import Fragment as LanceFragment
 from .table.fragment_metadata import DataFile, DeletionFile, FragmentMetadata
+from .table.lance_operation import write_fragments
 
 __all__ = ["DataFile", "DeletionFile", "FragmentMetadata", "LanceFragment", "write_fragments"]

@@ -47,7 +47,8 @@ from . import (
     write,
 )
 from .fragment import Fragment
-from .fragment_metadata import FragmentMetadata, as_fragment_pb
+from .fragment_metadata import as_fragment_pb
+from .lance_operation import write_fragments
 from .operations import Append, Delete, Merge, Project, Restore
 from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
 from .transaction import new_transaction
@@ -306,8 +307,18 @@ class Dataset:
         committed = commit.commit(self.uri, new_transaction(latest, Restore(target.version)))
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
-    commit = staticmethod(lance_operation.commit)
-    commit_batch = staticmethod(lance_operation.commit_batch)
+    @staticmethod
+    def commit(base_uri, operation, read_version: int | None = None, *args, **kwargs) -> Dataset:
+        """pylance's ``LanceDataset.commit`` (see :func:`.lance_operation.commit`): the new
+        version."""
+        root, version = lance_operation.commit(base_uri, operation, read_version, *args, **kwargs)
+        return dataset(root, version)
+
+    @staticmethod
+    def commit_batch(dest, transactions, *args, **kwargs) -> dict:
+        """pylance's ``LanceDataset.commit_batch``: ``{"dataset": ..., "merged": ...}``."""
+        root, version, merged = lance_operation.commit_batch(dest, transactions, *args, **kwargs)
+        return {"dataset": dataset(root, version), "merged": merged}
 
     def read_transaction(self, version: int | None = None) -> lance_operation.Transaction | None:
         """The transaction that made ``version`` (default: this one), with its operation as
@@ -461,7 +472,7 @@ class Dataset:
         return table if scanner.projection is None else scanner.projection.apply(table)
 
 
-__all__ = ["ROW_ADDRESS", "ROW_ID", "Dataset", "dataset"]
+__all__ = ["ROW_ADDRESS", "ROW_ID", "Dataset", "dataset", "write_dataset", "write_fragments"]
 
 # pylance scanner options that change what a scan returns or how, not implemented here
 _PYLANCE_SCAN_OPTIONS = frozenset(
@@ -563,88 +574,6 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
     )
     committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache), count
-
-
-def write_fragments(
-    data,
-    dataset_uri: str | os.PathLike[str] | Dataset,
-    schema: pa.Schema | None = None,
-    *,
-    return_transaction: bool = False,
-    mode: str = "append",
-    max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
-    max_rows_per_group: int | None = None,
-    max_page_bytes: int | None = None,
-    data_storage_version: str | None = None,
-    storage_options: dict[str, str] | None = None,
-) -> list[FragmentMetadata] | lance_operation.Transaction:
-    """pylance's ``write_fragments``: stage ``data`` as new fragments (id 0) without
-    committing, to be committed later, by anyone, with ``LanceDataset.commit`` or
-    :meth:`Dataset.commit_fragments`.  An ``append`` to an existing dataset takes its
-    schema and file version; otherwise (a new dataset, or ``overwrite``) the data's schema
-    and ``data_storage_version`` (default "stable").  ``return_transaction`` gives the
-    Append or Overwrite ``Transaction`` that commits them instead."""
-    if mode not in ("append", "create", "overwrite"):
-        raise InvalidArgumentError(f"mode must be append, create or overwrite, not {mode!r}")
-    reader = write.to_reader(data, schema)
-    root = dataset_uri.uri if isinstance(dataset_uri, Dataset) else None
-    root = root or storage.register(dataset_uri, storage_options)
-    current = dataset(root) if _exists(root) else None
-    if mode == "create" and current is not None:
-        raise InvalidArgumentError(f"dataset already exists at {root}")
-    if current is not None and mode == "append":
-        lance_schema = current.lance_schema
-        version = data_storage_version or current.data_storage_version
-    else:
-        lance_schema = LanceSchema.from_arrow(reader.schema)
-        version = data_storage_version or "stable"
-    frags = write.write_fragments(
-        reader,
-        root,
-        lance_schema,
-        max_rows_per_file=max_rows_per_file,
-        data_storage_version=version,
-        max_page_bytes=max_page_bytes,
-    )
-    metadata = [FragmentMetadata.from_pb(f) for f in frags]
-    if not return_transaction:
-        return metadata
-    Op = lance_operation.LanceOperation
-    read_version = current.version if current is not None else 0
-    if current is not None and mode == "append":
-        return lance_operation.Transaction(read_version, Op.Append(metadata))
-    return lance_operation.Transaction(read_version, Op.Overwrite(lance_schema, metadata))
-
-
-def create_fragment(
-    dataset_uri,
-    data,
-    fragment_id: int | None = None,
-    schema: pa.Schema | None = None,
-    max_rows_per_group: int | None = 1024,
-    progress=None,
-    mode: str = "append",
-    *,
-    data_storage_version: str | None = None,
-    storage_options: dict[str, str] | None = None,
-) -> FragmentMetadata:
-    """pylance's ``LanceFragment.create``: ``data`` as ONE uncommitted fragment."""
-    if progress is not None:
-        raise UnsupportedError("progress callbacks are not supported")
-    reader = write.to_reader(data, schema)
-    frags = write_fragments(
-        reader,
-        dataset_uri,
-        mode=mode,
-        max_rows_per_file=2**62,
-        data_storage_version=data_storage_version,
-        storage_options=storage_options,
-    )
-    if len(frags) != 1:
-        raise InvalidArgumentError("cannot create a fragment without rows")
-    (frag,) = frags
-    frag.id = int(fragment_id or 0)
-    return frag
 
 
 ADD_COLUMNS_ROWS = 128 * 1024  # rows evaluated per step (bounded memory)

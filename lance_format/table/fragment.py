@@ -25,6 +25,7 @@ from ..reader import LanceFileReader
 from ..schema import LanceField, LanceSchema
 from . import deletion, paths, rowids
 from .fragment_metadata import DataFile, FragmentMetadata
+from .lance_operation import create_fragment
 
 if TYPE_CHECKING:
     from .dataset import Dataset
@@ -61,8 +62,6 @@ class Fragment:
         """Write ``data`` as ONE new fragment of the dataset at ``dataset_uri`` (or of the
         dataset it will become) without committing it; its metadata (id ``fragment_id`` or
         0), for ``LanceOperation.Append``/``Overwrite``."""
-        from .dataset import create_fragment
-
         return create_fragment(dataset_uri, data, fragment_id, schema, **options)
 
     # -- pylance's LanceFragment ----------------------------------------------------------

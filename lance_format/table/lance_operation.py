@@ -1,4 +1,5 @@
-"""pylance's low-level commit API: ``LanceOperation.*`` and ``LanceDataset.commit``.
+"""pylance's low-level write-then-commit API: ``write_fragments`` and
+``LanceFragment.create``, then ``LanceOperation.*`` with ``LanceDataset.commit``.
 
 A caller writes data files itself (``write_fragments``, ``LanceFragment.create``,
 ``fragment.delete``), describes the change with one of these dataclasses (pylance's names,
@@ -15,7 +16,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -24,12 +25,9 @@ from ..errors import InvalidArgumentError, ObjectNotFoundError, UnsupportedError
 from ..pb import table_pb2
 from ..schema import LanceSchema
 from . import commit as commit_module
-from . import manifest, operations, paths
+from . import manifest, operations, paths, write
 from .fragment_metadata import DataFile, FragmentMetadata
 from .transaction import as_transaction, new_transaction, new_uuid, read_transaction_file
-
-if TYPE_CHECKING:
-    from .dataset import Dataset
 
 LANCE_COMMIT_MESSAGE_KEY = "__lance_commit_message"  # pylance's transaction property
 _UPDATE_MODES = {
@@ -396,9 +394,7 @@ class Transaction:
 def read_transaction(root: str, version: int) -> Transaction | None:
     """The transaction that made ``version`` of the dataset at ``root`` (None if it has
     none), with its operation as a ``LanceOperation``."""
-    from .dataset import find_entry
-
-    m = manifest.read_manifest(find_entry(root, version).path)
+    m = manifest.read_manifest(paths.find_version(root, version).path)
     txn = None
     if m.pb.transaction_file:
         try:
@@ -432,12 +428,11 @@ def commit(
     *,
     commit_message: str | None = None,
     enable_stable_row_ids: bool | None = None,
-) -> Dataset:
+) -> tuple[str, int]:
     """pylance's ``LanceDataset.commit``: commit ``operation`` made against
     ``read_version`` (required except for Overwrite and Restore), or a ``Transaction``
-    (which carries its read version and properties); the new version."""
-    from .dataset import Dataset, dataset
-
+    (which carries its read version and properties); the dataset root and the new version
+    (``Dataset.commit`` opens it)."""
     txn_uuid, properties = None, None
     if isinstance(operation, Transaction):
         if commit_message is not None:
@@ -450,9 +445,8 @@ def commit(
     elif commit_message is not None:
         properties = {LANCE_COMMIT_MESSAGE_KEY: commit_message}
 
-    if isinstance(base_uri, Dataset):
-        base_uri = base_uri.uri
-    elif not isinstance(base_uri, str | os.PathLike):
+    base_uri = getattr(base_uri, "uri", base_uri)  # a dataset: its root
+    if not isinstance(base_uri, str | os.PathLike):
         raise TypeError(f"base_uri must be str, Path, or LanceDataset, got {type(base_uri)}")
     if not isinstance(operation, LanceOperation.BaseOperation):
         raise TypeError(f"operation must be a LanceOperation.BaseOperation, got {type(operation)}")
@@ -475,7 +469,9 @@ def commit(
         read_version = versions[-1].version if versions else 0  # replaces whatever is there
     elif read_version and not any(v.version == read_version for v in versions):
         raise ObjectNotFoundError(f"the dataset at {root} has no version {read_version}")
-    schema = dataset(root, read_version).lance_schema if read_version else None
+    schema = None
+    if read_version:
+        schema = manifest.read_manifest(paths.find_version(root, read_version).path).schema
     op = operation._to_operation(_Target(root, read_version, schema))
     txn = new_transaction(read_version, op, transaction_properties=properties)
     if txn_uuid:
@@ -493,7 +489,7 @@ def commit(
         max_retries=max_retries,
         affected_rows_known=False,
     )
-    return dataset(root, committed.version)
+    return root, int(committed.version)
 
 
 def commit_batch(
@@ -504,10 +500,10 @@ def commit_batch(
     enable_v2_manifest_paths: bool | None = None,
     detached: bool | None = False,
     max_retries: int = 20,
-) -> dict:
+) -> tuple[str, int, Transaction]:
     """pylance's ``LanceDataset.commit_batch``: several Append transactions committed as
-    ONE (against the oldest read version); ``{"dataset": new version, "merged": the
-    Transaction committed}``."""
+    ONE (against the oldest read version); the root, the new version and the Transaction
+    committed."""
     if not transactions:
         raise InvalidArgumentError("commit_batch needs at least one transaction")
     for t in transactions:
@@ -519,7 +515,7 @@ def commit_batch(
         read_version=min(t.read_version for t in transactions),
         operation=LanceOperation.Append([f for t in transactions for f in t.operation.fragments]),
     )
-    ds = commit(
+    root, version = commit(
         dest,
         merged,
         commit_lock=commit_lock,
@@ -528,7 +524,88 @@ def commit_batch(
         detached=detached,
         max_retries=max_retries,
     )
-    return {"dataset": ds, "merged": merged}
+    return root, version, merged
+
+
+def write_fragments(
+    data,
+    dataset_uri: Any,
+    schema: pa.Schema | None = None,
+    *,
+    return_transaction: bool = False,
+    mode: str = "append",
+    max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int | None = None,
+    max_page_bytes: int | None = None,
+    data_storage_version: str | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> list[FragmentMetadata] | Transaction:
+    """pylance's ``write_fragments``: stage ``data`` as new fragments (id 0) without
+    committing, to be committed later, by anyone, with ``LanceDataset.commit`` or
+    :meth:`Dataset.commit_fragments`.  An ``append`` to an existing dataset takes its
+    schema and file version; otherwise (a new dataset, or ``overwrite``) the data's schema
+    and ``data_storage_version`` (default "stable").  ``return_transaction`` gives the
+    Append or Overwrite ``Transaction`` that commits them instead."""
+    if mode not in ("append", "create", "overwrite"):
+        raise InvalidArgumentError(f"mode must be append, create or overwrite, not {mode!r}")
+    reader = write.to_reader(data, schema)
+    root = storage.register(getattr(dataset_uri, "uri", dataset_uri), storage_options)
+    versions = paths.list_versions(root)
+    current = manifest.read_manifest(versions[-1].path) if versions else None
+    if mode == "create" and current is not None:
+        raise InvalidArgumentError(f"dataset already exists at {root}")
+    if current is not None and mode == "append":
+        lance_schema = current.schema
+        version = data_storage_version or current.data_storage_version
+    else:
+        lance_schema = LanceSchema.from_arrow(reader.schema)
+        version = data_storage_version or "stable"
+    frags = write.write_fragments(
+        reader,
+        root,
+        lance_schema,
+        max_rows_per_file=max_rows_per_file,
+        data_storage_version=version,
+        max_page_bytes=max_page_bytes,
+    )
+    metadata = [FragmentMetadata.from_pb(f) for f in frags]
+    if not return_transaction:
+        return metadata
+    read_version = current.version if current is not None else 0
+    if current is not None and mode == "append":
+        return Transaction(read_version, LanceOperation.Append(metadata))
+    return Transaction(read_version, LanceOperation.Overwrite(lance_schema, metadata))
+
+
+def create_fragment(
+    dataset_uri,
+    data,
+    fragment_id: int | None = None,
+    schema: pa.Schema | None = None,
+    max_rows_per_group: int | None = 1024,
+    progress=None,
+    mode: str = "append",
+    *,
+    data_storage_version: str | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> FragmentMetadata:
+    """pylance's ``LanceFragment.create``: ``data`` as ONE uncommitted fragment."""
+    if progress is not None:
+        raise UnsupportedError("progress callbacks are not supported")
+    reader = write.to_reader(data, schema)
+    frags = write_fragments(
+        reader,
+        dataset_uri,
+        mode=mode,
+        max_rows_per_file=2**62,
+        data_storage_version=data_storage_version,
+        storage_options=storage_options,
+    )
+    if len(frags) != 1:
+        raise InvalidArgumentError("cannot create a fragment without rows")
+    (frag,) = frags
+    frag.id = int(fragment_id or 0)
+    return frag
 
 
 def _file_version(op: operations.Overwrite) -> str | None:
