@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import storage
+from ..cache import SearchCache
 from ..errors import CorruptFileError, UnsupportedError
+from ..jit import kernel
 from ..pb import index_pb2, table_pb2
 from ..reader import LanceFileReader
 from ..table.conflicts import _fragment_bitmap
-from .metrics import exact_distances
 
 _TENSOR_TYPES = {
     index_pb2.Tensor.FLOAT16: "<f2",
@@ -59,7 +60,9 @@ _ADAPTIVE = {
     ),
 }
 PQ_CODE = "__pq_code"
-INDEX_CACHE_SIZE = 16  # opened indexes kept (centroids, codebook, PQ codes read so far)
+INDEX_CACHE_SIZE = 16  # opened indexes kept (centroids, codebooks)
+PARTITION_CACHE_BYTES = 512 << 20  # decoded partitions (row ids, PQ codes or vectors) kept
+_PARTITIONS = SearchCache(PARTITION_CACHE_BYTES)
 
 
 def index_uuid(meta: table_pb2.IndexMetadata) -> str:
@@ -125,26 +128,61 @@ class ProductQuantizer:
         codebook = np.frombuffer(tensor.data, dtype=dtype).reshape(m, 1 << nbits, dim // m)
         return cls(codebook.astype(np.float32), bool(info.get("transposed", False)))
 
-    def unpack(self, stored: np.ndarray) -> np.ndarray:
-        """(rows, num_sub_vectors) codes from the stored bytes: 4-bit codes come two a byte,
-        the even sub-vector in the low nibble."""
-        m, size, _ = self.codebook.shape
-        if size == 256:
-            return stored
-        codes = np.empty((len(stored), stored.shape[1] * 2), dtype=np.uint8)
-        codes[:, 0::2] = stored & 0x0F
-        codes[:, 1::2] = stored >> 4
-        return codes[:, :m]
+    @functools.cached_property
+    def codebook_t(self) -> np.ndarray:
+        """The codebook as (sub-vectors, sub-vector dim, centroids): the kernel's inner loop
+        runs over contiguous centroids."""
+        return np.ascontiguousarray(self.codebook.transpose(0, 2, 1))
 
     def distances(self, residual: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        """Squared l2 from ``residual`` to each coded row: a per-sub-space distance table,
-        summed over the codes (float32, as pylance sums it)."""
-        codes = self.unpack(codes)
-        m, size, sub = self.codebook.shape
-        diff = self.codebook - residual.astype(np.float32).reshape(m, 1, sub)
-        table = np.einsum("mks,mks->mk", diff, diff)  # (m, 2**nbits)
-        flat = codes.astype(np.intp) + (np.arange(m, dtype=np.intp) * size)[None, :]
-        return table.ravel()[flat].sum(axis=1, dtype=np.float32)
+        """PQ distances (squared l2) from ``residual`` to each coded row; ``codes`` is
+        (bytes per row, rows), sub-vector-major, two 4-bit codes a byte (the even
+        sub-vector in the low nibble)."""
+        out = np.empty(codes.shape[1], dtype=np.float32)
+        _pq_l2(np.ascontiguousarray(residual, dtype=np.float32), self.codebook_t, codes, out)
+        return out
+
+
+@kernel("void(float32[::1], float32[:, :, ::1], uint8[:, ::1], float32[::1])")
+def _pq_l2(residual, codebook_t, codes, out):  # pragma: no cover - compiled
+    """Asymmetric PQ distances: the table of squared l2 distances from each residual
+    sub-vector to each of its centroids, then per row the sum of its codes' entries."""
+    m, sub, size = codebook_t.shape
+    n = codes.shape[1]
+    table = np.zeros((m, size), dtype=np.float32)
+    for j in range(m):
+        for d in range(sub):
+            r = residual[j * sub + d]
+            for c in range(size):
+                diff = r - codebook_t[j, d, c]
+                table[j, c] += diff * diff
+    for i in range(n):
+        out[i] = 0.0
+    if size == 256:
+        for j in range(m):
+            for i in range(n):
+                out[i] += table[j, codes[j, i]]
+        return
+    for b in range(codes.shape[0]):
+        j = 2 * b
+        for i in range(n):
+            v = codes[b, i]
+            out[i] += table[j, v & 15]
+            if j + 1 < m:
+                out[i] += table[j + 1, v >> 4]
+
+
+@dataclass
+class Partition:
+    """One decoded partition: its row ids and its stored vectors (rows x dim) or PQ codes
+    (bytes per row x rows, sub-vector-major)."""
+
+    row_ids: np.ndarray
+    data: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.row_ids.nbytes + self.data.nbytes)
 
 
 def _index_info(root: str, meta: table_pb2.IndexMetadata) -> tuple[LanceFileReader, dict]:
@@ -178,7 +216,6 @@ class IvfIndex:
     fragments: set[int] | None  # fragment ids the index covers
     rows: LanceFileReader  # auxiliary.idx: the indexed rows, grouped by partition
     pq: ProductQuantizer | None = None
-    _codes: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, root: str, meta: table_pb2.IndexMetadata) -> IvfIndex:
@@ -211,12 +248,26 @@ class IvfIndex:
             ProductQuantizer.read(rows) if index_type == "IVF_PQ" else None,
         )
 
+    @functools.cached_property
+    def _centroids64(self) -> tuple[np.ndarray, np.ndarray]:
+        c = self.centroids.astype(np.float64)
+        return c, np.einsum("ij,ij->i", c, c)
+
     def centroid_order(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Partitions nearest first, with their centroid distances, by the index's metric
-        (cosine indexes hold normalised vectors and are probed with l2)."""
-        metric = "l2" if self.metric == "cosine" else self.metric
-        query = q / np.linalg.norm(q) if self.metric == "cosine" else q
-        d = exact_distances(metric, self.centroids, query.astype(self.centroids.dtype))
+        (cosine indexes hold normalised vectors and are probed with l2); computed in
+        float64 by one matrix-vector product."""
+        q64 = q.astype(self.centroids.dtype).astype(np.float64)
+        c64, c_norm2 = self._centroids64
+        dots = c64 @ q64
+        if self.metric == "dot":
+            d = 1.0 - dots
+        else:
+            if self.metric == "cosine":
+                norm = np.linalg.norm(q64)
+                q64, dots = q64 / norm, dots / norm
+            d = np.maximum(c_norm2 - 2.0 * dots + q64 @ q64, 0.0)
+        d = d.astype(np.float32)
         order = np.lexsort((np.arange(len(d)), d))
         return order, d[order]
 
@@ -254,36 +305,35 @@ class IvfIndex:
         threshold = np.float32(nearest) * np.float32(factor)
         return min(max(1, int(np.sum(d <= threshold))), len(d))
 
-    def partition(self, p: int) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids, stored vectors) of partition ``p``; PQ codes (rows x sub-vectors) for
-        IVF_PQ, kept in memory once read (they are a few bytes a row, and index files never
-        change: a new index gets a new directory)."""
-        if self.pq is None:
-            return self._read_partition(p)
-        cached = self._codes.get(p)
-        if cached is None:
-            cached = self._codes[p] = self._read_partition(p)
-        return cached
+    def partition(self, p: int) -> Partition:
+        """Partition ``p``'s row ids and stored data, decoded once and cached."""
+        return _PARTITIONS.get_or_load((self.rows.path, p), lambda: self._read_partition(p))
 
-    def _read_partition(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+    def _read_partition(self, p: int) -> Partition:
         start, n = int(self.starts[p]), int(self.lengths[p])
         name = PQ_CODE if self.pq is not None else "flat"
         table = self.rows.read_range(start, start + n, ["_rowid", name])
         col = table.column(name).combine_chunks()
         dim = col.type.list_size
         values = col.values.slice(col.offset * dim, len(col) * dim).to_numpy(zero_copy_only=False)
-        if self.pq is not None and self.pq.transposed:
-            values = values.reshape(dim, n).T
-        return table.column("_rowid").to_numpy(), values.reshape(len(col), dim)
+        row_ids = np.ascontiguousarray(table.column("_rowid").to_numpy(), dtype=np.uint64)
+        if self.pq is None:
+            return Partition(row_ids, values.reshape(len(col), dim))
+        codes = values.reshape(dim, n) if self.pq.transposed else values.reshape(n, dim).T
+        return Partition(row_ids, np.ascontiguousarray(codes, dtype=np.uint8))
 
-    def pq_distances(self, q: np.ndarray, p: int, codes: np.ndarray) -> np.ndarray:
-        """PQ distances of partition ``p``'s coded rows: the codes are of the residual to the
-        partition centroid (of the normalised vector for cosine indexes, which pylance
-        searches with l2)."""
+    def residual(self, q: np.ndarray, p: int) -> np.ndarray:
+        """What partition ``p``'s codes quantize: the query's residual to the partition
+        centroid (of the normalised query for cosine indexes, which pylance searches with
+        l2), in float32."""
         query = q.astype(np.float32)
         if self.metric == "cosine":
             query = query / np.linalg.norm(query)
-        return self.pq.distances(query - self.centroids[p].astype(np.float32), codes)
+        return query - self.centroids[p].astype(np.float32)
+
+    def pq_distances(self, q: np.ndarray, p: int, part: Partition) -> np.ndarray:
+        """PQ distances of partition ``p``'s coded rows to the query."""
+        return self.pq.distances(self.residual(q, p), part.data)
 
 
 def vector_indices(ds, column: str) -> list[table_pb2.IndexMetadata]:

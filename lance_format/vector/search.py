@@ -202,6 +202,7 @@ class VectorScanner:
                 [np.zeros(0, np.uint64)]
                 + [b.column(ROW_ADDRESS).to_numpy() for b in scan.to_batches()]
             )
+            allowed.sort()
         fixed = []
         for top, query in zip(tops, q.queries, strict=True):
             ids, addresses, data = self._probe(index, query, allowed)
@@ -227,23 +228,42 @@ class VectorScanner:
         q = self.query
         order, _ = index.centroid_order(query)
         budget = q.nprobes or index.default_nprobes(query, q.k, q.refine_factor)
-        ids, addrs, data, found = [], [], [], 0
-        for i, p in enumerate(order.tolist()):
-            if i >= budget and (q.nprobes is not None or found >= q.k):
-                break
-            rows, stored = index.partition(p)
+        ids, addrs, data = [], [], []
+        found = 0
+        start = 0
+        while start < len(order):
+            stop = max(min(budget, len(order)), 1) if start == 0 else start + 1
+            parts = [index.partition(p) for p in order[start:stop].tolist()]
+            rows = _concat([part.row_ids for part in parts], np.uint64)
+            if index.pq is not None:
+                stored = _concat(
+                    [
+                        index.pq_distances(query, p, part)
+                        for p, part in zip(order[start:stop].tolist(), parts, strict=True)
+                    ],
+                    np.float32,
+                )
+            else:
+                stored = np.concatenate([part.data for part in parts]) if parts else None
             addresses, keep = self._addresses(rows)
             keep &= live_addresses(self.ds, addresses)
             if allowed is not None:
-                keep &= np.isin(addresses, allowed)
-            rows, addresses, stored = rows[keep], addresses[keep], stored[keep]
+                pos = np.minimum(np.searchsorted(allowed, addresses), max(len(allowed) - 1, 0))
+                keep &= allowed[pos] == addresses if len(allowed) else False
+            if not keep.all():
+                rows, addresses, stored = rows[keep], addresses[keep], stored[keep]
             ids.append(rows)
             addrs.append(addresses)
-            data.append(index.pq_distances(query, p, stored) if index.pq is not None else stored)
+            data.append(stored)
             found += len(rows)
-        if not ids:
+            start = stop
+            if q.nprobes is not None or found >= q.k:
+                break
+        if not ids or data[0] is None:
             empty = np.zeros(0, np.uint64)
             return empty, empty, np.zeros((0, q.dim), np.float32)
+        if len(ids) == 1:
+            return ids[0], addrs[0], data[0]
         return np.concatenate(ids), np.concatenate(addrs), np.concatenate(data)
 
     def _addresses(self, row_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -260,11 +280,9 @@ class VectorScanner:
         """The k best by PQ distance, or with ``refine`` the k * refine best re-ranked by
         their exact distance (they join the running top-k with their vectors)."""
         q = self.query
-        order = np.lexsort((ids, dist))
+        order = smallest(dist, ids, q.k * (refine or 1))
         if not refine:
-            order = order[: q.k]
             return dist[order], ids[order], addresses[order]
-        order = order[: q.k * refine]
         ids, addresses = ids[order], addresses[order]
         column = self.ds.take_addresses(addresses, columns=[q.column]).column(0)
         vectors, valid = _vectors(column, q.dim)
@@ -310,6 +328,23 @@ def _merge(tops: list[RunningTopK], fixed: list, k: int) -> list:
             dist, ids, addresses = dist[order], ids[order], addresses[order]
         out.append((dist, ids, addresses))
     return out
+
+
+def smallest(dist: np.ndarray, ids: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the ``n`` smallest distances, ordered by (distance, row id): a partial
+    selection first, so only the few near the cut are sorted."""
+    if len(dist) > n and not np.isnan(dist).any():
+        kth = np.partition(dist, n - 1)[n - 1]
+        cand = np.flatnonzero(dist <= kth)
+    else:  # NaN distances rank last
+        cand = np.arange(len(dist))
+    return cand[np.lexsort((ids[cand], dist[cand]))][:n]
+
+
+def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    if not parts:
+        return np.zeros(0, dtype)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _vectors(
