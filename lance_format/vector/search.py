@@ -24,7 +24,7 @@ from ..errors import InvalidArgumentError
 from ..table.filters import compile_filter
 from ..table.scanner import ROW_ADDRESS, ROW_ID, ScanOptions, evaluate_filter
 from .ivf import IvfIndex, live_addresses, usable_index
-from .metrics import exact_distances, scores, squared_norms, tolerance
+from .metrics import exact_distances, scan_scores, scores, squared_norms, tolerance
 from .query import NearestQuery, parse_nearest
 from .topk import RunningTopK
 
@@ -149,9 +149,12 @@ class VectorScanner:
             if not len(vectors):
                 continue
             row_ids, addresses = row_ids[valid], addresses[valid]
-            x = vectors if q.metric == "hamming" else vectors.astype(np.float32, copy=False)
-            x_norm2 = None if q.metric == "hamming" else squared_norms(x)
-            chunk_scores = scores(q.metric, x, x_norm2, ranking, q_norms.astype(np.float32))
+            if q.metric == "hamming":
+                x, x_norm2 = vectors, None
+                chunk_scores = scores(q.metric, x, None, ranking, q_norms)
+            else:
+                x = vectors.astype(np.float32, copy=False)
+                chunk_scores, x_norm2 = scan_scores(q.metric, x, ranking, q_norms)
             for i, top in enumerate(tops):
                 tol = tolerance(q.metric, x, x_norm2, float(q_norms[i]))
                 top.add(chunk_scores[i], row_ids, addresses, vectors, tol)
@@ -173,7 +176,17 @@ class VectorScanner:
                     offsets = np.arange(start, stop, dtype=np.int64)
                     addresses = frag.row_addresses(offsets)
                     ids = frag.row_ids[offsets] if stable else addresses
-                    yield column, frag.live_mask(start, stop), ids, addresses
+                    keep = frag.live_mask(start, stop)
+                    at = 0
+                    for chunk in column.chunks:  # each decoded piece as is: no copy
+                        end = at + len(chunk)
+                        yield (
+                            chunk,
+                            None if keep is None else keep[at:end],
+                            ids[at:end],
+                            addresses[at:end],
+                        )
+                        at = end
             return
         inner = self.ds.scanner(
             columns=[q.column],
