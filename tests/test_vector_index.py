@@ -31,6 +31,7 @@ DIM = 16
         ("IVF_PQ", "cosine", False, 8),
         ("IVF_PQ", "cosine", True, 8),
         ("IVF_PQ", "l2", False, 4),  # two codes a byte
+        ("IVF_PQ", "dot", False, 8),  # codes of the vectors, not of residuals
     ],
     ids=lambda p: f"{p[0]}{p[3] or ''}-{p[1]}-{'appended' if p[2] else 'covered'}",
 )

@@ -161,6 +161,8 @@ class Dataset:
         replace: bool = False,
         num_partitions: int | None = None,
         num_sub_vectors: int | None = None,
+        *,
+        num_bits: int = 8,
     ) -> Dataset:
         """Build an IVF_FLAT or IVF_PQ index over a vector column (see
         :mod:`lance_format.vector.build`) and commit it; returns the new version."""
@@ -173,6 +175,7 @@ class Dataset:
             replace=replace,
             num_partitions=num_partitions,
             num_sub_vectors=num_sub_vectors,
+            num_bits=num_bits,
         )
         return dataset(self.uri, version, cache=self.cache)
 

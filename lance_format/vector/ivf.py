@@ -134,19 +134,20 @@ class ProductQuantizer:
         runs over contiguous centroids."""
         return np.ascontiguousarray(self.codebook.transpose(0, 2, 1))
 
-    def distances(self, residual: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        """PQ distances (squared l2) from ``residual`` to each coded row; ``codes`` is
-        (bytes per row, rows), sub-vector-major, two 4-bit codes a byte (the even
-        sub-vector in the low nibble)."""
+    def distances(self, residual: np.ndarray, codes: np.ndarray, dot: bool = False) -> np.ndarray:
+        """PQ distances from ``residual`` to each coded row: squared l2, or with ``dot``
+        1 - the inner product; ``codes`` is (bytes per row, rows), sub-vector-major, two
+        4-bit codes a byte (the even sub-vector in the low nibble)."""
         out = np.empty(codes.shape[1], dtype=np.float32)
-        _pq_l2(np.ascontiguousarray(residual, dtype=np.float32), self.codebook_t, codes, out)
+        _pq_adc(np.ascontiguousarray(residual, dtype=np.float32), self.codebook_t, codes, dot, out)
         return out
 
 
-@kernel("void(float32[::1], float32[:, :, ::1], uint8[:, ::1], float32[::1])")
-def _pq_l2(residual, codebook_t, codes, out):  # pragma: no cover - compiled
-    """Asymmetric PQ distances: the table of squared l2 distances from each residual
-    sub-vector to each of its centroids, then per row the sum of its codes' entries."""
+@kernel("void(float32[::1], float32[:, :, ::1], uint8[:, ::1], boolean, float32[::1])")
+def _pq_adc(residual, codebook_t, codes, dot, out):  # pragma: no cover - compiled
+    """Asymmetric PQ distances: the table of distances from each residual sub-vector to
+    each of its centroids (squared l2, or 1 - dot), then per row the sum of its codes'
+    entries (less m - 1 for dot, so the whole is 1 - the inner product)."""
     m, sub, size = codebook_t.shape
     n = codes.shape[1]
     table = np.zeros((m, size), dtype=np.float32)
@@ -154,22 +155,32 @@ def _pq_l2(residual, codebook_t, codes, out):  # pragma: no cover - compiled
         for d in range(sub):
             r = residual[j * sub + d]
             for c in range(size):
-                diff = r - codebook_t[j, d, c]
-                table[j, c] += diff * diff
+                if dot:
+                    table[j, c] += r * codebook_t[j, d, c]
+                else:
+                    diff = r - codebook_t[j, d, c]
+                    table[j, c] += diff * diff
+        if dot:
+            for c in range(size):
+                table[j, c] = 1.0 - table[j, c]
+    start = np.float32(1 - m) if dot else np.float32(0.0)
     for i in range(n):
         out[i] = 0.0
     if size == 256:
         for j in range(m):
             for i in range(n):
                 out[i] += table[j, codes[j, i]]
-        return
-    for b in range(codes.shape[0]):
-        j = 2 * b
+    else:
+        for b in range(codes.shape[0]):
+            j = 2 * b
+            for i in range(n):
+                v = codes[b, i]
+                out[i] += table[j, v & 15]
+                if j + 1 < m:
+                    out[i] += table[j + 1, v >> 4]
+    if dot:
         for i in range(n):
-            v = codes[b, i]
-            out[i] += table[j, v & 15]
-            if j + 1 < m:
-                out[i] += table[j + 1, v >> 4]
+            out[i] += start
 
 
 @dataclass
@@ -325,15 +336,17 @@ class IvfIndex:
     def residual(self, q: np.ndarray, p: int) -> np.ndarray:
         """What partition ``p``'s codes quantize: the query's residual to the partition
         centroid (of the normalised query for cosine indexes, which pylance searches with
-        l2), in float32."""
+        l2), in float32; dot indexes quantize the vectors themselves."""
         query = q.astype(np.float32)
+        if self.metric == "dot":
+            return query
         if self.metric == "cosine":
             query = query / np.linalg.norm(query)
         return query - self.centroids[p].astype(np.float32)
 
     def pq_distances(self, q: np.ndarray, p: int, part: Partition) -> np.ndarray:
         """PQ distances of partition ``p``'s coded rows to the query."""
-        return self.pq.distances(self.residual(q, p), part.data)
+        return self.pq.distances(self.residual(q, p), part.data, self.metric == "dot")
 
 
 def vector_indices(ds, column: str) -> list[table_pb2.IndexMetadata]:
@@ -358,8 +371,7 @@ def usable_index(ds, column: str, metric: str) -> IvfIndex | None:
         index = _open_index(ds.uri, metas[0].SerializeToString())
     except UnsupportedError:
         return None
-    supported = ("l2", "cosine") if index.pq is not None else ("l2", "dot", "cosine")
-    if index.metric != metric or index.metric not in supported:
+    if index.metric != metric:
         return None
     return index
 

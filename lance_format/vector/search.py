@@ -6,7 +6,7 @@ every query with one BLAS product and folded into a running top-k per query.  On
 winners' other columns are then read, by row address.  With ``prefilter=False`` the filter
 runs on those k rows, so fewer than k may come back, as in pylance.
 
-With an IVF_FLAT (l2, cosine, dot) or IVF_PQ (l2, cosine; 8- or 4-bit codes) index on the
+With an IVF_FLAT or IVF_PQ (8- or 4-bit codes) index (l2, cosine, dot) on the
 column, of the query's metric, and ``use_index`` left on, the probed partitions are searched instead
 (``nprobes`` of them, or pylance's adaptive budget when it is not given), the fragments the
 index does not cover exactly, and the two merged.  Other indexes (several segments, HNSW,
