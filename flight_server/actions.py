@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from lance_format import storage
 from lance_format.container.describe import describe
-from lance_format.errors import LanceError
+from lance_format.errors import IndexExistsError, IndexNotFoundError, LanceError
 from lance_format.schema import LanceSchema
 from lance_format.table import paths, staging, write
 
@@ -236,6 +236,97 @@ def drop_columns(server, body: dict) -> dict:
     ds = server.catalog.open_to_change(_name(body))
     ds.drop_columns(cols)
     return {"dataset": _name(body), "version": ds.version, "schema": _schema_json(ds.schema)}
+
+
+@action(
+    "create_index",
+    "Train and commit a vector index "
+    '({"dataset", "column", "index_type": "IVF_FLAT"|"IVF_PQ", "name"?, '
+    '"metric"?: "l2"|"cosine"|"dot", "replace"?: false, "num_partitions"?, '
+    '"num_sub_vectors"? (IVF_PQ), "num_bits"?: 8|4}).',
+    mutates=True,
+)
+def create_index(server, body: dict) -> dict:
+    keys = {"dataset", "column", "index_type", "name", "metric", "replace"}
+    _check_keys(body, keys | {"num_partitions", "num_sub_vectors", "num_bits"})
+    for key in ("column", "index_type"):
+        if not isinstance(body.get(key), str) or not body[key]:
+            raise BadRequest(f"the action needs {key!r}: a non-empty string")
+    for key in ("name", "metric"):
+        if body.get(key) is not None and not isinstance(body[key], str):
+            raise BadRequest(f"{key!r} must be a string")
+    replace = body.get("replace", False)
+    if not isinstance(replace, bool):
+        raise BadRequest("'replace' must be true or false")
+    sizes = {
+        key: non_negative_int(body, key, positive=True)
+        for key in ("num_partitions", "num_sub_vectors", "num_bits")
+        if body.get(key) is not None
+    }
+    ds = server.catalog.open_to_change(_name(body))
+    try:
+        new = ds.create_index(
+            body["column"],
+            body["index_type"],
+            name=body.get("name"),
+            metric=body.get("metric") or "l2",
+            replace=replace,
+            **sizes,
+        )
+    except IndexExistsError as exc:
+        raise AlreadyExists(str(exc)) from None
+    index = body.get("name") or f"{body['column']}_idx"
+    return {"dataset": _name(body), "version": new.version, "index": index}
+
+
+@action("drop_index", 'Remove an index from the next version ({"dataset", "name"}).', mutates=True)
+def drop_index(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "name"})
+    if not isinstance(body.get("name"), str) or not body["name"]:
+        raise BadRequest("the action needs 'name': the index's name")
+    ds = server.catalog.open_to_change(_name(body))
+    try:
+        new = ds.drop_index(body["name"])
+    except IndexNotFoundError as exc:
+        raise NotFound(str(exc)) from None
+    return {"dataset": _name(body), "version": new.version, "dropped": body["name"]}
+
+
+@action(
+    "list_indices",
+    'Every index segment of a version, as pylance\'s list_indices ({"dataset", "version"?}).',
+)
+def list_indices(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "version"})
+    ds = server.catalog.open(_name(body), version_value(body))
+    return {"dataset": _name(body), "version": ds.version, "indices": _plain(ds.list_indices())}
+
+
+@action(
+    "describe_indices",
+    'One description per index name, as pylance\'s describe_indices ({"dataset", "version"?}).',
+)
+def describe_indices(server, body: dict) -> dict:
+    _check_keys(body, {"dataset", "version"})
+    ds = server.catalog.open(_name(body), version_value(body))
+    return {
+        "dataset": _name(body),
+        "version": ds.version,
+        "indices": _plain(ds.describe_indices()),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: sets as sorted lists, datetimes as ISO 8601."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return value
 
 
 @action(
