@@ -162,3 +162,18 @@ def test_stable_row_ids(tmp_path, index_type):
             want = theirs.to_table(nearest=nearest, with_row_id=True, **kw)
             got = ours.to_table(nearest=nearest, with_row_id=True, **kw)
             assert got.select(["id", "_rowid"]).equals(want.select(["id", "_rowid"]))
+
+
+def test_default_metric_and_fast_search_as_pylance(indexed):
+    """Without a metric the search takes its index's (pylance's rule); fast_search leaves
+    out the rows no index covers."""
+    theirs, ours = lance.dataset(indexed), open_dataset(indexed)
+    q = np.random.default_rng(31).standard_normal(DIM).astype(np.float32)
+    for kw in ({}, {"fast_search": True}):
+        nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 3}
+        want = theirs.to_table(nearest=nearest, with_row_id=True, **kw)
+        got = ours.to_table(nearest=nearest, with_row_id=True, **kw)
+        assert got["_rowid"].to_pylist() == want["_rowid"].to_pylist(), kw
+        np.testing.assert_allclose(
+            got["_distance"].to_numpy(), want["_distance"].to_numpy(), rtol=2e-5, atol=1e-5
+        )

@@ -332,13 +332,17 @@ class Dataset:
         scan_in_order: bool | None = None,
         nearest: dict | None = None,
         prefilter: bool = False,
+        fast_search: bool | None = None,
         **other,
     ) -> Scanner | VectorScanner:
         """A scan of this version.  ``columns`` lists names, or maps output names to SQL
         expressions (``{"b": "upper(s)"}``); ``scan_in_order`` is accepted whatever its
         value (rows always come in order); ``nearest`` makes it a nearest-neighbour search
-        (see :mod:`lance_format.vector`); pylance's other options are refused unless left at
-        None, since this scanner does not implement them."""
+        (see :mod:`lance_format.vector`), where ``fast_search`` searches only what an index
+        covers; pylance's other options are refused unless left at None, since this scanner
+        does not implement them."""
+        if nearest is None and fast_search is not None:
+            other["fast_search"] = fast_search
         _refuse_options(other)
         opts = ScanOptions(
             columns=columns,
@@ -352,7 +356,7 @@ class Dataset:
             ranges=ranges,
         )
         if nearest is not None:
-            return VectorScanner(self, opts, nearest, prefilter)
+            return VectorScanner(self, opts, nearest, prefilter, bool(fast_search))
         return Scanner(self.lance_schema, self._fragments, opts, self.stable_row_ids)
 
     def to_table(self, columns=None, filter=None, **kw) -> pa.Table:

@@ -209,6 +209,12 @@ def _index_info(root: str, meta: table_pb2.IndexMetadata) -> tuple[LanceFileRead
     return index, info
 
 
+def index_metric(root: str, meta: table_pb2.IndexMetadata) -> str | None:
+    """The metric a vector index was built for, as its files name it."""
+    metric = _index_info(root, meta)[1].get("distance_type")
+    return str(metric).lower() if metric else None
+
+
 def vector_index_type(root: str, meta: table_pb2.IndexMetadata) -> str:
     """The type a vector index's files name (IVF_FLAT, IVF_PQ, IVF_HNSW_SQ, ...)."""
     return str(_index_info(root, meta)[1].get("type", "")).upper()

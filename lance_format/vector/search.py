@@ -23,8 +23,8 @@ import pyarrow as pa
 from ..errors import InvalidArgumentError
 from ..table.filters import compile_filter
 from ..table.scanner import ROW_ADDRESS, ROW_ID, ScanOptions, evaluate_filter
-from .ivf import IvfIndex, live_addresses, usable_index
-from .metrics import exact_distances, scan_scores, scores, squared_norms, tolerance
+from .ivf import IvfIndex, index_metric, live_addresses, usable_index, vector_indices
+from .metrics import FLOAT_METRICS, exact_distances, scan_scores, scores, squared_norms, tolerance
 from .query import NearestQuery, parse_nearest
 from .topk import RunningTopK
 
@@ -37,15 +37,31 @@ SCORE_CELLS = 1 << 24  # bound on the (queries x rows) score matrix of one chunk
 class VectorScanner:
     """A planned nearest-neighbour scan; the same running API as the table ``Scanner``."""
 
-    def __init__(self, ds, options: ScanOptions, nearest: dict, prefilter: bool = False):
+    def __init__(
+        self,
+        ds,
+        options: ScanOptions,
+        nearest: dict,
+        prefilter: bool = False,
+        fast_search: bool = False,
+    ):
         if not isinstance(prefilter, bool):
             raise InvalidArgumentError(f"prefilter must be True or False, got {prefilter!r}")
+        if not isinstance(fast_search, bool):
+            raise InvalidArgumentError(f"fast_search must be True or False, got {fast_search!r}")
+        self.fast_search = fast_search
         if options.ranges or options.fragments is not None:
             raise InvalidArgumentError("a nearest search covers the whole dataset version")
         self.ds = ds
         self.options = options
         self.prefilter = prefilter
         self.query: NearestQuery = parse_nearest(nearest, ds.schema)
+        if not self.query.metric_given and self.query.use_index:
+            # as pylance: without a metric, the search takes its index's
+            metas = vector_indices(ds, self.query.column)
+            metric = index_metric(ds.uri, metas[0]) if len(metas) == 1 else None
+            if metric in FLOAT_METRICS and self.query.metric in FLOAT_METRICS:
+                self.query.metric = metric
         columns = options.columns
         if columns is not None and (
             isinstance(columns, str) or not all(isinstance(c, str) for c in columns)
@@ -132,10 +148,12 @@ class VectorScanner:
         fragments = self.ds.get_fragments()
         index = usable_index(self.ds, q.column, q.metric) if q.use_index else None
         fixed: list = [None] * len(tops)
+        if index is None and self.fast_search:
+            fragments = []  # no index covers anything
         if index is not None:
-            if index.fragments is not None:
+            if index.fragments is not None and not self.fast_search:
                 fragments = [f for f in fragments if f.fragment_id not in index.fragments]
-            else:
+            else:  # fast_search, as pylance: only what the index covers is searched
                 fragments = []
             # PQ distances are not comparable with the exact ones of unindexed rows: pylance
             # then re-ranks the PQ top-k exactly (a refine factor of 1)
