@@ -209,6 +209,68 @@ def _index_info(root: str, meta: table_pb2.IndexMetadata) -> tuple[LanceFileRead
     return index, info
 
 
+_DETAIL_METRICS = ("L2", "COSINE", "DOT", "HAMMING")
+
+
+def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
+    """(field number, varint or bytes) of a protobuf message's varint and length-delimited
+    fields (the only wire types VectorIndexDetails uses)."""
+    out, pos = [], 0
+
+    def varint() -> int:
+        nonlocal pos
+        value = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while pos < len(data):
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            out.append((number, varint()))
+        elif wire == 2:
+            size = varint()
+            out.append((number, data[pos : pos + size]))
+            pos += size
+        else:
+            raise CorruptFileError(f"unexpected wire type {wire} in vector index details")
+    return out
+
+
+def vector_details(meta: table_pb2.IndexMetadata) -> dict:
+    """A vector index's details (metric, PQ parameters, runtime hints) as pylance renders
+    them in JSON; an empty dict for other indexes."""
+    if not meta.index_details.type_url.endswith("VectorIndexDetails"):
+        return {}
+    try:
+        fields = _fields(meta.index_details.value)
+    except IndexError:
+        raise CorruptFileError("truncated vector index details") from None
+    out: dict = {"metric_type": "L2"}
+    hints = {}
+    for number, value in fields:
+        if number == 1 and isinstance(value, int) and value < len(_DETAIL_METRICS):
+            out["metric_type"] = _DETAIL_METRICS[value]
+        elif number == 4 and isinstance(value, bytes):
+            pq = dict(_fields(value))
+            out["compression"] = {
+                "type": "pq",
+                "num_bits": pq.get(1, 8),
+                "num_sub_vectors": pq.get(2, 0),
+            }
+        elif number == 9 and isinstance(value, bytes):
+            entry = dict(_fields(value))
+            hints[bytes(entry.get(1, b"")).decode()] = bytes(entry.get(2, b"")).decode()
+    if hints:
+        out["runtime_hints"] = hints
+    return out
+
+
 def index_metric(root: str, meta: table_pb2.IndexMetadata) -> str | None:
     """The metric a vector index was built for, as its files name it."""
     metric = _index_info(root, meta)[1].get("distance_type")
