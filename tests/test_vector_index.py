@@ -1,4 +1,4 @@
-"""Searching through pylance-built IVF_FLAT and IVF_PQ indexes: the same partitions probed for
+"""Searching through pylance-built IVF_FLAT, IVF_PQ and IVF_SQ indexes: the same partitions probed for
 the same ``nprobes``, the same PQ distances and refine step, deleted rows dropped, fragments
 the index does not cover searched exactly and merged; pylance's search over the same index is
 the oracle."""
@@ -32,6 +32,8 @@ DIM = 16
         ("IVF_PQ", "cosine", True, 8),
         ("IVF_PQ", "l2", False, 4),  # two codes a byte
         ("IVF_PQ", "dot", False, 8),  # codes of the vectors, not of residuals
+        ("IVF_SQ", "l2", False, None),  # one byte a dimension: SQ distances are reported
+        ("IVF_SQ", "dot", False, None),
     ],
     ids=lambda p: f"{p[0]}{p[3] or ''}-{p[1]}-{'appended' if p[2] else 'covered'}",
 )

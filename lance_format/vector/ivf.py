@@ -29,7 +29,7 @@ _TENSOR_TYPES = {
     index_pb2.Tensor.FLOAT32: "<f4",
     index_pb2.Tensor.FLOAT64: "<f8",
 }
-SUPPORTED = ("IVF_FLAT", "IVF_PQ")
+SUPPORTED = ("IVF_FLAT", "IVF_PQ", "IVF_SQ")
 # pylance's adaptive initial probe budget for float32 queries: per metric, per k bucket
 # (k <= 1, <= 10, <= 100, <= 200, <= 500, <= 1000), (relative margin, floor, cap)
 _K_BUCKETS = (1, 10, 100, 200, 500)
@@ -60,6 +60,7 @@ _ADAPTIVE = {
     ),
 }
 PQ_CODE = "__pq_code"
+SQ_CODE = "__sq_code"
 INDEX_CACHE_SIZE = 16  # opened indexes kept (centroids, codebooks)
 PARTITION_CACHE_BYTES = 512 << 20  # decoded partitions (row ids, PQ codes or vectors) kept
 _PARTITIONS = SearchCache(PARTITION_CACHE_BYTES)
@@ -184,6 +185,44 @@ def _pq_adc(residual, codebook_t, codes, dot, out):  # pragma: no cover - compil
 
 
 @dataclass
+class ScalarQuantizer:
+    """8-bit scalar quantization over one value range for every dimension: a value's code
+    is ``floor((v - start) / (end - start) * 255)``."""
+
+    start: float
+    end: float
+
+    @classmethod
+    def read(cls, aux: LanceFileReader) -> ScalarQuantizer:
+        try:
+            (entry,) = json.loads((aux.schema.metadata or {})[b"storage_metadata"])
+            info = json.loads(entry)
+            bits = int(info["num_bits"])
+            start, end = float(info["bounds"]["start"]), float(info["bounds"]["end"])
+        except (KeyError, ValueError, TypeError):
+            raise CorruptFileError("no readable SQ storage metadata", path=aux.path) from None
+        if bits != 8:
+            raise UnsupportedError(f"{bits}-bit SQ codes are not read", path=aux.path)
+        if not end > start:
+            raise CorruptFileError("SQ bounds are empty", path=aux.path)
+        return cls(start, end)
+
+    def distances(self, query: np.ndarray, codes: np.ndarray, dot: bool = False) -> np.ndarray:
+        """Squared l2 between the query's codes and each row's, scaled back to the values'
+        units (the query quantized as the rows were, as pylance compares them); for dot,
+        1 - the inner product of the query with the rows' dequantized values."""
+        width = self.end - self.start
+        if dot:
+            scale = np.float32(width / 255.0)
+            values = np.float32(self.start) + codes.astype(np.float32) * scale
+            return (np.float32(1.0) - values @ query.astype(np.float32)).astype(np.float32)
+        q = np.clip(np.floor((query.astype(np.float32) - self.start) / width * 255), 0, 255)
+        diff = codes.astype(np.int32) - q.astype(np.int32)[None, :]
+        total = np.einsum("ij,ij->i", diff, diff)
+        return total.astype(np.float32) * np.float32((width / 255.0) ** 2)
+
+
+@dataclass
 class Partition:
     """One decoded partition: its row ids and its stored vectors (rows x dim) or PQ codes
     (bytes per row x rows, sub-vector-major)."""
@@ -295,6 +334,12 @@ class IvfIndex:
     fragments: set[int] | None  # fragment ids the index covers
     rows: LanceFileReader  # auxiliary.idx: the indexed rows, grouped by partition
     pq: ProductQuantizer | None = None
+    sq: ScalarQuantizer | None = None
+
+    @property
+    def quantized(self) -> bool:
+        """Partitions hold codes (ranked by their own distances), not the vectors."""
+        return self.pq is not None or self.sq is not None
 
     @classmethod
     def open(cls, root: str, meta: table_pb2.IndexMetadata) -> IvfIndex:
@@ -325,6 +370,7 @@ class IvfIndex:
             _fragment_bitmap(meta),
             rows,
             ProductQuantizer.read(rows) if index_type == "IVF_PQ" else None,
+            ScalarQuantizer.read(rows) if index_type == "IVF_SQ" else None,
         )
 
     @functools.cached_property
@@ -390,14 +436,14 @@ class IvfIndex:
 
     def _read_partition(self, p: int) -> Partition:
         start, n = int(self.starts[p]), int(self.lengths[p])
-        name = PQ_CODE if self.pq is not None else "flat"
+        name = PQ_CODE if self.pq is not None else SQ_CODE if self.sq is not None else "flat"
         table = self.rows.read_range(start, start + n, ["_rowid", name])
         col = table.column(name).combine_chunks()
         dim = col.type.list_size
         values = col.values.slice(col.offset * dim, len(col) * dim).to_numpy(zero_copy_only=False)
         row_ids = np.ascontiguousarray(table.column("_rowid").to_numpy(), dtype=np.uint64)
         if self.pq is None:
-            return Partition(row_ids, values.reshape(len(col), dim))
+            return Partition(row_ids, np.ascontiguousarray(values.reshape(len(col), dim)))
         codes = values.reshape(dim, n) if self.pq.transposed else values.reshape(n, dim).T
         return Partition(row_ids, np.ascontiguousarray(codes, dtype=np.uint8))
 
@@ -412,8 +458,14 @@ class IvfIndex:
             query = query / np.linalg.norm(query)
         return query - self.centroids[p].astype(np.float32)
 
-    def pq_distances(self, q: np.ndarray, p: int, part: Partition) -> np.ndarray:
-        """PQ distances of partition ``p``'s coded rows to the query."""
+    def code_distances(self, q: np.ndarray, p: int, part: Partition) -> np.ndarray:
+        """PQ or SQ distances of partition ``p``'s coded rows to the query (SQ codes are of
+        the vectors themselves, normalised for cosine)."""
+        if self.sq is not None:
+            query = q.astype(np.float32)
+            if self.metric == "cosine":
+                query = query / np.linalg.norm(query)
+            return self.sq.distances(query, part.data, self.metric == "dot")
         return self.pq.distances(self.residual(q, p), part.data, self.metric == "dot")
 
 

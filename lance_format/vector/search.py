@@ -6,11 +6,11 @@ every query with one BLAS product and folded into a running top-k per query.  On
 winners' other columns are then read, by row address.  With ``prefilter=False`` the filter
 runs on those k rows, so fewer than k may come back, as in pylance.
 
-With an IVF_FLAT or IVF_PQ (8- or 4-bit codes) index (l2, cosine, dot) on the
+With an IVF_FLAT, IVF_PQ (8- or 4-bit codes) or IVF_SQ index (l2, cosine, dot) on the
 column, of the query's metric, and ``use_index`` left on, the probed partitions are searched instead
 (``nprobes`` of them, or pylance's adaptive budget when it is not given), the fragments the
-index does not cover exactly, and the two merged.  Other indexes (several segments, HNSW,
-SQ) fall back to exact search.
+index does not cover exactly, and the two merged.  Other indexes (several segments, HNSW)
+fall back to exact search.
 """
 
 from __future__ import annotations
@@ -237,8 +237,8 @@ class VectorScanner:
         fixed = []
         for top, query in zip(tops, q.queries, strict=True):
             ids, addresses, data = self._probe(index, query, allowed)
-            if index.pq is not None:
-                fixed.append(self._rank_pq(top, ids, addresses, data, refine))
+            if index.quantized:
+                fixed.append(self._rank_codes(top, ids, addresses, data, refine))
                 continue
             fixed.append(None)
             if not len(ids):
@@ -266,10 +266,10 @@ class VectorScanner:
             stop = max(min(budget, len(order)), 1) if start == 0 else start + 1
             parts = [index.partition(p) for p in order[start:stop].tolist()]
             rows = _concat([part.row_ids for part in parts], np.uint64)
-            if index.pq is not None:
+            if index.quantized:
                 stored = _concat(
                     [
-                        index.pq_distances(query, p, part)
+                        index.code_distances(query, p, part)
                         for p, part in zip(order[start:stop].tolist(), parts, strict=True)
                     ],
                     np.float32,
@@ -307,9 +307,9 @@ class VectorScanner:
         found = (keys[pos] == row_ids) if len(keys) else np.zeros(len(row_ids), dtype=bool)
         return np.where(found, addrs[pos] if len(keys) else row_ids, row_ids), found
 
-    def _rank_pq(self, top: RunningTopK, ids, addresses, dist, refine: int | None):
-        """The k best by PQ distance, or with ``refine`` the k * refine best re-ranked by
-        their exact distance (they join the running top-k with their vectors)."""
+    def _rank_codes(self, top: RunningTopK, ids, addresses, dist, refine: int | None):
+        """The k best by PQ or SQ distance, or with ``refine`` the k * refine best re-ranked
+        by their exact distance (they join the running top-k with their vectors)."""
         q = self.query
         order = smallest(dist, ids, q.k * (refine or 1))
         if not refine:
