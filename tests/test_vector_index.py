@@ -1,7 +1,7 @@
-"""Searching through pylance-built IVF_FLAT, IVF_PQ and IVF_SQ indexes: the same partitions probed for
-the same ``nprobes``, the same PQ distances and refine step, deleted rows dropped, fragments
-the index does not cover searched exactly and merged; pylance's search over the same index is
-the oracle."""
+"""Searching through pylance-built IVF_FLAT, IVF_PQ and IVF_SQ indexes: the same partitions
+probed for the same ``nprobes``, the same PQ and SQ distances and refine step, deleted rows
+dropped, fragments the index does not cover searched exactly and merged; pylance's search
+over the same index is the oracle."""
 
 from __future__ import annotations
 
