@@ -19,6 +19,7 @@ from threadpoolctl import threadpool_limits
 
 from .. import storage
 from ..errors import InvalidArgumentError
+from ..jit import kernel
 from ..pb import index_pb2
 from ..writer import LanceFileWriter
 
@@ -93,19 +94,22 @@ def kmeans(
 
 
 def _cluster_sums(labels: np.ndarray, data: np.ndarray, k: int) -> np.ndarray:
-    """Per-cluster sums of rows (float64): a weighted bincount per dimension for narrow
-    rows (PQ sub-vectors), rows sorted by label and reduced for wide ones."""
-    if data.shape[1] <= 32:
-        return np.stack(
-            [np.bincount(labels, weights=data[:, j], minlength=k) for j in range(data.shape[1])],
-            axis=1,
-        )
+    """Per-cluster sums of rows (float64), one compiled pass over the rows."""
     out = np.zeros((k, data.shape[1]), dtype=np.float64)
-    order = np.argsort(labels, kind="stable")
-    sorted_labels = labels[order]
-    starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
-    out[sorted_labels[starts]] = np.add.reduceat(data[order].astype(np.float64), starts, axis=0)
+    _add_rows(
+        np.ascontiguousarray(labels, dtype=np.int64),
+        np.ascontiguousarray(data, dtype=np.float32),
+        out,
+    )
     return out
+
+
+@kernel("void(int64[::1], float32[:, ::1], float64[:, ::1])")
+def _add_rows(labels, data, out):  # pragma: no cover - compiled
+    for i in range(data.shape[0]):
+        row = labels[i]
+        for j in range(data.shape[1]):
+            out[row, j] += data[i, j]
 
 
 def _sample(n: int, size: int, rng: np.random.Generator) -> np.ndarray:
