@@ -330,7 +330,7 @@ class VectorScanner:
             wanted += [n for n in self._filter_columns if n not in wanted]
         parts = []
         for i, (dist, row_ids, addresses) in enumerate(results):
-            table = self.ds.take_addresses(addresses, columns=wanted)
+            table = self._take(addresses, wanted)
             table = table.append_column(DISTANCE, pa.array(dist, pa.float32()))
             table = table.append_column(ROW_ID, pa.array(row_ids, pa.uint64()))
             table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
@@ -343,6 +343,30 @@ class VectorScanner:
             parts.append(table)
         schema = self.schema
         return pa.concat_tables(parts).select(schema.names).cast(schema)
+
+    def _take(self, addresses: np.ndarray, names: list[str]) -> pa.Table:
+        """The dataset columns ``names`` of one query's winners, in their order: read per
+        fragment straight from its files (they are live rows of this version, each once)."""
+        by_name = {f.name: f for f in self.ds.lance_schema.fields}
+        fields = [by_name[n] for n in names]
+        frags = {f.fragment_id: f for f in self.ds.get_fragments()}
+        frag_ids = (addresses >> np.uint64(32)).astype(np.int64)
+        offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        parts, positions = [], []
+        for fid in sorted(set(frag_ids.tolist())):
+            where = np.flatnonzero(frag_ids == fid)
+            where = where[np.argsort(offsets[where], kind="stable")]
+            parts.append(frags[fid].read(fields, offsets[where]))
+            positions.append(where)
+        if not parts:
+            return self._base.schema.empty_table().select(names)
+        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        order = np.concatenate(positions)
+        if (order == np.arange(len(order))).all():
+            return table
+        back = np.empty(len(order), dtype=np.int64)
+        back[order] = np.arange(len(order))
+        return table.take(pa.array(back))
 
 
 def _merge(tops: list[RunningTopK], fixed: list, k: int) -> list:
