@@ -311,7 +311,15 @@ def vector_details(meta: table_pb2.IndexMetadata) -> dict:
 
 
 def index_metric(root: str, meta: table_pb2.IndexMetadata) -> str | None:
-    """The metric a vector index was built for, as its files name it."""
+    """The metric a vector index was built for, as its files name it (read once per index:
+    index files never change)."""
+    return _index_metric(root, meta.SerializeToString())
+
+
+@functools.lru_cache(maxsize=256)
+def _index_metric(root: str, meta_bytes: bytes) -> str | None:
+    meta = table_pb2.IndexMetadata()
+    meta.ParseFromString(meta_bytes)
     metric = _index_info(root, meta)[1].get("distance_type")
     return str(metric).lower() if metric else None
 
