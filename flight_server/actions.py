@@ -24,10 +24,11 @@ from lance_format.container.describe import describe
 from lance_format.errors import IndexExistsError, IndexNotFoundError, LanceError
 from lance_format.schema import LanceSchema
 from lance_format.table import paths, staging, write
+from lance_format.version import DEFAULT_VERSION, LanceFileVersion
 
 from . import permissions
 from .errors import AlreadyExists, BadRequest, NotFound, Unimplemented
-from .ingest import check_job_running, staged_schema
+from .ingest import check_job_running, staged_schema, writable_version
 from .query import non_negative_int, string_list, version_value
 
 if TYPE_CHECKING:
@@ -137,7 +138,11 @@ def _column_names(reader) -> list[str]:
     from lance_format.v2_0.decoder import v20_column_fields
 
     fields = reader.lance_schema.fields
-    cols = v20_column_fields(fields) if reader.version == "2.0" else leaf_fields(fields)
+    cols = (
+        v20_column_fields(fields)
+        if reader.version == LanceFileVersion.V2_0
+        else leaf_fields(fields)
+    )
     return [f.name for f in cols]
 
 
@@ -412,11 +417,10 @@ def commit_staged(server, body: dict) -> dict:
         if "schema" not in body:
             raise BadRequest("creating or overwriting a dataset needs 'schema' from the put")
         schema = staged_schema(body["schema"])
-        storage = body.get("data_storage_version") or (
-            server.catalog.open(name).data_storage_version if exists else "stable"
+        storage = writable_version(
+            body.get("data_storage_version")
+            or (server.catalog.open(name).data_storage_version if exists else DEFAULT_VERSION)
         )
-        if storage not in write.WRITABLE_VERSIONS:
-            raise BadRequest(f"'data_storage_version' {storage!r} is not writable")
     _check_file_versions(frags, storage)
     m = staging.commit_staged(
         root,
@@ -456,13 +460,13 @@ def _job_committed(job: staging.StagingJob | None, result: dict) -> dict:
     return result
 
 
-def _check_file_versions(frags: list, storage: str) -> None:
+def _check_file_versions(frags: list, storage: LanceFileVersion) -> None:
     """Staged files must be of the version the commit declares (a manifest saying 2.2 over
     2.1 files would not read)."""
-    want = write.WRITABLE_VERSIONS.get(storage)
+    want = storage.numbers
     for f in frags:
         for df in f.files:
-            if want is not None and (df.file_major_version, df.file_minor_version) != want:
+            if (df.file_major_version, df.file_minor_version) != want:
                 raise BadRequest(
                     f"staged file {df.path!r} is Lance {df.file_major_version}."
                     f"{df.file_minor_version}, the commit is for {storage}"

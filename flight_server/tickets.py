@@ -83,7 +83,10 @@ class Ticket:
                 for v in (self.fragment, self.start, self.stop, self.limit, self.offset)
             )
             and (self.start is None) == (self.stop is None)
-            and (self.start is None or (self.start <= self.stop and self.fragment is not None))
+            and (
+                self.start is None
+                or (self.stop is not None and self.start <= self.stop and self.fragment is not None)
+            )
             and (
                 self.row_ids is None
                 or (

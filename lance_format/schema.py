@@ -1,15 +1,15 @@
 """Lance schemas (the flat ``lance.file.Field`` list) and their Arrow equivalents.
 
 A Lance schema is stored as a depth-first list of ``Field`` protobufs linked by ``id`` and
-``parent_id``; each field names its Arrow type with a *logical type* string (digest §3.4).
-Nested types keep their children as fields of their own (struct members, list items, map
-entries, and the item of a fixed-size list of structs), while every other type, including
-fixed-size lists of primitives, is spelled out completely in its logical type string.
+``parent_id``; each field names its Arrow type with a *logical type* string
+(docs/format/container.md). Nested types keep their children as fields of their own (struct members,
+list items, map entries, and the item of a fixed-size list of structs), while every other type,
+including fixed-size lists of primitives, is spelled out completely in its logical type string.
 
 The mapping follows what pylance 14 writes and reads back, which differs from the older
 upstream snapshot in a few places: fixed-size lists of structs have a child field, ``map`` is
 a logical type, ``extension_name`` (proto field 9) is written, and 2.2 blob descriptor columns
-list their packed children with ``id = parent_id = -1`` (digest §6.12).
+list their packed children with ``id = parent_id = -1`` (docs/format/structural.md).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import re
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import pyarrow as pa
 
@@ -196,7 +197,8 @@ def _ext_name(f: pa.Field) -> str | None:
 
 
 def _encoding_hint(t: pa.DataType) -> int:
-    """The legacy ``encoding`` value pylance writes for a field of this type (§3.4)."""
+    """The legacy ``encoding`` value pylance writes for a field of this type
+    (docs/format/container.md)."""
     t = _storage(t)
     if pa.types.is_null(t) or pa.types.is_struct(t):
         return ENCODING_NONE
@@ -404,13 +406,14 @@ class LanceField:
     def to_proto(self) -> file_pb2.Field:
         """This field alone (no children) as pylance writes it."""
         pb = file_pb2.Field(
-            type=0,
+            type=file_pb2.Field.PARENT,
             name=self.name,
             id=self.id,
             parent_id=self.parent_id,
             logical_type=self.logical_type,
             nullable=self.nullable,
-            encoding=self.encoding,
+            # a protobuf enum field takes the plain int at runtime
+            encoding=cast("file_pb2.Encoding", self.encoding),
         )
         for k, v in self.metadata.items():
             pb.metadata[k] = v
@@ -533,7 +536,8 @@ def _has_nested(t: pa.DataType) -> bool:
     return pa.types.is_nested(t) and not pa.types.is_fixed_size_list(t)
 
 
-# The data-file descriptor of a 2.2 blob v2 column (digest §6.12): (name, logical type).
+# The data-file descriptor of a 2.2 blob v2 column (docs/format/structural.md): (name, logical
+# type).
 BLOB_V2_DESCRIPTOR = (
     ("kind", "uint8"),
     ("position", "uint64"),
@@ -636,7 +640,8 @@ class LanceSchema:
         for pb in fields:
             f = LanceField.from_proto(pb)
             if f.id == -1 and f.parent_id == -1 and blob_parent is not None:
-                # 2.2 blob descriptor children are written with id = parent_id = -1 (§6.12)
+                # 2.2 blob descriptor children are written with id = parent_id = -1
+                # (docs/format/structural.md)
                 blob_parent.children.append(f)
                 continue
             blob_parent = None
