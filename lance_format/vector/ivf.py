@@ -254,7 +254,8 @@ _DETAIL_METRICS = ("L2", "COSINE", "DOT", "HAMMING")
 def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
     """(field number, varint or bytes) of a protobuf message's varint and length-delimited
     fields (the only wire types VectorIndexDetails uses)."""
-    out, pos = [], 0
+    out: list[tuple[int, int | bytes]] = []
+    pos = 0
 
     def varint() -> int:
         nonlocal pos
@@ -474,6 +475,7 @@ class IvfIndex:
             if self.metric == "cosine":
                 query = query / np.linalg.norm(query)
             return self.sq.distances(query, part.data, self.metric == "dot")
+        assert self.pq is not None  # an IVF_PQ index
         return self.pq.distances(self.residual(q, p), part.data, self.metric == "dot")
 
 

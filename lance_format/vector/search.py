@@ -276,8 +276,8 @@ class VectorScanner:
                     ],
                     np.float32,
                 )
-            else:
-                stored = np.concatenate([part.data for part in parts]) if parts else None
+            else:  # parts is never empty: stop > start
+                stored = np.concatenate([part.data for part in parts])
             addresses, keep = self._addresses(rows)
             keep &= live_addresses(self.ds, addresses)
             if allowed is not None:
@@ -292,7 +292,7 @@ class VectorScanner:
             start = stop
             if q.nprobes is not None or found >= q.k:
                 break
-        if not ids or data[0] is None:
+        if not ids:
             empty = np.zeros(0, np.uint64)
             return empty, empty, np.zeros((0, q.dim), np.float32)
         if len(ids) == 1:
