@@ -10,6 +10,7 @@ from .cache import SearchCache
 from .errors import (
     CommitConflictError,
     CorruptFileError,
+    DatasetExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
     InvalidDataError,
@@ -23,12 +24,16 @@ from .io import IOStats
 from .reader import LanceFileReader
 from .table.dataset import Dataset, write_dataset
 from .table.dataset import dataset as dataset  # the function shadows the module, as in pylance
+from .table.fragment import Fragment as LanceFragment
+from .table.fragment_metadata import FragmentMetadata
+from .table.lance_operation import LanceOperation, Transaction, write_fragments
 from .table.mutation import MergeInsertBuilder
 from .table.scanner import ColumnOrdering, Scanner
 from .table.udf import BatchUDF, batch_udf
+from .version import LanceFileVersion
 from .writer import LanceFileWriter, WriteResult
 
-LanceDataset = Dataset
+LanceDataset = Dataset  # pylance's name for the class
 LanceScanner = Scanner
 
 
@@ -45,33 +50,40 @@ def __getattr__(name: str):
 
 __all__ = [
     "BatchUDF",
-    "batch_udf",
     "Blob",
     "BlobArray",
     "BlobFile",
     "BlobType",
-    "blob_array",
-    "blob_field",
     "ColumnOrdering",
     "CommitConflictError",
     "CorruptFileError",
     "Dataset",
+    "DatasetExistsError",
     "DatasetNotFoundError",
+    "FragmentMetadata",
     "IOStats",
     "InvalidArgumentError",
     "InvalidDataError",
     "LanceDataset",
     "LanceError",
     "LanceFileReader",
+    "LanceFileVersion",
     "LanceFileWriter",
+    "LanceFragment",
     "LanceIOError",
+    "LanceOperation",
     "LanceScanner",
     "MergeInsertBuilder",
     "ObjectNotFoundError",
     "SchemaError",
     "SearchCache",
+    "Transaction",
     "UnsupportedError",
     "WriteResult",
+    "batch_udf",
+    "blob_array",
+    "blob_field",
     "dataset",
     "write_dataset",
+    "write_fragments",
 ]

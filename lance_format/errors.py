@@ -62,6 +62,11 @@ class InvalidArgumentError(LanceError, ValueError):
     """The caller asked for something impossible: unknown column, row out of range."""
 
 
+class DatasetExistsError(InvalidArgumentError, OSError):
+    """A create found the dataset already there (or lost the race to create it); pylance
+    raises OSError."""
+
+
 class InvalidDataError(InvalidArgumentError, OSError):
     """Data that cannot be written as given: nulls in a non-nullable field, an invalid Arrow
     array (offsets that go backwards, bad UTF-8, dictionary keys out of range), a shape Lance
@@ -82,10 +87,6 @@ class SchemaMismatchError(SchemaError, OSError):
 class FileMissingError(ObjectNotFoundError, ValueError):
     """A data file to open is not there: pylance's file reader raises ValueError, callers
     expecting a FileNotFoundError still catch it."""
-
-
-class DatasetExistsError(InvalidArgumentError, OSError):
-    """Creating a dataset where one exists (pylance raises OSError)."""
 
 
 class TagNotFoundError(InvalidArgumentError, OSError):

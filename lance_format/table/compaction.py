@@ -21,9 +21,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError, UnsupportedError
-from ..pb import transaction_pb2
+from ..version import LanceFileVersion, writable
 from . import commit, rowids, write
 from .fragment import Fragment
+from .operations import ReserveFragments, Rewrite, RewriteGroup
+from .transaction import new_transaction
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
 DEFAULT_DELETIONS_THRESHOLD = 0.1
@@ -153,12 +155,7 @@ def compact_files(
     metrics = CompactionMetrics()
     if not groups:
         return metrics, None
-    version = ds.data_storage_version
-    if version not in write.WRITABLE_VERSIONS:
-        raise UnsupportedError(
-            f"cannot compact a dataset stored in Lance file version {version}: "
-            "this writer writes 2.1 and 2.2 files only"
-        )
+    version = writable(ds.data_storage_version, "compact a dataset of")
     rewritten = []
     try:
         for group in groups:
@@ -171,28 +168,27 @@ def compact_files(
                 max_bytes_per_file=max_bytes_per_file,
             )
             if ds.stable_row_ids:
-                sources = [f.row_ids[f.live_offsets] for f in group]
+                sources = []
+                for f in group:
+                    assert f.row_ids is not None  # the dataset has stable row ids
+                    sources.append(f.row_ids[f.live_offsets])
                 sequences = rowids.rechunk_row_ids(sources, [f.physical_rows for f in new])
                 for f, seq in zip(new, sequences, strict=True):
                     f.inline_row_ids = seq
             rewritten.append((group, new))
         total_new = sum(len(new) for _, new in rewritten)
-        reserve = transaction_pb2.Transaction.ReserveFragments(num_fragments=total_new)
-        reserved = commit.commit(
-            ds.uri, commit.new_transaction(ds.version, reserve_fragments=reserve)
-        )
+        reserve = ReserveFragments(num_fragments=total_new)
+        reserved = commit.commit(ds.uri, new_transaction(ds.version, reserve))
     except BaseException:
         write.remove_fragment_files(ds.uri, [f for _, new in rewritten for f in new])
         raise
     next_id = reserved.pb.max_fragment_id - total_new + 1
-    op = transaction_pb2.Transaction.Rewrite()
+    op = Rewrite()
     for group, new in rewritten:
-        g = op.groups.add()
-        g.old_fragments.extend(f.pb for f in group)
         for f in new:
             f.id = next_id
             next_id += 1
-        g.new_fragments.extend(new)
+        op.groups.append(RewriteGroup([f.pb for f in group], list(new)))
         metrics.fragments_removed += len(group)
         metrics.files_removed += sum(
             len(f.pb.files) + f.pb.HasField("deletion_file") for f in group
@@ -200,7 +196,7 @@ def compact_files(
         metrics.fragments_added += len(new)
         metrics.files_added += sum(len(f.files) for f in new)
     try:
-        done = commit.commit(ds.uri, commit.new_transaction(ds.version, rewrite=op))
+        done = commit.commit(ds.uri, new_transaction(ds.version, op))
     except BaseException:
         write.remove_fragment_files(ds.uri, [f for _, new in rewritten for f in new])
         raise
@@ -247,7 +243,7 @@ def _check_options(options: dict, mode: str | None, storage_version: str | None,
         raise InvalidArgumentError(f"unknown compaction_mode {mode!r}")
     if mode == "force_binary_copy":
         raise UnsupportedError("binary-copy compaction is not supported here")
-    if storage_version is not None and write.WRITABLE_VERSIONS.get(
-        storage_version
-    ) != write.WRITABLE_VERSIONS.get(ds.data_storage_version):
+    if storage_version is not None and LanceFileVersion.parse(storage_version) != (
+        ds.data_storage_version
+    ):
         raise UnsupportedError("compaction keeps the dataset's data storage version")

@@ -110,4 +110,6 @@ def _field_id(schema: LanceSchema, path: str) -> int:
         if found is None:
             raise SchemaError(f"no field {path!r} in the schema")
         fields = found.children
+    if found is None:
+        raise SchemaError(f"no field {path!r} in the schema")
     return found.id

@@ -24,16 +24,15 @@ from .. import storage
 from ..blob import DEFAULT_BLOB_BUFFER_SIZE, BlobFile
 from ..cache import SearchCache
 from ..errors import (
-    DatasetExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
     RowOutOfRangeError,
     SchemaError,
     UnsupportedError,
 )
-from ..pb import transaction_pb2
 from ..schema import LanceSchema
 from ..vector.search import VectorScanner
+from ..version import LanceFileVersion, writable
 from ..writer import LanceFileWriter
 from . import (
     blobs,
@@ -41,18 +40,22 @@ from . import (
     commit,
     compaction,
     config,
+    dataset_write,
     features,
     filters,
     indices,
+    lance_operation,
     manifest,
     mutation,
     paths,
-    staging,
     tags,
     udf,
     write,
 )
 from .fragment import Fragment
+from .fragment_metadata import as_fragment_pb
+from .lance_operation import write_fragments
+from .operations import Append, Delete, Merge, Project, Restore
 from .scanner import (
     DEFAULT_BATCH_SIZE,
     ROW_ADDRESS,
@@ -62,6 +65,7 @@ from .scanner import (
     Scanner,
     ScanOptions,
 )
+from .transaction import new_transaction
 
 
 def dataset(
@@ -189,7 +193,7 @@ class Dataset:
         return self.lance_schema.to_dataset_arrow()
 
     @property
-    def data_storage_version(self) -> str:
+    def data_storage_version(self) -> LanceFileVersion:
         return self.manifest.data_storage_version
 
     @property
@@ -260,13 +264,11 @@ class Dataset:
 
     def _commit_config(self, op) -> None:
         """Commit an UpdateConfig, as pylance does for every config or metadata change."""
-        msg = transaction_pb2.Transaction.UpdateConfig()
-        op.fill_pb(msg)
-        committed = commit.commit(self.uri, commit.new_transaction(self.version, update_config=msg))
+        committed = commit.commit(self.uri, new_transaction(self.version, op))
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def versions(self) -> list[dict]:
-        out = []
+        out: list[dict] = []
         for entry in paths.list_versions(self.uri):
             m = manifest.read_manifest(entry.path)
             out.append({"version": m.version, "timestamp": m.timestamp, "metadata": {}})
@@ -285,6 +287,8 @@ class Dataset:
         replace: bool = False,
         num_partitions: int | None = None,
         num_sub_vectors: int | None = None,
+        *,
+        num_bits: int = 8,
     ) -> Dataset:
         """Build an IVF_FLAT or IVF_PQ index over a vector column (see
         :mod:`lance_format.vector.build`) and commit it; returns the new version."""
@@ -297,6 +301,7 @@ class Dataset:
             replace=replace,
             num_partitions=num_partitions,
             num_sub_vectors=num_sub_vectors,
+            num_bits=num_bits,
         )
         return dataset(self.uri, version, cache=self.cache)
 
@@ -320,7 +325,8 @@ class Dataset:
     @functools.cached_property
     def _fragments(self) -> list[Fragment]:
         return [
-            Fragment(self.uri, pb, self.lance_schema, self.cache) for pb in self.manifest.fragments
+            Fragment(self.uri, pb, self.lance_schema, self.cache, dataset=self)
+            for pb in self.manifest.fragments
         ]
 
     def get_fragments(self) -> list[Fragment]:
@@ -382,10 +388,8 @@ class Dataset:
         if not kept:
             raise InvalidArgumentError("cannot drop every column of a dataset")
         schema = LanceSchema(kept, dict(self.lance_schema.metadata))
-        op = transaction_pb2.Transaction.Project(
-            schema=schema.to_protos(), preserves_nullability=True
-        )
-        committed = commit.commit(self.uri, commit.new_transaction(self.version, project=op))
+        op = Project(schema=schema.to_protos(), preserves_nullability=True)
+        committed = commit.commit(self.uri, new_transaction(self.version, op))
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def alter_columns(self, *alterations: dict) -> None:
@@ -445,16 +449,33 @@ class Dataset:
         version with that version's fragments and schema; the object moves to it."""
         target = self if version is None else self.checkout_version(version)
         latest = self.latest_version
-        op = transaction_pb2.Transaction.Restore(version=target.version)
-        committed = commit.commit(self.uri, commit.new_transaction(latest, restore=op))
+        committed = commit.commit(self.uri, new_transaction(latest, Restore(target.version)))
         self._become(dataset(self.uri, committed.version, cache=self.cache))
+
+    @staticmethod
+    def commit(base_uri, operation, read_version: int | None = None, *args, **kwargs) -> Dataset:
+        """pylance's ``LanceDataset.commit`` (see :func:`.lance_operation.commit`): the new
+        version."""
+        root, version = lance_operation.commit(base_uri, operation, read_version, *args, **kwargs)
+        return dataset(root, version)
+
+    @staticmethod
+    def commit_batch(dest, transactions, *args, **kwargs) -> dict:
+        """pylance's ``LanceDataset.commit_batch``: ``{"dataset": ..., "merged": ...}``."""
+        root, version, merged = lance_operation.commit_batch(dest, transactions, *args, **kwargs)
+        return {"dataset": dataset(root, version), "merged": merged}
+
+    def read_transaction(self, version: int | None = None) -> lance_operation.Transaction | None:
+        """The transaction that made ``version`` (default: this one), with its operation as
+        a ``LanceOperation``; None when the version has none."""
+        return lance_operation.read_transaction(self.uri, version or self.version)
 
     def commit_fragments(self, fragments: list) -> Dataset:
         """Commit staged fragments (from :func:`write_fragments`, possibly written by many
-        processes) in ONE Append transaction against this version."""
-        frags = [write.fragment_from_json(f) if isinstance(f, str) else f for f in fragments]
-        op = transaction_pb2.Transaction.Append(fragments=frags)
-        committed = commit.commit(self.uri, commit.new_transaction(self.version, append=op))
+        processes; FragmentMetadata or their JSON) in ONE Append transaction against this
+        version."""
+        frags = [as_fragment_pb(f) for f in fragments]
+        committed = commit.commit(self.uri, new_transaction(self.version, Append(frags)))
         return dataset(self.uri, committed.version, cache=self.cache)
 
     # -- reading --------------------------------------------------------------------------
@@ -479,6 +500,7 @@ class Dataset:
         order_by: Sequence[ColumnOrdering | str] | None = None,
         blob_handling: str | None = None,
         ranges: dict[int, tuple[int, int]] | None = None,
+        fast_search: bool | None = None,
         **other,
     ) -> Scanner | VectorScanner:
         """A scan of this version, with pylance's parameters in pylance's order.
@@ -486,7 +508,8 @@ class Dataset:
         ``columns`` lists names (system columns ``_rowid``, ``_rowaddr``, ``_rowoffset`` and
         nested paths ``"s.x"`` included), or maps output names to SQL expressions
         (``{"b": "upper(s)"}``); ``order_by`` sorts (see :class:`ColumnOrdering`);
-        ``nearest`` makes it a nearest-neighbour search (see :mod:`lance_format.vector`).
+        ``nearest`` makes it a nearest-neighbour search (see :mod:`lance_format.vector`),
+        where ``fast_search`` searches only what an index covers.
         pylance's tuning hints (read-ahead, batch bytes, late materialization, statistics,
         scan order: rows always come in order) are accepted and change nothing; its other
         options are refused unless left at None, since this scanner does not implement
@@ -507,6 +530,7 @@ class Dataset:
                 order_by=order_by,
                 blob_handling=blob_handling,
                 ranges=ranges,
+                fast_search=fast_search,
                 **other,
             )
             merged = {
@@ -514,6 +538,8 @@ class Dataset:
                 **{k: v for k, v in given.items() if v is not None},
             }
             return Dataset.scanner(_without_defaults(self), **merged)
+        if nearest is None and fast_search is not None:
+            other["fast_search"] = fast_search
         _refuse_options(other)
         if blob_handling not in _BLOB_HANDLING:
             raise InvalidArgumentError(
@@ -535,7 +561,7 @@ class Dataset:
         if nearest is not None:
             if order_by:
                 raise UnsupportedError("order_by cannot be combined with a nearest search")
-            return VectorScanner(self, opts, nearest, bool(prefilter))
+            return VectorScanner(self, opts, nearest, bool(prefilter), bool(fast_search))
         return Scanner(self.lance_schema, self._fragments, opts, self.stable_row_ids)
 
     def to_table(
@@ -666,7 +692,7 @@ class Dataset:
             sel = frag_ids == fid
             i = by_id.get(fid)
             frag = self._fragments[i] if i is not None else None
-            if frag is None or (offsets[sel] >= frag.physical_rows).any():
+            if i is None or frag is None or (offsets[sel] >= frag.physical_rows).any():
                 raise RowOutOfRangeError(f"row ids refer to rows not in version {self.version}")
             dead = np.isin(offsets[sel], frag.deleted_offsets)
             if dead.any():
@@ -750,6 +776,7 @@ class Dataset:
 
     def _gather(self, groups, n: int, columns) -> pa.Table:
         scanner = self.scanner(columns=columns)
+        assert isinstance(scanner, Scanner)  # no nearest: a plain scanner
         fields = scanner.fields
         if not groups:
             return scanner.schema.empty_table()
@@ -774,7 +801,16 @@ class Dataset:
         return table if scanner.projection is None else scanner.projection.apply(table)
 
 
-__all__ = ["ROW_ADDRESS", "ROW_ID", "ROW_OFFSET", "ColumnOrdering", "Dataset", "dataset"]
+__all__ = [
+    "ROW_ADDRESS",
+    "ROW_ID",
+    "ROW_OFFSET",
+    "ColumnOrdering",
+    "Dataset",
+    "dataset",
+    "write_dataset",
+    "write_fragments",
+]
 
 # pylance scanner options that only tune how a scan runs, never what it returns: accepted
 _PYLANCE_SCAN_HINTS = frozenset(
@@ -860,92 +896,55 @@ def write_dataset(
     max_rows_per_group: int = 1024,
     max_bytes_per_file: int | None = None,
     data_cache_bytes: int | None = None,
-    data_storage_version: str | None = None,
+    data_storage_version: str | LanceFileVersion | None = None,
     use_legacy_format: bool | None = None,
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
     max_page_bytes: int | None = None,
     storage_options: dict[str, str] | None = None,
+    idempotency_key: str | None = None,
+    transaction_properties: dict[str, str] | None = None,
 ) -> Dataset:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``) or a new version replacing the rows
     (``overwrite``), committed with a conflict-checked transaction.
 
-    ``data_storage_version`` ("2.1", "2.2" or "stable" = 2.2) defaults to the existing
+    ``data_storage_version`` ("2.0", "2.1", "2.2" or "stable" = 2.2) defaults to the existing
     dataset's file version, or to "stable" for a new dataset.  ``max_page_bytes`` (not in
     pylance) caps the Arrow bytes per page: smaller pages mean finer page-aligned splits
-    and cheaper random access.
+    and cheaper random access.  A failed write leaves no file behind; a create that loses
+    the race to another creator appends to it in ``append`` mode; a write given an
+    ``idempotency_key`` that an earlier commit carries commits nothing and returns that
+    version (see :mod:`.dataset_write`).
 
     As pylance: ``data`` may be a Dataset (its rows are copied), ``uri`` a Dataset (written
     at its location); ``max_rows_per_group`` only shapes legacy (0.1) files, which are not
     written here, and ``data_cache_bytes`` only sizes pylance's buffers, so both change
-    nothing; ``max_bytes_per_file`` rolls to a new data file past that size."""
+    nothing; ``max_bytes_per_file`` rolls to a new data file past that size; binary
+    columns marked ``lance-encoding:blob`` and blob-typed ones become blob v2 columns in
+    2.2, as pylance writes them."""
     if isinstance(uri, Dataset):
         uri = uri.uri
     if not isinstance(max_rows_per_group, int) or max_rows_per_group <= 0:
         raise InvalidArgumentError("max_rows_per_group must be a positive integer")
     if use_legacy_format:
         raise UnsupportedError("legacy (0.1) data files are not written here")
-    root = storage.register(uri, storage_options)
-    if mode not in ("create", "append", "overwrite"):
-        raise InvalidArgumentError(f"mode must be create, append or overwrite, not {mode!r}")
-    exists = _exists(root)
-    if mode == "create" and exists:
-        raise DatasetExistsError(f"dataset already exists at {root} (use mode='append')")
-    reader = write.to_reader(data, schema)
-    if mode == "append" and exists:
-        current = dataset(root)
-        version = current.data_storage_version
-        if version not in write.WRITABLE_VERSIONS:
-            raise UnsupportedError(
-                f"cannot append to a dataset stored in Lance file version {version}: "
-                "this writer writes 2.1 and 2.2 files only"
-            )
-        fragments = write.write_fragments(
-            reader,
-            root,
-            current.lance_schema,
-            max_rows_per_file=max_rows_per_file,
-            data_storage_version=version,
-            max_page_bytes=max_page_bytes,
-            max_bytes_per_file=max_bytes_per_file,
-        )
-        txn = staging.staged_transaction(fragments, mode="append", read_version=current.version)
-        committed = commit.commit(root, txn)
-        return dataset(root, committed.version)
-    previous = dataset(root) if exists else None
-    read_version = previous.version if previous is not None else 0
-    if data_storage_version is None:  # an overwrite keeps the dataset's file version
-        data_storage_version = previous.data_storage_version if previous else "stable"
-    write.storage_version(data_storage_version)
-    lance_schema = LanceSchema.from_arrow(
-        write.blob_table_schema(reader.schema, data_storage_version)
-    )
-    fragments = write.write_fragments(
-        reader,
-        root,
-        lance_schema,
+    outcome = dataset_write.write_version(
+        data,
+        uri,
+        schema,
+        mode,
         max_rows_per_file=max_rows_per_file,
         data_storage_version=data_storage_version,
+        enable_stable_row_ids=enable_stable_row_ids,
+        enable_v2_manifest_paths=enable_v2_manifest_paths,
         max_page_bytes=max_page_bytes,
+        storage_options=storage_options,
+        idempotency_key=idempotency_key,
+        transaction_properties=transaction_properties,
         max_bytes_per_file=max_bytes_per_file,
     )
-    txn = staging.staged_transaction(
-        fragments,
-        mode="overwrite",
-        read_version=read_version,
-        schema=lance_schema,
-        schema_metadata=reader.schema.metadata,
-    )
-    naming = paths.ManifestNaming.V2 if enable_v2_manifest_paths else paths.ManifestNaming.V1
-    committed = commit.commit(
-        root,
-        txn,
-        naming=None if exists else naming,
-        stable_row_ids=enable_stable_row_ids,
-        data_storage_version=data_storage_version,
-    )
-    return dataset(root, committed.version)
+    return dataset(storage.register(uri, storage_options), outcome.version)
 
 
 def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
@@ -963,32 +962,11 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
     if not count:
         return ds, 0
     text = predicate if isinstance(predicate, str) else str(predicate)
-    op = transaction_pb2.Transaction.Delete(
+    op = Delete(
         updated_fragments=changes.updated, deleted_fragment_ids=changes.removed, predicate=text
     )
-    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, delete=op))
+    committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache), count
-
-
-def write_fragments(
-    data,
-    uri: str | os.PathLike[str],
-    *,
-    max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
-    storage_options: dict[str, str] | None = None,
-) -> list[str]:
-    """Stage ``data`` as new fragments of the existing dataset at ``uri`` without committing;
-    returns their metadata as JSON strings, to be committed later (by anyone) with
-    :meth:`Dataset.commit_fragments`."""
-    ds = dataset(uri, storage_options=storage_options)
-    frags = write.write_fragments(
-        data,
-        ds.uri,
-        ds.lance_schema,
-        max_rows_per_file=max_rows_per_file,
-        data_storage_version=ds.data_storage_version,
-    )
-    return [write.fragment_to_json(f) for f in frags]
 
 
 ADD_COLUMNS_ROWS = 128 * 1024  # rows evaluated per step (bounded memory)
@@ -1068,10 +1046,8 @@ def _commit_new_columns(ds: Dataset, fragments, new_schema: LanceSchema) -> Data
     schema = LanceSchema(
         list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
     )
-    op = transaction_pb2.Transaction.Merge(
-        fragments=fragments, schema=schema.to_protos(), preserves_nullability=True
-    )
-    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, merge=op))
+    op = Merge(fragments=fragments, schema=schema.to_protos(), preserves_nullability=True)
+    committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
@@ -1095,8 +1071,8 @@ def _alter_columns(ds: Dataset, alterations) -> Dataset:
             )
         fields = _replace_field(fields, path, name, nullable, alt["path"])
     schema = LanceSchema(fields, dict(ds.lance_schema.metadata))
-    op = transaction_pb2.Transaction.Project(schema=schema.to_protos(), preserves_nullability=False)
-    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, project=op))
+    op = Project(schema=schema.to_protos(), preserves_nullability=False)
+    committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
@@ -1166,16 +1142,12 @@ def _rows_without_columns(n: int) -> pa.Table:
 
 def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema: LanceSchema):
     """One new data file holding the computed columns for every physical row of ``frag``."""
-    version = ds.data_storage_version
-    if version not in write.WRITABLE_VERSIONS:
-        raise UnsupportedError(f"cannot add columns to a Lance {version} dataset")
-    major, minor = write.storage_version(version)
+    version = writable(ds.data_storage_version, "add columns to a dataset of")
+    major, minor = version.numbers
     name = paths.new_data_file_name()
     path = paths.data_file_path(ds.uri, name)
     arrow_schema = new_schema.to_dataset_arrow()
-    writer = LanceFileWriter(
-        path, arrow_schema, version=f"{major}.{minor}", lance_schema=new_schema
-    )
+    writer = LanceFileWriter(path, arrow_schema, version=version, lance_schema=new_schema)
     try:
         for start in range(0, frag.physical_rows, ADD_COLUMNS_ROWS):
             stop = min(start + ADD_COLUMNS_ROWS, frag.physical_rows)
@@ -1188,7 +1160,7 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
     except BaseException:
         writer.abort()
         raise
-    leaf_ids = write.column_field_ids(new_schema.fields, major, minor)
+    leaf_ids = write.column_field_ids(new_schema.fields, version)
     out = type(frag.pb)()
     out.CopyFrom(frag.pb)
     out.files.add(

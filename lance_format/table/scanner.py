@@ -113,7 +113,7 @@ class Scanner:
             self.fields = self._fields_named(self.projection.columns)
             self.projection_meta = self._meta_named(self.projection.columns)
         else:
-            self.fields = self._projection(options.columns)
+            self.fields = self._projection(columns)
         self._blob_binary = [f for f in self.fields if options.blob_binary and is_blob_v2(f)]
         compiled = compile_filter(options.filter, arrow_schema)
         self.filter = None if compiled is None else compiled.expression

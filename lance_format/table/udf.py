@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ..errors import InvalidArgumentError, InvalidDataError, SchemaError, UnsupportedError
 from ..schema import LanceSchema
+from ..version import writable
 from ..writer import LanceFileWriter
 from . import paths, write
 from .fragment import Fragment
@@ -161,16 +162,12 @@ def write_values_file(ds, frag: Fragment, new_schema: LanceSchema, values, rows:
     """One new data file with the new columns for every physical row of ``frag``: the
     values of its live rows (``values(frag, offsets)``), deleted slots filled with a live
     row's value."""
-    version = ds.data_storage_version
-    if version not in write.WRITABLE_VERSIONS:
-        raise UnsupportedError(f"cannot add columns to a Lance {version} dataset")
-    major, minor = write.storage_version(version)
+    version = writable(ds.data_storage_version, "add columns to a dataset of")
+    major, minor = version.numbers
     name = paths.new_data_file_name()
     path = paths.data_file_path(ds.uri, name)
     arrow_schema = new_schema.to_dataset_arrow()
-    writer = LanceFileWriter(
-        path, arrow_schema, version=f"{major}.{minor}", lance_schema=new_schema
-    )
+    writer = LanceFileWriter(path, arrow_schema, version=version, lance_schema=new_schema)
     try:
         live = frag.live_offsets
         if not len(live):
@@ -192,7 +189,7 @@ def write_values_file(ds, frag: Fragment, new_schema: LanceSchema, values, rows:
     except BaseException:
         writer.abort()
         raise
-    leaf_ids = write.column_field_ids(new_schema.fields, major, minor)
+    leaf_ids = write.column_field_ids(new_schema.fields, version)
     out = type(frag.pb)()
     out.CopyFrom(frag.pb)
     out.files.add(

@@ -37,12 +37,12 @@ from ..schema import (
 from ..structural.column import leaf_fields
 from ..v2_0.decoder import v20_column_fields
 from ..validation import check_arrays
-from ..writer import LanceFileWriter
+from ..version import DEFAULT_VERSION, LanceFileVersion, writable
+from ..writer import DEFAULT_PAGE_BYTES, LanceFileWriter
 from . import paths
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 BYTES_CHECK_ROWS = 64 * 1024  # rows written between checks of max_bytes_per_file
-WRITABLE_VERSIONS = {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2), "stable": (2, 2)}
 
 
 def to_reader(data, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
@@ -105,15 +105,6 @@ def _is_lance_dataset(data) -> bool:
 
 def _is_lance_scanner(data) -> bool:
     return hasattr(data, "lance_schema") and callable(getattr(data, "to_reader", None))
-
-
-def storage_version(version: str) -> tuple[int, int]:
-    v = WRITABLE_VERSIONS.get(str(version))
-    if v is None:
-        raise UnsupportedError(
-            f"cannot write data storage version {version!r} (supported: 2.1, 2.2, stable)"
-        )
-    return v
 
 
 def check_schema(expected: pa.Schema, got: pa.Schema) -> bool:
@@ -194,7 +185,7 @@ def write_fragments(
     schema: LanceSchema,
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-    data_storage_version: str = "2.2",
+    data_storage_version: str | LanceFileVersion = DEFAULT_VERSION,
     max_page_bytes: int | None = None,
     max_bytes_per_file: int | None = None,
     on_new_file: Callable[[str], None] | None = None,
@@ -213,10 +204,11 @@ def write_fragments(
         not isinstance(max_bytes_per_file, int) or max_bytes_per_file <= 0
     ):
         raise InvalidArgumentError("max_bytes_per_file must be a positive integer")
-    major, minor = storage_version(data_storage_version)
+    version = writable(data_storage_version)
+    major, minor = version.numbers
     blob_v2 = any(is_blob_v2_column(f) for f in schema.fields)
     if blob_v2:  # blob columns go to the file writer as marked binary leaves
-        if (major, minor) != (2, 2):
+        if version != LanceFileVersion.V2_2:
             raise UnsupportedError("blob v2 columns need data storage version 2.2")
         table_schema, schema = schema, blob_v2_leaf_schema(schema)
     arrow_schema = schema.to_dataset_arrow()
@@ -236,9 +228,9 @@ def write_fragments(
         file_fields = blob_v2_file_schema(schema, keep_ids=True).fields
         if [f.id for f in file_fields] != [f.id for f in table_schema.fields]:
             raise UnsupportedError("cannot write blob v2 columns into this schema's field ids")
-        leaf_ids = column_field_ids(file_fields, major, minor)
+        leaf_ids = column_field_ids(file_fields, version)
     else:
-        leaf_ids = column_field_ids(schema.fields, major, minor)
+        leaf_ids = column_field_ids(schema.fields, version)
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
     writer: LanceFileWriter | None = None
@@ -247,6 +239,7 @@ def write_fragments(
 
     def finish() -> None:
         nonlocal writer
+        assert writer is not None
         result = writer.close()
         writer = None
         fragments.append(
@@ -278,10 +271,10 @@ def write_fragments(
                     writer = LanceFileWriter(
                         path,
                         batch.schema,
-                        version=f"{major}.{minor}",
+                        version=version,
                         lance_schema=schema,
                         blob_v2=blob_v2,
-                        **({"max_page_bytes": max_page_bytes} if max_page_bytes else {}),
+                        max_page_bytes=max_page_bytes or DEFAULT_PAGE_BYTES,
                     )
                     rows = 0
                 take = min(batch.num_rows - pos, max_rows_per_file - rows)
@@ -307,11 +300,11 @@ def write_fragments(
     return fragments
 
 
-def blob_table_schema(schema: pa.Schema, data_storage_version: str) -> pa.Schema:
+def blob_table_schema(schema: pa.Schema, data_storage_version: str | LanceFileVersion) -> pa.Schema:
     """The table schema of new data: in 2.2, a binary column marked ``lance-encoding:blob``
     becomes the ``lance.blob.v2`` column ``struct<data, uri>`` pylance makes of it (the
     blob extension type is kept as it is)."""
-    if storage_version(data_storage_version) != (2, 2):
+    if writable(data_storage_version) != LanceFileVersion.V2_2:
         return schema
     fields = []
     for f in schema:
@@ -364,10 +357,10 @@ def remove_fragment_files(root: str, fragments) -> None:
             paths.remove(paths.data_file_path(root, f.path), missing_ok=True)
 
 
-def column_field_ids(fields, major: int, minor: int) -> list[int]:
+def column_field_ids(fields, version: LanceFileVersion) -> list[int]:
     """The field ids a data file's columns hold, in column order (``DataFile.fields``): the
     leaves in 2.1+, every field (parents too) in 2.0."""
-    if (major, minor) == (2, 0):
+    if version == LanceFileVersion.V2_0:
         return [f.id for f in v20_column_fields(fields)]
     return [f.id for f in leaf_fields(fields)]
 
