@@ -68,7 +68,15 @@ TABLE = pa.table(
 
 def test_pylance_names_exist_in_the_same_modules():
     for module, names in {
-        "dataset": ["LanceDataset", "LanceScanner", "ColumnOrdering", "MergeInsertBuilder"],
+        "dataset": [
+            "LanceDataset",
+            "LanceScanner",
+            "ColumnOrdering",
+            "MergeInsertBuilder",
+            "LanceOperation",
+            "Transaction",
+            "batch_udf",
+        ],
         "dataset:fn": ["write_dataset"],
         "file": ["LanceFileReader", "LanceFileWriter", "ReaderResults", "LanceFileMetadata"],
         "arrow": ["BFloat16", "BFloat16Array", "BFloat16Type", "bfloat16_array"],
