@@ -106,3 +106,21 @@ def test_operation_and_manifest_change_match_pylance(history, step):
     for part in ("config", "table_metadata", "schema_metadata"):
         assert dict(getattr(m, part)) == dict(getattr(after.manifest.pb, part)), part
     assert list(m.fields) == list(after.manifest.pb.fields)
+
+
+def test_the_same_calls_through_our_datasets(history, tmp_path):
+    """Every call run through ``lance_format``'s Dataset commits the manifest pylance's
+    commit gives (read back by pylance), and returns what pylance's returns."""
+    _, answers = history
+    uri = str(tmp_path / "ours")
+    ds = lance_format.write_dataset(DATA, uri)
+    for (name, args, kwargs), (result, version, cfg, md, smd, fmd) in zip(
+        CALLS, answers, strict=True
+    ):
+        got = getattr(ds, name)(*args, **kwargs)
+        assert got == result, name
+        theirs = lance.dataset(uri)  # pylance reads what we committed
+        assert ds.version == theirs.version == version
+        assert (theirs.config(), theirs.metadata, theirs.schema_metadata) == (cfg, md, smd)
+        assert _field_metadata(theirs) == _field_metadata(ds) == fmd
+        assert (ds.config(), ds.metadata, ds.schema_metadata) == (cfg, md, smd)
