@@ -64,7 +64,7 @@ def parse_merge(cmd: dict) -> MergeOptions:
     opts = MergeOptions(
         on=on,
         update=_clause(cmd, "when_matched_update_all", True),
-        insert=_clause(cmd, "when_not_matched_insert_all", False),
+        insert=_clause(cmd, "when_not_matched_insert_all", False) is True,
         delete=_clause(cmd, "when_not_matched_by_source_delete", True),
     )
     if opts.update is False and not opts.insert and opts.delete is False:

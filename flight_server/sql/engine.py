@@ -595,7 +595,7 @@ class SqlEngine:
         return Execution(self, binding, _param_rows(binding.statement, params), watch)
 
     def select_for_write(
-        self, binding: Binding, sql_of: Callable[[exp.Expression, str], dict[str, str]], watch=None
+        self, binding: Binding, sql_of: Callable[[exp.Expr, str], dict[str, str]], watch=None
     ) -> dict[str, pa.Table]:
         """Run the SELECTs ``sql_of(tree, target alias)`` builds over the statement's tree
         (its tables renamed to their private names, the target with ``_rowaddr``), on one
@@ -607,6 +607,8 @@ class SqlEngine:
         watch.on_stop(con.interrupt)
         try:
             target_alias = _use_private_names(tree, st, aliases)
+            if target_alias is None:
+                raise SqlError("the statement names no target table")
             out = {}
             for name, sql in sql_of(tree, target_alias).items():
                 with watch.busy():
@@ -751,7 +753,7 @@ def _param_rows(statement: Statement, params: pa.Table | None) -> list[list[obje
     return [list(row) for row in zip(*columns, strict=True)]
 
 
-def _use_private_names(tree: exp.Expression, st: Statement, aliases: list[str]) -> str | None:
+def _use_private_names(tree: exp.Expr, st: Statement, aliases: list[str]) -> str | None:
     """Replace the table references of ``tree`` (a copy of the statement's) by their
     private names, each keeping its alias (or its name as alias); the target's alias."""
     index = {id(span.node): i for i, span in enumerate(st.spans)}

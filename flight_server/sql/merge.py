@@ -52,6 +52,8 @@ def _clauses(tree: exp.Merge) -> dict[str, exp.When]:
 
 def _action(when: exp.When) -> str:
     then = when.args.get("then")
+    if then is None:
+        raise SqlError("a MERGE clause without an action")
     if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
         return "delete"
     if isinstance(then, exp.Update):
@@ -70,11 +72,13 @@ def _alias_of(node: exp.Expression) -> str:
     raise SqlError("the MERGE source subquery needs an alias")
 
 
-def merge_selects(tree: exp.Merge, target: str, columns: list[str]) -> dict[str, str]:
+def merge_selects(tree: exp.Expr, target: str, columns: list[str]) -> dict[str, str]:
     """The SELECTs finding a MERGE's rows, over ``tree`` whose tables have their private
     names (``target`` is the target's alias, ``columns`` its columns): ``update``
     (``_rowaddr`` and new values), ``delete`` (``_rowaddr``), ``insert`` (new rows) and
     ``ambiguous`` (target rows matched more than once)."""
+    if not isinstance(tree, exp.Merge):
+        raise SqlError("not a MERGE statement")
     if tree.args.get("returning") is not None:
         raise SqlError("MERGE ... RETURNING is not supported")
     clauses = _clauses(tree)

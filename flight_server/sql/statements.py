@@ -291,6 +291,8 @@ class Statements:
         statement: Statement = binding.statement
         if statement.param_count or (params is not None and params.num_columns):
             raise SqlError("MERGE takes no parameters")
+        if statement.target is None:
+            raise SqlError("MERGE must name a table of this server")
         check_write(binding.datasets[statement.target][0])
         _, ds = binding.datasets[statement.target]
         columns = ds.schema.names
