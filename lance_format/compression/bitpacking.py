@@ -23,10 +23,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
+from ..jit import kernel, readonly
 from .blocks import ChunkRanges, gather_ranges
 
 BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
+_FL_ORDER = np.array(FL_ORDER, dtype=np.int64)  # a constant inside the compiled kernels
 _DTYPES = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
 _INDEX_CACHE: dict[int, np.ndarray] = {}
 
@@ -63,43 +65,87 @@ def _check_width(width: int, t: int) -> None:
 
 def unpack_blocks(words: np.ndarray, width: int, t: int) -> np.ndarray:
     """Unpack ``words`` (shape ``blocks x (1024*W/T)``, dtype uT) to ``blocks x 1024`` uT."""
-    dtype = word_dtype(t)
     _check_width(width, t)
-    lanes = BLOCK // t
-    words = np.asarray(words, dtype=dtype)
-    nblocks = words.shape[0] if words.ndim == 2 else len(words) // max(1, width * lanes)
-    if width == 0:
-        return np.zeros((nblocks, BLOCK), dtype=dtype)
-    words = words.reshape(-1, width, lanes)
-    nblocks = len(words)
-    out = np.empty((nblocks, BLOCK), dtype=dtype)
-    idx = _row_index(t)
-    if width == t:
-        out[:, idx.reshape(-1)] = words.reshape(nblocks, width * lanes)
-        return out
-    # every row at once: row r starts at bit r*W of its lane, in word w0 at `shift`, and may
-    # straddle into word w0+1 (tables cached per (W, T))
-    w0, nxt, shift, back, straddle = _unpack_plan(width, t)
-    val = words[:, w0, :] >> shift
-    hi = words[:, nxt, :] << back
-    val = np.where(straddle, val | hi, val) & dtype.type((1 << width) - 1)
-    _scatter_rows(out, val, t)
+    wpb = packed_words(width, t)
+    words = np.ascontiguousarray(words, dtype=word_dtype(t))
+    nblocks = words.shape[0] if words.ndim == 2 else len(words) // max(wpb, 1)
+    words = words.reshape(-1)
+    starts = np.arange(nblocks, dtype=np.int64) * wpb
+    widths = np.full(nblocks, width, dtype=np.int64)
+    counts = np.full(nblocks, BLOCK, dtype=np.int64)
+    return _unpack_into(words, starts, widths, counts, t).reshape(nblocks, BLOCK)
+
+
+def _unpack_into(
+    words: np.ndarray, starts: np.ndarray, width: np.ndarray, counts: np.ndarray, t: int
+) -> np.ndarray:
+    """Unpack block ``i`` (``widths[i]`` bits, its packed words from ``words[starts[i]]``)
+    keeping its first ``counts[i]`` values, all blocks end to end in one compiled pass.
+    ``words`` is uT; callers check that every block lies inside it."""
+    dtype = word_dtype(t)
+    out = np.empty(int(counts.sum()), dtype=dtype)
+    if len(out):
+        _unpack(
+            readonly(np.ascontiguousarray(words, dtype=dtype)),
+            readonly(np.asarray(starts, dtype=np.int64)),
+            readonly(np.asarray(width, dtype=np.int64)),
+            readonly(np.asarray(counts, dtype=np.int64)),
+            out,
+        )
     return out
 
 
-def _scatter_rows(out: np.ndarray, val: np.ndarray, t: int) -> None:
-    """``out[:, _row_index(t)] = val`` as one strided copy: output position
-    ``(r % 8) * 128 + FL_ORDER[r // 8] * 16 + lane`` splits into axes (r % 8, slot, lane),
-    so reorder the row groups into slot order and transpose (a fancy scatter of every
-    value costs several times more)."""
-    lanes = BLOCK // t
-    groups = t // 8
-    n = len(out)
-    order = _slot_order(t)
-    v = val.reshape(n, groups, 8, lanes)
-    if groups > 1:
-        v = v[:, order]
-    out.reshape(n, 8, groups, lanes)[...] = v.transpose(0, 2, 1, 3)
+def _as_words(base: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """``base`` (bytes) viewed as aligned uT words, copied when its address is not a
+    multiple of the word size (numpy views of odd addresses are unaligned)."""
+    nbytes = t // 8
+    usable = len(base) - len(base) % nbytes
+    if base.ctypes.data % nbytes:
+        base = base[:usable].copy()
+    return np.asarray(base[:usable]).view(word_dtype(t))
+
+
+_UNPACK_SIGNATURES = [
+    f"void(ro({u}[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), {u}[::1])"
+    for u in ("u1", "u2", "u4", "u8")
+]
+
+
+@kernel(*_UNPACK_SIGNATURES)
+def _unpack(words, starts, widths, counts, out):  # pragma: no cover - compiled
+    """Row ``r`` of lane ``l`` sits at bit ``r * W`` of the lane's stream (word
+    ``w * LANES + l``) and goes to ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l``.  A block
+    keeping fewer than 1024 values is unpacked into a scratch block first; a width of -1
+    marks ``counts[b]`` words stored raw (an out-of-line tail)."""
+    t = words.itemsize * 8
+    lanes = 1024 // t
+    scratch = np.empty(1024, dtype=out.dtype)
+    at = 0
+    for b in range(len(starts)):
+        width, count, base = widths[b], counts[b], starts[b]
+        dst = out[at : at + 1024] if count == 1024 else scratch
+        if width < 0:  # stored raw
+            dst[:count] = words[base : base + count]
+        elif width == 0:
+            dst[:] = 0
+        else:
+            mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - width)
+            for r in range(t):
+                bit = r * width
+                w0 = bit // t
+                shift = np.uint64(bit % t)
+                straddle = bit % t + width > t
+                back = np.uint64(t - bit % t)
+                src = base + w0 * lanes
+                o = _FL_ORDER[r // 8] * 16 + (r % 8) * 128
+                for lane in range(lanes):
+                    v = np.uint64(words[src + lane]) >> shift
+                    if straddle:
+                        v |= np.uint64(words[src + lanes + lane]) << back
+                    dst[o + lane] = v & mask
+        if count != 1024:
+            out[at : at + count] = scratch[:count]
+        at += count
 
 
 _SLOT_ORDER: dict[int, np.ndarray] = {}
@@ -116,7 +162,9 @@ def _slot_order(t: int) -> np.ndarray:
 
 def _gather_rows(values: np.ndarray, t: int) -> np.ndarray:
     """``values[:, _row_index(t)]`` (blocks x T x LANES) as one strided copy: the inverse
-    of :func:`_scatter_rows`."""
+    of unpacking's scatter: output position ``(r % 8) * 128 + FL_ORDER[r // 8] * 16 +
+    lane`` splits into axes (r % 8, slot, lane), so reorder the row groups into slot order
+    and transpose."""
     lanes = BLOCK // t
     groups = t // 8
     n = len(values)
@@ -128,27 +176,6 @@ def _gather_rows(values: np.ndarray, t: int) -> np.ndarray:
     else:
         rows[...] = src
     return rows.reshape(n, t, lanes)
-
-
-_PLAN_CACHE: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
-
-
-def _unpack_plan(width: int, t: int) -> tuple[np.ndarray, ...]:
-    plan = _PLAN_CACHE.get((width, t))
-    if plan is None:
-        dtype = word_dtype(t)
-        bit = np.arange(t) * width
-        w0, shift = np.divmod(bit, t)
-        nxt = np.minimum(w0 + 1, width - 1)
-        plan = (
-            w0,
-            nxt,
-            shift.astype(dtype)[:, None],
-            ((t - shift) % t).astype(dtype)[:, None],
-            (shift + width > t)[:, None],
-        )
-        _PLAN_CACHE[(width, t)] = plan
-    return plan
 
 
 def pack_blocks(values: np.ndarray, width: int, t: int) -> np.ndarray:
@@ -185,30 +212,20 @@ def bit_widths(values: np.ndarray, t: int) -> np.ndarray:
     return widths
 
 
-def _unpack_grouped(
-    base: np.ndarray, data_starts: np.ndarray, widths: np.ndarray, t: int
-) -> np.ndarray:
-    """Unpack block ``i`` (width ``widths[i]``, bytes at ``base[data_starts[i]:]``) for all i,
-    one group of equal widths at a time; returns ``blocks x 1024``."""
-    dtype = word_dtype(t)
-    out = np.zeros((len(widths), BLOCK), dtype=dtype)
-    for width in np.unique(widths).tolist():
-        if width == 0:
-            continue
-        sel = np.flatnonzero(widths == width)
-        nbytes = 128 * width  # 1024 * W / 8
-        raw = gather_ranges(base, data_starts[sel], np.full(len(sel), nbytes, dtype=np.int64))
-        words = np.ascontiguousarray(raw).view(dtype).reshape(len(sel), -1)
-        out[sel] = unpack_blocks(words, width, t)
-    return out
-
-
-def _keep_first(blocks: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenate the first ``counts[i]`` values of each row of ``blocks``."""
-    if len(counts) and (counts == BLOCK).all():
-        return blocks.reshape(-1)
-    keep = np.arange(BLOCK)[None, :] < counts[:, None]
-    return blocks[keep]
+def _block_words(
+    base: np.ndarray, byte_starts: np.ndarray, nbytes: np.ndarray, t: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The uT words of blocks stored at ``base[byte_starts[i]:][:nbytes[i]]`` and each
+    block's first word: a view of ``base`` when the blocks sit on word boundaries (the
+    usual case), else the blocks gathered into a fresh buffer."""
+    word = t // 8
+    byte_starts = np.asarray(byte_starts, dtype=np.int64)
+    if base.ctypes.data % word == 0 and not (byte_starts % word).any():
+        usable = len(base) - len(base) % word
+        return base[:usable].view(word_dtype(t)), byte_starts // word
+    nbytes = np.asarray(nbytes, dtype=np.int64)
+    packed = np.ascontiguousarray(gather_ranges(base, byte_starts, nbytes)).copy()
+    return packed.view(word_dtype(t)), (np.cumsum(nbytes) - nbytes) // word
 
 
 # -- InlineBitpacking ------------------------------------------------------------------------
@@ -241,8 +258,8 @@ def decode_inline_chunks(chunks: ChunkRanges, counts: np.ndarray, t: int) -> np.
         raise CorruptFileError(f"InlineBitpacking width above {t} bits")
     if (lengths < word + 128 * widths).any():
         raise CorruptFileError("an InlineBitpacking chunk is shorter than its packed block")
-    blocks = _unpack_grouped(chunks.base, starts + word, widths, t)
-    return _keep_first(blocks, counts)
+    words, first = _block_words(chunks.base, starts + word, 128 * widths, t)
+    return _unpack_into(words, first, widths, counts, t)
 
 
 def decode_inline_block(data: np.ndarray, num_values: int, t: int) -> np.ndarray:
@@ -264,8 +281,9 @@ def decode_inline_block(data: np.ndarray, num_values: int, t: int) -> np.ndarray
         pos += word + 128 * width
     if pos > len(data):
         raise CorruptFileError("InlineBitpacking block buffer is truncated")
-    blocks = _unpack_grouped(data, starts, widths, t)
-    return blocks.reshape(-1)[:num_values]
+    counts = np.minimum(BLOCK, num_values - np.arange(nblocks, dtype=np.int64) * BLOCK)
+    words, first = _block_words(data, starts, 128 * widths, t)
+    return _unpack_into(words, first, widths, counts, t)
 
 
 _MAX_RUNS = 32  # more changes of width than this: pack by width group, scatter the bytes
@@ -340,7 +358,6 @@ def decode_out_of_line_chunks(
 ) -> np.ndarray:
     """Decode many independent out-of-line buffers (e.g. the def levels of every mini-block
     chunk) in one pass; buffer i holds ``counts[i]`` values.  Returns them concatenated."""
-    dtype = word_dtype(t)
     _check_width(width, t)
     word = t // 8
     counts = np.asarray(counts, dtype=np.int64)
@@ -358,35 +375,19 @@ def decode_out_of_line_chunks(
     nblocks = nfull + padded_tail
     if (nwords < nblocks * wpb).any():
         raise CorruptFileError("out-of-line bitpacked buffer is shorter than its values need")
-    total = int(counts.sum())
-    out_start = np.cumsum(counts) - counts
-    out = np.zeros(total, dtype=dtype)
-    nb = int(nblocks.sum())
-    if nb:
-        chunk_of = np.repeat(np.arange(len(counts)), nblocks)
-        first = np.cumsum(nblocks) - nblocks
-        j = np.arange(nb) - first[chunk_of]
-        block_starts = starts[chunk_of] + j * wpb * word
-        if width == 0:
-            blocks = np.zeros((nb, BLOCK), dtype=dtype)
-        else:
-            blocks = _unpack_grouped(
-                chunks.base, block_starts, np.full(nb, width, dtype=np.int64), t
-            )
-        # values held in each block: 1024, except a padded tail block
-        keep_n = np.where(j < nfull[chunk_of], BLOCK, tail[chunk_of])
-        dest0 = out_start[chunk_of] + j * BLOCK
-        keep = np.arange(BLOCK)[None, :] < keep_n[:, None]
-        dest = (dest0[:, None] + np.arange(BLOCK)[None, :])[keep]
-        out[dest] = blocks[keep]
-    if raw_tail.any():
-        sel = np.flatnonzero(raw_tail)
-        raw = gather_ranges(chunks.base, starts[sel] + nfull[sel] * wpb * word, tail[sel] * word)
-        dest = gather_ranges(
-            np.arange(total, dtype=np.int64), out_start[sel] + nfull[sel] * BLOCK, tail[sel]
-        )
-        out[dest] = np.ascontiguousarray(raw).view(dtype)
-    return out
+    # every buffer: its packed blocks (the last keeping ``tail`` values when padded), then
+    # its raw tail as a block of width -1
+    nraw = raw_tail.astype(np.int64)
+    per_chunk = nblocks + nraw
+    owner = np.repeat(np.arange(len(counts)), per_chunk)
+    j = np.arange(int(per_chunk.sum())) - (np.cumsum(per_chunk) - per_chunk)[owner]
+    raw = j >= nblocks[owner]
+    block_counts = np.where(raw | (j >= nfull[owner]), tail[owner], BLOCK)
+    block_widths = np.where(raw, -1, width)
+    byte_starts = starts[owner] + j * wpb * word
+    nbytes = np.where(raw, tail[owner] * word, wpb * word)
+    words, first = _block_words(chunks.base, byte_starts, nbytes, t)
+    return _unpack_into(words, first, block_widths, block_counts, t)
 
 
 def encode_out_of_line(values: np.ndarray, width: int, t: int) -> np.ndarray:

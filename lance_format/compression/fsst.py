@@ -46,12 +46,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CorruptFileError, InvalidArgumentError
+from ..jit import kernel, readonly
 from .blocks import VariableWidthBlock, gather_ranges
 
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 MAGIC = 0x46535354
 ESCAPE = 255
-_BAD_CODE_LENGTH = 1 << 40  # more than any page could decompress to
 
 
 @dataclass(frozen=True)
@@ -122,43 +122,54 @@ def decompress(block: VariableWidthBlock, table: SymbolTable | bytes) -> Variabl
     start, end = int(offsets[0]), int(offsets[-1])
     if end > len(block.data) or (np.diff(offsets) < 0).any():
         raise CorruptFileError("FSST input offsets run past the compressed bytes")
-    data = np.asarray(block.data[start:end], dtype=np.uint8)
+    data = np.ascontiguousarray(block.data[start:end], dtype=np.uint8)
     rel = offsets - start
-    n = len(data)
-    if n == 0:
+    if len(data) == 0:
         return VariableWidthBlock(np.zeros_like(offsets), data, block.bits_per_offset)
-
-    escapes, literals = _escape_roles(data, rel)
-
-    # one table row per byte: 0..255 symbols, 256 + b the literal b, 512 an escape
-    # (intp rows: numpy's take needs no index conversion then)
-    rows = data.astype(np.intp)
-    rows[literals] += 256
-    rows[escapes] = 512
-    lens = np.zeros(513, dtype=np.int64)
-    lens[:256] = table.lengths
-    # a code beyond the table's symbols gets an impossible length, caught on the total
-    lens[table.n_symbols : 256] = _BAD_CODE_LENGTH
-    lens[256:512] = 1
-    out_len = np.take(lens, rows)
-
-    csum = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(out_len, out=csum[1:])
-    total = int(csum[-1])
-    if total > MAX_SYMBOL_LEN * n:
+    lens = np.full(256, -1, dtype=np.int64)  # a code beyond the table's symbols: corrupt
+    lens[: table.n_symbols] = table.lengths[: table.n_symbols]
+    words = np.ascontiguousarray(table.symbols).view("<u8").reshape(-1)
+    out_offsets = np.empty(len(rel), dtype=np.int64)
+    # a code emits at most 8 bytes, and every code stores a whole 8-byte word: the bound
+    # only reserves address space, the pages past the decoded size are never touched
+    out = np.empty(MAX_SYMBOL_LEN * len(data) + 8, dtype=np.uint8)
+    total = _decode(
+        readonly(data), readonly(rel), readonly(words), readonly(lens), out_offsets, out
+    )
+    if total < 0:
         raise CorruptFileError(f"FSST code beyond the {table.n_symbols} symbols")
-    # every code stores its whole 8-byte symbol word at its output position, in order, so
-    # the next code overwrites the bytes past a symbol's length (what FSST's reference
-    # decoder does with unaligned 8-byte stores).  The escape's word is zero and the
-    # literal after it lands on the same position.  A uint64 view with a 1-byte stride
-    # makes every byte position addressable; numpy assigns a 1-D fancy index in order.
-    words = np.zeros(513, dtype="<u8")
-    words[:256] = table.symbols.view("<u8").reshape(-1)
-    words[256:512] = np.arange(256, dtype="<u8")
-    out = np.zeros(total + 8, dtype=np.uint8)
-    overlapping = np.ndarray(shape=(total + 1,), dtype="<u8", buffer=out, strides=(1,))
-    overlapping[csum[:-1]] = np.take(words, rows)
-    return VariableWidthBlock(csum[rel], out[:total], block.bits_per_offset)
+    return VariableWidthBlock(out_offsets, out[:total], block.bits_per_offset)
+
+
+@kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(u8[::1]), ro(i8[::1]), i8[::1], u1[::1])")
+def _decode(data, rel, words, lens, out_offsets, out):  # pragma: no cover - compiled
+    """Decode string after string; returns the decoded size, or -1 when a code has no
+    symbol.  Code 255 escapes the next byte of the same string (an escape that ends its
+    string emits nothing).  Each code stores its whole 8-byte symbol word (``words``,
+    little-endian) at its output position and the next code overwrites the excess, as
+    FSST's reference decoder does."""
+    o = 0
+    out_offsets[0] = 0
+    for s in range(len(rel) - 1):
+        i, end = rel[s], rel[s + 1]
+        while i < end:
+            code = data[i]
+            if code == 255:
+                if i + 1 < end:
+                    out[o] = data[i + 1]
+                    o += 1
+                i += 2
+            else:
+                size = lens[code]
+                if size < 0:
+                    return -1
+                word = words[code]
+                for k in range(8):
+                    out[o + k] = (word >> (8 * k)) & 0xFF
+                o += size
+                i += 1
+        out_offsets[s + 1] = o
+    return o
 
 
 # -- encoder ---------------------------------------------------------------------------------

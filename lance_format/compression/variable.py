@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
-from .blocks import ChunkRanges, VariableWidthBlock, gather_ranges
+from ..jit import kernel, readonly
+from .blocks import ChunkRanges, VariableWidthBlock
 
 PAD_BYTE = 0x48
 AIM_CHUNK_BYTES = 4096
@@ -51,26 +52,63 @@ def decode_chunks(chunks: ChunkRanges, counts: np.ndarray, bits: int) -> Variabl
     counts = np.asarray(counts, dtype=np.int64)
     starts = np.asarray(chunks.starts, dtype=np.int64)
     lengths = np.asarray(chunks.lengths, dtype=np.int64)
-    base = chunks.base
-    n_off = counts + 1
-    if (lengths < n_off * width).any() or (starts + lengths > len(base)).any():
+    base = readonly(np.ascontiguousarray(chunks.base, dtype=np.uint8))
+    if (lengths < (counts + 1) * width).any() or (starts + lengths > len(base)).any():
         raise CorruptFileError("a Variable mini-block chunk is shorter than its offsets")
-    raw = gather_ranges(base, starts, n_off * width)
-    offs = np.ascontiguousarray(raw).view(dtype).astype(np.int64)
-    seg = np.cumsum(n_off) - n_off  # first offset of each chunk
-    first = offs[seg]
-    last = offs[seg + counts]
-    diffs = np.diff(offs)
-    # drop the differences that straddle two chunks
-    value_lengths = np.delete(diffs, seg[1:] - 1) if len(seg) > 1 else diffs
-    if (value_lengths < 0).any() or (first < 0).any() or (last > lengths).any():
+    starts, lengths, counts = readonly(starts), readonly(lengths), readonly(counts)
+    offsets = np.empty(int(counts.sum()) + 1, dtype=np.int64)
+    total = _chunk_offsets(base, starts, lengths, counts, width, offsets)
+    if total < 0:
         raise CorruptFileError(
             "Variable mini-block offsets are not monotonic or run past the chunk"
         )
-    data = gather_ranges(base, starts + first, last - first)
-    offsets = np.zeros(len(value_lengths) + 1, dtype=np.int64)
-    np.cumsum(value_lengths, out=offsets[1:])
-    return VariableWidthBlock(offsets, np.asarray(data), bits)
+    data = np.empty(total, dtype=np.uint8)
+    _chunk_bytes(base, starts, counts, width, readonly(offsets), data)
+    return VariableWidthBlock(offsets, data, bits)
+
+
+@kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8, i8[::1])")
+def _chunk_offsets(base, starts, lengths, counts, width, out):  # pragma: no cover - compiled
+    """The values' offsets in the joined bytes of all chunks (chunk ``c`` stores
+    ``counts[c] + 1`` little-endian offsets of ``width`` bytes, relative to the chunk);
+    returns the total size, or -1 when a chunk's offsets decrease or leave the chunk."""
+    at = 0
+    total = 0
+    out[0] = 0
+    for c in range(len(starts)):
+        pos = starts[c]
+        prev = _offset_at(base, pos, width)
+        if prev < 0 or prev > lengths[c]:
+            return -1
+        for k in range(1, counts[c] + 1):
+            cur = _offset_at(base, pos + k * width, width)
+            if cur < prev or cur > lengths[c]:
+                return -1
+            total += cur - prev
+            at += 1
+            out[at] = total
+            prev = cur
+    return total
+
+
+@kernel("void(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), i8, ro(i8[::1]), u1[::1])")
+def _chunk_bytes(base, starts, counts, width, offsets, out):  # pragma: no cover - compiled
+    """Copy every chunk's value bytes (checked by :func:`_chunk_offsets`) end to end."""
+    at = 0
+    for c in range(len(starts)):
+        first = starts[c] + _offset_at(base, starts[c], width)
+        size = offsets[at + counts[c]] - offsets[at]
+        out[offsets[at] : offsets[at] + size] = base[first : first + size]
+        at += counts[c]
+
+
+@kernel()
+def _offset_at(base, pos, width):  # pragma: no cover - compiled
+    """The little-endian unsigned offset of ``width`` (4 or 8) bytes at ``base[pos]``."""
+    value = 0
+    for k in range(width):
+        value |= np.int64(base[pos + k]) << (8 * k)
+    return value
 
 
 def plan_chunks(offsets: np.ndarray, bits: int, aim: int = AIM_CHUNK_BYTES) -> np.ndarray:
