@@ -1,4 +1,4 @@
-"""FSST string compression and decompression (digest §6.6), vectorised over many strings.
+"""FSST string compression and decompression (digest §6.6).
 
 Symbol table (always 2312 bytes): a u64 header
 ``"FSST" << 32 | encoder_switch << 24 | suffix_lim << 16 | terminator << 8 | n_symbols``,
@@ -6,22 +6,14 @@ Symbol table (always 2312 bytes): a u64 header
 zeros.  ``encoder_switch == 0`` means the strings are stored raw.
 
 Each compressed string is a sequence of codes: a code ``c < 255`` emits ``symbol[c]``
-(``len[c]`` bytes), code 255 escapes the next byte, which is emitted literally.  Strings
-are independent, so the code/escape/literal role of every byte is decided for all strings
-at once: within a maximal run of 0xFF bytes inside one string, the bytes at even distance
-from the run start are escapes and those at odd distance are escaped (literal) 0xFF
-bytes; a byte right after an escape is a literal.  Output positions are a cumulative sum
-of per-byte output lengths (the string offsets map through it); each code then stores its
-8-byte symbol word at its position, in order, the next code overwriting the excess.
+(``len[c]`` bytes), code 255 escapes the next byte, which is emitted literally.  Decoding
+and encoding walk the strings code by code in compiled kernels (:mod:`lance_format.jit`):
+the decoder stores each code's whole 8-byte symbol word and lets the next code overwrite
+the excess, like FSST's reference decoder.
 
-Encoding (:func:`compress`) is a greedy longest-match parse, vectorised over strings: the
-symbols form a prefix trie walked one byte per numpy pass (an automaton whose dead ends
-remember the longest symbol seen, see :class:`_Matcher`), and the cursors of all strings
-step together, each step matching only where a cursor stands (about one lookup per output
-code).  Each string writes into its own region of a scratch buffer (at twice its input
-offset: output is never more than twice the input), packed at the end.  The few strings
-still running when stepping stops paying finish another way: match at every one of their
-positions, then pointer doubling on ``next = pos + len``.
+Encoding (:func:`compress`) is a greedy longest-match parse: the symbols form a prefix
+trie turned into a byte automaton whose dead ends remember the longest symbol seen (see
+:class:`_Matcher`); the kernel walks it from each code's first byte.
 
 Training (:func:`train`) follows upstream's FSST: rounds over a sample that count code and
 code-pair frequencies and keep the 255 candidates of best ``count x length`` gain (single
@@ -180,12 +172,6 @@ MAX_SYMBOL_LEN = 8
 # (``5 * frac // 128``); the last round (128) only re-selects single symbols, no pairs.
 _ROUNDS = (8, 28, 48, 68, 88, 108, 128)
 _JUDGE_SHARE = 1 / 3  # of ``sample_bytes``, held out to judge the tables
-# The parse steps all cursors together for at least _WALK_STEPS steps, and on while at
-# least _WALK_MIN_CURSORS strings are running; the rest finish by pointer doubling.
-# Inputs under _WALK_MIN_BYTES go straight to the doubling (fewer numpy calls).
-_WALK_STEPS = 32
-_WALK_MIN_CURSORS = 1024
-_WALK_MIN_BYTES = 48 << 10
 _SAMPLE_SEED = 0x46535354  # training is deterministic: the same input gives the same table
 _U64 = np.uint64
 
@@ -272,195 +258,61 @@ class _Matcher:
         target = np.concatenate([n_nodes + last[order], np.arange(n_nodes, n_states)])
         trans = np.repeat(target << 8, 256)  # no child: the done state (done stays done)
         trans[(new_id[at // 256] << 8) | (at & 0xFF)] = new_id[to] << 8
-        self.trans = trans
+        self.trans = trans.astype(np.int32)  # half the cache footprint of int64
         self.state_code = np.concatenate([last[order], np.arange(256)]).astype(np.uint8)
         self.growing = int(grows.sum()) << 8
         self.root = int(new_id[1]) << 8
-        self.first = trans[self.root : self.root + 256].copy()
-
-    def at(self, padded: np.ndarray, pos: np.ndarray) -> np.ndarray:
-        """Code of the longest symbol at each ``pos`` (255 where none matches: an escape);
-        ``self.code_len[code]`` is the number of input bytes it covers.
-
-        ``padded`` is the data plus 8 zero bytes.  A match may run on into the next
-        string: :meth:`fit` repairs that.  (Every index here is in range by construction;
-        ``mode="clip"`` skips numpy's bounds-error path, which costs a quarter of a take.)
-        """
-        clip = "clip"
-        state = self.first.take(padded.take(pos, mode=clip), mode=clip)
-        if self.depth < 2:
-            return self.state_code.take(state >> 8, mode=clip)
-        state |= padded.take(pos + 1, mode=clip)
-        state = self.trans.take(state, mode=clip)
-        code = self.state_code.take(state >> 8, mode=clip)
-        alive = np.flatnonzero(state < self.growing)
-        if self.depth < 3 or len(alive) == 0:
-            return code
-        state = state.take(alive, mode=clip)
-        p = pos.take(alive, mode=clip) + 1
-        for level in range(3, self.depth + 1):
-            p += 1
-            state |= padded.take(p, mode=clip)
-            state = self.trans.take(state, mode=clip)
-            if level == 4 and self.depth > 5:  # set aside the matches that ended
-                code[alive] = self.state_code.take(state >> 8, mode=clip)
-                keep = np.flatnonzero(state < self.growing)
-                alive, state, p = alive.take(keep), state.take(keep), p.take(keep)
-        code[alive] = self.state_code.take(state >> 8, mode=clip)
-        return code
-
-    def _at_within(self, padded: np.ndarray, pos: np.ndarray, room: np.ndarray) -> np.ndarray:
-        """:meth:`at` for matches no longer than ``room`` bytes (the rest of the string):
-        a position stops reading once its room is used up, and its state's code is the
-        longest symbol read so far."""
-        state = np.full(len(pos), self.root, dtype=np.int64)
-        for level in range(self.depth):
-            active = np.flatnonzero(room > level)
-            if len(active) == 0:
-                break
-            byte = padded[pos[active] + level]
-            state[active] = self.trans[state[active] | byte]
-        return self.state_code[state >> 8]
-
-    def fit(
-        self, padded: np.ndarray, pos: np.ndarray, room: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`at` with matches kept inside ``room``: match freely, then redo the few
-        positions (near string ends) whose match ran past it.  Returns the codes and the
-        input bytes each covers."""
-        code = self.at(padded, pos)
-        size = np.take(self.code_len, code)
-        over = np.flatnonzero(size > room)
-        if len(over):
-            redo = self._at_within(padded, pos[over], room[over])
-            code[over] = redo
-            size[over] = np.take(self.code_len, redo)
-        return code, size
 
 
 def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> VariableWidthBlock:
-    """Greedy longest-match parse and encoding of every string.
-
-    All strings step together, matching only at their cursors.  String ``i`` writes its
-    codes from byte ``2 * offsets[i]`` of a scratch buffer (its output is at most twice its
-    input), so no string needs to know where the others' output ends; the strings are
-    packed together at the end.  Strings still running when stepping stops paying (see
-    ``_WALK_*``) finish in :func:`_encode_tails`.
-    """
-    n = len(data)
-    padded = np.zeros(n + 8, dtype=np.uint8)
-    padded[:n] = data
-    starts, ends = offsets[:-1], offsets[1:]
-    scratch = np.empty(2 * n, dtype=np.uint8)
-    out_end = 2 * starts
-    sid = np.flatnonzero(starts < ends)
-    cur = np.take(starts, sid)
-    room = np.take(ends, sid) - cur
-    out = 2 * cur
-    step = 0
-    # step while it pays: the fixed cost of a step is shared by its cursors
-    while (
-        len(cur) and n >= _WALK_MIN_BYTES and (step < _WALK_STEPS or len(cur) >= _WALK_MIN_CURSORS)
-    ):
-        step += 1
-        code = matcher.at(padded, cur)
-        size = matcher.code_len.take(code)
-        room -= size
-        # one look at the few cursors at or past their string's end: past it, the match
-        # ran into the next string and is redone within the room (see _Matcher.fit)
-        edge = np.flatnonzero(room <= 0)
-        if len(edge):
-            over = edge[room[edge] < 0]
-            if len(over):
-                left = room[over] + size[over]
-                redo = matcher._at_within(padded, cur[over], left)
-                code[over] = redo
-                size[over] = matcher.code_len.take(redo)
-                room[over] = left - size[over]
-        scratch[out] = code  # 255 where there is no symbol: the escape
-        out += 1
-        esc = np.flatnonzero(code == ESCAPE)
-        if len(esc):
-            at = np.take(out, esc)
-            scratch[at] = np.take(padded, np.take(cur, esc))
-            out[esc] = at + 1
-        cur += size
-        if len(edge):
-            done = edge[room[edge] == 0]
-            if len(done):
-                out_end[np.take(sid, done)] = np.take(out, done)
-                live = np.flatnonzero(room != 0)
-                cur, room, sid, out = (x.take(live) for x in (cur, room, sid, out))
-    if len(cur):
-        out_end[sid] = _encode_tails(matcher, padded, cur, cur + room, out, scratch)
-    out_len = out_end - 2 * starts
-    new_offsets = np.zeros(len(offsets), dtype=np.int64)
-    np.cumsum(out_len, out=new_offsets[1:])
-    return VariableWidthBlock(new_offsets, _pack(scratch, 2 * starts, out_len, new_offsets))
+    """Greedy longest-match parse and encoding of every string (compiled: one walk of the
+    automaton per output code)."""
+    out = np.empty(2 * len(data), dtype=np.uint8)  # at worst every byte is escaped
+    new_offsets = np.empty(len(offsets), dtype=np.int64)
+    total = _parse(
+        readonly(np.ascontiguousarray(data, dtype=np.uint8)),
+        readonly(np.asarray(offsets, dtype=np.int64)),
+        readonly(matcher.trans),
+        readonly(matcher.state_code),
+        readonly(matcher.code_len),
+        matcher.growing,
+        matcher.root,
+        new_offsets,
+        out,
+    )
+    return VariableWidthBlock(new_offsets, out[:total])
 
 
-def _pack(
-    scratch: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out_offsets: np.ndarray
-) -> np.ndarray:
-    """The ranges ``scratch[starts[i]:][:lengths[i]]`` end to end (they begin at
-    ``out_offsets``): one gather, its index in int32 when the scratch allows (half the
-    memory traffic of :func:`gather_ranges`' int64 index, which matters at a byte per
-    index)."""
-    if len(scratch) >= 1 << 31:
-        return gather_ranges(scratch, starts, lengths)
-    total = int(out_offsets[-1])
-    idx = np.repeat((starts - out_offsets[:-1]).astype(np.int32), lengths)
-    idx += np.arange(total, dtype=np.int32)
-    return np.take(scratch, idx)
-
-
-def _encode_tails(
-    matcher: _Matcher,
-    padded: np.ndarray,
-    cur: np.ndarray,
-    end: np.ndarray,
-    out: np.ndarray,
-    scratch: np.ndarray,
-) -> np.ndarray:
-    """Encode the string tails ``[cur, end)`` of long strings into ``scratch`` from ``out``;
-    returns where each tail's output ends.
-
-    Match at every position, then find the positions the greedy parse reaches by pointer
-    doubling.  The tails are laid end to end; ``jump`` starts as "next code start" (a
-    tail's last code leads to the next tail's first, which is itself marked, so that is
-    harmless) and is squared each round, so the marked set doubles its reach:
-    ``log2(codes per tail)`` rounds of O(tail bytes) each, however long the strings.
-    """
-    sizes = end - cur
-    m = int(sizes.sum())
-    base = np.cumsum(sizes) - sizes
-    src = np.repeat(cur - base, sizes) + np.arange(m, dtype=np.int64)
-    code, size = matcher.fit(padded, src, np.repeat(end, sizes) - src)
-    jump = np.empty(m + 1, dtype=np.int64)
-    jump[:m] = np.arange(m, dtype=np.int64) + size
-    jump[m] = m
-    reached = np.zeros(m + 1, dtype=bool)
-    reached[base] = True
-    count = len(base)
-    while True:
-        reached[jump[np.flatnonzero(reached)]] = True
-        new_count = int(np.count_nonzero(reached))
-        if new_count == count:
-            break
-        count = new_count
-        jump = jump[jump]
-    at = np.flatnonzero(reached[:m])
-    code = code[at]
-    tail = np.searchsorted(base, at, side="right") - 1
-    # each code's output: its tail's start plus the output of the tail's earlier codes
-    esc = code == ESCAPE
-    size = 1 + esc.astype(np.int64)
-    before = np.cumsum(size) - size
-    first = np.searchsorted(at, base)  # every tail starts with a code
-    dest = out[tail] + before - before[first][tail]
-    scratch[dest] = code
-    scratch[dest[esc] + 1] = padded[src[at[esc]]]
-    return out + np.bincount(tail, weights=size, minlength=len(cur)).astype(np.int64)
+@kernel(
+    "i8(ro(u1[::1]), ro(i8[::1]), ro(i4[::1]), ro(u1[::1]), ro(i8[::1]), i8, i8, i8[::1], u1[::1])"
+)
+def _parse(
+    data, offsets, trans, state_code, code_len, growing, root, out_offsets, out
+):  # pragma: no cover - compiled
+    """At each position, walk the automaton from the root until it leaves the nodes that
+    have children or the string ends: the state's code is the longest symbol read (255,
+    the escape, when none, followed by the byte itself).  Returns the encoded size."""
+    o = 0
+    out_offsets[0] = 0
+    for s in range(len(offsets) - 1):
+        i, end = offsets[s], offsets[s + 1]
+        while i < end:
+            state = trans[root | data[i]]
+            j = i + 1
+            while state < growing and j < end:
+                state = trans[state | data[j]]
+                j += 1
+            code = state_code[state >> 8]
+            out[o] = code
+            if code == 255:
+                out[o + 1] = data[i]
+                o += 2
+                i += 1
+            else:
+                o += 1
+                i += code_len[code]
+        out_offsets[s + 1] = o
+    return o
 
 
 def compress(block: VariableWidthBlock, table: bytes | SymbolTable) -> VariableWidthBlock:
