@@ -357,6 +357,7 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
     # supervisor forwarding a SIGTERM) may reach it before it has announced itself
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    _compile_kernels()
     try:
         server, endpoints, rest_url = _build(opts, port, locations, secret, index)
     except (LanceError, OSError, pa.ArrowException) as exc:  # bad root, port taken, TLS files
@@ -378,6 +379,17 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
             log.warning("the supervisor is gone: shutting down")
             stopping.set()
     return _shutdown(server, endpoints, float(opts["shutdown_grace"]))
+
+
+def _compile_kernels() -> None:
+    """Compile the format's kernels (or load them from numba's on-disk cache) before the
+    server accepts a request, so that no user pays for compilation."""
+    from lance_format import reader, writer  # noqa: F401 - they import every kernel module
+    from lance_format.jit import warm_up
+
+    started = time.perf_counter()
+    count = warm_up()
+    log.info("%d kernel signatures ready in %.2fs", count, time.perf_counter() - started)
 
 
 def _shutdown(server, endpoints, grace: float) -> int:
