@@ -196,7 +196,7 @@ class _Matcher:
     every position takes the same steps, one table lookup per byte and no bookkeeping of
     which positions still match; after the second byte the positions whose node has no
     children are set aside, and a position's code is that of its final state.
-    ``trans`` holds next states premultiplied by 256, so a step is ``trans[state | byte]``.
+    A step is ``trans[state << 8 | byte]``.
     Duplicate symbols resolve to the lowest code, like a first-longest-match scan.
     Codes are uint8 with 255 (the escape byte) for "no symbol".
     """
@@ -256,12 +256,17 @@ class _Matcher:
         new_id = np.empty(n_nodes, dtype=np.int64)
         new_id[order] = np.arange(n_nodes)
         target = np.concatenate([n_nodes + last[order], np.arange(n_nodes, n_states)])
-        trans = np.repeat(target << 8, 256)  # no child: the done state (done stays done)
-        trans[(new_id[at // 256] << 8) | (at & 0xFF)] = new_id[to] << 8
-        self.trans = trans.astype(np.int32)  # half the cache footprint of int64
+        # rows only for the states a parse steps from (those with children, and the root):
+        # u16 state ids keep the table small enough for the core's cache, which the parse,
+        # one dependent lookup per byte, is bound by
+        self.growing = int(grows.sum())
+        self.root = int(new_id[1])
+        rows = max(self.growing, self.root + 1)
+        trans = np.repeat(target[:rows], 256)  # no child: the done state (done stays done)
+        src = new_id[at // 256]
+        trans[(src << 8) | (at & 0xFF)] = new_id[to]  # every node with a child is a row
+        self.trans = trans.astype(np.uint16)
         self.state_code = np.concatenate([last[order], np.arange(256)]).astype(np.uint8)
-        self.growing = int(grows.sum()) << 8
-        self.root = int(new_id[1]) << 8
 
 
 def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> VariableWidthBlock:
@@ -284,7 +289,7 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
 
 
 @kernel(
-    "i8(ro(u1[::1]), ro(i8[::1]), ro(i4[::1]), ro(u1[::1]), ro(i8[::1]), i8, i8, i8[::1], u1[::1])"
+    "i8(ro(u1[::1]), ro(i8[::1]), ro(u2[::1]), ro(u1[::1]), ro(i8[::1]), i8, i8, i8[::1], u1[::1])"
 )
 def _parse(
     data, offsets, trans, state_code, code_len, growing, root, out_offsets, out
@@ -297,12 +302,12 @@ def _parse(
     for s in range(len(offsets) - 1):
         i, end = offsets[s], offsets[s + 1]
         while i < end:
-            state = trans[root | data[i]]
+            state = np.int64(trans[(root << 8) | data[i]])
             j = i + 1
             while state < growing and j < end:
-                state = trans[state | data[j]]
+                state = np.int64(trans[(state << 8) | data[j]])
                 j += 1
-            code = state_code[state >> 8]
+            code = state_code[state]
             out[o] = code
             if code == 255:
                 out[o + 1] = data[i]
