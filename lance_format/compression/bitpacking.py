@@ -6,9 +6,8 @@ word ``w`` of lane ``l`` sits at index ``w * LANES + l``, and lane ``l`` is a li
 bit stream in which row ``r`` (0..T) holds input element
 ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l``.
 
-Packing and unpacking work on many blocks at once: one numpy operation per row (at most
-64), each over ``blocks x LANES`` words, so a page decodes in a few hundred array calls
-whatever its size.
+Packing and unpacking run in compiled kernels (:mod:`lance_format.jit`) over all the
+blocks of a page at once, each block with its own width.
 
 * **InlineBitpacking** stores ``[W as one T-bit word][packed block]`` per 1024 values; a
   mini-block chunk is exactly one such block (the last chunk zero-padded to 1024 values),
@@ -30,7 +29,6 @@ BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
 _FL_ORDER = np.array(FL_ORDER, dtype=np.int64)  # a constant inside the compiled kernels
 _DTYPES = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
-_INDEX_CACHE: dict[int, np.ndarray] = {}
 
 
 def word_dtype(t: int) -> np.dtype:
@@ -39,18 +37,6 @@ def word_dtype(t: int) -> np.dtype:
         return _DTYPES[t]
     except KeyError:
         raise UnsupportedError(f"bitpacking of {t}-bit values (only 8/16/32/64)") from None
-
-
-def _row_index(t: int) -> np.ndarray:
-    """``idx[r, l]``: the input position packed at row r, lane l (shape T x LANES)."""
-    idx = _INDEX_CACHE.get(t)
-    if idx is None:
-        lanes = BLOCK // t
-        rows = np.arange(t)
-        base = np.array(FL_ORDER)[rows // 8] * 16 + (rows % 8) * 128
-        idx = base[:, None] + np.arange(lanes)[None, :]
-        _INDEX_CACHE[t] = idx
-    return idx
 
 
 def packed_words(width: int, t: int) -> int:
@@ -148,59 +134,56 @@ def _unpack(words, starts, widths, counts, out):  # pragma: no cover - compiled
         at += count
 
 
-_SLOT_ORDER: dict[int, np.ndarray] = {}
-
-
-def _slot_order(t: int) -> np.ndarray:
-    """The row groups (of 8 rows) in the order of their slots in a block."""
-    order = _SLOT_ORDER.get(t)
-    if order is None:
-        slot = np.array(FL_ORDER)[: t // 8] * 16 // (BLOCK // t)
-        order = _SLOT_ORDER[t] = np.argsort(slot)
-    return order
-
-
-def _gather_rows(values: np.ndarray, t: int) -> np.ndarray:
-    """``values[:, _row_index(t)]`` (blocks x T x LANES) as one strided copy: the inverse
-    of unpacking's scatter: output position ``(r % 8) * 128 + FL_ORDER[r // 8] * 16 +
-    lane`` splits into axes (r % 8, slot, lane), so reorder the row groups into slot order
-    and transpose."""
-    lanes = BLOCK // t
-    groups = t // 8
-    n = len(values)
-    order = _slot_order(t)
-    rows = np.empty((n, groups, 8, lanes), dtype=values.dtype)
-    src = values.reshape(n, 8, groups, lanes).transpose(0, 2, 1, 3)
-    if groups > 1:
-        rows[:, order] = src
-    else:
-        rows[...] = src
-    return rows.reshape(n, t, lanes)
-
-
 def pack_blocks(values: np.ndarray, width: int, t: int) -> np.ndarray:
     """Pack ``blocks x 1024`` uT values to ``blocks x (1024*W/T)`` words (bits above W dropped)."""
     dtype = word_dtype(t)
     _check_width(width, t)
-    lanes = BLOCK // t
-    values = np.asarray(values, dtype=dtype).reshape(-1, BLOCK)
+    values = np.ascontiguousarray(values, dtype=dtype).reshape(-1, BLOCK)
     nblocks = len(values)
-    words = np.zeros((nblocks, width, lanes), dtype=dtype)
-    if width == 0:
-        return words.reshape(nblocks, 0)
-    idx = _row_index(t)
-    if width == t:
-        # (fancy indexing along axis 1 may hand back a Fortran-ordered array)
-        return np.ascontiguousarray(values[:, idx.reshape(-1)]).reshape(nblocks, width * lanes)
-    mask = dtype.type((1 << width) - 1)
-    rows = _gather_rows(values, t)
-    for r in range(t):
-        w0, shift = divmod(r * width, t)
-        v = rows[:, r, :] & mask
-        words[:, w0, :] |= v << dtype.type(shift)
-        if shift + width > t:
-            words[:, w0 + 1, :] |= v >> dtype.type(t - shift)
-    return words.reshape(nblocks, width * lanes)
+    wpb = packed_words(width, t)
+    words = np.zeros(nblocks * wpb, dtype=dtype)
+    if width:
+        starts = np.arange(nblocks, dtype=np.int64) * wpb
+        _pack(
+            readonly(values.reshape(-1)),
+            readonly(np.full(nblocks, width, dtype=np.int64)),
+            readonly(starts),
+            words,
+        )
+    return words.reshape(nblocks, wpb)
+
+
+_PACK_SIGNATURES = [
+    f"void(ro({u}[::1]), ro(i8[::1]), ro(i8[::1]), {u}[::1])" for u in ("u1", "u2", "u4", "u8")
+]
+
+
+@kernel(*_PACK_SIGNATURES)
+def _pack(values, widths, starts, words):  # pragma: no cover - compiled
+    """Pack block ``b`` (``values[b * 1024:][:1024]``) to ``widths[b]`` bits into ``words``
+    from ``starts[b]`` (zeroed by the caller): the inverse of :func:`_unpack`."""
+    t = words.itemsize * 8
+    lanes = 1024 // t
+    for b in range(len(widths)):
+        width = widths[b]
+        if width == 0:
+            continue
+        mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - width)
+        src = b * 1024
+        base = starts[b]
+        for r in range(t):
+            bit = r * width
+            w0 = bit // t
+            shift = np.uint64(bit % t)
+            straddle = bit % t + width > t
+            back = np.uint64(t - bit % t)
+            dst = base + w0 * lanes
+            o = src + _FL_ORDER[r // 8] * 16 + (r % 8) * 128
+            for lane in range(lanes):
+                v = np.uint64(values[o + lane]) & mask
+                words[dst + lane] |= v << shift
+                if straddle:
+                    words[dst + lanes + lane] |= v >> back
 
 
 def bit_widths(values: np.ndarray, t: int) -> np.ndarray:
@@ -286,9 +269,6 @@ def decode_inline_block(data: np.ndarray, num_values: int, t: int) -> np.ndarray
     return _unpack_into(words, first, widths, counts, t)
 
 
-_MAX_RUNS = 32  # more changes of width than this: pack by width group, scatter the bytes
-
-
 def encode_inline_chunks(values: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
     """Pack values in chunks of 1024 (the last zero-padded), each ``[W][packed]``.
 
@@ -306,32 +286,10 @@ def encode_inline_chunks(values: np.ndarray, t: int) -> tuple[np.ndarray, np.nda
     word = t // 8
     sizes = word + 128 * widths
     offsets = np.cumsum(sizes) - sizes
-    header = widths.astype(dtype)
-    runs = np.flatnonzero(np.diff(widths)) + 1
-    if len(runs) <= _MAX_RUNS:
-        # consecutive blocks of one width form a (blocks x size) matrix of the output:
-        # write it through a reshaped view (usual: widths change slowly along a column)
-        out = np.empty(int(sizes.sum()), dtype=np.uint8)
-        bounds = [0, *runs.tolist(), nblocks]
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            width, start = int(widths[a]), int(offsets[a])
-            size = word + 128 * width
-            rows = out[start : start + (b - a) * size].reshape(b - a, size)
-            rows[:, :word] = header[a:b].view(np.uint8).reshape(b - a, word)
-            if width:
-                rows[:, word:] = pack_blocks(padded[a:b], width, t).view(np.uint8)
-        return out, sizes
-    out = np.zeros(int(sizes.sum()), dtype=np.uint8)
-    hdr_bytes = header.view(np.uint8).reshape(nblocks, word)
-    out[(offsets[:, None] + np.arange(word)[None, :]).reshape(-1)] = hdr_bytes.reshape(-1)
-    for width in np.unique(widths).tolist():
-        if width == 0:
-            continue
-        sel = np.flatnonzero(widths == width)
-        packed = pack_blocks(padded[sel], width, t).view(np.uint8)
-        pos = offsets[sel][:, None] + word + np.arange(128 * width)[None, :]
-        out[pos.reshape(-1)] = packed.reshape(-1)
-    return out, sizes
+    out = np.zeros(int(sizes.sum()) // word, dtype=dtype)
+    out[offsets // word] = widths  # each chunk's W word, then its packed block
+    _pack(readonly(padded.reshape(-1)), readonly(widths), readonly(offsets // word + 1), out)
+    return out.view(np.uint8), sizes
 
 
 def encode_inline_block(values: np.ndarray, t: int) -> np.ndarray:
