@@ -116,31 +116,40 @@ def plan_chunks(offsets: np.ndarray, bits: int, aim: int = AIM_CHUNK_BYTES) -> n
     whose offsets and bytes fit in ``aim`` bytes (at least one value); the last chunk takes
     whatever is left if it fits.
 
-    The greedy walk is sequential (a chunk starts where the previous one ends), so this is a
-    loop over chunks, kept to a few integer operations each: the cost of a chunk only grows
-    with its size, so the search starts from the previous chunk's size and usually settles
-    after two probes.  Measured: 6M short strings plan in about 30 ms.
+    The greedy walk is sequential (a chunk starts where the previous one ends): a compiled
+    loop over chunks, whose search starts from the previous chunk's size and usually
+    settles after two probes.
     """
-    max_values = 4096  # upstream MAX_MINIBLOCK_VALUES
     width = offset_dtype(bits).itemsize
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     n = len(offsets) - 1
     if n <= 0:
         return np.zeros(0, dtype=np.int64)
-    off = memoryview(offsets)  # indexing yields Python ints: far cheaper than numpy scalars
+    out = np.empty(n, dtype=np.int64)
+    count = _plan(readonly(offsets), width, aim, out)
+    return out[:count].copy()
+
+
+@kernel("i8(ro(i8[::1]), i8, i8, i8[::1])")
+def _plan(off, width, aim, out):  # pragma: no cover - compiled
+    max_values = 4096  # upstream MAX_MINIBLOCK_VALUES
+    n = len(off) - 1
     end = off[n]
-    out: list[int] = []
+    count = 0
     pos = 0
     k = 1
     while pos < n:
         rest = n - pos
         base = off[pos] - width  # chunk [pos, pos+k) fits when off[pos+k] - base + k*width <= aim
         if rest <= max_values and end - base + rest * width <= aim:
-            out.append(rest)
+            out[count] = rest
+            count += 1
             break
         # a non-last chunk leaves at least one value behind (the reference loop's `2k < rest`)
         limit = min(rest - 1, max_values)
-        top = 1 << (limit.bit_length() - 1) if limit >= 1 else 1
+        top = 1
+        while top * 2 <= limit:
+            top *= 2
         k = min(k, top)
         if off[pos + k] - base + k * width <= aim:
             while k < top and off[pos + 2 * k] - base + 2 * k * width <= aim:
@@ -150,25 +159,21 @@ def plan_chunks(offsets: np.ndarray, bits: int, aim: int = AIM_CHUNK_BYTES) -> n
                 k >>= 1
                 if off[pos + k] - base + k * width <= aim:
                     break
-        out.append(k)
+        out[count] = k
+        count += 1
         pos += k
-    return np.array(out, dtype=np.int64)
+    return count
 
 
 def encode_chunks(block: VariableWidthBlock, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Write the mini-block chunk form; chunk i takes the next ``counts[i]`` values.
 
     Returns ``(buffer, chunk_sizes)``; each chunk is padded with 0x48 to the offset width.
-    Every chunk starts at a multiple of the offset width, so the offsets are stored through
-    a view of the output in that width (one index per offset, not per byte); the value
-    bytes of a chunk are one contiguous slice of the input, copied slice by slice (a chunk
-    is about 4 KiB, so that is a short loop).
     """
     dtype = offset_dtype(block.bits_per_offset)
     width = dtype.itemsize
-    counts = np.asarray(counts, dtype=np.int64)
-    offsets = np.asarray(block.offsets, dtype=np.int64)
-    nchunks = len(counts)
+    counts = np.ascontiguousarray(counts, dtype=np.int64)
+    offsets = np.ascontiguousarray(block.offsets, dtype=np.int64)
     first_val = np.cumsum(counts) - counts
     byte_start = offsets[first_val]
     byte_end = offsets[first_val + counts]
@@ -176,24 +181,37 @@ def encode_chunks(block: VariableWidthBlock, counts: np.ndarray) -> tuple[np.nda
     header = (counts + 1) * width
     raw_size = header + nbytes
     sizes = -(-raw_size // width) * width
-    chunk_pos = np.cumsum(sizes) - sizes
     out = np.full(int(sizes.sum()), PAD_BYTE, dtype=np.uint8)
-    # chunk c's offsets are offsets[first_val[c] + j] - byte_start[c] + header[c], j = 0..k;
-    # laid end to end, element i of chunk c is offsets[i - c], stored at word
-    # chunk_pos[c] / width + (i - its chunk's first element)
-    n_off = counts + 1
-    run_start = np.cumsum(n_off) - n_off
-    i = np.arange(int(n_off.sum()), dtype=np.int64)
-    src = i - np.repeat(np.arange(nchunks, dtype=np.int64), n_off)
-    vals = np.take(offsets, src) + np.repeat(header - byte_start, n_off)
-    dest = i + np.repeat(chunk_pos // width - run_start, n_off)
-    out.view(dtype)[dest] = vals
-    data = np.asarray(block.data)
-    for pos, s, e in zip(
-        (chunk_pos + header).tolist(), byte_start.tolist(), byte_end.tolist(), strict=True
-    ):
-        out[pos : pos + e - s] = data[s:e]
+    _write_chunks(
+        readonly(offsets),
+        readonly(np.ascontiguousarray(block.data, dtype=np.uint8)),
+        readonly(counts),
+        readonly(sizes),
+        width,
+        out,
+    )
     return out, sizes
+
+
+@kernel("void(ro(i8[::1]), ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), i8, u1[::1])")
+def _write_chunks(offsets, data, counts, sizes, width, out):  # pragma: no cover - compiled
+    """Chunk by chunk: ``counts[c] + 1`` little-endian offsets measured from the chunk's
+    start, then its value bytes (the padding is already in ``out``)."""
+    pos = 0
+    first = 0
+    for c in range(len(counts)):
+        k = counts[c]
+        header = (k + 1) * width
+        shift = header - offsets[first]
+        for j in range(k + 1):
+            value = offsets[first + j] + shift
+            at = pos + j * width
+            for b in range(width):
+                out[at + b] = (value >> (8 * b)) & 0xFF
+        start, stop = offsets[first], offsets[first + k]
+        out[pos + header : pos + header + stop - start] = data[start:stop]
+        pos += sizes[c]
+        first += k
 
 
 # -- block -----------------------------------------------------------------------------------
