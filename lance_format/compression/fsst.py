@@ -11,9 +11,9 @@ and encoding walk the strings code by code in compiled kernels (:mod:`lance_form
 the decoder stores each code's whole 8-byte symbol word and lets the next code overwrite
 the excess, like FSST's reference decoder.
 
-Encoding (:func:`compress`) is a greedy longest-match parse: the symbols form a prefix
-trie turned into a byte automaton whose dead ends remember the longest symbol seen (see
-:class:`_Matcher`); the kernel walks it from each code's first byte.
+Encoding (:func:`compress`) is a greedy longest-match parse: at each position the kernel
+tries the few long symbols that share the next two bytes, longest first, then the 2- and
+1-byte symbols (see :class:`_Matcher`).
 
 Training (:func:`train`) follows upstream's FSST: rounds over a sample that count code and
 code-pair frequencies and keep the 255 candidates of best ``count x length`` gain (single
@@ -188,100 +188,55 @@ def _flat(block: VariableWidthBlock) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Matcher:
-    """Finds the longest symbol starting at given byte positions, vectorised.
+    """The symbol table arranged for the greedy longest-match parse.
 
-    The symbols form a trie, turned into a byte automaton with one extra "done" state per
-    code: reading a byte a trie node has no child for leads to the done state of the
-    longest symbol matched so far (an escape when none), and done states stay put.  So
-    every position takes the same steps, one table lookup per byte and no bookkeeping of
-    which positions still match; after the second byte the positions whose node has no
-    children are set aside, and a position's code is that of its final state.
-    A step is ``trans[state << 8 | byte]``.
-    Duplicate symbols resolve to the lowest code, like a first-longest-match scan.
-    Codes are uint8 with 255 (the escape byte) for "no symbol".
+    Symbols of 3..8 bytes sit in buckets by their first two bytes, longest first (lowest
+    code first among duplicates), so a position tries only the few long symbols sharing
+    its first two bytes, then the 2-byte symbol of those bytes, then the 1-byte one;
+    none is an escape.  Symbols of length 0 (never useful) are left out.
     """
 
     def __init__(self, vals: np.ndarray, lens: np.ndarray):
         vals = np.asarray(vals, dtype=_U64)
         lens = np.asarray(lens, dtype=np.int64)
-        usable = (lens >= 1) & (lens <= MAX_SYMBOL_LEN)  # a length-0 symbol is never used
-        codes = np.flatnonzero(usable)
-        vals, lens = vals[usable], lens[usable]
-        self.depth = int(lens.max(initial=0))
-        # symbol length by code, 1 for the escape
-        self.code_len = np.ones(256, dtype=np.int64)
-        self.code_len[codes] = lens
-        # the trie, one depth at a time: a node per distinct prefix; node 0 = none, 1 = root
-        edge_at, edge_to, end_node, end_code = [], [], [], []
-        prev_keys, prev_ids = np.zeros(1, dtype=_U64), np.ones(1, dtype=np.int64)
-        n_nodes = 2
-        for depth in range(1, self.depth + 1):
-            sel = lens >= depth
-            mask = _U64((1 << (8 * depth)) - 1)
-            keys, inv = np.unique(vals[sel] & mask, return_inverse=True)
-            ids = np.arange(n_nodes, n_nodes + len(keys), dtype=np.int64)
-            n_nodes += len(keys)
-            parent = prev_ids[np.searchsorted(prev_keys, keys & (mask >> _U64(8)))]
-            byte = ((keys >> _U64(8 * (depth - 1))) & _U64(0xFF)).astype(np.int64)
-            edge_at.append(parent * 256 + byte)
-            edge_to.append(ids)
-            exact = lens[sel] == depth
-            end_node.append(ids[inv[exact]])
-            end_code.append(codes[sel][exact])
-            prev_keys, prev_ids = keys, ids
-        code = np.full(n_nodes, ESCAPE, dtype=np.int16)
-        grows = np.zeros(n_nodes, dtype=bool)
-        parent = np.ones(n_nodes, dtype=np.int64)
-        at = to = np.zeros(0, dtype=np.int64)
-        if edge_at:
-            at, to = np.concatenate(edge_at), np.concatenate(edge_to)
-            grows[at // 256] = True
-            parent[to] = at // 256
-            # duplicate symbols end at the same node: the lowest code wins
-            np.minimum.at(code, np.concatenate(end_node), np.concatenate(end_code).astype(np.int16))
-        # the longest symbol on the path to each node (nodes are numbered by depth, so a
-        # parent comes before its children)
-        last = np.full(n_nodes, ESCAPE, dtype=np.int64)
-        lo = 2
-        for ids in edge_to:
-            hi = lo + len(ids)
-            own = code[lo:hi].astype(np.int64)
-            last[lo:hi] = np.where(own != ESCAPE, own, last[parent[lo:hi]])
-            lo = hi
-        # states: the trie nodes, those with children first (so that "still inside some
-        # symbol" is ``state < self.growing``, a comparison instead of a lookup), then the
-        # done state of each code at n_nodes + code
-        n_states = n_nodes + 256
-        order = np.concatenate([np.flatnonzero(grows), np.flatnonzero(~grows)])
-        new_id = np.empty(n_nodes, dtype=np.int64)
-        new_id[order] = np.arange(n_nodes)
-        target = np.concatenate([n_nodes + last[order], np.arange(n_nodes, n_states)])
-        # rows only for the states a parse steps from (those with children, and the root):
-        # u16 state ids keep the table small enough for the core's cache, which the parse,
-        # one dependent lookup per byte, is bound by
-        self.growing = int(grows.sum())
-        self.root = int(new_id[1])
-        rows = max(self.growing, self.root + 1)
-        trans = np.repeat(target[:rows], 256)  # no child: the done state (done stays done)
-        src = new_id[at // 256]
-        trans[(src << 8) | (at & 0xFF)] = new_id[to]  # every node with a child is a row
-        self.trans = trans.astype(np.uint16)
-        self.state_code = np.concatenate([last[order], np.arange(256)]).astype(np.uint8)
+        codes = np.arange(len(lens), dtype=np.int64)
+        # lowest code wins among duplicates: assign in descending code order
+        self.single = np.full(256, -1, dtype=np.int64)
+        self.pair = np.full(1 << 16, -1, dtype=np.int64)
+        down = codes[::-1]
+        one, two = down[lens[down] == 1], down[lens[down] == 2]
+        self.single[(vals[one] & _U64(0xFF)).astype(np.int64)] = one
+        self.pair[(vals[two] & _U64(0xFFFF)).astype(np.int64)] = two
+        long_ = codes[(lens >= 3) & (lens <= MAX_SYMBOL_LEN)]
+        prefix = (vals[long_] & _U64(0xFFFF)).astype(np.int64)
+        order = np.lexsort((long_, -lens[long_], prefix))
+        self.long_code = long_[order]
+        self.long_len = lens[self.long_code]
+        self.long_val = vals[self.long_code]
+        self.bucket = np.zeros((1 << 16) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(prefix, minlength=1 << 16), out=self.bucket[1:])
+
+
+_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=_U64)
 
 
 def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> VariableWidthBlock:
-    """Greedy longest-match parse and encoding of every string (compiled: one walk of the
-    automaton per output code)."""
+    """Greedy longest-match parse and encoding of every string, compiled."""
+    padded = np.zeros(len(data) + MAX_SYMBOL_LEN, dtype=np.uint8)  # 8-byte loads at the end
+    padded[: len(data)] = data
     out = np.empty(2 * len(data), dtype=np.uint8)  # at worst every byte is escaped
     new_offsets = np.empty(len(offsets), dtype=np.int64)
+    m = matcher
     total = _parse(
-        readonly(np.ascontiguousarray(data, dtype=np.uint8)),
-        readonly(np.asarray(offsets, dtype=np.int64)),
-        readonly(matcher.trans),
-        readonly(matcher.state_code),
-        readonly(matcher.code_len),
-        matcher.growing,
-        matcher.root,
+        readonly(padded),
+        readonly(np.ascontiguousarray(offsets, dtype=np.int64)),
+        readonly(m.single),
+        readonly(m.pair),
+        readonly(m.bucket),
+        readonly(m.long_val),
+        readonly(m.long_len),
+        readonly(m.long_code),
+        readonly(_MASKS),
         new_offsets,
         out,
     )
@@ -289,33 +244,45 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
 
 
 @kernel(
-    "i8(ro(u1[::1]), ro(i8[::1]), ro(u2[::1]), ro(u1[::1]), ro(i8[::1]), i8, i8, i8[::1], u1[::1])"
+    "i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(u8[::1]),"
+    " ro(i8[::1]), ro(i8[::1]), ro(u8[::1]), i8[::1], u1[::1])"
 )
 def _parse(
-    data, offsets, trans, state_code, code_len, growing, root, out_offsets, out
+    data, offsets, single, pair, bucket, long_val, long_len, long_code, masks, out_offsets, out
 ):  # pragma: no cover - compiled
-    """At each position, walk the automaton from the root until it leaves the nodes that
-    have children or the string ends: the state's code is the longest symbol read (255,
-    the escape, when none, followed by the byte itself).  Returns the encoded size."""
+    """At each position, the longest symbol that matches within the string (the next 8
+    bytes read as one little-endian word); a byte no symbol covers is written as the
+    escape 255 and the byte.  Returns the encoded size."""
     o = 0
     out_offsets[0] = 0
     for s in range(len(offsets) - 1):
         i, end = offsets[s], offsets[s + 1]
         while i < end:
-            state = np.int64(trans[(root << 8) | data[i]])
-            j = i + 1
-            while state < growing and j < end:
-                state = np.int64(trans[(state << 8) | data[j]])
-                j += 1
-            code = state_code[state]
-            out[o] = code
-            if code == 255:
+            room = end - i
+            code = -1
+            size = 1
+            if room >= 2:
+                word = np.uint64(0)
+                for k in range(8):
+                    word |= np.uint64(data[i + k]) << np.uint64(8 * k)
+                p = np.int64(word & np.uint64(0xFFFF))
+                for k in range(bucket[p], bucket[p + 1]):
+                    n = long_len[k]
+                    if n <= room and (word & masks[n]) == long_val[k]:
+                        code, size = long_code[k], n
+                        break
+                if code < 0 and pair[p] >= 0:
+                    code, size = pair[p], 2
+            if code < 0:
+                code = single[data[i]]
+            if code < 0:
+                out[o] = 255
                 out[o + 1] = data[i]
                 o += 2
-                i += 1
             else:
+                out[o] = code
                 o += 1
-                i += code_len[code]
+            i += size
         out_offsets[s + 1] = o
     return o
 
