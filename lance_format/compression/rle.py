@@ -42,38 +42,48 @@ def _expand(
     bytes at ``base[value_starts[c]:]`` and as many u8 run lengths at
     ``base[length_starts[c]:]``, and keeps its first ``counts[c]`` values (extra is
     dropped, as the reference decoder does; too few is corruption).  Returns the bytes."""
-    out = np.empty(int(counts.sum()) * width, dtype=np.uint8)
+    # the run values gathered into words of the widest type dividing the value width
+    word = next(w for w in (8, 4, 2, 1) if width % w == 0)
+    values = np.ascontiguousarray(gather_ranges(base, value_starts, nruns * width)).copy()
+    lengths = gather_ranges(base, length_starts, nruns)
+    out = np.empty(int(counts.sum()) * width // word, dtype=f"<u{word}")
     ok = _repeat_runs(
-        readonly(np.ascontiguousarray(base, dtype=np.uint8)),
-        readonly(np.ascontiguousarray(value_starts, dtype=np.int64)),
-        readonly(np.ascontiguousarray(length_starts, dtype=np.int64)),
+        readonly(values.view(f"<u{word}")),
+        width // word,
+        readonly(np.ascontiguousarray(lengths, dtype=np.uint8)),
         readonly(np.ascontiguousarray(nruns, dtype=np.int64)),
         readonly(np.ascontiguousarray(counts, dtype=np.int64)),
-        width,
         out,
     )
     if not ok:
         raise CorruptFileError("RLE runs hold fewer values than the chunk says")
-    return out
+    return out.view(np.uint8)
 
 
-@kernel("b1(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8, u1[::1])")
-def _repeat_runs(
-    base, value_starts, length_starts, nruns, counts, width, out
-):  # pragma: no cover - compiled
+@kernel(
+    *[
+        f"b1(ro({u}[::1]), i8, ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), {u}[::1])"
+        for u in ("u1", "u2", "u4", "u8")
+    ]
+)
+def _repeat_runs(values, words, lengths, nruns, counts, out):  # pragma: no cover - compiled
+    """Runs of values of ``words`` words each, chunk after chunk."""
     at = 0
+    run = 0
     for c in range(len(counts)):
         left = counts[c]
-        for r in range(nruns[c]):
-            if left == 0:
-                break
-            times = min(np.int64(base[length_starts[c] + r]), left)
-            src = value_starts[c] + r * width
-            for _ in range(times):
-                for b in range(width):
-                    out[at + b] = base[src + b]
-                at += width
+        for r in range(run, run + nruns[c]):
+            times = min(np.int64(lengths[r]), left)
+            if words == 1:
+                out[at : at + times] = values[r]
+            else:
+                for _ in range(times):
+                    out[at : at + words] = values[r * words : (r + 1) * words]
+                    at += words
+                at -= times * words
+            at += times * words
             left -= times
+        run += nruns[c]
         if left:
             return False
     return True
