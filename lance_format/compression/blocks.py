@@ -84,8 +84,7 @@ Block = FixedWidthBlock | VariableWidthBlock | FixedSizeListBlock | StructBlock
 
 def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """``concatenate([base[s:s+n] for s, n in zip(starts, lengths)])`` (1-D ``base`` of 1,
-    2, 4 or 8-byte items), copied range by range in a compiled loop; one range is a view.
-    A range outside ``base`` raises IndexError, as indexing would."""
+    2, 4 or 8-byte items), copied by :func:`place_ranges`; one range is a view."""
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     if len(starts) == 1:
@@ -96,25 +95,46 @@ def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     total = int(lengths.sum())
     if total == 0:
         return base[:0]
-    base = np.ascontiguousarray(base)
-    words = base.view(f"<u{base.dtype.itemsize}")
-    out = np.empty(total, dtype=words.dtype)
-    if not _copy_ranges(readonly(words), readonly(starts), readonly(lengths), out):
+    out = np.empty(total, dtype=base.dtype)
+    place_ranges(base, starts, lengths, np.cumsum(lengths) - lengths, out)
+    return out
+
+
+def place_ranges(
+    src: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    dst_starts: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """``out[dst_starts[i]:][:lengths[i]] = src[starts[i]:][:lengths[i]]`` for every i, in
+    one compiled loop (1-D arrays of one 1, 2, 4 or 8-byte dtype).  A range outside either
+    array raises IndexError, as indexing would."""
+    src = np.ascontiguousarray(src)
+    words = f"<u{src.dtype.itemsize}"
+    ok = _copy_ranges(
+        readonly(src.view(words)),
+        readonly(np.ascontiguousarray(starts, dtype=np.int64)),
+        readonly(np.ascontiguousarray(lengths, dtype=np.int64)),
+        readonly(np.ascontiguousarray(dst_starts, dtype=np.int64)),
+        out.view(words),
+    )
+    if not ok:
         raise IndexError("range outside the buffer")
-    return out.view(base.dtype)
 
 
 @kernel(
-    *[f"b1(ro({u}[::1]), ro(i8[::1]), ro(i8[::1]), {u}[::1])" for u in ("u1", "u2", "u4", "u8")]
+    *[
+        f"b1(ro({u}[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), {u}[::1])"
+        for u in ("u1", "u2", "u4", "u8")
+    ]
 )
-def _copy_ranges(base, starts, lengths, out):  # pragma: no cover - compiled
-    at = 0
+def _copy_ranges(src, starts, lengths, dst_starts, out):  # pragma: no cover - compiled
     for i in range(len(starts)):
-        s, n = starts[i], lengths[i]
-        if s < 0 or n < 0 or s + n > len(base) or at + n > len(out):
+        s, n, d = starts[i], lengths[i], dst_starts[i]
+        if s < 0 or n < 0 or d < 0 or s + n > len(src) or d + n > len(out):
             return False
-        out[at : at + n] = base[s : s + n]
-        at += n
+        out[d : d + n] = src[s : s + n]
     return True
 
 
