@@ -100,7 +100,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="locations of other servers on the same root, added to every FlightInfo's "
         "endpoints (e.g. grpc://host2:8815)",
     )
-    p.add_argument("--no-warm", action="store_true", help="skip warming the search cache")
+    p.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="skip warming the search cache and compiling the decode kernels at start "
+        "(they then compile on first use)",
+    )
     p.add_argument("--no-sql", action="store_true", help="do not answer Flight SQL commands")
     p.add_argument(
         "--sql-timeout",
@@ -357,7 +362,8 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
     # supervisor forwarding a SIGTERM) may reach it before it has announced itself
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    _compile_kernels()
+    if not opts.get("no_warm"):
+        _compile_kernels()
     try:
         server, endpoints, rest_url = _build(opts, port, locations, secret, index)
     except (LanceError, OSError, pa.ArrowException) as exc:  # bad root, port taken, TLS files

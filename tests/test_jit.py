@@ -11,6 +11,7 @@ import lance.file
 import numpy as np
 import pyarrow as pa
 import pytest
+from flight_fixtures import serve
 
 from lance_format import jit
 from lance_format.reader import LanceFileReader
@@ -71,3 +72,13 @@ def test_parse_signature_marks_read_only_arrays():
     assert not sig.args[0].mutable and sig.args[1].mutable
     view = jit.readonly(np.arange(3))
     assert not view.flags.writeable
+
+
+def test_server_compiles_the_kernels_before_it_listens(tmp_path):
+    """The server logs the compiled kernels before announcing its location (so before any
+    request); ``--no-warm`` leaves them to compile on first use."""
+    with serve(str(tmp_path)) as server:
+        log = server.log()
+    assert f"{jit.warm_up()} kernel signatures ready" in log
+    with serve(str(tmp_path), "--no-warm") as server:
+        assert "kernel signatures ready" not in server.log()

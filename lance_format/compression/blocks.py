@@ -83,8 +83,8 @@ Block = FixedWidthBlock | VariableWidthBlock | FixedSizeListBlock | StructBlock
 
 
 def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``concatenate([base[s:s+n] for s, n in zip(starts, lengths)])`` (1-D ``base`` of 1,
-    2, 4 or 8-byte items), copied by :func:`place_ranges`; one range is a view."""
+    """``concatenate([base[s:s+n] for s, n in zip(starts, lengths)])`` for a 1-D ``base``,
+    copied by :func:`place_ranges`; one range is a view."""
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     if len(starts) == 1:
@@ -108,27 +108,22 @@ def place_ranges(
     out: np.ndarray,
 ) -> None:
     """``out[dst_starts[i]:][:lengths[i]] = src[starts[i]:][:lengths[i]]`` for every i, in
-    one compiled loop (1-D arrays of one 1, 2, 4 or 8-byte dtype).  A range outside either
+    one compiled loop (1-D arrays of one dtype, ``out`` contiguous).  A range outside either
     array raises IndexError, as indexing would."""
     src = np.ascontiguousarray(src)
-    words = f"<u{src.dtype.itemsize}"
+    size = src.dtype.itemsize  # copied as bytes: one compiled signature for every dtype
     ok = _copy_ranges(
-        readonly(src.view(words)),
-        readonly(np.ascontiguousarray(starts, dtype=np.int64)),
-        readonly(np.ascontiguousarray(lengths, dtype=np.int64)),
-        readonly(np.ascontiguousarray(dst_starts, dtype=np.int64)),
-        out.view(words),
+        readonly(src.view(np.uint8)),
+        readonly(np.ascontiguousarray(starts, dtype=np.int64) * size),
+        readonly(np.ascontiguousarray(lengths, dtype=np.int64) * size),
+        readonly(np.ascontiguousarray(dst_starts, dtype=np.int64) * size),
+        out.view(np.uint8),
     )
     if not ok:
         raise IndexError("range outside the buffer")
 
 
-@kernel(
-    *[
-        f"b1(ro({u}[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), {u}[::1])"
-        for u in ("u1", "u2", "u4", "u8")
-    ]
-)
+@kernel("b1(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), u1[::1])")
 def _copy_ranges(src, starts, lengths, dst_starts, out):  # pragma: no cover - compiled
     for i in range(len(starts)):
         s, n, d = starts[i], lengths[i], dst_starts[i]
