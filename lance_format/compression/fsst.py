@@ -1,4 +1,4 @@
-"""FSST string compression and decompression (digest §6.6).
+"""FSST string compression and decompression (docs/format/compression.md).
 
 Symbol table (always 2312 bytes): a u64 header
 ``"FSST" << 32 | encoder_switch << 24 | suffix_lim << 16 | terminator << 8 | n_symbols``,
@@ -497,9 +497,11 @@ def train_estimated(
         compressed = (
             _encode(sample, sample_offsets, matcher) if need_parse or not held_out else None
         )
-        size = (
-            len(_encode(judge, judge_offsets, matcher).data) if held_out else len(compressed.data)
-        )
+        if held_out:
+            size = len(_encode(judge, judge_offsets, matcher).data)
+        else:
+            assert compressed is not None  # encoded above when nothing is held out
+            size = len(compressed.data)
         if size < best[0]:
             best[:] = [size, vals, lens]
         return compressed
@@ -513,6 +515,7 @@ def train_estimated(
     for one_per_prefix in (True, False):
         (vals, lens), compressed = first, first_parse
         for i, frac in enumerate(_ROUNDS[1:], start=2):
+            assert compressed is not None  # every round but the last parses its sample
             vals, lens = _candidates(vals, lens, compressed, frac, one_per_prefix)
             compressed = consider(vals, lens, i < len(_ROUNDS))
     counts = np.bincount(sample, minlength=256)

@@ -1,4 +1,4 @@
-"""Variable (digest §6.2): variable-width values, with three byte formats by context.
+"""Variable (docs/format/compression.md): variable-width values, with three byte formats by context.
 
 * **Mini-block chunk**: ``(k+1)`` offsets (u32 or u64, the width of ``Variable.offsets``)
   measured from the start of the chunk buffer, so ``offset[0] = (k+1) * width``; then the
@@ -20,7 +20,7 @@ from .blocks import ChunkRanges, VariableWidthBlock
 
 PAD_BYTE = 0x48
 AIM_CHUNK_BYTES = 4096
-_OFFSET_DTYPES = {32: np.dtype("<u4"), 64: np.dtype("<u8")}
+_OFFSET_DTYPES: dict[int, np.dtype] = {32: np.dtype("<u4"), 64: np.dtype("<u8")}
 
 
 def offset_dtype(bits: int) -> np.dtype:
