@@ -95,7 +95,7 @@ def describe_dataset(ds) -> dict:
                 "id": f.fragment_id,
                 "physical_rows": f.physical_rows,
                 "rows": f.count_rows(),
-                "files": f.data_files(),
+                "files": [d.path for d in f.data_files()],
             }
             for f in frags
         ],

@@ -12,12 +12,13 @@ import pyroaring
 
 from .. import storage
 from ..errors import IndexExistsError, IndexNotFoundError, InvalidArgumentError, UnsupportedError
-from ..pb import table_pb2, transaction_pb2
+from ..pb import table_pb2
 from ..vector import build
 from ..vector.ivf import index_uuid, vector_index_type
 from . import commit
-from .conflicts import _fragment_bitmap
+from .operations import CreateIndex, fragment_bitmap
 from .scanner import ROW_ID
+from .transaction import new_transaction
 
 _DETAILS_SUFFIX = "IndexDetails"
 
@@ -44,7 +45,7 @@ def list_indices(ds) -> list[dict]:
                 "uuid": index_uuid(meta),
                 "fields": [names.get(f, str(f)) for f in meta.fields],
                 "version": int(meta.dataset_version),
-                "fragment_ids": _fragment_bitmap(meta) or set(),
+                "fragment_ids": fragment_bitmap(meta) or set(),
                 "base_id": int(meta.base_id) if meta.HasField("base_id") else None,
             }
         )
@@ -115,8 +116,8 @@ def create_index(
     )
     meta.index_details.type_url = "/lance.index.pb.VectorIndexDetails"
     meta.index_details.value = built.details
-    op = transaction_pb2.Transaction.CreateIndex(new_indices=[meta], removed_indices=existing)
-    return commit.commit(ds.uri, commit.new_transaction(ds.version, create_index=op)).version
+    op = CreateIndex(new_indices=[meta], removed_indices=list(existing))
+    return commit.commit(ds.uri, new_transaction(ds.version, op)).version
 
 
 def drop_index(ds, name: str) -> int | None:
@@ -125,8 +126,8 @@ def drop_index(ds, name: str) -> int | None:
     segments = [m for m in ds.manifest.indices if m.name == name]
     if not segments:
         raise IndexNotFoundError(f"index {name!r} not found")
-    op = transaction_pb2.Transaction.CreateIndex(removed_indices=segments)
-    return commit.commit(ds.uri, commit.new_transaction(ds.version, create_index=op)).version
+    op = CreateIndex(removed_indices=segments)
+    return commit.commit(ds.uri, new_transaction(ds.version, op)).version
 
 
 def describe_indices(ds) -> list[dict]:
@@ -139,7 +140,7 @@ def describe_indices(ds) -> list[dict]:
     live = {f.fragment_id: f.count_rows() for f in ds.get_fragments()}
     out = []
     for name, metas in groups.items():
-        covered = set().union(*((_fragment_bitmap(m) or set()) for m in metas))
+        covered = set().union(*((fragment_bitmap(m) or set()) for m in metas))
         out.append(
             {
                 "name": name,
@@ -161,7 +162,7 @@ def _segment(meta: table_pb2.IndexMetadata) -> dict:
     created = meta.created_at if meta.HasField("created_at") else None
     return {
         "uuid": index_uuid(meta),
-        "fragment_ids": _fragment_bitmap(meta) or set(),
+        "fragment_ids": fragment_bitmap(meta) or set(),
         "dataset_version_at_last_update": int(meta.dataset_version),
         "index_version": int(meta.index_version) if meta.HasField("index_version") else None,
         "created_at": (

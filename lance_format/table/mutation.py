@@ -24,9 +24,10 @@ from ..errors import (
     RetryableCommitConflictError,
     SchemaError,
 )
-from ..pb import transaction_pb2
 from . import commit, deletion, filters, rowids, write
+from .operations import Update
 from .scanner import ROW_ADDRESS, ROW_ID
+from .transaction import new_transaction
 
 if TYPE_CHECKING:
     from .dataset import Dataset
@@ -83,14 +84,14 @@ class RowChanges:
                 new_fragments.extend(self._write(fresh[0]))
         elif self.moved or fresh:  # moved and inserted rows share files, as pylance writes them
             new_fragments = self._write(pa.concat_tables(self.moved + fresh))
-        op = transaction_pb2.Transaction.Update(
+        op = Update(
             removed_fragment_ids=self.removed,
             updated_fragments=self.updated,
             new_fragments=new_fragments,
             fields_for_preserving_frag_bitmap=modified_fields,
-            update_mode=transaction_pb2.Transaction.REWRITE_ROWS,
+            update_mode=Update.REWRITE_ROWS,
         )
-        committed = commit.commit(ds.uri, commit.new_transaction(ds.version, update=op))
+        committed = commit.commit(ds.uri, new_transaction(ds.version, op))
         return dataset(ds.uri, committed.version, cache=ds.cache)
 
     def _write(self, table: pa.Table) -> list:

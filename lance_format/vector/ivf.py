@@ -20,7 +20,7 @@ from .. import storage
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import index_pb2, table_pb2
 from ..reader import LanceFileReader
-from ..table.conflicts import _fragment_bitmap
+from ..table.operations import fragment_bitmap
 from .metrics import exact_distances
 
 _TENSOR_TYPES = {
@@ -206,7 +206,7 @@ class IvfIndex:
             centroids,
             starts,
             lengths,
-            _fragment_bitmap(meta),
+            fragment_bitmap(meta),
             rows,
             ProductQuantizer.read(rows) if index_type == "IVF_PQ" else None,
         )
