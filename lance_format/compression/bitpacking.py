@@ -86,16 +86,6 @@ def _unpack_into(
     return out
 
 
-def _as_words(base: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """``base`` (bytes) viewed as aligned uT words, copied when its address is not a
-    multiple of the word size (numpy views of odd addresses are unaligned)."""
-    nbytes = t // 8
-    usable = len(base) - len(base) % nbytes
-    if base.ctypes.data % nbytes:
-        base = base[:usable].copy()
-    return np.asarray(base[:usable]).view(word_dtype(t))
-
-
 _UNPACK_SIGNATURES = [
     f"void(ro({u}[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), {u}[::1])"
     for u in ("u1", "u2", "u4", "u8")
