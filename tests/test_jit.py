@@ -7,6 +7,8 @@ the same data.
 
 from __future__ import annotations
 
+import re
+
 import lance.file
 import numpy as np
 import pyarrow as pa
@@ -79,6 +81,7 @@ def test_server_compiles_the_kernels_before_it_listens(tmp_path):
     request); ``--no-warm`` leaves them to compile on first use."""
     with serve(str(tmp_path)) as server:
         log = server.log()
-    assert f"{jit.warm_up()} kernel signatures ready" in log
+    ready = re.search(r"(\d+) kernel signatures ready", log)
+    assert ready and int(ready.group(1)) >= sum(len(sigs) for _, sigs in _registered())
     with serve(str(tmp_path), "--no-warm") as server:
         assert "kernel signatures ready" not in server.log()

@@ -166,6 +166,8 @@ class Dataset:
         replace: bool = False,
         num_partitions: int | None = None,
         num_sub_vectors: int | None = None,
+        *,
+        num_bits: int = 8,
     ) -> Dataset:
         """Build an IVF_FLAT or IVF_PQ index over a vector column (see
         :mod:`lance_format.vector.build`) and commit it; returns the new version."""
@@ -178,6 +180,7 @@ class Dataset:
             replace=replace,
             num_partitions=num_partitions,
             num_sub_vectors=num_sub_vectors,
+            num_bits=num_bits,
         )
         return dataset(self.uri, version, cache=self.cache)
 
@@ -350,13 +353,17 @@ class Dataset:
         scan_in_order: bool | None = None,
         nearest: dict | None = None,
         prefilter: bool = False,
+        fast_search: bool | None = None,
         **other,
     ) -> Scanner | VectorScanner:
         """A scan of this version.  ``columns`` lists names, or maps output names to SQL
         expressions (``{"b": "upper(s)"}``); ``scan_in_order`` is accepted whatever its
         value (rows always come in order); ``nearest`` makes it a nearest-neighbour search
-        (see :mod:`lance_format.vector`); pylance's other options are refused unless left at
-        None, since this scanner does not implement them."""
+        (see :mod:`lance_format.vector`), where ``fast_search`` searches only what an index
+        covers; pylance's other options are refused unless left at None, since this scanner
+        does not implement them."""
+        if nearest is None and fast_search is not None:
+            other["fast_search"] = fast_search
         _refuse_options(other)
         opts = ScanOptions(
             columns=columns,
@@ -370,7 +377,7 @@ class Dataset:
             ranges=ranges,
         )
         if nearest is not None:
-            return VectorScanner(self, opts, nearest, prefilter)
+            return VectorScanner(self, opts, nearest, prefilter, bool(fast_search))
         return Scanner(self.lance_schema, self._fragments, opts, self.stable_row_ids)
 
     def to_table(self, columns=None, filter=None, **kw) -> pa.Table:

@@ -62,10 +62,13 @@ def create_index(
     replace: bool = False,
     num_partitions: int | None = None,
     num_sub_vectors: int | None = None,
+    num_bits: int = 8,
 ):
     """Train and write an IVF_FLAT / IVF_PQ index over ``column`` and commit it as pylance
     commits a CreateIndex (the index files are written first under a fresh uuid; a failed
-    commit leaves only unreferenced files)."""
+    commit leaves only unreferenced files).  Without ``num_partitions``, pylance's default
+    (the rows over its target partition size); IVF_PQ needs ``num_sub_vectors``, as in
+    pylance, and takes 8- or 4-bit codes."""
     index_type, metric = str(index_type).upper(), str(metric).lower()
     field = next((f for f in ds.lance_schema.fields if f.name == column), None)
     if field is None:
@@ -83,9 +86,18 @@ def create_index(
         raise IndexExistsError(f"an index named {name!r} already exists (pass replace=True)")
     dim = arrow.type.list_size
     rows = ds.count_rows()
-    partitions = num_partitions if num_partitions is not None else max(1, int(np.sqrt(rows)))
-    subs = num_sub_vectors if num_sub_vectors is not None else max(1, dim // 16)
-    build.validate(index_type, metric, dim, rows, int(partitions), int(subs))
+    partitions = (
+        num_partitions if num_partitions is not None else build.default_partitions(index_type, rows)
+    )
+    for key, value in (
+        ("num_partitions", partitions),
+        ("num_sub_vectors", num_sub_vectors),
+        ("num_bits", num_bits),
+    ):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidArgumentError(f"{key} must be an integer, got {value!r}")
+    subs = num_sub_vectors if index_type == "IVF_PQ" else 1
+    build.validate(index_type, metric, dim, rows, partitions, subs, num_bits)
     table = ds.to_table(columns=[column], with_row_id=True, filter=f"{column} IS NOT NULL")
     col = table.column(column).combine_chunks()
     values = col.values.slice(col.offset * dim, len(col) * dim).to_numpy(zero_copy_only=False)
@@ -99,8 +111,9 @@ def create_index(
         vectors,
         index_type=index_type,
         metric=metric,
-        num_partitions=int(partitions),
-        num_sub_vectors=int(subs),
+        num_partitions=partitions,
+        num_sub_vectors=subs,
+        num_bits=num_bits,
     )
     bitmap = pyroaring.BitMap(f.fragment_id for f in ds.get_fragments())
     bitmap.run_optimize()
