@@ -486,8 +486,8 @@ def _compile_kernels() -> None:
     """Compile the format's kernels (or load them from numba's on-disk cache) before the
     server accepts a request, so that no user pays for compilation."""
     from lance_format import reader, writer  # noqa: F401 - they import the codecs' kernels
-    from lance_format.vector import build, ivf, metrics  # noqa: F401 - vector search kernels
     from lance_format.jit import warm_up
+    from lance_format.vector import build, ivf, metrics  # noqa: F401 - vector search kernels
 
     started = time.perf_counter()
     count = warm_up()
