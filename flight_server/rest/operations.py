@@ -651,6 +651,7 @@ class Operations:
     def drop_table_index(self, call: Call) -> dict:
         ref = self._table(call.ids, write=True)
         ds = self._open(ref, to_change=True)
+        assert call.index_name is not None  # the route's {index_name}
         try:
             new = ds.drop_index(call.index_name)
         except IndexNotFoundError as exc:
