@@ -458,7 +458,7 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     if not opts.get("no_warm"):
-        _compile_kernels()
+        compile_kernels()
     try:
         server, endpoints, rest_url = _build(opts, port, locations, secret, index)
     except (LanceError, OSError, pa.ArrowException) as exc:  # bad root, port taken, TLS files
@@ -482,7 +482,7 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
     return _shutdown(server, endpoints, float(opts["shutdown_grace"]))
 
 
-def _compile_kernels() -> None:
+def compile_kernels() -> None:
     """Compile the format's kernels (or load them from numba's on-disk cache) before the
     server accepts a request, so that no user pays for compilation."""
     from lance_format import reader, writer  # noqa: F401 - they import the codecs' kernels
