@@ -9,14 +9,11 @@ run when ``lance_format`` cannot be imported, and every reader test fails loudly
 from __future__ import annotations
 
 import os
-import sys
 import time
 from types import SimpleNamespace
 
 import pytest
 from hypothesis import settings
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 # CI replays a fixed set of examples so that a run is reproducible; local runs keep exploring
 # new ones (and a failure they find is a bug to fix, then pinned with @example).

@@ -1376,3 +1376,17 @@ def _prune(arr: pa.Array, typ: pa.DataType, subpaths: list[list[str]]):
         )
         return new, ltype
     raise KeyError(f"cannot descend into {typ}")
+
+
+def read_manifest(root: str):
+    """The only manifest of a freshly written dataset, as a ``table_pb2.Manifest``."""
+    from lance_format.pb import table_pb2  # lazily, like the ``api`` fixture (see conftest.py)
+
+    (path,) = glob.glob(os.path.join(root, "_versions", "*.manifest"))
+    with open(path, "rb") as fh:
+        data = fh.read()
+    (pos,) = struct.unpack("<q", data[-16:-8])
+    (n,) = struct.unpack_from("<I", data, pos)
+    m = table_pb2.Manifest()
+    m.ParseFromString(data[pos + 4 : pos + 4 + n])
+    return m

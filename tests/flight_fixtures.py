@@ -22,8 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as fl
+import repo_paths
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(repo_paths.REPO)
 # what the pyarrow client raises for each error kind of the server (the gRPC status decides)
 CLIENT_ERRORS: dict[str, type[Exception]] = {
     "INVALID_ARGUMENT": pa.ArrowInvalid,

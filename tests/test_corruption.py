@@ -26,9 +26,9 @@ import fixtures as fx
 import numpy as np
 import pyarrow as pa
 import pytest
+from repo_paths import REPO, TESTS
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DIR = os.path.dirname(TESTS_DIR)
+HERE = os.path.dirname(os.path.abspath(__file__))  # the child imports this module from here
 CASE_TIMEOUT_S = 20  # per case, in the child
 CHILD_TIMEOUT_S = 600  # per child process
 MEMORY_LIMIT = 3 << 30  # address space of the child
@@ -269,13 +269,13 @@ def _run_child(base: str, cases: list[dict], tmp: str) -> tuple[list[dict], str,
     with open(spec, "w") as fh:
         json.dump({"base": base, "cases": cases}, fh)
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]);"
-        "import test_corruption as t; t._child(sys.argv[3])"
+        "import sys; sys.path[:0] = sys.argv[1:4];"
+        "import test_corruption as t; t._child(sys.argv[4])"
     )
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", code, TESTS_DIR, REPO_DIR, spec],
-            cwd=REPO_DIR,
+            [sys.executable, "-c", code, HERE, str(TESTS), str(REPO), spec],
+            cwd=REPO,
             capture_output=True,
             text=True,
             timeout=CHILD_TIMEOUT_S,

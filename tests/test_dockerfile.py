@@ -12,14 +12,13 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 from flight_fixtures import free_port
+from repo_paths import REPO
 
 import lance_format as lf
 
-REPO = Path(__file__).resolve().parent.parent
 DOCKERFILE = (REPO / "Dockerfile").read_text()
 
 

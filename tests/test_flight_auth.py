@@ -31,7 +31,6 @@ from flight_server.auth import (
 )
 from flight_server.tls import TLSConfigError
 
-REPO = Path(__file__).resolve().parents[1]
 SECRET = "s3cret-for-tests-0123456789abcdef"
 ITER = 1000  # cheap hashes for tests; the count is stored in each hash
 TABLE = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})

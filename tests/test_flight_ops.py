@@ -16,13 +16,13 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import grpc
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 from prometheus_client import generate_latest
+from repo_paths import REPO
 from tls_util import make_self_signed_cert
 
 from flight_server import health, tls
@@ -51,7 +51,6 @@ from flight_server.requestlog import (
 from lance_format.cache import SearchCache
 from lance_format.errors import InvalidArgumentError
 
-REPO = Path(__file__).resolve().parents[1]
 LOGGER = "flight_server.requests"
 TABLE = pa.table({"id": pa.array(range(10), pa.int64()), "s": [f"v{i}" for i in range(10)]})
 BATCHES = TABLE.to_batches(max_chunksize=4)  # 4 + 4 + 2 rows

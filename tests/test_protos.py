@@ -33,6 +33,7 @@ from google.protobuf import any_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
+from repo_paths import REPO as ROOT
 
 from lance_format.pb import (
     encodings_v2_0_pb2,
@@ -44,7 +45,6 @@ from lance_format.pb import (
     transaction_pb2,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 N = 400
 
 # Any type URLs that legitimately name messages outside our protos (index plugins).

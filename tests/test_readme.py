@@ -42,9 +42,9 @@ from pathlib import Path
 
 import pytest
 from flight_fixtures import free_port, serve
+from repo_paths import REPO
 from storage_fixtures import MotoServer, start_moto
 
-REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 PYTHON_LANGS = {"python", "py", "python3"}
 SHELL_LANGS = {"bash", "sh", "shell"}

@@ -7,17 +7,15 @@ out-of-line bitpacking, RLE'd dictionary indices, constant columns of a real tab
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import lance.file
 import numpy as np
 import pytest
+from repo_paths import REPO
 
 from lance_format import LanceFileReader
 
-_SPEC = importlib.util.spec_from_file_location(
-    "make_demo", os.path.join(os.path.dirname(__file__), "..", "scripts", "make_demo.py")
-)
+_SPEC = importlib.util.spec_from_file_location("make_demo", REPO / "scripts" / "make_demo.py")
 make_demo = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(make_demo)
 

@@ -7,8 +7,6 @@ small parser of the footers (docs/format/container.md) kept here, independent of
 from __future__ import annotations
 
 import decimal
-import glob
-import os
 import struct
 
 import lance
@@ -16,9 +14,10 @@ import lance.file
 import numpy as np
 import pyarrow as pa
 import pytest
+from fixtures import read_manifest
 
 from lance_format.errors import InvalidArgumentError, SchemaError
-from lance_format.pb import file_pb2, table_pb2
+from lance_format.pb import file_pb2
 from lance_format.schema import LanceField, LanceSchema, parse_logical_type
 
 # -- helpers -------------------------------------------------------------------------------
@@ -36,18 +35,6 @@ def read_descriptor(path: str) -> file_pb2.FileDescriptor:
     fd = file_pb2.FileDescriptor()
     fd.ParseFromString(data[pos : pos + size])
     return fd
-
-
-def read_manifest(root: str) -> table_pb2.Manifest:
-    """The only manifest of a freshly written dataset."""
-    (path,) = glob.glob(os.path.join(root, "_versions", "*.manifest"))
-    with open(path, "rb") as fh:
-        data = fh.read()
-    (pos,) = struct.unpack("<q", data[-16:-8])
-    (n,) = struct.unpack_from("<I", data, pos)
-    m = table_pb2.Manifest()
-    m.ParseFromString(data[pos + 4 : pos + 4 + n])
-    return m
 
 
 def sample(t: pa.DataType, n: int) -> pa.Array:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from repo_paths import REPO
 
 
 def _checkout(tmp_path: Path) -> Path:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import REPO as ROOT
+
 CHECKED = ["lance_format", "flight_server"]
 
 

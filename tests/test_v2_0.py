@@ -597,7 +597,7 @@ def test_missing_column_is_corrupt(files):
 def test_column_mapping_matches_manifest(tmp_path):
     """``v20_column_fields`` gives the columns pylance records in ``DataFile.column_indices``:
     every field has one, except the children of a packed struct."""
-    from test_schema import read_manifest
+    from fixtures import read_manifest
 
     table = nested_table(500).select(["list_struct", "struct", "packed", "blob", "fsl"])
     ds = lance.write_dataset(table, str(tmp_path / "ds"), data_storage_version="2.0")

@@ -18,14 +18,13 @@ import lance.file
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from repo_paths import REPO
 
 from lance_format import LanceFileReader, LanceFileWriter
 
 MAX_SIZE_RATIO = 1.15
 
-_SPEC = importlib.util.spec_from_file_location(
-    "make_demo", os.path.join(os.path.dirname(__file__), "..", "scripts", "make_demo.py")
-)
+_SPEC = importlib.util.spec_from_file_location("make_demo", REPO / "scripts" / "make_demo.py")
 make_demo = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(make_demo)
 
