@@ -485,12 +485,10 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
 def compile_kernels() -> None:
     """Compile the format's kernels (or load them from numba's on-disk cache) before the
     server accepts a request, so that no user pays for compilation."""
-    from lance_format import reader, writer  # noqa: F401 - they import the codecs' kernels
-    from lance_format.jit import warm_up
-    from lance_format.vector import build, ivf, metrics  # noqa: F401 - vector search kernels
+    import lance_format
 
     started = time.perf_counter()
-    count = warm_up()
+    count = lance_format.compile_kernels()
     log.info("%d kernel signatures ready in %.2fs", count, time.perf_counter() - started)
 
 

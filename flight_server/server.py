@@ -28,10 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from lance_format.cache import SearchCache
+from lance_format import ROW_ID, SearchCache, prefetch
 from lance_format.errors import CommitConflictError, LanceError
-from lance_format.table.scanner import ROW_ID
-from lance_format.workers import prefetch
 
 from . import auth as auth_mod
 from . import permissions, requestlog, tls, wire

@@ -28,13 +28,46 @@ from .table.fragment import Fragment as LanceFragment
 from .table.fragment_metadata import FragmentMetadata
 from .table.lance_operation import LanceOperation, Transaction, write_fragments
 from .table.mutation import MergeInsertBuilder
-from .table.scanner import ColumnOrdering, Scanner
+from .table.scanner import ROW_ADDRESS, ROW_ID, ColumnOrdering, Scanner
 from .table.udf import BatchUDF, batch_udf
 from .version import LanceFileVersion
+from .workers import prefetch
 from .writer import LanceFileWriter, WriteResult
 
 LanceDataset = Dataset  # pylance's name for the class
 LanceScanner = Scanner
+
+# The public surface: the names in ``__all__`` and these modules.  Everything else (the
+# format's layers under ``table``, ``container``, ``structural``, ``compression``, ...) may
+# change without notice; the Flight service imports only from here (tests/test_public_api.py).
+PUBLIC_MODULES = (
+    "lance_format",
+    "lance_format.arrow",
+    "lance_format.dataset",
+    "lance_format.errors",
+    "lance_format.file",
+    "lance_format.fragment",
+    "lance_format.layout",
+    "lance_format.schema",
+    "lance_format.service_write",
+    "lance_format.staging",
+    "lance_format.storage",
+    "lance_format.tags",
+    "lance_format.validation",
+    "lance_format.vector",
+    "lance_format.version",
+)
+
+
+def compile_kernels() -> int:
+    """Compile (or load from numba's on-disk cache) every kernel of the codecs and of vector
+    search, so that a server pays for compilation before its first request; returns how
+    many signatures are ready."""
+    from . import reader, writer  # noqa: F401 - they import the codecs' kernels
+    from .jit import warm_up
+    from .vector import build, ivf, metrics  # noqa: F401 - vector search kernels
+
+    return warm_up()
 
 
 def __getattr__(name: str):
@@ -49,6 +82,11 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "PUBLIC_MODULES",
+    "ROW_ADDRESS",
+    "ROW_ID",
+    "compile_kernels",
+    "prefetch",
     "BatchUDF",
     "Blob",
     "BlobArray",
@@ -75,6 +113,7 @@ __all__ = [
     "LanceScanner",
     "MergeInsertBuilder",
     "ObjectNotFoundError",
+    "Scanner",
     "SchemaError",
     "SearchCache",
     "Transaction",

@@ -103,6 +103,24 @@ class LanceFileReader:
     def metadata(self) -> FileMetadata | LegacyMetadata:
         return self._meta
 
+    def page_encodings(self) -> list[tuple[str | None, list[str]]]:
+        """Per physical column: the field it stores (None for a column past the schema's) and
+        a short description of each page's encoding, so that tools report encodings without
+        reading protobufs themselves."""
+        from .container.describe import describe
+        from .v2_0.decoder import v20_column_fields
+
+        fields = self._lance_schema.fields
+        named = (
+            v20_column_fields(fields)
+            if self.version == LanceFileVersion.V2_0
+            else leaf_fields(fields)
+        )
+        return [
+            (named[i].name if i < len(named) else None, [describe(p.encoding) for p in col.pages])
+            for i, col in enumerate(self._meta.columns)
+        ]
+
     @functools.cached_property
     def _legacy(self):
         """The v1 ("legacy", version 0.1) read path; only used for such files."""
