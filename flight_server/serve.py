@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Any
 
+from . import tracing
 from .sql.limits import DEFAULT_MAX_STATEMENTS, DEFAULT_QUEUE_SECONDS, DEFAULT_TIMEOUT, SqlLimits
 
 log = logging.getLogger("lance_flight")
@@ -254,6 +255,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "lines carry request_id (the client's x-request-id, or a new one) and trace_id (from "
         "a W3C traceparent header) (default: %(default)s)",
     )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="OpenTelemetry tracing: a server span per call, child of the client's W3C "
+        "traceparent, exported as the OTEL_* variables say (needs lance-flight[otel])",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -399,6 +406,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         ),
         sql_limits=sql_limits(opts),
         storage_options=storage_options(opts.get("storage_option") or []),
+        middleware=tracing.middleware(bool(opts.get("otel"))),
     )
     endpoints: list[Any] = []  # each has close()
     rest_url = None

@@ -43,7 +43,9 @@ def violations(source: str, filename: str = "<source>") -> list[str]:
                 continue
             for alias in node.names:
                 if alias.name == "*" or not _exported(node.module, alias.name):
-                    found.append(f"{filename}:{node.lineno}: from {node.module} import {alias.name}")
+                    found.append(
+                        f"{filename}:{node.lineno}: from {node.module} import {alias.name}"
+                    )
     return found
 
 
