@@ -58,7 +58,10 @@ def _install_provider() -> None:
     with _SETUP_LOCK:
         if isinstance(trace.get_tracer_provider(), TracerProvider):
             return
-        provider = TracerProvider(resource=Resource.create({"service.name": "lance-flight"}))
+        resource = Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+            resource = resource.merge(Resource({"service.name": "lance-flight"}))
+        provider = TracerProvider(resource=resource)
         exporter_name = os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")[0].strip()
         exporter: Any = None
         if exporter_name == "console":

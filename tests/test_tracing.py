@@ -90,3 +90,28 @@ def test_tracing_off_adds_no_middleware():
     """Without ``--otel`` the server's middleware is unchanged."""
     assert tracing.middleware(False) == {}
     assert tracing.tracer(False) is None
+
+
+def test_serve_otel_exports_spans_as_the_otel_variables_say(tmp_path):
+    """``lance-flight serve --otel`` with ``OTEL_TRACES_EXPORTER=console``: the span of a
+    call sent with a traceparent is printed with the client's trace id and parent."""
+    import json
+
+    from flight_fixtures import serve
+
+    env = {"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "flight-test"}
+    with serve(str(tmp_path), "--no-warm", "--otel", env=env) as s:
+        with flight.connect(s.location) as client:
+            assert list(client.list_flights(options=_options())) == []
+        assert s.stop() == 0
+        printed = s.process.stdout.read()
+    decoder, spans, at = json.JSONDecoder(), [], printed.find("{")
+    while at >= 0:  # the console exporter prints indented JSON objects one after another
+        span, end = decoder.raw_decode(printed, at)
+        spans.append(span)
+        at = printed.find("{", end)
+    (span,) = [s for s in spans if s["name"] == "ListFlights"]
+    assert span["context"]["trace_id"] == f"0x{TRACE}" and span["parent_id"] == f"0x{PARENT}"
+    assert span["kind"] == "SpanKind.SERVER"
+    assert span["attributes"]["lance_flight.status"] == "OK"
+    assert span["resource"]["attributes"]["service.name"] == "flight-test"
