@@ -2,6 +2,13 @@
 
 pylance's names are here too (``LanceDataset``, ``lance_format.dataset``, ``.file``,
 ``.arrow``), so that a pylance script runs with ``import lance_format as lance``.
+
+The public API is ``__all__`` plus the modules in :data:`PUBLIC_MODULES`; besides pylance's
+names these carry what a service needs and pylance keeps in Rust: the dataset directory
+layout (:mod:`.layout`), tags by path (:mod:`.tags`), staged writes (:mod:`.staging`),
+versions written safely for concurrent clients (:mod:`.service_write`), and the row id
+column names (:data:`ROW_ID`, :data:`ROW_ADDRESS`).  The layers below (``table``,
+``container``, ``structural``, ``compression``, ...) may change without notice.
 """
 
 from . import dataset as _dataset_module  # noqa: F401 - ``lance_format.dataset`` the module
@@ -37,9 +44,8 @@ from .writer import LanceFileWriter, WriteResult
 LanceDataset = Dataset  # pylance's name for the class
 LanceScanner = Scanner
 
-# The public surface: the names in ``__all__`` and these modules.  Everything else (the
-# format's layers under ``table``, ``container``, ``structural``, ``compression``, ...) may
-# change without notice; the Flight service imports only from here (tests/test_public_api.py).
+# The public modules (with the names in ``__all__``); the Flight service imports nothing
+# else from this package (tests/test_public_api.py).
 PUBLIC_MODULES = (
     "lance_format",
     "lance_format.arrow",
