@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import storage
-from .cache import SearchCache
+from .cache import PageCache, SearchCache, page_cache as process_page_cache
 from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError, check_size
 from .extensions import view_as
@@ -46,7 +46,9 @@ class LanceFileReader:
     ``cache`` keeps per-page metadata for random access; share one :class:`SearchCache`
     between readers to bound the memory of a whole server.  ``field_columns`` maps field ids
     to column indices when a dataset manifest says so (``DataFile.column_indices``);
-    by default columns follow the file's own schema.
+    by default columns follow the file's own schema.  ``page_cache`` keeps decoded pages
+    for repeated reads (default: the process's, see :func:`lance_format.cache.page_cache`;
+    ``PageCache(0)`` reads without one).
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class LanceFileReader:
         stats: IOStats | None = None,
         field_columns: dict[int, int] | None = None,
         storage_options: dict[str, str] | None = None,
+        page_cache: PageCache | None = None,
     ):
         if isinstance(path, (str, os.PathLike)):
             self._file = open_file(storage.register(path, storage_options), stats)
@@ -64,6 +67,7 @@ class LanceFileReader:
             self._file = path
         self.path = self._file.path
         self.cache = cache
+        self.page_cache = page_cache if page_cache is not None else process_page_cache()
         try:
             self._meta: FileMetadata = read_file_metadata(self._file)
         except LanceError as exc:
@@ -85,6 +89,15 @@ class LanceFileReader:
     def schema(self) -> pa.Schema:
         # built once: the Arrow conversion round-trips extension types through IPC
         return self._lance_schema.to_arrow()
+
+    @functools.cached_property
+    def identity(self) -> tuple:
+        """What tells this file from any other that has (or had) the same path: its size,
+        where its column metadata sits, and the store's modification time and inode when
+        it reports them.  Keys of the decoded-page cache start with it."""
+        layout = getattr(self._meta, "layout", None)
+        cols = tuple(layout.column_meta) if layout is not None else ()
+        return (self.path, self._file.size, getattr(self._file, "version_tag", None), cols)
 
     @property
     def lance_schema(self) -> LanceSchema:
@@ -278,6 +291,8 @@ class LanceFileReader:
                 self.version,
                 self.cache,
                 (self.path, col),
+                self.page_cache,
+                (self.identity, col, leaf.id),
             )
             self._leaf_readers[leaf.id] = reader
         return reader

@@ -20,6 +20,7 @@ from ..container.metadata import ColumnInfo, PageInfo
 from ..errors import CorruptFileError, LanceError, UnsupportedError
 from ..io import RandomAccessFile
 from .arrow import block_to_arrow, validity_buffer
+from .cached import result_nbytes, select_cached
 from .constant import ConstantPage
 from .fullzip import FullZipPage
 from .leaf import LeafPiece
@@ -60,6 +61,10 @@ class LeafResult:
     num_rows: int
 
     @property
+    def nbytes(self) -> int:
+        return result_nbytes(self)
+
+    @property
     def array(self) -> pa.Array:
         if len(self.chunks) == 1:
             return self.chunks[0]
@@ -78,6 +83,8 @@ class LeafColumnReader:
         version: str,
         cache,
         cache_key: tuple,
+        page_cache=None,
+        page_key: tuple | None = None,
     ):
         self.file = file
         self.column = column
@@ -87,6 +94,9 @@ class LeafColumnReader:
         self.version = version
         self.cache = cache
         self.cache_key = cache_key
+        # decoded whole pages (a PageCache), keyed by page_key + (page index,)
+        self.page_cache = page_cache if page_cache is not None and page_cache.enabled else None
+        self.page_key = page_key
         self.page_starts = column.page_starts()
         self._decoders: dict[int, object] = {}
         # decode cost, for scheduling the slowest leaves first on the thread pool: a guess
@@ -165,8 +175,10 @@ class LeafColumnReader:
         started = time.perf_counter()
         try:
             for page, page_rows in self._pages_for(rows, start, stop):
-                piece = self.decode_page(page, page_rows)
-                pieces.append(self._to_layers(piece))
+                if self.page_cache is not None:
+                    pieces.append(self._cached_page(page, page_rows, rows is not None))
+                else:
+                    pieces.append(self._to_layers(self.decode_page(page, page_rows)))
         except LanceError as exc:
             raise exc.with_context(path=self.file.path, column=self.field.name) from None
         except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
@@ -182,6 +194,21 @@ class LeafColumnReader:
         if n >= 1024:
             self.seconds_per_row = (time.perf_counter() - started) / n
         return concat_results(pieces)
+
+    def _cached_page(self, page: PageInfo, rows: np.ndarray | None, take: bool) -> LeafResult:
+        """A page through the decoded-page cache.  Range reads decode (and keep) the whole
+        page even when they want part of it: the rest is usually read next (a scan's next
+        step, the neighbouring Flight endpoint).  Takes use a cached page but never decode
+        one whole, which would cost far more than the chunks holding their rows; blob
+        pages are never kept (their bytes live outside the page)."""
+        key = self.page_key + (page.index,)
+        whole = self.page_cache.get(key)
+        if whole is None:
+            if take or isinstance(self.decoder(page), BlobPage):
+                return self._to_layers(self.decode_page(page, rows))
+            whole = self._to_layers(self.decode_page(page, None))
+            self.page_cache.put(key, whole)
+        return whole if rows is None else select_cached(whole, rows)
 
     def _pages_for(self, rows, start, stop):
         ps = self.page_starts
