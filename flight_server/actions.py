@@ -451,10 +451,10 @@ def _staged_fragments(body: dict, root: str, *, must_exist: bool = True) -> list
     return frags
 
 
-@action("cache_stats", "Search-cache hits, misses, entries and bytes.")
+@action("cache_stats", "Search-cache hits, misses, entries and bytes; decoded pages in 'pages'.")
 def cache_stats(server, body: dict) -> dict:
     _check_keys(body, set())
-    return server.cache.stats()
+    return {**server.cache.stats(), "pages": server.cache.pages.stats()}
 
 
 @action("health", "Liveness: status, datasets, cache, process id.")
@@ -463,6 +463,7 @@ def health(server, body: dict) -> dict:
         "status": "ok",
         "datasets": len(server.catalog.names()),
         "cache": server.cache.stats(),
+        "page_cache": server.cache.pages.stats(),
         "pid": os.getpid(),
         "locations": server.locations,
     }

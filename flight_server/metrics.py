@@ -434,6 +434,18 @@ class ServerMetrics:
         ):
             kind(name, text, fn=lambda key=key: stats()[key])
 
+    def watch_page_cache(self, stats: Callable[[], Mapping[str, float]]) -> None:
+        """Expose a ``PageCache.stats``-like callable (decoded pages), read at every scrape."""
+        r = self.registry
+        for key, name, kind, text in (
+            ("hits", "lance_flight_page_cache_hits_total", r.counter, "Page cache hits"),
+            ("misses", "lance_flight_page_cache_misses_total", r.counter, "Page cache misses"),
+            ("evictions", "lance_flight_page_cache_evictions_total", r.counter, "Pages evicted"),
+            ("bytes", "lance_flight_page_cache_bytes", r.gauge, "Bytes of decoded pages held"),
+            ("capacity_bytes", "lance_flight_page_cache_capacity_bytes", r.gauge, "Page budget"),
+        ):
+            kind(name, text, fn=lambda key=key: stats()[key])
+
     def middleware(self) -> MetricsMiddlewareFactory:
         return MetricsMiddlewareFactory(self)
 

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from lance_format.cache import SearchCache
+from lance_format.cache import PageCache, SearchCache
 from lance_format.errors import LanceError
 from lance_format.table.scanner import ROW_ID
 from lance_format.workers import prefetch
@@ -56,6 +56,7 @@ from .tickets import Ticket
 
 log = logging.getLogger("lance_flight")
 DEFAULT_CACHE_BYTES = 256 << 20
+DEFAULT_PAGE_CACHE_BYTES = 256 << 20
 
 
 def _entry(fn):
@@ -101,6 +102,7 @@ class LanceFlightServer(flight.FlightServerBase):
         location: str = "grpc://127.0.0.1:8815",
         *,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES,
         locations: list[str] | None = None,
         warm: bool = True,
         authenticator: auth_mod.Authenticator | None = None,
@@ -118,7 +120,7 @@ class LanceFlightServer(flight.FlightServerBase):
         self._ready = threading.Event()
         self.limits = limits or Limits()
         self.sql = None
-        self.cache = SearchCache(cache_bytes)
+        self.cache = SearchCache(cache_bytes, pages=PageCache(page_cache_bytes))
         self.catalog = Catalog(root, self.cache, storage_options)
         self.metrics = metrics
         self.authenticator = authenticator
@@ -129,6 +131,7 @@ class LanceFlightServer(flight.FlightServerBase):
         }
         if metrics is not None:
             metrics.watch_cache(self.cache.stats)
+            metrics.watch_page_cache(self.cache.pages.stats)
             observers["metrics"] = metrics.middleware()
         self.reclaimer = Reclaimer()
         observers["reclaim"] = ReclaimOnRefusal(self.reclaimer)

@@ -1,6 +1,6 @@
 """Lance file and table formats in Python, byte-compatible with the official implementation."""
 
-from .cache import SearchCache
+from .cache import PageCache, SearchCache
 from .errors import (
     CommitConflictError,
     CorruptFileError,
@@ -31,6 +31,7 @@ __all__ = [
     "LanceFileWriter",
     "LanceIOError",
     "ObjectNotFoundError",
+    "PageCache",
     "SchemaError",
     "SearchCache",
     "UnsupportedError",

@@ -21,12 +21,16 @@ import cachetools
 
 
 class SearchCache:
-    """A thread-safe LRU keyed by (file, column, page); capacity and size in bytes."""
+    """A thread-safe LRU keyed by (file, column, page); capacity and size in bytes.
 
-    def __init__(self, capacity_bytes: int = 256 * 1024 * 1024):
+    ``pages``, when given, is the decoded-page cache of the readers sharing this cache: a
+    server or dataset hands both to every reader it opens in one argument."""
+
+    def __init__(self, capacity_bytes: int = 256 * 1024 * 1024, pages: PageCache | None = None):
         if capacity_bytes < 0:
             raise ValueError("capacity_bytes must be >= 0")
         self.capacity_bytes = capacity_bytes
+        self.pages = pages
         self._lru: cachetools.LRUCache = cachetools.LRUCache(
             maxsize=capacity_bytes, getsizeof=_sizeof
         )
@@ -143,10 +147,13 @@ class PageCache:
             return value
 
     def put(self, key: Hashable, value: Any) -> None:
-        if not self.enabled or _sizeof(value) > self.capacity_bytes:
+        if not self.enabled:
             return
         with self._lock:
-            self._lru[key] = value
+            if _sizeof(value) > self.capacity_bytes:
+                self._lru.pop(key, None)  # too large to keep: never leave an older value
+            else:
+                self._lru[key] = value
 
     def resize(self, capacity_bytes: int) -> None:
         """Change the budget (0 disables); the cached pages are dropped."""
@@ -171,18 +178,17 @@ class PageCache:
             }
 
 
-DEFAULT_PAGE_CACHE_BYTES = 256 * 1024 * 1024
 PAGE_CACHE_ENV = "LANCE_PAGE_CACHE_BYTES"
 
 
 def _env_page_cache_bytes() -> int:
+    """Off unless asked for: a library should not hold hundreds of MB behind a user's back
+    (the server turns its own cache on, see ``--page-cache-bytes``)."""
     raw = os.environ.get(PAGE_CACHE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_PAGE_CACHE_BYTES
     try:
-        return max(0, int(raw))
+        return max(0, int(raw)) if raw else 0
     except ValueError:
-        return DEFAULT_PAGE_CACHE_BYTES
+        return 0
 
 
 _PAGE_CACHE = PageCache(_env_page_cache_bytes())
@@ -190,7 +196,7 @@ _PAGE_CACHE = PageCache(_env_page_cache_bytes())
 
 def page_cache() -> PageCache:
     """The process's decoded-page cache, shared by every reader that is not given its own
-    (sized by ``LANCE_PAGE_CACHE_BYTES``, default 256 MiB, or :func:`set_page_cache_bytes`)."""
+    (sized by ``LANCE_PAGE_CACHE_BYTES`` or :func:`set_page_cache_bytes`; off by default)."""
     return _PAGE_CACHE
 
 

@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from . import storage
-from .cache import PageCache, SearchCache, page_cache as process_page_cache
+from .cache import PageCache, SearchCache
+from .cache import page_cache as process_page_cache
 from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError, check_size
 from .extensions import view_as
@@ -47,8 +48,8 @@ class LanceFileReader:
     between readers to bound the memory of a whole server.  ``field_columns`` maps field ids
     to column indices when a dataset manifest says so (``DataFile.column_indices``);
     by default columns follow the file's own schema.  ``page_cache`` keeps decoded pages
-    for repeated reads (default: the process's, see :func:`lance_format.cache.page_cache`;
-    ``PageCache(0)`` reads without one).
+    for repeated reads (default: ``cache.pages``, else the process's, see
+    :func:`lance_format.cache.page_cache`; ``PageCache(0)`` reads without one).
     """
 
     def __init__(
@@ -67,7 +68,11 @@ class LanceFileReader:
             self._file = path
         self.path = self._file.path
         self.cache = cache
-        self.page_cache = page_cache if page_cache is not None else process_page_cache()
+        if page_cache is None:
+            page_cache = getattr(cache, "pages", None)
+        if page_cache is None:
+            page_cache = process_page_cache()
+        self.page_cache = page_cache
         try:
             self._meta: FileMetadata = read_file_metadata(self._file)
         except LanceError as exc:

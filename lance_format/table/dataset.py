@@ -49,6 +49,8 @@ from . import (
 from .fragment import Fragment
 from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
 
+DATASET_CACHE_BYTES = 64 << 20  # search cache of a dataset opened without one
+
 
 def dataset(
     uri: str | os.PathLike[str],
@@ -113,7 +115,9 @@ class Dataset:
     def __init__(self, root: str, m: manifest.Manifest, *, cache: SearchCache | None = None):
         self.uri = root
         self.manifest = m
-        self.cache = cache
+        # page metadata for random access, kept with the open dataset (a server passes one
+        # cache shared by all its datasets): without it every take would re-read it
+        self.cache = cache if cache is not None else SearchCache(DATASET_CACHE_BYTES)
 
     # -- metadata -------------------------------------------------------------------------
 
