@@ -178,10 +178,10 @@ class LanceFileReader:
             raise InvalidArgumentError(
                 f"row index out of range for a file of {self.num_rows} rows", path=self.path
             )
+        if len(idx) < 2 or (idx[1:] > idx[:-1]).all():  # sorted and unique already
+            return self._read(columns, idx, 0, 0)
         uniq, inverse = np.unique(idx, return_inverse=True)
         table = self._read(columns, uniq, 0, 0)
-        if len(uniq) == len(idx) and (len(idx) < 2 or (np.diff(idx) > 0).all()):
-            return table
         return table.take(pa.array(inverse.astype(np.int64)))
 
     def read_batches(

@@ -227,12 +227,16 @@ class LeafColumnReader:
                 yield pages[i], None if full else np.arange(a, b, dtype=np.int64)
             return
         page_of = np.searchsorted(ps, rows, side="right") - 1
-        bounds = np.flatnonzero(np.diff(page_of)) + 1
-        for chunk in np.split(np.arange(len(rows)), bounds):
-            if not len(chunk):
-                continue
-            i = int(page_of[chunk[0]])
-            yield pages[i], rows[chunk] - int(ps[i])
+        if not len(rows):
+            return
+        if page_of[0] == page_of[-1]:  # one page (every point lookup)
+            i = int(page_of[0])
+            yield pages[i], rows - int(ps[i])
+            return
+        cuts = (np.flatnonzero(np.diff(page_of)) + 1).tolist()
+        for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True):
+            i = int(page_of[a])
+            yield pages[i], rows[a:b] - int(ps[i])
 
     def _to_layers(self, piece: LeafPiece) -> LeafResult:
         un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)

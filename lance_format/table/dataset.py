@@ -443,16 +443,23 @@ class Dataset:
             return scanner.schema.empty_table()
         parts, positions = [], []
         for i, where, offsets in groups:
-            order = np.argsort(offsets, kind="stable")
             frag = self._fragments[i]
+            if len(offsets) < 2 or (offsets[1:] > offsets[:-1]).all():
+                # ascending and unique (point lookups, sorted takes): read as asked
+                parts.append(frag.read(fields, offsets))
+                positions.append(where)
+                continue
+            order = np.argsort(offsets, kind="stable")
             uniq, inverse = np.unique(offsets[order], return_inverse=True)
             table = frag.read(fields, uniq).take(pa.array(inverse))
             parts.append(table)
             positions.append(where[order])
-        table = pa.concat_tables(parts)
-        back = np.empty(n, dtype=np.int64)
-        back[np.concatenate(positions)] = np.arange(n)
-        table = table.take(pa.array(back))
+        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        where = positions[0] if len(positions) == 1 else np.concatenate(positions)
+        if len(where) >= 2 and not (where[1:] > where[:-1]).all():  # not already in order
+            back = np.empty(n, dtype=np.int64)
+            back[where] = np.arange(n)
+            table = table.take(pa.array(back))
         return table if scanner.projection is None else scanner.projection.apply(table)
 
 
