@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 
 def result_nbytes(result: LeafResult) -> int:
-    """What a cached page costs: its Arrow buffers and its level arrays."""
-    n = sum(c.nbytes for c in result.chunks)
+    """What a cached page costs: its Arrow buffers (whole, even when the array is a slice
+    of a larger decoded buffer: the cache holds all of it) and its level arrays."""
+    n = sum(c.get_total_buffer_size() for c in result.chunks)
     for layer in result.layers:
         if layer.validity is not None:
             n += layer.validity.nbytes
