@@ -51,7 +51,7 @@ from .limits import BoundedReader, Limits
 from .memory import Reclaimer, ReclaimOnRefusal
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
-from .streams import batch_stream
+from .streams import batch_stream, message_sized
 from .tickets import Ticket
 
 log = logging.getLogger("lance_flight")
@@ -277,7 +277,7 @@ class LanceFlightServer(flight.FlightServerBase):
                 **_nearest_args(t),
             )
             schema = scanner.schema
-            batches = prefetch(scanner.to_batches())
+            batches = message_sized(prefetch(scanner.to_batches()))
         stream = guarded(self._stream(context, batches), self, context)
         return batch_stream(schema, stream)
 
