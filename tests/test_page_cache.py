@@ -47,7 +47,7 @@ def test_reads_equal_pylance_with_and_without_the_cache(fixture_store, theme, ve
     f = fixture_store.get(theme, version)
     n = f.expected.num_rows
     rows = np.sort(fx.rng_for("page-cache", theme, version).choice(n, min(n, 40), replace=False))
-    pages = PageCache(64 << 20)
+    pages = PageCache(64 << 20, admit_after=1)
     plain = LanceFileReader(f.path, page_cache=PageCache(0))
     cached = LanceFileReader(f.path, page_cache=pages)
     for what, reader in (("uncached", plain), ("filling", cached), ("hot", cached)):
@@ -64,18 +64,21 @@ def test_reads_equal_pylance_with_and_without_the_cache(fixture_store, theme, ve
 @pytest.mark.parametrize("version", VERSIONS_21)
 def test_a_hot_read_decodes_nothing_and_reads_no_bytes(fixture_store, version) -> None:
     f = fixture_store.get("multipage", version)
-    pages = PageCache(256 << 20)
+    pages = PageCache(256 << 20)  # pages are kept from their second read on
     r = LanceFileReader(f.path, cache=SearchCache(64 << 20, pages=pages))
     assert r.page_cache is pages  # the search cache carries the page cache to its readers
     assert_tables_equal(r.read(), f.expected, "first read")
-    first = pages.stats()
-    assert first["misses"] > 0 and first["hits"] == 0 and first["entries"] == first["misses"]
-    r.io_stats.reset()
+    once = pages.stats()
+    assert once["misses"] > 0 and once["hits"] == 0 and once["entries"] == 0
     assert_tables_equal(r.read(), f.expected, "second read")
+    first = pages.stats()
+    assert first["misses"] == 2 * once["misses"] and first["entries"] == once["misses"]
+    r.io_stats.reset()
+    assert_tables_equal(r.read(), f.expected, "third read")
     second = pages.stats()
     assert r.io_stats.requests == 0, "every page came from the cache: nothing to read"
     assert second["misses"] == first["misses"]
-    assert second["hits"] == first["misses"]  # one hit per page read the first time
+    assert second["hits"] == first["entries"]  # one hit per page
     # a new reader of the same file (as a new dataset object would open) shares the pages
     again = LanceFileReader(f.path, page_cache=pages)
     again.io_stats.reset()
@@ -89,7 +92,7 @@ def test_a_hot_read_decodes_nothing_and_reads_no_bytes(fixture_store, version) -
     ops=st.lists(st.tuples(st.integers(0, 40), st.integers(1, 3000)), min_size=1, max_size=200),
 )
 def test_cache_never_exceeds_its_byte_bound(capacity, ops) -> None:
-    cache = PageCache(capacity)
+    cache = PageCache(capacity, admit_after=1)
     sizes: dict[int, int] = {}
     for key, size in ops:
         value = np.zeros(size, dtype=np.uint8)
@@ -111,7 +114,7 @@ def test_cache_never_exceeds_its_byte_bound(capacity, ops) -> None:
 @pytest.mark.parametrize("capacity", [1, 300 * 1024])
 def test_reads_through_a_small_cache_stay_within_it(fixture_store, capacity) -> None:
     f = fixture_store.get("multipage", "2.2")
-    pages = PageCache(capacity)
+    pages = PageCache(capacity, admit_after=1)
     r = LanceFileReader(f.path, page_cache=pages)
     n = f.expected.num_rows
     for a in range(0, n, 7000):
@@ -123,10 +126,22 @@ def test_reads_through_a_small_cache_stay_within_it(fixture_store, capacity) -> 
     assert stats["evictions"] > 0 or stats["entries"] == 0  # the file is larger than any bound
 
 
+def test_pages_are_admitted_on_their_second_miss_and_seen_keys_stay_bounded() -> None:
+    from lance_format.cache import SEEN_KEYS
+
+    cache = PageCache(1 << 20)
+    assert not cache.admits("p") and cache.admits("p")  # the second miss admits
+    assert not cache.admits("q")
+    for k in range(SEEN_KEYS + 10):  # a long one-off scan: the memory of misses is bounded
+        cache.admits(("scan", k))
+    assert len(cache._seen) <= SEEN_KEYS
+    assert PageCache(1 << 20, admit_after=1).admits("p")
+
+
 def test_new_versions_never_serve_stale_pages(tmp_path) -> None:
     uri = str(tmp_path / "ds")
     lance.write_dataset(_table(0), uri, max_rows_per_file=4000)
-    caches = SearchCache(64 << 20, pages=PageCache(64 << 20))
+    caches = SearchCache(64 << 20, pages=PageCache(64 << 20, admit_after=1))
 
     def check(what: str) -> None:
         ours = dataset(uri, cache=caches)
@@ -151,7 +166,7 @@ def test_a_file_rewritten_at_the_same_path_is_read_afresh(tmp_path) -> None:
     import lance.file
 
     path = str(tmp_path / "f.lance")
-    pages = PageCache(64 << 20)
+    pages = PageCache(64 << 20, admit_after=1)
     for seed in (0, 1):
         table = _table(seed)
         with lance.file.LanceFileWriter(path, table.schema, version="2.1") as w:
@@ -169,8 +184,8 @@ def test_process_cache_setting_is_used_by_readers_without_one(fixture_store) -> 
         set_page_cache_bytes(32 << 20)
         r = LanceFileReader(f.path)
         assert r.page_cache is page_cache()
-        r.read_range(0, 1000)
-        r.read_range(0, 1000)
+        for _ in range(3):
+            r.read_range(0, 1000)
         assert page_cache().stats()["hits"] > 0
         set_page_cache_bytes(0)  # off: nothing kept, reads still right
         r2 = LanceFileReader(f.path)
@@ -187,7 +202,7 @@ def test_server_page_cache_flag_stats_and_metrics(tmp_path) -> None:
     with serve(root, "--page-cache-bytes", "32M") as s:
         c = fl.connect(s.location)
         info = c.get_flight_info(fl.FlightDescriptor.for_path("t"))
-        for _ in range(2):
+        for _ in range(3):  # the second read keeps the pages, the third is served from them
             got = pa.concat_tables(c.do_get(e.ticket).read_all() for e in info.endpoints)
             assert got.equals(theirs)
         stats = _action(c, "cache_stats")["pages"]

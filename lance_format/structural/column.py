@@ -196,15 +196,16 @@ class LeafColumnReader:
         return concat_results(pieces)
 
     def _cached_page(self, page: PageInfo, rows: np.ndarray | None, take: bool) -> LeafResult:
-        """A page through the decoded-page cache.  Range reads decode (and keep) the whole
-        page even when they want part of it: the rest is usually read next (a scan's next
-        step, the neighbouring Flight endpoint).  Takes use a cached page but never decode
+        """A page through the decoded-page cache.  Range reads of an admitted page decode
+        (and keep) the whole page even when they want part of it: the rest is usually read
+        next (a scan's next step, the neighbouring Flight endpoint).  Takes use a cached page but never decode
         one whole, which would cost far more than the chunks holding their rows; blob
         pages are never kept (their bytes live outside the page)."""
         key = self.page_key + (page.index,)
         whole = self.page_cache.get(key)
         if whole is None:
-            if take or isinstance(self.decoder(page), BlobPage):
+            keep = not take and not isinstance(self.decoder(page), BlobPage)
+            if not keep or not self.page_cache.admits(key):
                 return self._to_layers(self.decode_page(page, rows))
             whole = self._to_layers(self.decode_page(page, None))
             self.page_cache.put(key, whole)
