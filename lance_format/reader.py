@@ -87,6 +87,7 @@ class LanceFileReader:
                 )
         self._leaf_readers: dict[int, LeafColumnReader] = {}
         self._v20_columns: dict = {}  # parsed 2.0 columns, by column index
+        self._schemas: dict[tuple, pa.Schema] = {}  # result schemas, by projection
 
     # -- properties ------------------------------------------------------------------------
 
@@ -346,13 +347,18 @@ class LanceFileReader:
             else:
                 arr = build_array(f, results)
             arrays.append(view_as(arr, f.arrow_type))  # the decoders build storage arrays
-        schema = pa.schema(
-            [
-                pa.field(f.name, a.type, f.nullable, f.to_arrow().metadata)
-                for f, a in zip(fields, arrays, strict=True)
-            ],
-            metadata=self.schema.metadata,
-        )
+        key = tuple((f.id, a.type) for f, a in zip(fields, arrays, strict=True))
+        schema = self._schemas.get(key)
+        if schema is None:  # built once per projection: a point lookup cannot afford it
+            schema = pa.schema(
+                [
+                    pa.field(f.name, a.type, f.nullable, f.to_arrow().metadata)
+                    for f, a in zip(fields, arrays, strict=True)
+                ],
+                metadata=self.schema.metadata,
+            )
+            if len(self._schemas) < 256:
+                self._schemas[key] = schema
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def _read_v20(self, field: LanceField, rows, start: int, stop: int) -> pa.Array:

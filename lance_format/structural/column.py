@@ -25,7 +25,7 @@ from .constant import ConstantPage
 from .fullzip import FullZipPage
 from .leaf import LeafPiece
 from .miniblock import MiniBlockPage
-from .repdef import Layer, unravel
+from .repdef import LIST_LAYERS, Layer, Unraveled, unravel
 
 
 def owns_column(field) -> bool:
@@ -240,7 +240,15 @@ class LeafColumnReader:
             yield pages[i], rows[a:b] - int(ps[i])
 
     def _to_layers(self, piece: LeafPiece) -> LeafResult:
-        un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)
+        if piece.rep is None and piece.defs is None and piece.num_levels == piece.num_rows:
+            # no lists and no nulls (most columns): every layer is all valid, one slot a row
+            un = Unraveled(
+                [Layer(False, None) for _ in piece.layers], piece.num_rows, piece.num_rows
+            )
+            if any(kind in LIST_LAYERS for kind in piece.layers):
+                un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)
+        else:
+            un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)
         if un.num_rows != piece.num_rows:
             raise CorruptFileError(f"levels describe {un.num_rows} rows, expected {piece.num_rows}")
         leaf_valid = un.layers[-1].validity
