@@ -406,10 +406,6 @@ def _decode_in_parallel(
             parts = min(workers, int(cost // share) + 1 if share > 0 else 1)
             parts = max(1, min(parts, (stop - start) // MIN_SPLIT_ROWS))
             cuts = np.linspace(start, stop, parts + 1).astype(np.int64)
-            if parts > 1 and readers[i].page_cache is not None:
-                # with a page cache a part decodes every page it touches whole: cut at
-                # page starts, or a page straddling a cut is decoded by both parts
-                cuts = _snap_to_pages(cuts, readers[i].page_starts)
             tasks += [(i, int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
     else:
         tasks = [(i, start, stop) for i in range(len(readers))]
@@ -419,16 +415,6 @@ def _decode_in_parallel(
     for (i, fut), t in zip(futures, tasks, strict=True):
         parts_of.setdefault(i, []).append((t[1], fut.result()))
     return [concat_results([res for _, res in sorted(parts_of[i])]) for i in range(len(readers))]
-
-
-def _snap_to_pages(cuts: np.ndarray, page_starts: np.ndarray) -> np.ndarray:
-    """Move the inner cuts of a range to the nearest page start (first and last stay)."""
-    inner = cuts[1:-1]
-    pos = np.clip(np.searchsorted(page_starts, inner), 1, len(page_starts) - 1)
-    lo, hi = page_starts[pos - 1], page_starts[pos]
-    snapped = np.where(inner - lo <= hi - inner, lo, hi)
-    snapped = np.clip(snapped, cuts[0], cuts[-1])
-    return np.unique(np.concatenate([cuts[:1], snapped, cuts[-1:]]))
 
 
 def _subtree(field: LanceField) -> list[LanceField]:

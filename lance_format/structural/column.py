@@ -204,7 +204,10 @@ class LeafColumnReader:
         key = self.page_key + (page.index,)
         whole = self.page_cache.get(key)
         if whole is None:
-            keep = not take and not isinstance(self.decoder(page), BlobPage)
+            # a read counts towards admission where it starts the page, so a scan reading
+            # a page in several steps counts once
+            keep = rows is None or (len(rows) and rows[0] == 0)
+            keep = keep and not take and not isinstance(self.decoder(page), BlobPage)
             if not keep or not self.page_cache.admits(key):
                 return self._to_layers(self.decode_page(page, rows))
             whole = self._to_layers(self.decode_page(page, None))
