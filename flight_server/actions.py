@@ -1,6 +1,6 @@
 """``do_action``: administrative calls, JSON body in, one JSON result out.
 
-Each action is a function ``(server, body) -> result`` registered with its description (what
+Each action is a function ``(context, body) -> result`` (:class:`.context.ServiceContext`) registered with its description (what
 ``list_actions`` shows) and whether it changes data (those need the write role when auth
 is on).  Every mutating action commits through the datasets layer's conflict-checked
 transactions, so concurrent actions and puts never half-commit.
@@ -15,32 +15,32 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
+from pydantic import BaseModel
 
 from lance_format import storage
 from lance_format.container.describe import describe
 from lance_format.errors import LanceError
 from lance_format.schema import LanceSchema
 from lance_format.table import paths, staging, write
+from lance_format.version import DEFAULT_VERSION, LanceFileVersion
 
-from . import permissions
+from . import permissions, wire
+from .context import ServiceContext
 from .errors import AlreadyExists, BadRequest, NotFound, Unimplemented
-from .ingest import check_job_running, staged_schema
-from .query import non_negative_int, string_list, version_value
-
-if TYPE_CHECKING:
-    from .server import LanceFlightServer
+from .ingest import check_job_running, staged_schema, writable_version
 
 log = logging.getLogger("lance_flight")
 
 
 @dataclass
 class Action:
-    fn: Callable[[LanceFlightServer, dict], Any]
+    fn: Callable[[ServiceContext, Any], Any]
     description: str
     mutates: bool = False
+    body: type[BaseModel] = wire.NoBody  # the body's model (:data:`.wire.ACTION_BODIES`)
 
 
 ACTIONS: dict[str, Action] = {}
@@ -48,35 +48,10 @@ ACTIONS: dict[str, Action] = {}
 
 def action(name: str, description: str, mutates: bool = False):
     def register(fn):
-        ACTIONS[name] = Action(fn, description, mutates)
+        ACTIONS[name] = Action(fn, description, mutates, wire.ACTION_BODIES[name])
         return fn
 
     return register
-
-
-def _sql_by_column(body: dict, key: str) -> dict[str, str]:
-    """A non-empty object of column name -> SQL expression from the request body."""
-    value = body.get(key)
-    if (
-        not isinstance(value, dict)
-        or not value
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-    ):
-        raise BadRequest(f"'{key}' must be an object of column name -> SQL expression")
-    return value
-
-
-def _name(body: dict) -> str:
-    name = body.get("dataset")
-    if not isinstance(name, str) or not name:
-        raise BadRequest("the action needs 'dataset': the dataset's name")
-    return name
-
-
-def _check_keys(body: dict, allowed: set[str]) -> None:
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise BadRequest(f"unknown key(s) {unknown} in the action body; known: {sorted(allowed)}")
 
 
 def _schema_json(schema: pa.Schema) -> list[dict]:
@@ -84,9 +59,8 @@ def _schema_json(schema: pa.Schema) -> list[dict]:
 
 
 @action("list_datasets", "Names of every dataset under the root (paths relative to it).")
-def list_datasets(server, body: dict) -> dict:
-    _check_keys(body, set())
-    return {"datasets": permissions.readable(server.catalog.names())}
+def list_datasets(ctx: ServiceContext, body: wire.NoBody) -> dict:
+    return {"datasets": permissions.readable(ctx.catalog.names())}
 
 
 @action(
@@ -94,10 +68,9 @@ def list_datasets(server, body: dict) -> dict:
     "Schema, version, versions, fragments, rows, bytes and page encodings of a dataset "
     '({"dataset", "version"?}).',
 )
-def dataset_info(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "version"})
-    ds = server.catalog.open(_name(body), version_value(body))
-    return {"dataset": _name(body), **describe_dataset(ds)}
+def dataset_info(ctx: ServiceContext, body: wire.DatasetVersionBody) -> dict:
+    ds = ctx.catalog.open(body.dataset, body.version)
+    return {"dataset": body.dataset, **describe_dataset(ds)}
 
 
 def describe_dataset(ds) -> dict:
@@ -137,26 +110,25 @@ def _column_names(reader) -> list[str]:
     from lance_format.v2_0.decoder import v20_column_fields
 
     fields = reader.lance_schema.fields
-    cols = v20_column_fields(fields) if reader.version == "2.0" else leaf_fields(fields)
+    cols = (
+        v20_column_fields(fields)
+        if reader.version == LanceFileVersion.V2_0
+        else leaf_fields(fields)
+    )
     return [f.name for f in cols]
 
 
 @action("versions", 'Every version of a dataset with its timestamp ({"dataset"}).')
-def versions(server, body: dict) -> dict:
-    _check_keys(body, {"dataset"})
-    ds = server.catalog.open(_name(body))
+def versions(ctx: ServiceContext, body: wire.DatasetBody) -> dict:
+    ds = ctx.catalog.open(body.dataset)
     out = [{"version": v["version"], "timestamp": str(v["timestamp"])} for v in ds.versions()]
-    return {"dataset": _name(body), "latest": ds.version, "versions": out}
+    return {"dataset": body.dataset, "latest": ds.version, "versions": out}
 
 
 @action("create_tag", 'Tag a version ({"dataset", "tag", "version"?: latest}).', mutates=True)
-def create_tag(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "tag", "version"})
-    name = _name(body)
-    tag = body.get("tag")
-    if not isinstance(tag, str) or not tag:
-        raise BadRequest("'tag' must be a non-empty string")
-    target = server.catalog.open(name, version_value(body))  # NOT_FOUND for a missing one
+def create_tag(ctx: ServiceContext, body: wire.CreateTagBody) -> dict:
+    name, tag = body.dataset, body.tag
+    target = ctx.catalog.open(name, body.version)  # NOT_FOUND for a missing one
     if tag in target.tags.list():
         raise AlreadyExists(f"dataset {name!r} already has a tag {tag!r}")
     target.tags.create(tag, target.version)
@@ -164,37 +136,28 @@ def create_tag(server, body: dict) -> dict:
 
 
 @action("delete_tag", 'Delete a tag ({"dataset", "tag"}).', mutates=True)
-def delete_tag(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "tag"})
-    ds = server.catalog.open(_name(body))
-    tag = body.get("tag")
+def delete_tag(ctx: ServiceContext, body: wire.DeleteTagBody) -> dict:
+    ds = ctx.catalog.open(body.dataset)
+    tag = body.tag
     if not isinstance(tag, str) or tag not in ds.tags.list():
-        raise NotFound(f"dataset {_name(body)!r} has no tag {tag!r}")
+        raise NotFound(f"dataset {body.dataset!r} has no tag {tag!r}")
     ds.tags.delete(tag)
-    return {"dataset": _name(body), "deleted": tag}
+    return {"dataset": body.dataset, "deleted": tag}
 
 
 @action("restore", 'Make an older version the latest ({"dataset", "version"}).', mutates=True)
-def restore(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "version"})
-    version = version_value(body)
-    if version is None:
-        raise BadRequest("'version' is required")
-    ds = server.catalog.open_to_change(_name(body), version)
+def restore(ctx: ServiceContext, body: wire.RestoreBody) -> dict:
+    ds = ctx.catalog.open_to_change(body.dataset, body.version)
     restored = ds.version
     ds.restore()
-    return {"dataset": _name(body), "restored": restored, "version": ds.version}
+    return {"dataset": body.dataset, "restored": restored, "version": ds.version}
 
 
 @action("delete", 'Delete the rows matching a SQL filter ({"dataset", "filter"}).', mutates=True)
-def delete(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "filter"})
-    flt = body.get("filter")
-    if not isinstance(flt, str) or not flt.strip():
-        raise BadRequest("'filter' must be a non-empty SQL predicate")
-    ds = server.catalog.open_to_change(_name(body))
-    deleted = ds.delete(flt)["num_deleted_rows"]
-    return {"dataset": _name(body), "version": ds.version, "deleted": deleted}
+def delete(ctx: ServiceContext, body: wire.DeleteBody) -> dict:
+    ds = ctx.catalog.open_to_change(body.dataset)
+    deleted = ds.delete(body.filter)["num_deleted_rows"]
+    return {"dataset": body.dataset, "version": ds.version, "deleted": deleted}
 
 
 @action(
@@ -203,15 +166,10 @@ def delete(server, body: dict) -> dict:
     '({"dataset", "values": {"column": "expr"}, "where"?}).',
     mutates=True,
 )
-def update(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "values", "where"})
-    values = _sql_by_column(body, "values")
-    where = body.get("where")
-    if where is not None and (not isinstance(where, str) or not where.strip()):
-        raise BadRequest("'where' must be a non-empty SQL predicate when given")
-    ds = server.catalog.open_to_change(_name(body))
-    updated = ds.update(values, where)["num_rows_updated"]
-    return {"dataset": _name(body), "version": ds.version, "updated": updated}
+def update(ctx: ServiceContext, body: wire.UpdateBody) -> dict:
+    ds = ctx.catalog.open_to_change(body.dataset)
+    updated = ds.update(dict(body.values), body.where)["num_rows_updated"]
+    return {"dataset": body.dataset, "version": ds.version, "updated": updated}
 
 
 @action(
@@ -219,23 +177,17 @@ def update(server, body: dict) -> dict:
     'Add columns computed by SQL expressions ({"dataset", "columns": {"name": "expr"}}).',
     mutates=True,
 )
-def add_columns(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "columns"})
-    cols = _sql_by_column(body, "columns")
-    ds = server.catalog.open_to_change(_name(body))
-    ds.add_columns(cols)
-    return {"dataset": _name(body), "version": ds.version, "schema": _schema_json(ds.schema)}
+def add_columns(ctx: ServiceContext, body: wire.AddColumnsBody) -> dict:
+    ds = ctx.catalog.open_to_change(body.dataset)
+    ds.add_columns(dict(body.columns))
+    return {"dataset": body.dataset, "version": ds.version, "schema": _schema_json(ds.schema)}
 
 
 @action("drop_columns", 'Drop columns ({"dataset", "columns": [...]}).', mutates=True)
-def drop_columns(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "columns"})
-    cols = string_list(body, "columns")
-    if not cols:
-        raise BadRequest("'columns' must be a non-empty list of column names")
-    ds = server.catalog.open_to_change(_name(body))
-    ds.drop_columns(cols)
-    return {"dataset": _name(body), "version": ds.version, "schema": _schema_json(ds.schema)}
+def drop_columns(ctx: ServiceContext, body: wire.DropColumnsBody) -> dict:
+    ds = ctx.catalog.open_to_change(body.dataset)
+    ds.drop_columns(list(body.columns))
+    return {"dataset": body.dataset, "version": ds.version, "schema": _schema_json(ds.schema)}
 
 
 @action(
@@ -244,23 +196,18 @@ def drop_columns(server, body: dict) -> dict:
     '({"dataset", "target_rows_per_fragment"?, "materialize_deletions_threshold"?}).',
     mutates=True,
 )
-def compact(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "target_rows_per_fragment", "materialize_deletions_threshold"})
+def compact(ctx: ServiceContext, body: wire.CompactBody) -> dict:
     opts: dict[str, Any] = {}
-    target = non_negative_int(body, "target_rows_per_fragment", positive=True)
-    if target:
-        opts["target_rows_per_fragment"] = target
-    threshold = body.get("materialize_deletions_threshold")
-    if threshold is not None:
-        if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
-            raise BadRequest("'materialize_deletions_threshold' must be a number in [0, 1]")
-        opts["materialize_deletions_threshold"] = float(threshold)
-    ds = server.catalog.open_to_change(_name(body))
+    if body.target_rows_per_fragment:
+        opts["target_rows_per_fragment"] = body.target_rows_per_fragment
+    if body.materialize_deletions_threshold is not None:
+        opts["materialize_deletions_threshold"] = float(body.materialize_deletions_threshold)
+    ds = ctx.catalog.open_to_change(body.dataset)
     if not hasattr(ds, "compact_files"):
         raise Unimplemented("compaction is not available in this version of the datasets layer")
     m = ds.compact_files(**opts)
-    latest = server.catalog.latest_version(_name(body))
-    return {"dataset": _name(body), "version": latest, **m.__dict__}
+    latest = ctx.catalog.latest_version(body.dataset)
+    return {"dataset": body.dataset, "version": latest, **m.__dict__}
 
 
 @action(
@@ -269,18 +216,13 @@ def compact(server, body: dict) -> dict:
     '({"dataset", "older_than_seconds"?: 1209600, "delete_unverified"?: false}).',
     mutates=True,
 )
-def cleanup(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "older_than_seconds", "delete_unverified"})
-    age = body.get("older_than_seconds", 14 * 86400)
-    if isinstance(age, bool) or not isinstance(age, (int, float)) or age < 0:
-        raise BadRequest("'older_than_seconds' must be a non-negative number")
-    unverified = body.get("delete_unverified", False)
-    if not isinstance(unverified, bool):
-        raise BadRequest("'delete_unverified' must be true or false")
-    stats = server.catalog.open(_name(body)).cleanup_old_versions(
-        dt.timedelta(seconds=age), delete_unverified=unverified, error_if_tagged_old_versions=False
+def cleanup(ctx: ServiceContext, body: wire.CleanupBody) -> dict:
+    stats = ctx.catalog.open(body.dataset).cleanup_old_versions(
+        dt.timedelta(seconds=body.older_than_seconds),
+        delete_unverified=body.delete_unverified,
+        error_if_tagged_old_versions=False,
     )
-    return {"dataset": _name(body), **stats.__dict__}
+    return {"dataset": body.dataset, **stats.__dict__}
 
 
 @action(
@@ -293,39 +235,34 @@ def cleanup(server, body: dict) -> dict:
     "FAILED_PRECONDITION if the job already ended.",
     mutates=True,
 )
-def commit_staged(server, body: dict) -> dict:
-    _check_keys(
-        body,
-        {"dataset", "fragments", "read_version", "mode", "schema", "data_storage_version", "job"},
-    )
-    name = _name(body)
-    mode = body.get("mode", "append")
-    if mode not in ("append", "overwrite"):
-        raise BadRequest(f"'mode' must be 'append' or 'overwrite', got {mode!r}")
-    root = server.catalog.path_of(name)
-    job = _job(body, root)
+def commit_staged(ctx: ServiceContext, body: wire.CommitStagedBody) -> dict:
+    name, mode = body.dataset, body.mode
+    root = ctx.catalog.path_of(name)
+    job = _job(body.job, root)
     if job is not None:
         check_job_running(job)  # an aborted job's files are gone; a committed one is done
-    frags = _staged_fragments(body, root)
-    exists = server.catalog.exists(name)
-    read_version = non_negative_int(body, "read_version")
+    frags = _staged_fragments(body.fragments, root)
+    exists = ctx.catalog.exists(name)
+    read_version = body.read_version
     if read_version is None:
-        read_version = server.catalog.latest_version(name) if exists else 0
+        read_version = ctx.catalog.latest_version(name) if exists else 0
     rows = sum(f.physical_rows for f in frags)
     if mode == "append" and exists and not frags:  # nothing to append: no new version
         result = {"dataset": name, "version": read_version, "rows_written": 0, "fragments": 0}
         return _job_committed(job, result)
     if mode == "append" and exists:
-        schema, storage = None, server.catalog.open(name).data_storage_version
+        schema, storage = None, ctx.catalog.open(name).data_storage_version
     else:
-        if "schema" not in body:
+        if body.schema_ is None:
             raise BadRequest("creating or overwriting a dataset needs 'schema' from the put")
-        schema = staged_schema(body["schema"])
-        storage = body.get("data_storage_version") or (
-            server.catalog.open(name).data_storage_version if exists else "stable"
+        schema = staged_schema(body.schema_)
+        storage = (
+            writable_version(body.data_storage_version)
+            if body.data_storage_version is not None
+            else ctx.catalog.open(name).data_storage_version
+            if exists
+            else DEFAULT_VERSION
         )
-        if storage not in write.WRITABLE_VERSIONS:
-            raise BadRequest(f"'data_storage_version' {storage!r} is not writable")
     _check_file_versions(frags, storage)
     m = staging.commit_staged(
         root,
@@ -340,8 +277,7 @@ def commit_staged(server, body: dict) -> dict:
     return _job_committed(job, result)
 
 
-def _job(body: dict, root: str) -> staging.StagingJob | None:
-    job = body.get("job")
+def _job(job: str | None, root: str) -> staging.StagingJob | None:
     if job is None:
         return None
     if not staging.valid_job_id(job):
@@ -365,13 +301,13 @@ def _job_committed(job: staging.StagingJob | None, result: dict) -> dict:
     return result
 
 
-def _check_file_versions(frags: list, storage: str) -> None:
+def _check_file_versions(frags: list, storage: LanceFileVersion) -> None:
     """Staged files must be of the version the commit declares (a manifest saying 2.2 over
     2.1 files would not read)."""
-    want = write.WRITABLE_VERSIONS.get(storage)
+    want = storage.numbers
     for f in frags:
         for df in f.files:
-            if want is not None and (df.file_major_version, df.file_minor_version) != want:
+            if (df.file_major_version, df.file_minor_version) != want:
                 raise BadRequest(
                     f"staged file {df.path!r} is Lance {df.file_major_version}."
                     f"{df.file_minor_version}, the commit is for {storage}"
@@ -387,14 +323,11 @@ def _check_file_versions(frags: list, storage: str) -> None:
     "Files any version references are never removed.",
     mutates=True,
 )
-def discard_staged(server, body: dict) -> dict:
-    _check_keys(body, {"dataset", "fragments", "job"})
-    name = _name(body)
-    root = server.catalog.path_of(name)
-    if "fragments" not in body and "job" not in body:
-        raise BadRequest("discard_staged needs 'fragments', 'job' or both")
-    job = _job(body, root)
-    frags = _staged_fragments(body, root, must_exist=False) if "fragments" in body else []
+def discard_staged(ctx: ServiceContext, body: wire.DiscardStagedBody) -> dict:
+    name = body.dataset
+    root = ctx.catalog.path_of(name)
+    job = _job(body.job, root)
+    frags = _staged_fragments(body.fragments, root, must_exist=False) if body.fragments else []
     if frags:  # named fragments: refuse if any is committed, before removing anything
         referenced = staging.referenced_data_files(root)  # every version's, not the latest's
         for f in frags:
@@ -413,8 +346,8 @@ def discard_staged(server, body: dict) -> dict:
         storage.exists(paths.data_file_path(root, df.path)) for f in frags for df in f.files
     )
     write.remove_fragment_files(root, frags)
-    if not server.catalog.exists(name):  # staged into a dataset never created
-        _remove_empty_dataset_dirs(server.catalog.root, root)
+    if not ctx.catalog.exists(name):  # staged into a dataset never created
+        _remove_empty_dataset_dirs(ctx.catalog.root, root)
     return {**result, "removed": removed}
 
 
@@ -427,15 +360,10 @@ def _remove_empty_dataset_dirs(catalog_root: str, root: str) -> None:
 _STAGED_FILE = re.compile(r"^[A-Za-z0-9_-]{1,200}\.lance$")
 
 
-def _staged_fragments(body: dict, root: str, *, must_exist: bool = True) -> list:
+def _staged_fragments(raw: list[str], root: str, *, must_exist: bool = True) -> list:
     """The fragments a staged put returned; each data file must be a plain file name that
     exists in the dataset's ``data/`` (a forged path must not make a manifest point
     elsewhere)."""
-    raw = body.get("fragments")
-    if not isinstance(raw, list) or not all(isinstance(f, str) for f in raw):
-        raise BadRequest(
-            "'fragments' must be the list of fragment JSON strings staged puts returned"
-        )
     try:
         frags = [write.fragment_from_json(f) for f in raw]
     except Exception as exc:  # noqa: BLE001 - any parse failure is the client's input
@@ -452,18 +380,17 @@ def _staged_fragments(body: dict, root: str, *, must_exist: bool = True) -> list
 
 
 @action("cache_stats", "Search-cache hits, misses, entries and bytes; decoded pages in 'pages'.")
-def cache_stats(server, body: dict) -> dict:
-    _check_keys(body, set())
-    return {**server.cache.stats(), "pages": server.cache.pages.stats()}
+def cache_stats(ctx: ServiceContext, body: wire.NoBody) -> dict:
+    return {**ctx.cache.stats(), "pages": ctx.cache.pages.stats()}
 
 
 @action("health", "Liveness: status, datasets, cache, process id.")
-def health(server, body: dict) -> dict:
+def health(ctx: ServiceContext, body: wire.AnyBody) -> dict:
     return {
         "status": "ok",
-        "datasets": len(server.catalog.names()),
-        "cache": server.cache.stats(),
-        "page_cache": server.cache.pages.stats(),
+        "datasets": len(ctx.catalog.names()),
+        "cache": ctx.cache.stats(),
+        "page_cache": ctx.cache.pages.stats(),
         "pid": os.getpid(),
-        "locations": server.locations,
+        "locations": ctx.locations,
     }

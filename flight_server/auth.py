@@ -15,10 +15,12 @@ header, as the handshake is; a verified password is remembered (as a keyed hash,
 
 Failed logins are counted and rate-limited (:mod:`.loginlimit`), and logged.
 
-Tokens are HMAC-SHA256 signed ``(user, role, expiry)`` claims, so any server process holding the
-same secret accepts them: the CLI's worker processes share the parent's secret (constructor
-argument, or the ``LANCE_FLIGHT_SECRET`` environment variable).  Static tokens from a tokens
-file are accepted as well, for services that cannot do a handshake.
+Tokens are HS256 JWTs of ``(user, role, expiry)`` (:mod:`.jwtauth`), so any server process
+holding the same secret accepts them: the CLI's worker processes share the parent's secret
+(constructor argument, or the ``LANCE_FLIGHT_SECRET`` environment variable).  Static tokens
+from a tokens file are accepted as well, for services that cannot do a handshake, and so are
+an external identity provider's JWTs when one is configured (:class:`.jwtauth.ExternalJwt`:
+issuer, audience, its JWK set, a roles claim).
 
 pyarrow answers UNIMPLEMENTED to ``Handshake`` unless the server has a ``ServerAuthHandler``,
 so :class:`HandshakeAuthHandler` is installed only for that; every check happens in
@@ -49,7 +51,6 @@ import binascii
 import getpass
 import hashlib
 import hmac
-import json
 import logging
 import os
 import re
@@ -62,14 +63,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+import jwt
 import pyarrow.flight as flight
 
 from lance_format.errors import InvalidArgumentError
 
-from .errors import BadRequest
+from .jwtauth import ExternalJwt, OwnTokens, looks_like_jwt, unverified_claims
 from .loginlimit import LoginLimiter
 from .permissions import Grants
-from .query import load_json
 
 __all__ = [
     "AUTH_MIDDLEWARE_KEY",
@@ -107,7 +108,6 @@ _HASH_SCHEME = "pbkdf2_sha256"
 DEFAULT_ITERATIONS = 600_000  # OWASP's 2023 figure for PBKDF2-HMAC-SHA256
 _MAX_ITERATIONS = 10_000_000  # a bad file must not make one login take minutes
 _SALT_BYTES = 16
-_TOKEN_PREFIX = "lf1."
 _MAX_TOKEN_CHARS = 4096  # checked before any decoding
 DEFAULT_BASIC_CACHE_SECONDS = 300.0
 _BASIC_CACHE_ENTRIES = 1024
@@ -207,6 +207,7 @@ class Authenticator:
     ``LANCE_FLIGHT_SECRET`` environment variable is used, and without that a random secret, in
     which case tokens are only valid in this process (a warning says so).  ``limiter`` counts
     failed logins (default: :class:`.loginlimit.LoginLimiter` with its default rates).
+    ``external`` (:class:`.jwtauth.ExternalJwt`) also accepts an identity provider's JWTs.
     ``clock`` is injectable for tests.
     """
 
@@ -221,6 +222,7 @@ class Authenticator:
         grants: Mapping[str, Grants] | None = None,
         limiter: LoginLimiter | None = None,
         basic_cache_seconds: float = DEFAULT_BASIC_CACHE_SECONDS,
+        external: ExternalJwt | None = None,
     ):
         self._users: dict[str, _User] = {}
         for name, (password_hash, role) in (users or {}).items():
@@ -234,8 +236,11 @@ class Authenticator:
             _check_static_token(token)
             _check_role(identity.role)
             self._static[hashlib.sha256(token.encode("ascii")).digest()] = identity
-        if not self._users and not self._static:
-            raise AuthConfigError("authentication needs at least one user or static token")
+        if not self._users and not self._static and external is None:
+            raise AuthConfigError(
+                "authentication needs at least one user, static token or external JWT issuer"
+            )
+        self.external = external
         self._grants = dict(grants or {})
         self.limiter = limiter if limiter is not None else LoginLimiter()
         self._basic_ttl = float(basic_cache_seconds)
@@ -258,6 +263,7 @@ class Authenticator:
         self._secret = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
         if len(self._secret) < _MIN_SECRET_BYTES:
             raise AuthConfigError(f"the token secret must be at least {_MIN_SECRET_BYTES} bytes")
+        self._tokens = OwnTokens(self._secret, clock)
         # unknown users still cost one PBKDF2 run, so timing does not reveal who exists
         slowest = max((u.iterations for u in self._users.values()), default=1)
         self._dummy_hash = hash_password(secrets.token_hex(8), iterations=slowest)
@@ -270,8 +276,10 @@ class Authenticator:
         **kwargs: Any,
     ) -> Authenticator:
         """Load a users file and/or a tokens file (see the module docstring for the formats)."""
-        if users_file is None and tokens_file is None:
-            raise AuthConfigError("authentication needs a users file or a tokens file")
+        if users_file is None and tokens_file is None and kwargs.get("external") is None:
+            raise AuthConfigError(
+                "authentication needs a users file or a tokens file (or an external JWT issuer)"
+            )
         grants: dict[str, Grants] = {}
         users = tokens = None
         if users_file is not None:
@@ -343,17 +351,20 @@ class Authenticator:
         """A bearer token for ``identity``, valid for ``ttl`` seconds in every process sharing
         the secret."""
         _check_role(identity.role)
-        expires = int(self._clock() + (self.token_ttl if ttl is None else ttl))
-        claims = {"u": identity.user, "r": identity.role, "exp": expires, "n": secrets.token_hex(6)}
-        body = _b64e(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode("utf-8"))
-        return f"{_TOKEN_PREFIX}{body}.{self._sign(body)}"
+        return self._tokens.issue(
+            identity.user, identity.role, self.token_ttl if ttl is None else ttl
+        )
 
     def verify_token(self, token: str) -> Identity:
         """The identity a bearer token stands for, or an unauthenticated error."""
         if len(token) > _MAX_TOKEN_CHARS:
             raise flight.FlightUnauthenticatedError("invalid bearer token")
-        if token.startswith(_TOKEN_PREFIX):
-            return self._verify_signed(token[len(_TOKEN_PREFIX) :])
+        if looks_like_jwt(token):  # never a static token: those have no dots
+            if self._tokens.is_own(token):
+                return self._current(*self._tokens.verify(token))
+            if self.external is not None:
+                return Identity(*self.external.verify(token))
+            raise flight.FlightUnauthenticatedError("invalid bearer token")
         digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         found = None
         for known, identity in self._static.items():  # no early exit: constant time
@@ -363,30 +374,11 @@ class Authenticator:
             raise flight.FlightUnauthenticatedError("invalid bearer token")
         return found
 
-    def _sign(self, body: str) -> str:
-        mac = hmac.new(self._secret, (_TOKEN_PREFIX + body).encode("ascii"), hashlib.sha256)
-        return _b64e(mac.digest())
-
-    def _verify_signed(self, rest: str) -> Identity:
-        body, dot, signature = rest.partition(".")
-        if not dot or not body.isascii() or not signature.isascii():
-            raise flight.FlightUnauthenticatedError("invalid bearer token")
-        if not hmac.compare_digest(self._sign(body), signature):
-            raise flight.FlightUnauthenticatedError("invalid bearer token")
-        try:  # signed by us, so well-formed unless the secret leaked; check anyway
-            claims = json.loads(_b64d(body))
-            user, role, expires = claims["u"], claims["r"], claims["exp"]
-        except (ValueError, KeyError, TypeError):
-            raise flight.FlightUnauthenticatedError("invalid bearer token") from None
-        if not isinstance(user, str) or role not in ROLES or not isinstance(expires, int):
-            raise flight.FlightUnauthenticatedError("invalid bearer token")
-        if self._clock() >= expires:
-            error = flight.FlightUnauthenticatedError("bearer token expired: authenticate again")
-            error.expired = True  # a client that logged in once: not a failed login
-            raise error
+    def _current(self, user: str, role: str) -> Identity:
+        """A signed token's identity as the users file has it now: a user removed from the
+        file (and the server restarted) loses its tokens, a user demoted to read loses write
+        at once."""
         if self._users:
-            # a user removed from the file (and the server restarted) loses its tokens, and a
-            # user demoted to read loses write at once
             record = self._users.get(user)
             if record is None:
                 raise flight.FlightUnauthenticatedError("invalid bearer token")
@@ -430,11 +422,10 @@ class Authenticator:
             scheme, credentials = _authorization(headers)
             if scheme == "basic":
                 return _decode_basic(credentials)[0]
-            if scheme == "bearer" and credentials.startswith(_TOKEN_PREFIX):
-                body = _b64d(credentials[len(_TOKEN_PREFIX) :].partition(".")[0])
-                claims = load_json(body, "the token")
-                return claims["u"] if isinstance(claims.get("u"), str) else None
-        except (flight.FlightError, ValueError, KeyError, TypeError, AttributeError, BadRequest):
+            if scheme == "bearer" and looks_like_jwt(credentials):
+                user = unverified_claims(credentials).get("sub")
+                return user if isinstance(user, str) else None
+        except (flight.FlightError, ValueError, jwt.PyJWTError):
             return None
         return None
 
@@ -486,8 +477,8 @@ def _check_static_token(token: str) -> None:
         raise AuthConfigError("a static token must be printable ASCII without spaces")
     if len(token) < _MIN_STATIC_TOKEN_CHARS:
         raise AuthConfigError(f"a static token must be at least {_MIN_STATIC_TOKEN_CHARS} chars")
-    if token.startswith(_TOKEN_PREFIX):
-        raise AuthConfigError(f"static tokens must not start with {_TOKEN_PREFIX!r} (reserved)")
+    if "." in token:
+        raise AuthConfigError("static tokens must not contain '.' (reserved for signed JWTs)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -91,8 +91,7 @@ class Catalog:
 
     def path_of(self, name: object) -> str:
         """The directory of dataset ``name`` (which need not exist yet), confined to the root."""
-        check_name(name)
-        parts = name.split("/")
+        parts = check_name(name).split("/")
         path = storage.join(self.root, *parts)
         if not self.local:
             return path  # no symlinks in an object store: the checked name is the path

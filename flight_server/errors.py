@@ -44,6 +44,7 @@ with a short message naming the request id; the traceback goes to the server log
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -65,7 +66,7 @@ from lance_format.errors import (
     UnsupportedError,
 )
 
-from . import requestlog
+from . import logs, requestlog
 
 log = logging.getLogger("lance_flight")
 
@@ -308,14 +309,18 @@ def convert(exc: BaseException, args: tuple) -> BaseException:
 
 
 def flight_errors(fn: F) -> F:
-    """Handler decorator: every exception leaves as the Flight error of its kind."""
+    """Handler decorator: every exception leaves as the Flight error of its kind, and lines
+    logged while the handler runs carry the call's request id (:func:`.logs.call_scope`)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - this is the one place that maps them all
-            raise convert(exc, args) from None
+        _, context = _call_info(args)
+        ids = requestlog.call_ids(context) if context is not None else None
+        with logs.call_scope(ids) if ids is not None else contextlib.nullcontext():
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - this is the one place that maps them all
+                raise convert(exc, args) from None
 
     return wrapper  # type: ignore[return-value]
 

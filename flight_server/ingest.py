@@ -32,10 +32,16 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format import storage
-from lance_format.errors import CommitConflictError, InvalidArgumentError, SchemaError
+from lance_format.errors import (
+    CommitConflictError,
+    InvalidArgumentError,
+    SchemaError,
+    UnsupportedError,
+)
 from lance_format.schema import LanceSchema
 from lance_format.table import manifest, paths, staging, write
 from lance_format.validation import check_arrays
+from lance_format.version import DEFAULT_VERSION, LanceFileVersion, writable
 
 from . import permissions
 from .catalog import Catalog
@@ -64,11 +70,22 @@ def _key_lock(root: str, key: str) -> threading.Lock:
 class PutOptions:
     dataset: str
     mode: str = "append"
-    data_storage_version: str | None = None
+    data_storage_version: str | LanceFileVersion | None = None
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE
     idempotency_key: str | None = None
     stage: bool = False
     job: str | None = None
+
+
+def writable_version(value: object) -> LanceFileVersion:
+    """A client's ``data_storage_version``, if writable; a BadRequest naming the writable
+    versions otherwise."""
+    try:
+        if not isinstance(value, str):
+            raise UnsupportedError(f"'data_storage_version' must be a string, got {value!r}")
+        return writable(value)
+    except UnsupportedError as exc:
+        raise BadRequest(f"'data_storage_version': {exc.problem}") from None
 
 
 def parse_put(cmd: dict) -> PutOptions:
@@ -82,11 +99,8 @@ def parse_put(cmd: dict) -> PutOptions:
     if mode not in MODES:
         raise BadRequest(f"'mode' must be one of {list(MODES)}, got {mode!r}")
     version = cmd.get("data_storage_version")
-    if version is not None and version not in write.WRITABLE_VERSIONS:
-        raise BadRequest(
-            f"'data_storage_version' must be one of {sorted(write.WRITABLE_VERSIONS)}, "
-            f"got {version!r}"
-        )
+    if version is not None:
+        version = writable_version(version)
     key = cmd.get("idempotency_key")
     if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 256):
         raise BadRequest("'idempotency_key' must be a string of 1 to 256 characters")
@@ -252,24 +266,23 @@ def ingest(
 
     current = catalog.open(opts.dataset) if exists else None
     appending = opts.mode == "append" and current is not None
+    requested = writable_version(opts.data_storage_version) if opts.data_storage_version else None
     if appending:
         lance_schema = current.lance_schema
-        version = current.data_storage_version
+        stored = current.data_storage_version
         target = current.schema
     else:
         lance_schema = LanceSchema.from_arrow(schema)
-        version = opts.data_storage_version or (
-            current.data_storage_version if current is not None else "stable"
+        stored = requested or (
+            current.data_storage_version if current is not None else DEFAULT_VERSION
         )
         target = lance_schema.to_dataset_arrow().with_metadata(schema.metadata)
     must_cast = needs_cast(target, schema)
-    if opts.data_storage_version and appending and opts.data_storage_version != version:
+    if requested and appending and requested != stored:
         raise BadRequest(
-            f"dataset {opts.dataset!r} stores Lance {version} files; cannot append "
-            f"{opts.data_storage_version}"
+            f"dataset {opts.dataset!r} stores Lance {stored} files; cannot append {requested}"
         )
-    if version not in write.WRITABLE_VERSIONS:
-        raise BadRequest(f"cannot write Lance file version {version} (writable: 2.0, 2.1, 2.2)")
+    version = writable_version(stored)
     fragments = []
     record = job.new_put(current.version if current is not None else 0) if job else None
 

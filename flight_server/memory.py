@@ -56,12 +56,14 @@ class Reclaimer:
         self._wanted.set()
 
     def _run(self) -> None:
+        trim = self._trim
+        assert trim is not None  # the thread is started only when there is malloc_trim
         while self._wanted.wait() and not self._closed.is_set():
             if self._closed.wait(self._delay):
                 return
             self._wanted.clear()
             try:
-                self._trim()
+                trim()
                 self.trims += 1
             except Exception:  # never let this thread take anything down
                 log.exception("malloc_trim failed")

@@ -1,297 +1,64 @@
-"""Prometheus metrics without a dependency: a small registry, text exposition, an HTTP endpoint.
+"""Prometheus metrics of the server, on ``prometheus_client``.
 
-:class:`MetricsRegistry` holds counters, gauges and histograms (optionally labelled, optionally
-computed by a callback at scrape time) and renders the text exposition format 0.0.4.
-:func:`serve_metrics` serves it on a daemon thread.  :class:`ServerMetrics` declares the
-metrics the Flight server updates, with one helper per event, and
-:class:`MetricsMiddlewareFactory` counts every RPC by method and final gRPC status.
+:class:`ServerMetrics` declares the metrics the Flight server (and its REST API) update, with
+one helper per event; :class:`MetricsMiddlewareFactory` counts every RPC by method and final
+gRPC status; :func:`serve_metrics` serves ``GET /metrics`` on a daemon thread.
 
-With ``--workers N`` every process has its own registry: give each its own metrics port.
-pyarrow reports a ``do_get`` that the client cancelled mid-stream as OK to middleware; a
-handler that wants it counted must check ``context.is_cancelled()`` itself.
+With ``--workers N`` the supervisor makes a directory for ``prometheus_client``'s
+multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, set before the workers start): every worker
+writes its values there and the supervisor alone serves ``/metrics``, summing the workers
+(:func:`multiprocess_registry`).  Gauges of a worker that exits are dropped
+(:func:`worker_exited`); its counters stay in the sums, so they never go down.
+
+The search cache's numbers are read from ``SearchCache.stats`` (a callable) and copied into
+the metrics when a call ends and at every scrape of this process's own registry, so they are
+also summed over workers.  pyarrow reports a ``do_get`` that the client cancelled mid-stream
+as OK to middleware; a handler that wants it counted must check ``context.is_cancelled()``.
 """
 
 from __future__ import annotations
 
-import bisect
 import http.server
 import logging
-import math
-import re
+import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import prometheus_client
 import pyarrow.flight as flight
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    multiprocess,
+)
+from prometheus_client.exposition import choose_encoder
 
 __all__ = [
     "CONTENT_TYPE",
-    "Counter",
-    "Gauge",
-    "Histogram",
+    "MULTIPROC_ENV",
     "MetricsMiddlewareFactory",
-    "MetricsRegistry",
     "MetricsServer",
     "ServerMetrics",
     "method_name",
+    "multiprocess_registry",
     "serve_metrics",
     "status_name",
+    "worker_exited",
 ]
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = prometheus_client.exposition.CONTENT_TYPE_PLAIN_0_0_4  # without an Accept header
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
-_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-
-LabelValues = tuple[str, ...]
-
-
-def _format_value(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if float(value).is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return repr(float(value))
-
-
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _labels_text(names: Sequence[str], values: Sequence[str]) -> str:
-    if not names:
-        return ""
-    pairs = ",".join(f'{n}="{_escape_label(v)}"' for n, v in zip(names, values, strict=True))
-    return "{" + pairs + "}"
-
-
-class _Metric:
-    kind = "untyped"
-
-    def __init__(
-        self,
-        name: str,
-        help: str,
-        labelnames: Sequence[str] = (),
-        fn: Callable[[], float | Mapping[LabelValues, float]] | None = None,
-    ):
-        if not _NAME_RE.fullmatch(name):
-            raise ValueError(f"bad metric name {name!r}")
-        for label in labelnames:
-            if not _LABEL_RE.fullmatch(label) or label.startswith("__") or label == "le":
-                raise ValueError(f"bad label name {label!r}")
-        self.name = name
-        self.help = help
-        self.labelnames = tuple(labelnames)
-        self._fn = fn
-        self._lock = threading.Lock()
-        self._values: dict[LabelValues, float] = {}
-
-    def _key(self, labels: Mapping[str, Any]) -> LabelValues:
-        if set(labels) != set(self.labelnames):
-            raise ValueError(f"{self.name} takes labels {self.labelnames}, got {tuple(labels)}")
-        return tuple(str(labels[n]) for n in self.labelnames)
-
-    def value(self, **labels: Any) -> float:
-        """The current value (0 for a label combination never touched)."""
-        key = self._key(labels)
-        if self._fn is not None:
-            return float(self._samples().get(key, 0.0))
-        with self._lock:
-            return self._values.get(key, 0.0)
-
-    def _samples(self) -> dict[LabelValues, float]:
-        if self._fn is None:
-            with self._lock:
-                return dict(self._values)
-        got = self._fn()
-        if isinstance(got, Mapping):
-            return {tuple(map(str, k)): float(v) for k, v in got.items()}
-        return {(): float(got)}
-
-    def render(self) -> list[str]:
-        try:
-            samples = self._samples()
-        except Exception:  # a failing callback must not break the whole scrape
-            log.exception("metric callback for %s failed", self.name)
-            return []
-        lines = [f"# HELP {self.name} {_escape_help(self.help)}", f"# TYPE {self.name} {self.kind}"]
-        for key in sorted(samples):
-            lines.append(
-                f"{self.name}{_labels_text(self.labelnames, key)} {_format_value(samples[key])}"
-            )
-        return lines
-
-
-class Counter(_Metric):
-    """A monotonically increasing count (or, with ``fn``, a monotonic value read at scrape)."""
-
-    kind = "counter"
-
-    def inc(self, amount: float = 1.0, **labels: Any) -> None:
-        if amount < 0:
-            raise ValueError("a counter cannot decrease")
-        if self._fn is not None:
-            raise TypeError(f"{self.name} is computed by a callback")
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
-
-
-class Gauge(_Metric):
-    """A value that goes up and down (or, with ``fn``, is read at scrape time)."""
-
-    kind = "gauge"
-
-    def set(self, value: float, **labels: Any) -> None:
-        if self._fn is not None:
-            raise TypeError(f"{self.name} is computed by a callback")
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = float(value)
-
-    def inc(self, amount: float = 1.0, **labels: Any) -> None:
-        if self._fn is not None:
-            raise TypeError(f"{self.name} is computed by a callback")
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
-
-    def dec(self, amount: float = 1.0, **labels: Any) -> None:
-        self.inc(-amount, **labels)
-
-
-class Histogram(_Metric):
-    """Observations counted into cumulative ``le`` buckets, with their sum and count."""
-
-    kind = "histogram"
-
-    def __init__(
-        self,
-        name: str,
-        help: str,
-        labelnames: Sequence[str] = (),
-        buckets: Sequence[float] = DURATION_BUCKETS,
-    ):
-        super().__init__(name, help, labelnames)
-        bounds = sorted(float(b) for b in buckets if not math.isinf(b))
-        if not bounds or len(set(bounds)) != len(bounds):
-            raise ValueError("histogram buckets must be distinct and non-empty")
-        self.buckets = tuple(bounds)
-        # per label set: [count per bucket (non-cumulative, last = +Inf), sum]
-        self._data: dict[LabelValues, tuple[list[int], list[float]]] = {}
-
-    def observe(self, value: float, **labels: Any) -> None:
-        key = self._key(labels)
-        slot = bisect.bisect_left(self.buckets, value)  # le is inclusive
-        with self._lock:
-            counts, total = self._data.setdefault(key, ([0] * (len(self.buckets) + 1), [0.0]))
-            counts[slot] += 1
-            total[0] += value
-
-    @contextmanager
-    def time(self, **labels: Any) -> Iterator[None]:
-        """Observe the duration of a ``with`` block in seconds."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.observe(time.perf_counter() - start, **labels)
-
-    def count(self, **labels: Any) -> int:
-        with self._lock:
-            data = self._data.get(self._key(labels))
-            return sum(data[0]) if data else 0
-
-    def sum(self, **labels: Any) -> float:
-        with self._lock:
-            data = self._data.get(self._key(labels))
-            return data[1][0] if data else 0.0
-
-    def value(self, **labels: Any) -> float:
-        return float(self.count(**labels))
-
-    def render(self) -> list[str]:
-        with self._lock:
-            snapshot = {k: (list(c), t[0]) for k, (c, t) in self._data.items()}
-        lines = [f"# HELP {self.name} {_escape_help(self.help)}", f"# TYPE {self.name} histogram"]
-        names = (*self.labelnames, "le")
-        for key in sorted(snapshot):
-            counts, total = snapshot[key]
-            running = 0
-            for bound, count in zip((*self.buckets, math.inf), counts, strict=True):
-                running += count
-                labels = _labels_text(names, (*key, _format_value(bound)))
-                lines.append(f"{self.name}_bucket{labels} {running}")
-            plain = _labels_text(self.labelnames, key)
-            lines.append(f"{self.name}_sum{plain} {_format_value(total)}")
-            lines.append(f"{self.name}_count{plain} {running}")
-        return lines
-
-
-class MetricsRegistry:
-    """A thread-safe set of metrics, rendered together for a scrape."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._metrics: dict[str, _Metric] = {}
-
-    def _add(self, metric: _Metric) -> Any:
-        with self._lock:
-            if metric.name in self._metrics:
-                raise ValueError(f"metric {metric.name!r} is already registered")
-            self._metrics[metric.name] = metric
-        return metric
-
-    def counter(
-        self,
-        name: str,
-        help: str,
-        labelnames: Sequence[str] = (),
-        fn: Callable[[], float | Mapping[LabelValues, float]] | None = None,
-    ) -> Counter:
-        return self._add(Counter(name, help, labelnames, fn))
-
-    def gauge(
-        self,
-        name: str,
-        help: str,
-        labelnames: Sequence[str] = (),
-        fn: Callable[[], float | Mapping[LabelValues, float]] | None = None,
-    ) -> Gauge:
-        return self._add(Gauge(name, help, labelnames, fn))
-
-    def histogram(
-        self,
-        name: str,
-        help: str,
-        labelnames: Sequence[str] = (),
-        buckets: Sequence[float] = DURATION_BUCKETS,
-    ) -> Histogram:
-        return self._add(Histogram(name, help, labelnames, buckets))
-
-    def get(self, name: str) -> _Metric:
-        return self._metrics[name]
-
-    def render(self) -> str:
-        """The whole registry in the Prometheus text exposition format 0.0.4."""
-        with self._lock:
-            metrics = list(self._metrics.values())
-        lines: list[str] = []
-        for metric in metrics:
-            lines.extend(metric.render())
-        return "\n".join(lines) + "\n"
+# ``*_created`` series would double every counter and histogram for no use here
+prometheus_client.disable_created_metrics()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,45 +125,105 @@ def status_name(exception: BaseException | None) -> str:
 # ---------------------------------------------------------------------------------------------
 # the server's metrics
 
+_CACHE_COUNTERS = (
+    ("hits", "lance_flight_cache_hits", "Search cache hits"),
+    ("misses", "lance_flight_cache_misses", "Search cache misses"),
+)
+_CACHE_GAUGES = (
+    ("bytes", "lance_flight_cache_bytes", "Bytes held by the search cache"),
+    ("entries", "lance_flight_cache_entries", "Entries in the search cache"),
+    ("capacity_bytes", "lance_flight_cache_capacity_bytes", "Cache budget"),
+)
+_PAGE_COUNTERS = (
+    ("hits", "lance_flight_page_cache_hits", "Decoded-page cache hits"),
+    ("misses", "lance_flight_page_cache_misses", "Decoded-page cache misses"),
+    ("evictions", "lance_flight_page_cache_evictions", "Pages evicted to stay within budget"),
+)
+_PAGE_GAUGES = (
+    ("bytes", "lance_flight_page_cache_bytes", "Bytes of decoded pages held"),
+    ("entries", "lance_flight_page_cache_entries", "Pages in the decoded-page cache"),
+    ("capacity_bytes", "lance_flight_page_cache_capacity_bytes", "Decoded-page cache budget"),
+)
+
+
+class _Refresh:
+    """A collector that yields nothing but brings the callback-fed metrics up to date first
+    (registered before them, so a scrape sees fresh values)."""
+
+    def __init__(self, refresh: Callable[[], None]):
+        self._refresh = refresh
+
+    def collect(self) -> Iterator[Any]:
+        self._refresh()
+        return iter(())
+
 
 class ServerMetrics:
-    """The metrics of one Flight server process, with a helper per event it reports."""
+    """The metrics of one server process, with a helper per event it reports.
 
-    def __init__(self, registry: MetricsRegistry | None = None):
-        self.registry = registry if registry is not None else MetricsRegistry()
+    ``registry`` (default: a new one) is what :func:`serve_metrics` renders for a single
+    process; in multiprocess mode the values also land in ``PROMETHEUS_MULTIPROC_DIR``.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.requests = r.counter(
-            "lance_flight_requests_total", "Flight RPCs by method and final gRPC status",
-            ("method", "status"),
-        )  # fmt: skip
-        self.request_seconds = r.histogram(
-            "lance_flight_request_duration_seconds", "Flight RPC duration", ("method",)
-        )
-        self.in_flight = r.gauge(
-            "lance_flight_requests_in_flight", "Flight RPCs currently running", ("method",)
-        )
-        self.actions = r.counter(
-            "lance_flight_actions_total", "DoAction calls by type", ("action",)
-        )
-        self.rows_served = r.counter("lance_flight_rows_served_total", "Rows sent by DoGet")
-        self.bytes_served = r.counter(
-            "lance_flight_bytes_served_total", "Arrow bytes sent by DoGet"
-        )
-        self.rows_written = r.counter("lance_flight_rows_written_total", "Rows received by DoPut")
-        self.bytes_written = r.counter(
-            "lance_flight_bytes_written_total", "Arrow bytes received by DoPut"
-        )
-        self.decode_seconds = r.histogram(
-            "lance_flight_decode_seconds", "Time spent decoding Lance pages into Arrow batches"
-        )
-        self.commit_conflicts = r.counter(
-            "lance_flight_commit_conflicts_total", "Commits that lost against a concurrent one"
-        )
-        start = time.time()
-        r.gauge(
-            "process_start_time_seconds", "Start time of the process (Unix time)", fn=lambda: start
-        )
         self._cache_stats: Callable[[], Mapping[str, float]] | None = None
+        self._cache_seen: dict[str, float] = {}
+        self._cache_lock = threading.Lock()
+        self._page_feed: tuple | None = None  # (stats, counters, gauges, last seen)
+        r.register(_Refresh(self.refresh))
+        self.requests = Counter(
+            "lance_flight_requests", "Flight RPCs by method and final gRPC status",
+            ("method", "status"), registry=r,
+        )  # fmt: skip
+        self.request_seconds = Histogram(
+            "lance_flight_request_duration_seconds", "Flight RPC duration", ("method",),
+            buckets=DURATION_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.in_flight = Gauge(
+            "lance_flight_requests_in_flight", "Flight RPCs currently running", ("method",),
+            multiprocess_mode="livesum", registry=r,
+        )  # fmt: skip
+        self.actions = Counter(
+            "lance_flight_actions", "DoAction calls by type", ("action",), registry=r
+        )
+        self.rows_served = Counter("lance_flight_rows_served", "Rows sent by DoGet", registry=r)
+        self.bytes_served = Counter(
+            "lance_flight_bytes_served", "Arrow bytes sent by DoGet", registry=r
+        )
+        self.rows_written = Counter(
+            "lance_flight_rows_written", "Rows received by DoPut", registry=r
+        )
+        self.bytes_written = Counter(
+            "lance_flight_bytes_written", "Arrow bytes received by DoPut", registry=r
+        )
+        self.decode_seconds = Histogram(
+            "lance_flight_decode_seconds", "Time spent decoding Lance pages into Arrow batches",
+            buckets=DURATION_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.commit_conflicts = Counter(
+            "lance_flight_commit_conflicts", "Commits that lost against a concurrent one",
+            registry=r,
+        )  # fmt: skip
+        self._cache_counters = {
+            key: Counter(name, text, registry=r) for key, name, text in _CACHE_COUNTERS
+        }
+        self._cache_gauges = {
+            key: Gauge(name, text, multiprocess_mode="livesum", registry=r)
+            for key, name, text in _CACHE_GAUGES
+        }
+        if not os.environ.get(MULTIPROC_ENV):  # in multiprocess mode the supervisor's own
+            ProcessCollector(registry=r)
+
+    def value(self, name: str, **labels: str) -> float:
+        """A sample of this process's registry by its exposed name (0 when absent)."""
+        self.refresh()
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+    def record_request(self, method: str, status: str, seconds: float) -> None:
+        self.requests.labels(method=method, status=status).inc()
+        self.request_seconds.labels(method=method).observe(seconds)
 
     def record_served(self, rows: int, nbytes: int) -> None:
         self.rows_served.inc(rows)
@@ -417,34 +244,51 @@ class ServerMetrics:
         self.commit_conflicts.inc()
 
     def record_action(self, action_type: str) -> None:
-        self.actions.inc(action=action_type)
+        self.actions.labels(action=action_type).inc()
 
     def watch_cache(self, stats: Callable[[], Mapping[str, float]]) -> None:
-        """Expose a ``SearchCache.stats``-like callable, read at every scrape."""
+        """Report a ``SearchCache.stats``-like callable (read at refresh)."""
         if self._cache_stats is not None:
             raise ValueError("a cache is already watched")
         self._cache_stats = stats
-        r = self.registry
-        for key, name, kind, text in (
-            ("hits", "lance_flight_cache_hits_total", r.counter, "Search cache hits"),
-            ("misses", "lance_flight_cache_misses_total", r.counter, "Search cache misses"),
-            ("bytes", "lance_flight_cache_bytes", r.gauge, "Bytes held by the search cache"),
-            ("entries", "lance_flight_cache_entries", r.gauge, "Entries in the search cache"),
-            ("capacity_bytes", "lance_flight_cache_capacity_bytes", r.gauge, "Cache budget"),
-        ):
-            kind(name, text, fn=lambda key=key: stats()[key])
+        self.refresh()
 
     def watch_page_cache(self, stats: Callable[[], Mapping[str, float]]) -> None:
-        """Expose a ``PageCache.stats``-like callable (decoded pages), read at every scrape."""
+        """Report a ``PageCache.stats``-like callable (decoded pages; read at refresh)."""
         r = self.registry
-        for key, name, kind, text in (
-            ("hits", "lance_flight_page_cache_hits_total", r.counter, "Page cache hits"),
-            ("misses", "lance_flight_page_cache_misses_total", r.counter, "Page cache misses"),
-            ("evictions", "lance_flight_page_cache_evictions_total", r.counter, "Pages evicted"),
-            ("bytes", "lance_flight_page_cache_bytes", r.gauge, "Bytes of decoded pages held"),
-            ("capacity_bytes", "lance_flight_page_cache_capacity_bytes", r.gauge, "Page budget"),
-        ):
-            kind(name, text, fn=lambda key=key: stats()[key])
+        counters = {key: Counter(name, text, registry=r) for key, name, text in _PAGE_COUNTERS}
+        gauges = {
+            key: Gauge(name, text, multiprocess_mode="livesum", registry=r)
+            for key, name, text in _PAGE_GAUGES
+        }
+        self._page_feed = (stats, counters, gauges, {})
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Copy the watched caches' numbers into the metrics: counters advance by what the
+        cache counted since the last refresh.  A failing callback is logged, never raised
+        (a scrape must not break)."""
+        if self._cache_stats is not None:
+            self._copy(self._cache_stats, self._cache_counters, self._cache_gauges,
+                       self._cache_seen)  # fmt: skip
+        if self._page_feed is not None:
+            self._copy(*self._page_feed)
+
+    def _copy(self, stats_fn, counters, gauges, seen: dict[str, float]) -> None:
+        try:
+            stats = stats_fn()
+        except Exception:  # noqa: BLE001
+            log.exception("reading a cache's stats for metrics failed")
+            return
+        with self._cache_lock:
+            for key, counter in counters.items():
+                now = float(stats[key])
+                grown = now - seen.get(key, 0.0)
+                if grown > 0:
+                    counter.inc(grown)
+                seen[key] = max(now, seen.get(key, 0.0))
+            for key, gauge in gauges.items():
+                gauge.set(float(stats[key]))
 
     def middleware(self) -> MetricsMiddlewareFactory:
         return MetricsMiddlewareFactory(self)
@@ -457,16 +301,16 @@ class _MetricsMiddleware(flight.ServerMiddleware):
         self.headers = headers
         self._start = time.perf_counter()
         self._done = False
-        metrics.in_flight.inc(method=method)
+        metrics.in_flight.labels(method=method).inc()
 
     def call_completed(self, exception: Exception | None) -> None:
         if self._done:
             return
         self._done = True
         m = self._metrics
-        m.in_flight.dec(method=self.method)
-        m.requests.inc(method=self.method, status=status_name(exception))
-        m.request_seconds.observe(time.perf_counter() - self._start, method=self.method)
+        m.in_flight.labels(method=self.method).dec()
+        m.record_request(self.method, status_name(exception), time.perf_counter() - self._start)
+        m.refresh()
 
 
 class MetricsMiddlewareFactory(flight.ServerMiddlewareFactory):
@@ -501,6 +345,24 @@ class MetricsMiddlewareFactory(flight.ServerMiddlewareFactory):
 
 
 # ---------------------------------------------------------------------------------------------
+# multiprocess mode
+
+
+def multiprocess_registry(path: str) -> CollectorRegistry:
+    """The supervisor's registry: every worker's values under ``path``, summed (gauges of
+    live workers only), plus the supervisor's own process metrics."""
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=path)
+    ProcessCollector(registry=registry)
+    return registry
+
+
+def worker_exited(pid: int, path: str) -> None:
+    """Drop the live gauges of a worker that exited (its counters stay in the sums)."""
+    multiprocess.mark_process_dead(pid, path)
+
+
+# ---------------------------------------------------------------------------------------------
 # HTTP endpoint
 
 
@@ -510,8 +372,10 @@ class MetricsServer:
     def __init__(self, httpd: http.server.ThreadingHTTPServer, thread: threading.Thread):
         self._httpd = httpd
         self._thread = thread
-        self.host = httpd.server_address[0]
-        self.port = int(httpd.server_address[1])
+        address = httpd.server_address
+        host = address[0]
+        self.host = host.decode() if isinstance(host, bytes) else str(host)
+        self.port = int(address[1])
 
     @property
     def url(self) -> str:
@@ -531,9 +395,10 @@ class MetricsServer:
 
 
 def serve_metrics(
-    registry: MetricsRegistry | ServerMetrics, host: str = "127.0.0.1", port: int = 0
+    registry: CollectorRegistry | ServerMetrics, host: str = "127.0.0.1", port: int = 0
 ) -> MetricsServer:
-    """Serve ``GET /metrics`` on a daemon thread (port 0 picks a free port)."""
+    """Serve ``GET /metrics`` on a daemon thread (port 0 picks a free port), in the format
+    the scraper's ``Accept`` header asks for (the text format 0.0.4 by default)."""
     reg = registry.registry if isinstance(registry, ServerMetrics) else registry
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -541,9 +406,10 @@ def serve_metrics(
             if self.path.split("?", 1)[0] not in ("/metrics", "/"):
                 self.send_error(404, "only /metrics is served here")
                 return
-            body = reg.render().encode("utf-8")
+            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+            body = encoder(reg)
             self.send_response(200)
-            self.send_header("Content-Type", CONTENT_TYPE)
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -551,11 +417,14 @@ def serve_metrics(
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("metrics %s - %s", self.address_string(), format % args)
 
-    server_class = http.server.ThreadingHTTPServer
+    server_class: type[http.server.ThreadingHTTPServer] = http.server.ThreadingHTTPServer
     if ":" in host:
         import socket
 
-        server_class = type("V6Server", (server_class,), {"address_family": socket.AF_INET6})
+        class V6Server(http.server.ThreadingHTTPServer):
+            address_family = socket.AF_INET6
+
+        server_class = V6Server
     httpd = server_class((host, port), Handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -84,7 +85,7 @@ def plan(ds: Dataset, name: str, q: Query) -> Plan:
     """Validate the query against the version (columns, filter) and cut it into tickets."""
     scanner = checked_scanner(ds, q)
     schema = scanner.schema
-    base = dict(
+    base: dict[str, Any] = dict(
         dataset=name,
         version=ds.version,
         columns=q.columns,
@@ -98,6 +99,7 @@ def plan(ds: Dataset, name: str, q: Query) -> Plan:
             **base, limit=q.limit, offset=q.offset, nearest=q.nearest, prefilter=q.prefilter
         )
         return Plan(schema, [ticket], -1, -1, True)
+    assert isinstance(scanner, Scanner)  # a nearest query returned above
     fragments = ds.get_fragments()
     if q.row_ids is not None:
         ids = q.row_ids

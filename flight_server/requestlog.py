@@ -1,11 +1,16 @@
-"""One structured log line per Flight RPC, with a request id the client also receives.
+"""One structured log record per Flight RPC, with a request id the client also receives.
 
 Every call gets a request id: the client's ``x-request-id`` header when it sends a sane one
-(so ids can be followed across services), otherwise 16 random hex digits.  The id goes back
-in the ``x-request-id`` response header.  When the call ends, one line is logged (logfmt by
-default, or JSON) with ``ts``, ``request_id``, ``method``, ``peer``, ``user``, ``status``,
-``duration_ms``, ``error`` on failure, and whatever handlers attached with
-:func:`annotate` (``dataset``, ``rows``, ``bytes``, ...).
+(so ids can be followed across services), otherwise 16 random hex digits; a W3C
+``traceparent`` header is honoured as the ``trace_id`` field (:mod:`.logs`).  The id goes back
+in the ``x-request-id`` response header.  When the call ends, one record is logged to
+``flight_server.requests`` with the fields ``request_id``, ``method``, ``peer``, ``user``,
+``status``, ``duration_ms``, ``error`` on failure, and whatever handlers attached with
+:func:`annotate` (``dataset``, ``rows``, ``bytes``, ...); the handler's formatter renders
+them (:class:`.logs.JsonFormatter` or :class:`.logs.LogfmtFormatter`).  Lines a handler logs
+carry the call's ids too (:func:`flight_server.errors.flight_errors` enters
+:func:`.logs.call_scope`: pyarrow runs middleware and handler in separate callbacks, which
+share no thread state).
 
 pyarrow middleware does not see the peer address; :func:`annotate` records it from the call
 context, so handlers should call ``annotate(context, ...)`` at least once (a bare
@@ -15,18 +20,16 @@ registered as one of its observers (:func:`flight_server.auth.auth_server_option
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import secrets
 import threading
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow.flight as flight
 
+from flight_server import logs
+from flight_server.logs import REQUEST_ID_HEADER, TRACEPARENT_HEADER
 from flight_server.metrics import method_name, status_name
 
 __all__ = [
@@ -40,17 +43,16 @@ __all__ = [
 
 #: Key of this middleware in ``FlightServerBase(middleware=...)``.
 REQUEST_LOG_KEY = "requestlog"
-REQUEST_ID_HEADER = "x-request-id"
-_SANE_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # nothing that could forge a log field
 _MAX_ERROR_CHARS = 300
-_FIXED = ("ts", "request_id", "method", "peer", "user", "status", "duration_ms")
+_FIXED = ("request_id", "trace_id", "method", "peer", "user", "status", "duration_ms")
 
 
 class _RequestLogMiddleware(flight.ServerMiddleware):
-    def __init__(self, factory: RequestLogMiddlewareFactory, method: str, headers, rid: str):
+    def __init__(self, factory: RequestLogMiddlewareFactory, method: str, headers, ids):
         self._factory = factory
         self.headers = headers
-        self.request_id = rid
+        self.ids: logs.CallIds = ids
+        self.request_id = ids.request_id
         self.method = method
         self.peer: str | None = None
         self.user: str | None = None
@@ -79,10 +81,10 @@ class _RequestLogMiddleware(flight.ServerMiddleware):
 
 
 class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
-    """Gives each call a request id and logs one line when it ends.
+    """Gives each call a request id and logs one record when it ends.
 
-    ``fmt`` is ``"logfmt"`` or ``"json"``; lines go to ``logger`` (default
-    ``flight_server.requests``) at ``level``; failed calls are logged at WARNING when
+    Records go to ``logger`` (default ``flight_server.requests``) at ``level``; failed calls
+    are logged at WARNING when
     ``level`` is lower.  Calls refused by the auth middleware are logged at most
     ``refusals_per_second`` a second (after a burst of twice as many): a flood of calls
     without credentials must not flood the log; the next line logged says how many were left
@@ -93,14 +95,10 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
         self,
         logger: logging.Logger | None = None,
         *,
-        fmt: str = "logfmt",
         level: int = logging.INFO,
         refusals_per_second: float = 20.0,
     ):
-        if fmt not in ("logfmt", "json"):
-            raise ValueError("fmt must be 'logfmt' or 'json'")
         self.logger = logger if logger is not None else logging.getLogger("flight_server.requests")
-        self.fmt = fmt
         self.level = level
         self._local = threading.local()
         self._refusal_rate = float(refusals_per_second)
@@ -112,11 +110,8 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
     def start_call(
         self, info: flight.CallInfo, headers: Mapping[str, Any]
     ) -> _RequestLogMiddleware:
-        incoming = (headers.get(REQUEST_ID_HEADER) or [None])[0]
-        if isinstance(incoming, bytes):
-            incoming = incoming.decode("ascii", "replace")
-        rid = incoming if incoming and _SANE_ID.fullmatch(incoming) else secrets.token_hex(8)
-        instance = _RequestLogMiddleware(self, method_name(info.method), headers, rid)
+        ids = logs.call_ids(headers.get(REQUEST_ID_HEADER), headers.get(TRACEPARENT_HEADER))
+        instance = _RequestLogMiddleware(self, method_name(info.method), headers, ids)
         self._local.current = instance
         return instance
 
@@ -161,13 +156,13 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
             return skipped
 
     def _emit(self, call: _RequestLogMiddleware, exception: Exception | None, seconds: float):
+        status = status_name(exception)
         record: dict[str, Any] = {
-            "ts": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "request_id": call.request_id,
+            **call.ids.fields(),
             "method": call.method,
             "peer": call.peer,
             "user": call.user,
-            "status": status_name(exception),
+            "status": status,
             "duration_ms": round(seconds * 1000.0, 3),
         }
         if exception is not None:
@@ -178,44 +173,13 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
             if key in _FIXED:
                 key = f"x_{key}"  # handlers cannot overwrite the fixed fields
             record[key] = value
-        line = format_json(record) if self.fmt == "json" else format_logfmt(record)
         level = self.level if exception is None else max(self.level, logging.WARNING)
-        self.logger.log(level, line, extra={"flight_request": record})
+        self.logger.log(level, "%s %s", call.method, status, extra={"fields": record})
 
 
 def _short_error(exception: BaseException) -> str:
     text = f"{type(exception).__name__}: {exception}"
     return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
-
-
-def format_json(record: Mapping[str, Any]) -> str:
-    return json.dumps(
-        {k: v for k, v in record.items() if v is not None}, default=str, separators=(",", ":")
-    )
-
-
-def format_logfmt(record: Mapping[str, Any]) -> str:
-    """``key=value`` pairs; values quoted when they contain spaces, quotes, ``=`` or are empty."""
-    parts = []
-    for key, value in record.items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, (int, float)):
-            text = str(value)
-        else:
-            text = str(value)
-            if text == "" or any(c in text for c in ' ="\\') or not text.isprintable():
-                escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-                escaped = escaped.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-                text = f'"{escaped}"'
-        parts.append(f"{_clean_key(key)}={text}")
-    return " ".join(parts)
-
-
-def _clean_key(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(key)) or "_"
 
 
 def _middleware(context: flight.ServerCallContext) -> _RequestLogMiddleware | None:
@@ -242,6 +206,12 @@ def accumulate(context: flight.ServerCallContext, **amounts: float) -> None:
     call = _middleware(context)
     if call is not None:
         call.accumulate(amounts)
+
+
+def call_ids(context: flight.ServerCallContext) -> logs.CallIds | None:
+    """The call's request id and trace context, or None when the request log is off."""
+    call = _middleware(context)
+    return None if call is None else call.ids
 
 
 def request_id(context: flight.ServerCallContext) -> str | None:

@@ -4,7 +4,8 @@ Python's GIL caps one process at about one core of decoding, so ``--workers N`` 
 processes on consecutive ports (free ones with ``--port 0``); each knows every sibling's
 location, so the endpoints of one ``FlightInfo`` spread over all of them.  The parent
 supervises: it prints one listening line once every worker is up, forwards SIGTERM/SIGINT,
-and exits 0 when they all stopped cleanly.  Auth tokens are signed with one secret made by
+and exits 0 when they all stopped cleanly; with ``--metrics-port`` it also serves the one
+``/metrics`` summing every worker's.  Auth tokens are signed with one secret made by
 the parent, so a token issued by any worker is accepted by all.  ``--rest-port P`` adds the
 Lance Namespace REST API (:mod:`flight_server.rest`) to every process, all on port P.
 """
@@ -22,6 +23,7 @@ import socket
 import sys
 import threading
 import time
+from typing import Any
 
 from .sql.limits import DEFAULT_MAX_STATEMENTS, DEFAULT_QUEUE_SECONDS, DEFAULT_TIMEOUT, SqlLimits
 
@@ -54,6 +56,15 @@ def _rate(text: str):
 
     try:
         return Rate.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _role_map(text: str) -> dict[str, str]:
+    from .jwtauth import parse_role_map
+
+    try:
+        return parse_role_map(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -164,6 +175,33 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--auth", nargs="?", action=_AuthFlag, help=argparse.SUPPRESS)
     p.add_argument(
+        "--jwt-jwks",
+        metavar="FILE|URL",
+        help="turn on authentication: also accept an identity provider's JWTs, verified "
+        "with this JWK set (a JSON file, or an http(s) URL fetched and cached)",
+    )
+    p.add_argument("--jwt-issuer", metavar="ISS", help="the 'iss' external JWTs must carry")
+    p.add_argument("--jwt-audience", metavar="AUD", help="the 'aud' external JWTs must carry")
+    p.add_argument(
+        "--jwt-roles-claim",
+        default="roles",
+        metavar="CLAIM",
+        help="claim of an external JWT holding its roles, a string or a list "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--jwt-role-map",
+        type=_role_map,
+        metavar="EXT=ROLE,...",
+        help="which roles-claim values mean read or write (default: read=read,write=write)",
+    )
+    p.add_argument(
+        "--jwt-user-claim",
+        default="sub",
+        metavar="CLAIM",
+        help="claim of an external JWT naming the user (default: %(default)s)",
+    )
+    p.add_argument(
         "--login-limit",
         type=_rate,
         default="5/30",
@@ -195,7 +233,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--metrics-port",
         type=int,
         metavar="PORT",
-        help="serve Prometheus metrics on http://HOST:PORT/metrics (worker i: PORT + i)",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (with --workers: one "
+        "endpoint, served by the supervisor, summing every worker)",
     )
     p.add_argument(
         "--rest-port",
@@ -210,22 +249,31 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="LEVEL",
         help="DEBUG, INFO, WARNING or ERROR (logs go to stderr)",
     )
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="log lines as logfmt key=value text or as JSON objects, one per line; request "
+        "lines carry request_id (the client's x-request-id, or a new one) and trace_id (from "
+        "a W3C traceparent header) (default: %(default)s)",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    from .logs import configure
+
+    configure(args.log_level, getattr(args, "log_format", "text"))
     if args.workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return 2
     if bool(args.tls_cert) != bool(args.tls_key):
         print("error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
+    if (args.jwt_issuer or args.jwt_audience or args.jwt_role_map) and not args.jwt_jwks:
+        print("error: the --jwt-* options need --jwt-jwks", file=sys.stderr)
+        return 2
     secret = None
-    if args.auth_users or args.auth_tokens:
+    if args.auth_users or args.auth_tokens or args.jwt_jwks:
         from .auth import generate_secret
 
         secret = os.environ.get("LANCE_FLIGHT_SECRET") or generate_secret()
@@ -237,7 +285,35 @@ def serve(args: argparse.Namespace) -> int:
     locations = [f"{scheme}://{public}:{p}" for p in ports] + list(args.advertise)
     if args.workers == 1:
         return _run(vars(args), ports[0], locations if len(locations) > 1 else None, secret, None)
-    return _supervise(args, ports, locations, secret)
+    if args.metrics_port is None:
+        return _supervise(args, ports, locations, secret)
+    return _supervise_with_metrics(args, ports, locations, secret)
+
+
+def _supervise_with_metrics(args, ports: list[int], locations: list[str], secret) -> int:
+    """Workers write their metrics into a directory of this process's (prometheus_client's
+    multiprocess mode, set up before any worker starts); this process serves the one
+    ``/metrics`` summing them, and removes the directory when it exits."""
+    import shutil
+    import tempfile
+
+    from .metrics import MULTIPROC_ENV, multiprocess_registry, serve_metrics
+
+    directory = tempfile.mkdtemp(prefix="lance-flight-metrics-")
+    os.environ[MULTIPROC_ENV] = directory  # inherited by the spawned workers
+    args.metrics_dir = directory
+    try:
+        try:
+            endpoint = serve_metrics(multiprocess_registry(directory), args.host, args.metrics_port)
+        except OSError as exc:
+            print(f"error: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
+            return 2
+        with endpoint:
+            log.info("metrics of all workers on %s", endpoint.url)
+            return _supervise(args, ports, locations, secret)
+    finally:
+        os.environ.pop(MULTIPROC_ENV, None)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def storage_options(pairs: list[str]) -> dict[str, str] | None:
@@ -288,7 +364,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
     from .server import DEFAULT_PAGE_CACHE_BYTES, LanceFlightServer
 
     authenticator = None
-    if opts.get("auth_users") or opts.get("auth_tokens"):
+    if opts.get("auth_users") or opts.get("auth_tokens") or opts.get("jwt_jwks"):
         from .auth import Authenticator
         from .loginlimit import DEFAULT_SERVER_RATE, DEFAULT_USER_RATE, LoginLimiter
 
@@ -297,7 +373,11 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
             opts.get("login_server_limit") or DEFAULT_SERVER_RATE,
         )
         authenticator = Authenticator.from_files(
-            opts.get("auth_users"), opts.get("auth_tokens"), secret=secret, limiter=limiter
+            opts.get("auth_users"),
+            opts.get("auth_tokens"),
+            secret=secret,
+            limiter=limiter,
+            external=_external_jwt(opts),
         )
     metrics = None
     if opts.get("metrics_port") is not None:
@@ -324,18 +404,17 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         sql_limits=sql_limits(opts),
         storage_options=storage_options(opts.get("storage_option") or []),
     )
-    endpoints, rest_url = [], None
-    if metrics is not None:
+    endpoints: list[Any] = []  # each has close()
+    rest_url = None
+    if metrics is not None and not opts.get("metrics_dir"):  # else the supervisor serves them
         from .metrics import serve_metrics
 
-        endpoints.append(serve_metrics(metrics, opts["host"], opts["metrics_port"] + index))
+        endpoints.append(serve_metrics(metrics, opts["host"], opts["metrics_port"]))
         log.info("metrics on %s", endpoints[-1].url)
     if opts.get("rest_port") is not None:
         from .rest import RestApp, RestServer
 
-        app = RestApp(
-            server.catalog, authenticator=authenticator, metrics=metrics, limits=server.limits
-        )
+        app = RestApp(server.context, authenticator=authenticator)
         rest = RestServer(
             app,
             opts["host"],
@@ -347,6 +426,22 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         endpoints.append(rest.start())
         rest_url = rest.url
     return server, endpoints, rest_url
+
+
+def _external_jwt(opts: dict):
+    """The external JWT verifier the ``--jwt-*`` options ask for (None without a JWKS)."""
+    if not opts.get("jwt_jwks"):
+        return None
+    from .jwtauth import ExternalJwt
+
+    return ExternalJwt(
+        opts["jwt_jwks"],
+        issuer=opts.get("jwt_issuer"),
+        audience=opts.get("jwt_audience"),
+        roles_claim=opts.get("jwt_roles_claim") or "roles",
+        role_map=opts.get("jwt_role_map"),
+        user_claim=opts.get("jwt_user_claim") or "sub",
+    )
 
 
 def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | None = None) -> int:
@@ -409,6 +504,9 @@ def _shutdown(server, endpoints, grace: float) -> int:
 
 
 def _worker(opts, port, locations, secret, ready, index) -> None:
+    from .logs import configure
+
+    configure(opts.get("log_level", "INFO"), opts.get("log_format", "text"))  # a new process
     sys.exit(_run(opts, port, locations, secret, ready, index, parent=os.getppid()))
 
 
@@ -470,14 +568,24 @@ def _supervise(args, ports: list[int], locations: list[str], secret: str | None)
                 forward(signal.SIGTERM, None)
                 break
             log.warning("worker %d (pid %s) exited with %s; restarting", i, p.pid, p.exitcode)
+            _worker_exited(opts, p.pid)
             procs[i] = start(i)
             if not _await_ready(ready, [procs[i]], 1, stopping):
                 failed = True
                 forward(signal.SIGTERM, None)
     for i, p in enumerate(procs):
+        _worker_exited(opts, p.pid)
         if p.exitcode != 0:
             log.error("worker %d (pid %s) exited with %s", i, p.pid, p.exitcode)
     return 0 if not failed and all(p.exitcode == 0 for p in procs) else 1
+
+
+def _worker_exited(opts: dict, pid: int | None) -> None:
+    """Drop an exited worker's live gauges from the summed metrics (multiprocess mode)."""
+    if opts.get("metrics_dir") and pid is not None:
+        from .metrics import worker_exited
+
+        worker_exited(pid, opts["metrics_dir"])
 
 
 def _await_ready(ready, procs: list, n: int, stopping: threading.Event) -> bool:

@@ -5,7 +5,8 @@ The handlers are thin: descriptors are parsed in :mod:`.query`, planned into tic
 layer's scanner, written through :mod:`.ingest`, administered through :mod:`.actions`.  Every
 handler maps errors through :mod:`.errors`; auth, request logs and metrics are middleware
 (:mod:`.auth`, :mod:`.requestlog`, :mod:`.metrics`).  Flight SQL commands (protobuf ``Any``
-messages) go to the Flight SQL service when one is attached.
+messages) go to the Flight SQL service when one is attached.  Handlers outside this module
+(actions, Flight SQL, REST) get a :class:`.context.ServiceContext`, never the server.
 
 Every handler first checks that the server is ready (the port takes calls as soon as pyarrow
 starts it, before the Flight SQL service exists: until then every call is UNAVAILABLE), then
@@ -21,21 +22,22 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from lance_format.cache import PageCache, SearchCache
-from lance_format.errors import LanceError
+from lance_format.errors import CommitConflictError, LanceError
 from lance_format.table.scanner import ROW_ID
 from lance_format.workers import prefetch
 
 from . import auth as auth_mod
-from . import permissions, requestlog, tls
+from . import permissions, requestlog, tls, wire
 from .actions import ACTIONS
 from .catalog import Catalog
+from .context import ServiceContext
 from .errors import (
     BadRequest,
     NotFound,
@@ -46,13 +48,18 @@ from .errors import (
     guarded,
 )
 from .incoming import read_batches, stream_schema
-from .ingest import PutOptions, ingest, parse_put
+from .ingest import PutOptions, ingest
 from .limits import BoundedReader, Limits
 from .memory import Reclaimer, ReclaimOnRefusal
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
 from .streams import batch_stream, message_sized
 from .tickets import Ticket
+
+if TYPE_CHECKING:
+    from .metrics import ServerMetrics
+    from .sql.limits import SqlLimits
+    from .sql.service import FlightSqlService
 
 log = logging.getLogger("lance_flight")
 DEFAULT_CACHE_BYTES = 256 << 20
@@ -108,9 +115,9 @@ class LanceFlightServer(flight.FlightServerBase):
         authenticator: auth_mod.Authenticator | None = None,
         tls_cert: str | None = None,
         tls_key: str | None = None,
-        metrics: Any = None,
+        metrics: ServerMetrics | None = None,
         sql: bool = False,
-        sql_limits: Any = None,
+        sql_limits: SqlLimits | None = None,
         middleware: dict[str, flight.ServerMiddlewareFactory] | None = None,
         limits: Limits | None = None,
         storage_options: dict[str, str] | None = None,
@@ -118,11 +125,16 @@ class LanceFlightServer(flight.FlightServerBase):
     ):
         # pyarrow serves from inside super().__init__: everything a call touches exists first
         self._ready = threading.Event()
-        self.limits = limits or Limits()
-        self.sql = None
-        self.cache = SearchCache(cache_bytes, pages=PageCache(page_cache_bytes))
-        self.catalog = Catalog(root, self.cache, storage_options)
-        self.metrics = metrics
+        self.sql: FlightSqlService | None = None
+        self.context = ServiceContext(
+            Catalog(
+                root,
+                SearchCache(cache_bytes, pages=PageCache(page_cache_bytes)),
+                storage_options,
+            ),
+            limits=limits or Limits(),
+            metrics=metrics,
+        )
         self.authenticator = authenticator
         self._deadline: float | None = None  # set by begin_shutdown
         observers: dict[str, flight.ServerMiddlewareFactory] = {
@@ -146,7 +158,7 @@ class LanceFlightServer(flight.FlightServerBase):
         scheme = location.split("://", 1)[0]
         host = location.split("://", 1)[1].rsplit(":", 1)[0]
         self.location = f"{scheme}://{host}:{self.port}"
-        self.locations = list(locations) if locations else [self.location]
+        self.context.locations = list(locations) if locations else [self.location]
         self.sql_limits = sql_limits
         self._start_services(sql)
         self._ready.set()
@@ -160,12 +172,34 @@ class LanceFlightServer(flight.FlightServerBase):
                 self.cache.stats(),
             )
 
+    # -- the shared state, as handlers see it ---------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.context.catalog
+
+    @property
+    def cache(self) -> SearchCache:
+        return self.context.cache
+
+    @property
+    def limits(self) -> Limits:
+        return self.context.limits
+
+    @property
+    def metrics(self) -> ServerMetrics | None:
+        return self.context.metrics
+
+    @property
+    def locations(self) -> list[str]:
+        return self.context.locations
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _start_services(self, sql: bool) -> None:
         """Make the services that share the port (Flight SQL); calls wait for this."""
         if sql:
-            self.sql = _sql_service(self)
+            self.sql = _sql_service(self.context, self.sql_limits)
 
     def shutdown(self) -> None:
         super().shutdown()
@@ -187,8 +221,10 @@ class LanceFlightServer(flight.FlightServerBase):
         if self.authenticator is not None:
             auth_mod.require_write(context)
 
-    def _is_sql(self, command: bytes) -> bool:
-        return self.sql is not None and self.sql.handles(command)
+    def _sql_for(self, command: bytes) -> FlightSqlService | None:
+        """The Flight SQL service when ``command`` (a descriptor command or a ticket) is
+        its, else None."""
+        return self.sql if self.sql is not None and self.sql.handles(command) else None
 
     def _plan(self, q: Query):
         ds = self.catalog.open(q.dataset, q.version)
@@ -210,7 +246,9 @@ class LanceFlightServer(flight.FlightServerBase):
                 continue
             descriptor = flight.FlightDescriptor.for_path(name)
             try:
-                infos.append(flight_info(descriptor, self._plan(Query(name)), self.locations))
+                infos.append(
+                    flight_info(descriptor, self._plan(Query(dataset=name)), self.locations)
+                )
             except LanceError as exc:  # one broken dataset must not hide the others
                 log.warning("list_flights: skipping dataset %r: %s", name, exc)
         return iter(infos)
@@ -219,10 +257,11 @@ class LanceFlightServer(flight.FlightServerBase):
     @_entry
     def get_flight_info(self, context, descriptor) -> flight.FlightInfo:
         self.limits.check_descriptor(descriptor)
-        if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
-            descriptor.command
-        ):
-            return self.sql.get_flight_info(context, descriptor)
+        sql = None
+        if descriptor.descriptor_type == flight.DescriptorType.CMD:
+            sql = self._sql_for(descriptor.command)
+        if sql is not None:
+            return sql.get_flight_info(context, descriptor)
         q = parse_descriptor(descriptor)
         requestlog.annotate(context, dataset=q.dataset)
         p = self._plan(q)
@@ -232,10 +271,11 @@ class LanceFlightServer(flight.FlightServerBase):
     @_entry
     def get_schema(self, context, descriptor) -> flight.SchemaResult:
         self.limits.check_descriptor(descriptor)
-        if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
-            descriptor.command
-        ):
-            return self.sql.get_schema(context, descriptor)
+        sql = None
+        if descriptor.descriptor_type == flight.DescriptorType.CMD:
+            sql = self._sql_for(descriptor.command)
+        if sql is not None:
+            return sql.get_schema(context, descriptor)
         q = parse_descriptor(descriptor)
         requestlog.annotate(context, dataset=q.dataset)
         ds = self.catalog.open(q.dataset, q.version)
@@ -248,8 +288,9 @@ class LanceFlightServer(flight.FlightServerBase):
     def do_get(self, context, ticket) -> flight.FlightDataStream:
         raw = ticket.ticket
         self.limits.check_message(len(raw), "the ticket")
-        if self._is_sql(raw):
-            return self.sql.do_get(context, ticket)
+        sql = self._sql_for(raw)
+        if sql is not None:
+            return sql.do_get(context, ticket)
         t = Ticket.decode(raw)
         requestlog.annotate(context, dataset=t.dataset, version=t.version)
         ds = self.catalog.open(t.dataset, t.version)
@@ -304,20 +345,22 @@ class LanceFlightServer(flight.FlightServerBase):
     @_entry
     def do_put(self, context, descriptor, reader, writer) -> None:
         self.limits.check_descriptor(descriptor)
-        if descriptor.descriptor_type == flight.DescriptorType.CMD and self._is_sql(
-            descriptor.command
-        ):
+        sql = None
+        if descriptor.descriptor_type == flight.DescriptorType.CMD:
+            sql = self._sql_for(descriptor.command)
+        if sql is not None:
             # parameters are held whole; an ingest streams to disk like a put
-            whole = not self.sql.is_ingest(descriptor.command)
+            whole = not sql.is_ingest(descriptor.command)
             reader = BoundedReader(reader, self.limits, whole=whole)
-            return self.sql.do_put(context, descriptor, reader, writer)
+            sql.do_put(context, descriptor, reader, writer)
+            return
         reader = BoundedReader(reader, self.limits)
         self._require_write(context)
         if descriptor.descriptor_type == flight.DescriptorType.PATH:
             q = parse_descriptor(descriptor)
             opts = PutOptions(dataset=q.dataset, mode="append")
         else:
-            opts = parse_put(parse_json(descriptor.command, "the put command"))
+            opts = _put_options(parse_json(descriptor.command, "the put command"))
         requestlog.annotate(context, dataset=opts.dataset, mode=opts.mode)
         what = "the put"
         schema = stream_schema(reader, what)
@@ -332,8 +375,8 @@ class LanceFlightServer(flight.FlightServerBase):
         try:
             batches = read_batches(reader, schema, what, context, self._check_running)
             result = ingest(self.catalog, opts, schema, batches, on_rows=on_rows)
-        except Exception as exc:
-            if self.metrics is not None and type(exc).__name__.endswith("CommitConflictError"):
+        except CommitConflictError:
+            if self.metrics is not None:
                 self.metrics.record_commit_conflict()
             raise
         writer.write(pa.py_buffer(json.dumps(result).encode()))
@@ -362,17 +405,32 @@ class LanceFlightServer(flight.FlightServerBase):
         entry = ACTIONS.get(kind)
         if entry is None:
             raise NotFound(f"unknown action {kind!r}; list_actions names them")
-        body = parse_json(action.body.to_pybytes() if action.body else b"", "the action body")
+        raw = parse_json(action.body.to_pybytes() if action.body else b"", "the action body")
         if entry.mutates:
             self._require_write(context)
-            if isinstance(body.get("dataset"), str):
-                permissions.check_write(body["dataset"])
-        if "dataset" in body:
-            requestlog.annotate(context, dataset=str(body["dataset"])[:200])
+            if isinstance(raw.get("dataset"), str):
+                permissions.check_write(raw["dataset"])
+        if "dataset" in raw:
+            requestlog.annotate(context, dataset=str(raw["dataset"])[:200])
+        body = wire.parse(entry.body, raw, "the action body")
         if self.metrics is not None:
             self.metrics.record_action(kind)
-        result = entry.fn(self, body)
+        result = entry.fn(self.context, body)
         return iter([flight.Result(pa.py_buffer(json.dumps(result, default=str).encode()))])
+
+
+def _put_options(raw: dict) -> PutOptions:
+    """A put command (:class:`.wire.PutCommand`) as the writer's options."""
+    cmd = wire.parse(wire.PutCommand, raw, "the put command")
+    return PutOptions(
+        dataset=cmd.dataset,
+        mode=cmd.mode,
+        data_storage_version=cmd.data_storage_version,
+        max_rows_per_file=cmd.max_rows_per_file or PutOptions.max_rows_per_file,
+        idempotency_key=cmd.idempotency_key,
+        stage=cmd.stage,
+        job=cmd.job,
+    )
 
 
 def _nearest_args(t: Ticket) -> dict:
@@ -391,16 +449,14 @@ def _take_batches(ds, t: Ticket) -> Iterator[pa.RecordBatch]:
         yield from table.combine_chunks().to_batches()
 
 
-def _sql_service(server: LanceFlightServer):
-    """The Flight SQL service over the same catalog, when the package is present."""
+def _sql_service(context: ServiceContext, limits: SqlLimits | None) -> FlightSqlService | None:
+    """The Flight SQL service over the same catalog, when its dependencies (DuckDB) are
+    present."""
     try:
         from .sql.service import FlightSqlService
     except ImportError:
         return None
-    try:
-        return FlightSqlService(server.catalog, server=server, limits=server.sql_limits)
-    except TypeError:
-        return FlightSqlService(server.catalog)
+    return FlightSqlService(context, limits=limits)
 
 
 __all__ = ["LanceFlightServer", "BadRequest"]

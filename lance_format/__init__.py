@@ -16,6 +16,7 @@ from .errors import (
 from .io import IOStats
 from .reader import LanceFileReader
 from .table.dataset import Dataset, dataset, write_dataset
+from .version import LanceFileVersion
 from .writer import LanceFileWriter, WriteResult
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "InvalidDataError",
     "LanceError",
     "LanceFileReader",
+    "LanceFileVersion",
     "LanceFileWriter",
     "LanceIOError",
     "ObjectNotFoundError",

@@ -228,7 +228,8 @@ def _write_container(buf: memoryview, pos: int, end: int, out: list[str]) -> int
                 out.append(",")
             out.append(_quote(bytes(buf[ks:ke]).decode("utf-8")))
             out.append(":")
-            _write_scalar(buf, *payloads[half + i], out)
+            kind, start, end = payloads[half + i]
+            _write_scalar(buf, kind, start, end, out)
         out.append("}")
     return pos
 

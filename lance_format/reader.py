@@ -21,7 +21,7 @@ from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError, check_size
 from .extensions import view_as
 from .io import IOStats, RandomAccessFile, open_file
-from .legacy.container import LEGACY_VERSION
+from .legacy.container import LegacyMetadata
 from .schema import LanceField, LanceSchema
 from .storage.base import io_pool
 from .structural.column import (
@@ -32,6 +32,7 @@ from .structural.column import (
     leaf_fields,
     owns_column,
 )
+from .version import LanceFileVersion
 from .workers import POOL_SIZE, pool
 
 DEFAULT_BATCH_SIZE = 8192
@@ -74,7 +75,7 @@ class LanceFileReader:
             page_cache = process_page_cache()
         self.page_cache = page_cache
         try:
-            self._meta: FileMetadata = read_file_metadata(self._file)
+            self._meta: FileMetadata | LegacyMetadata = read_file_metadata(self._file)
         except LanceError as exc:
             raise exc.with_context(path=self.path) from None
         self._lance_schema: LanceSchema = self._meta.schema
@@ -114,11 +115,11 @@ class LanceFileReader:
         return self._meta.num_rows
 
     @property
-    def version(self) -> str:
+    def version(self) -> LanceFileVersion:
         return self._meta.version
 
     @property
-    def metadata(self) -> FileMetadata:
+    def metadata(self) -> FileMetadata | LegacyMetadata:
         return self._meta
 
     @functools.cached_property
@@ -152,6 +153,7 @@ class LanceFileReader:
                 path=self.path,
             )
         pos, size = buffers[index]
+        assert layout is not None  # buffers exist only with a layout
         check_size(pos + size, layout.file_size, f"end of global buffer {index}")
         return self._file.read_at(pos, size)
 
@@ -205,9 +207,9 @@ class LanceFileReader:
         """Load the random-access metadata of every page into the cache (initialization)."""
         if self.cache is None:
             self.cache = SearchCache()
-        if self.version == LEGACY_VERSION:
+        if self.version == LanceFileVersion.LEGACY:
             return self._legacy.warm(self._project(columns), self.cache)
-        if self.version == "2.0":
+        if self.version == LanceFileVersion.V2_0:
             return
         for f in self._project(columns):
             for leaf in _leaves(f):
@@ -222,11 +224,11 @@ class LanceFileReader:
         at these rows so that the column costing most to decode is never decoded twice;
         lighter columns may straddle a cut by at most one page each.
         """
-        if self.version == LEGACY_VERSION:  # every column's pages are the row groups
+        if self.version == LanceFileVersion.LEGACY:  # every column's pages are the row groups
             return self._legacy.page_boundaries()
         best: tuple[int, np.ndarray] | None = None
         for f in self._project(columns):
-            for leaf in _leaves(f) if self.version != "2.0" else [f]:
+            for leaf in _leaves(f) if self.version >= LanceFileVersion.V2_1 else [f]:
                 col = self._field_columns.get(leaf.id)
                 if col is None:
                     continue
@@ -245,11 +247,11 @@ class LanceFileReader:
         """Bytes the projected columns' pages take in the file (None for legacy files,
         whose row groups mix columns): how much a range of rows costs to read, so that
         scanners can size their steps by bytes rather than rows."""
-        if self.version == LEGACY_VERSION:
+        if self.version == LanceFileVersion.LEGACY:
             return None
         total = 0
         for f in self._project(columns):
-            for leaf in _leaves(f) if self.version != "2.0" else _subtree(f):
+            for leaf in _leaves(f) if self.version >= LanceFileVersion.V2_1 else _subtree(f):
                 col = self._field_columns.get(leaf.id)
                 if col is not None:
                     total += self._meta.columns[col].stored_bytes()
@@ -259,11 +261,12 @@ class LanceFileReader:
 
     def _default_columns(self) -> dict[int, int]:
         fields = self._lance_schema.fields
-        if self.version == LEGACY_VERSION:
+        if self.version == LanceFileVersion.LEGACY:
             from .legacy.reader import default_field_rows
 
+            assert isinstance(self._meta, LegacyMetadata)
             return default_field_rows(self._meta)
-        if self.version == "2.0":
+        if self.version == LanceFileVersion.V2_0:
             from .v2_0.decoder import v20_column_fields
 
             ids = [f.id for f in v20_column_fields(fields)]
@@ -315,11 +318,11 @@ class LanceFileReader:
 
     def _read_fields(self, fields, rows: np.ndarray | None, start: int, stop: int) -> pa.Table:
         n = len(rows) if rows is not None else stop - start
-        if self.version == LEGACY_VERSION:
+        if self.version == LanceFileVersion.LEGACY:
             meta = self.schema.metadata
             return self._legacy.read_table(fields, rows, start, stop, self.cache, meta)
         results = {}
-        if n and self.version != "2.0":
+        if n and self.version >= LanceFileVersion.V2_1:
             leaves = [leaf for f in fields for leaf in _leaves(f)]
             readers = [self._leaf_reader(leaf) for leaf in leaves]  # created on this thread
 
@@ -340,7 +343,7 @@ class LanceFileReader:
             if n == 0:
                 arrays.append(pa.array([], type=f.arrow_type))
                 continue
-            if self.version == "2.0":
+            if self.version == LanceFileVersion.V2_0:
                 arr = self._read_v20(f, rows, start, stop)
             elif owns_column(f):  # a top-level leaf: keep its pages as chunks, no copy
                 arr = pa.chunked_array(results[f.id].chunks)
@@ -364,7 +367,8 @@ class LanceFileReader:
     def _read_v20(self, field: LanceField, rows, start: int, stop: int) -> pa.Array:
         from .v2_0.decoder import decode_v20_field, take_v20_field
 
-        columns = [c.raw for c in self._meta.columns]
+        assert isinstance(self._meta, FileMetadata)  # a 2.0 file
+        columns = self._meta.columns
         try:
             if rows is None:
                 return decode_v20_field(

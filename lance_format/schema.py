@@ -1,25 +1,25 @@
 """Lance schemas (the flat ``lance.file.Field`` list) and their Arrow equivalents.
 
 A Lance schema is stored as a depth-first list of ``Field`` protobufs linked by ``id`` and
-``parent_id``; each field names its Arrow type with a *logical type* string (digest §3.4).
-Nested types keep their children as fields of their own (struct members, list items, map
-entries, and the item of a fixed-size list of structs), while every other type, including
-fixed-size lists of primitives, is spelled out completely in its logical type string.
+``parent_id``; each field names its Arrow type with a *logical type* string
+(docs/format/container.md). Nested types keep their children as fields of their own (struct members,
+list items, map entries, and the item of a fixed-size list of structs), while every other type,
+including fixed-size lists of primitives, is spelled out completely in its logical type string.
 
 The mapping follows what pylance 14 writes and reads back, which differs from the older
 upstream snapshot in a few places: fixed-size lists of structs have a child field, ``map`` is
 a logical type, ``extension_name`` (proto field 9) is written, and 2.2 blob descriptor columns
-list their packed children with ``id = parent_id = -1`` (digest §6.12).
+list their packed children with ``id = parent_id = -1`` (docs/format/structural.md).
 """
 
 from __future__ import annotations
 
-import ctypes
 import re
-import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
+import nanoarrow
 import pyarrow as pa
 
 from .errors import InvalidArgumentError, InvalidDataError, SchemaError
@@ -196,7 +196,8 @@ def _ext_name(f: pa.Field) -> str | None:
 
 
 def _encoding_hint(t: pa.DataType) -> int:
-    """The legacy ``encoding`` value pylance writes for a field of this type (§3.4)."""
+    """The legacy ``encoding`` value pylance writes for a field of this type
+    (docs/format/container.md)."""
     t = _storage(t)
     if pa.types.is_null(t) or pa.types.is_struct(t):
         return ENCODING_NONE
@@ -220,50 +221,20 @@ def _resolve_extensions(schema: pa.Schema) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(schema.serialize()))
 
 
-class _ArrowSchemaC(ctypes.Structure):
-    """The Arrow C data interface ``ArrowSchema`` struct (only read, never released here)."""
-
-    _fields_ = [
-        ("format", ctypes.c_char_p),
-        ("name", ctypes.c_char_p),
-        ("metadata", ctypes.c_void_p),
-        ("flags", ctypes.c_int64),
-        ("n_children", ctypes.c_int64),
-        ("children", ctypes.c_void_p),
-        ("dictionary", ctypes.c_void_p),
-        ("release", ctypes.c_void_p),
-        ("private_data", ctypes.c_void_p),
-    ]
-
-
 def _extension_metadata(t: pa.DataType) -> dict[str, bytes]:
     """``ARROW:extension:name/metadata`` of an extension type.
 
     C++-defined types (``arrow.uuid``, ``arrow.fixed_shape_tensor``...) have no Python
-    serializer, so the metadata is read from the type's Arrow C schema export."""
+    serializer, so the metadata is read from the type's Arrow C schema export (nanoarrow's
+    view of it)."""
     serialize = getattr(t, "__arrow_ext_serialize__", None)
     if serialize is not None:
         return {EXT_NAME_KEY: t.extension_name.encode(), EXT_META_KEY: bytes(serialize())}
-    capsule = pa.field("x", t).__arrow_c_schema__()
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype = ctypes.c_void_p
-    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    c_schema = _ArrowSchemaC.from_address(get(capsule, b"arrow_schema"))
     out = {EXT_NAME_KEY: t.extension_name.encode(), EXT_META_KEY: b""}
-    pos = c_schema.metadata
-    if pos:
-        (count,) = struct.unpack("<i", ctypes.string_at(pos, 4))
-        pos += 4
-        for _ in range(count):
-            (klen,) = struct.unpack("<i", ctypes.string_at(pos, 4))
-            key = ctypes.string_at(pos + 4, klen)
-            pos += 4 + klen
-            (vlen,) = struct.unpack("<i", ctypes.string_at(pos, 4))
-            value = ctypes.string_at(pos + 4, vlen)
-            pos += 4 + vlen
-            if key in (EXT_NAME_KEY.encode(), EXT_META_KEY.encode()):
-                out[key.decode()] = value
-    del capsule  # releases the exported schema
+    exported = nanoarrow.c_schema(pa.field("x", t)).metadata
+    for key, value in exported.items() if exported is not None else ():
+        if key in (EXT_NAME_KEY.encode(), EXT_META_KEY.encode()):
+            out[key.decode()] = bytes(value)
     return out
 
 
@@ -404,13 +375,14 @@ class LanceField:
     def to_proto(self) -> file_pb2.Field:
         """This field alone (no children) as pylance writes it."""
         pb = file_pb2.Field(
-            type=0,
+            type=file_pb2.Field.PARENT,
             name=self.name,
             id=self.id,
             parent_id=self.parent_id,
             logical_type=self.logical_type,
             nullable=self.nullable,
-            encoding=self.encoding,
+            # a protobuf enum field takes the plain int at runtime
+            encoding=cast("file_pb2.Encoding", self.encoding),
         )
         for k, v in self.metadata.items():
             pb.metadata[k] = v
@@ -533,7 +505,8 @@ def _has_nested(t: pa.DataType) -> bool:
     return pa.types.is_nested(t) and not pa.types.is_fixed_size_list(t)
 
 
-# The data-file descriptor of a 2.2 blob v2 column (digest §6.12): (name, logical type).
+# The data-file descriptor of a 2.2 blob v2 column (docs/format/structural.md): (name, logical
+# type).
 BLOB_V2_DESCRIPTOR = (
     ("kind", "uint8"),
     ("position", "uint64"),
@@ -636,7 +609,8 @@ class LanceSchema:
         for pb in fields:
             f = LanceField.from_proto(pb)
             if f.id == -1 and f.parent_id == -1 and blob_parent is not None:
-                # 2.2 blob descriptor children are written with id = parent_id = -1 (§6.12)
+                # 2.2 blob descriptor children are written with id = parent_id = -1
+                # (docs/format/structural.md)
                 blob_parent.children.append(f)
                 continue
             blob_parent = None

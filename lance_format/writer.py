@@ -16,6 +16,8 @@ Version 2.0 has a column per field (parents too) and encodes pages differently: 
 from __future__ import annotations
 
 import collections
+import dataclasses
+import functools
 import os
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -51,14 +53,15 @@ from .v2_0 import encoder as v20
 from .v2_0 import page_meta as v20_meta
 from .v2_0.decoder import v20_column_fields
 from .validation import check_batch
+from .version import DEFAULT_VERSION, LanceFileVersion, writable
 from .workers import pool
 
 DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
 # pages with repetition stay under the u16 level count of a chunk header (pylance does too)
 MAX_LEVELS_PER_PAGE = 65535
 MAX_INFLIGHT = 2 * (os.cpu_count() or 2)  # column encodings waiting to be written
-FULLZIP_MIN_VALUE_BYTES = 256  # values this wide or wider are full-zipped (digest §5.4)
-WRITE_VERSIONS = {"2.0": "2.0", "2.1": "2.1", "2.2": "2.2", "stable": "2.2", "next": "2.2"}
+# values this wide or wider are full-zipped (docs/format/structural.md)
+FULLZIP_MIN_VALUE_BYTES = 256
 _PAD = b"\x48" * 64  # pylance's padding byte between buffers
 
 
@@ -69,7 +72,7 @@ class WriteResult:
     path: str
     num_rows: int
     num_bytes: int
-    version: str
+    version: LanceFileVersion
     encodings: dict[str, list[str]] = field(default_factory=dict)  # leaf path -> per page
     sidecars: list[str] = field(default_factory=list)  # blob v2 sidecar files written
 
@@ -82,9 +85,9 @@ class _Leaf:
     path: str
     options: cz.ColumnOptions
     metadata: dict[str, str]  # the field's Arrow metadata (dictionary settings read it)
-    pages: list = field(default_factory=list)
+    pages: list = dataclasses.field(default_factory=list)
     rows: int = 0
-    encodings: list[str] = field(default_factory=list)
+    encodings: list[str] = dataclasses.field(default_factory=list)
     fsst: cz.FsstReuse | None = None  # the FSST table of the column's latest encoding job
 
 
@@ -92,12 +95,12 @@ class LanceFileWriter:
     """Write a Lance data file (2.0, 2.1 or 2.2) from Arrow record batches.
 
     ``schema`` may be omitted: the first batch's schema is used.  Options: ``version``
-    ("2.0", "2.1", "2.2" (default) or "stable"), ``max_page_bytes`` (Arrow bytes buffered per
-    column before a page is cut).  Field metadata (``lance-encoding:*``) steers encodings.
-    ``blob_v2`` (2.2 only) writes blob columns as blob v2 descriptors with sidecar files,
-    as ``lance.write_dataset`` does, instead of the file writer's 2.1-style blob layout.
-    ``lance_schema`` gives the field ids to store (a dataset writes its own ids into every
-    data file); by default ids are numbered from 0 in schema order.
+    ("2.0", "2.1", "2.2" (default), "stable" or a :class:`LanceFileVersion`),
+    ``max_page_bytes`` (Arrow bytes buffered per column before a page is cut).  Field metadata
+    (``lance-encoding:*``) steers encodings. ``blob_v2`` (2.2 only) writes blob columns as blob v2
+    descriptors with sidecar files, as ``lance.write_dataset`` does, instead of the file writer's
+    2.1-style blob layout. ``lance_schema`` gives the field ids to store (a dataset writes its own
+    ids into every data file); by default ids are numbered from 0 in schema order.
     """
 
     def __init__(
@@ -105,7 +108,7 @@ class LanceFileWriter:
         path: str | os.PathLike[str],
         schema: pa.Schema | None = None,
         *,
-        version: str = "2.2",
+        version: str | LanceFileVersion = DEFAULT_VERSION,
         max_page_bytes: int = DEFAULT_PAGE_BYTES,
         blob_v2: bool = False,
         lance_schema: LanceSchema | None = None,
@@ -116,17 +119,12 @@ class LanceFileWriter:
             raise InvalidArgumentError(
                 f"unknown LanceFileWriter option(s): {', '.join(sorted(options))}"
             )
-        if str(version) not in WRITE_VERSIONS:
-            raise UnsupportedError(
-                f"cannot write Lance file version {version!r}: "
-                f"this writer supports {', '.join(WRITE_VERSIONS)}"
-            )
+        self.version = writable(version)
         if not isinstance(max_page_bytes, int) or max_page_bytes <= 0:
             raise InvalidArgumentError("max_page_bytes must be a positive integer")
         self.path = storage.register(path, storage_options)
-        self.version = WRITE_VERSIONS[str(version)]
         self.max_page_bytes = max_page_bytes
-        if blob_v2 and self.version != "2.2":
+        if blob_v2 and self.version < LanceFileVersion.V2_2:
             raise UnsupportedError("blob v2 needs Lance file version 2.2")
         self._blobs = BlobV2Writer(self.path) if blob_v2 else None
         self._given_lance_schema = lance_schema  # field ids to store (a dataset's own ids)
@@ -174,11 +172,19 @@ class LanceFileWriter:
             self._file_schema = blob_v2_file_schema(lance_schema)
         for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
             leaves = []
-            columns = v20_column_fields([top]) if self.version == "2.0" else leaf_fields([top])
+            columns = (
+                v20_column_fields([top])
+                if self.version == LanceFileVersion.V2_0
+                else leaf_fields([top])
+            )
             for lf in columns:
                 md = _field_metadata(schema, top, lf)
                 opts = cz.ColumnOptions.from_metadata(md)
-                if opts.packed and self.version == "2.1" and _has_variable_child(lf):
+                if (
+                    opts.packed
+                    and self.version == LanceFileVersion.V2_1
+                    and _has_variable_child(lf)
+                ):
                     raise UnsupportedError(
                         f"field {lf.name!r}: packed structs with variable-width children "
                         "need Lance 2.2"
@@ -186,7 +192,7 @@ class LanceFileWriter:
                 leaves.append(_Leaf(lf, _leaf_path(top, lf), opts, _str_dict(md)))
                 if opts.blob and self._blobs is not None:
                     self._blobs.add_column(leaves[-1].path, lf.arrow_type, leaves[-1].metadata)
-            if self.version == "2.0":
+            if self.version == LanceFileVersion.V2_0:
                 problem = v20.unstorable(top, arrow_field.type)
             else:
                 problem = _unstorable(arrow_field.type, self.version)
@@ -223,8 +229,9 @@ class LanceFileWriter:
             full = []
             for i in range(batch.num_columns):
                 col = batch.column(i)
-                if self._json[i] is not None:  # JSON text is stored as JSONB
-                    col = to_stored_array(col, self._json[i])
+                json_field = self._json[i]
+                if json_field is not None:  # JSON text is stored as JSONB
+                    col = to_stored_array(col, json_field)
                 self._pending[i].append(col)
                 self._pending_bytes[i] += _arrow_bytes(col)
                 if self._pending_bytes[i] >= self.max_page_bytes:
@@ -258,7 +265,7 @@ class LanceFileWriter:
                 leaf.fsst = cz.FsstReuse(leaf.fsst)
                 reuse.append(leaf.fsst)
             job = pool().submit(self._encode_field, i, arr, reuse)
-            job.add_done_callback(lambda _, reuse=reuse: [r.close() for r in reuse])
+            job.add_done_callback(functools.partial(_close_all, reuse))
             self._inflight.append(job)
         while self._inflight and (
             wait or self._inflight[0].done() or len(self._inflight) > MAX_INFLIGHT
@@ -279,6 +286,7 @@ class LanceFileWriter:
     def _encode_field(
         self, i: int, arr: pa.Array, reuse: list[cz.FsstReuse]
     ) -> list[tuple[_Leaf, EncodedPage]]:
+        assert self._schema is not None  # set before any batch is encoded
         top = self._schema.field(i)
         out: list = []
         for piece in _split_rows(arr, self.max_page_bytes):
@@ -288,7 +296,7 @@ class LanceFileWriter:
     def _encode_field_pages(
         self, i: int, arr: pa.Array, top: pa.Field, out: list, reuse: list[cz.FsstReuse]
     ) -> None:
-        if self.version == "2.0":
+        if self.version == LanceFileVersion.V2_0:
             leaves = self._leaves[i]
             try:
                 pages = v20.encode_field(leaves[0].field, arr, [c.options for c in leaves])
@@ -331,7 +339,7 @@ class LanceFileWriter:
             return constant.encode_page(rav.layers, rav.rep, rav.defs, rav.num_rows, self.version)
         block = arrow_to_block(values)
         arrow_dict = pa.types.is_dictionary(values.type)
-        if self.version != "2.1" and _constant_candidate(block, rav, arrow_dict):
+        if self.version >= LanceFileVersion.V2_2 and _constant_candidate(block, rav, arrow_dict):
             valid_block = block
             if values.null_count:
                 mask = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -378,7 +386,8 @@ class LanceFileWriter:
 
     def _encode_blob(self, rav: repdef.Raveled) -> EncodedPage:
         """2.1 blob layout: the bytes go into the file as they are, the page stores a
-        (position, size) pair per row; a null row is (def << 16 | rep, 0) (digest §5.6)."""
+        (position, size) pair per row; a null row is (def << 16 | rep, 0)
+        (docs/format/structural.md)."""
         if rav.rep is not None:
             raise UnsupportedError("blob columns inside lists cannot be written")
         values = rav.values
@@ -406,14 +415,16 @@ class LanceFileWriter:
             chunked, None, None, [repdef.ALL_VALID_ITEM], rav.num_rows, self.version
         )
         layout = pb.PageLayout(
-            blob_layout=pb.BlobLayout(inner_layout=inner.layout, layers=rav.layers)
+            blob_layout=pb.BlobLayout(
+                inner_layout=inner.layout, layers=repdef.pb_layers(rav.layers)
+            )
         )
         return EncodedPage(layout, inner.buffers, rav.num_rows)
 
     # -- bytes ----------------------------------------------------------------------------
 
     def _write(self, data) -> None:
-        mv = memoryview(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else data
+        mv = np.ascontiguousarray(data).data if isinstance(data, np.ndarray) else data
         try:
             self._out.write(mv)
         except OSError as e:
@@ -438,7 +449,7 @@ class LanceFileWriter:
             self._align()
             locs.append((self._pos, len(buf)))
             self._write(buf)
-        if self.version == "2.0":
+        if self.version == LanceFileVersion.V2_0:
             leaf.pages.append(v20_meta.page_entry(page.layout, locs, page.num_rows))
         else:
             leaf.pages.append(page_entry(page.layout, locs, page.num_rows, leaf.rows))
@@ -485,7 +496,7 @@ class LanceFileWriter:
         )
 
     def _column_metadata(self, leaf: _Leaf) -> bytes:
-        if self.version == "2.0":
+        if self.version == LanceFileVersion.V2_0:
             return v20_meta.encode_column(leaf.field, leaf.pages)
         return encode_column(leaf.pages)
 
@@ -598,11 +609,17 @@ def _is_integer(t: pa.DataType) -> bool:
     )
 
 
-def _unstorable(t: pa.DataType, version: str) -> str | None:
+def _close_all(reuse: list[cz.FsstReuse], _job: object) -> None:
+    """Release the FSST tables an encoding job chained (its done-callback)."""
+    for r in reuse:
+        r.close()
+
+
+def _unstorable(t: pa.DataType, version: LanceFileVersion) -> str | None:
     """Why a type cannot be written in ``version`` (checked once, before any data)."""
     if isinstance(t, pa.BaseExtensionType):
         return _unstorable(t.storage_type, version)
-    if pa.types.is_map(t) and version == "2.1":
+    if pa.types.is_map(t) and version < LanceFileVersion.V2_2:
         return "the map type is not part of Lance 2.1; write version 2.2"
     if pa.types.is_dictionary(t):
         v = t.value_type

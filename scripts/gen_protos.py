@@ -1,4 +1,5 @@
-"""Generate the Python protobuf modules in lance_format/pb/ from protos/*.proto.
+"""Generate the Python protobuf modules from protos/*.proto: the format's in lance_format/pb/,
+the service's (Flight SQL) in flight_server/sql/.
 
 Uses grpc_tools' bundled protoc so the output does not depend on a system protoc.
 protoc emits top-level imports between generated modules (``import file_pb2``); they are
@@ -23,6 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "protos"
 OUT_DIR = ROOT / "lance_format" / "pb"
+# the service's wire protocol, not the format's: generated next to the code that speaks it
+SERVICE_DIR = ROOT / "flight_server" / "sql"
+SERVICE_MODULES = {"flight_sql_pb2"}
 
 INIT_TEXT = '''"""Generated protobuf modules for the Lance file and table formats.
 
@@ -30,8 +34,7 @@ Do not edit the *_pb2 files by hand: change protos/*.proto and run scripts/gen_p
 
 Modules: file_pb2 (lance.file), file2_pb2 (lance.file.v2), encodings_v2_0_pb2
 (lance.encodings), encodings_v2_1_pb2 (lance.encodings21), table_pb2, transaction_pb2 and
-rowids_pb2 (lance.table); index_pb2 (lance.index.pb, vector index metadata); flight_sql_pb2
-(arrow.flight.protocol.sql, in a private descriptor pool).
+rowids_pb2 (lance.table); index_pb2 (lance.index.pb, vector index metadata).
 """
 '''
 
@@ -61,8 +64,14 @@ def _rewrite_imports(text: str, local: set[str]) -> str:
     return _IMPORT_RE.sub(repl, text)
 
 
-def generate(out_dir: Path) -> None:
-    """Run protoc over every proto in protos/ and write the fixed-up modules to out_dir."""
+def _destination(name: str, out_dir: Path, service_dir: Path) -> Path:
+    module = name.split(".", 1)[0]
+    return service_dir if module in SERVICE_MODULES else out_dir
+
+
+def generate(out_dir: Path, service_dir: Path = SERVICE_DIR) -> None:
+    """Run protoc over every proto in protos/ and write the fixed-up modules to out_dir (the
+    service's to service_dir)."""
     import grpc_tools
 
     well_known = Path(grpc_tools.__file__).parent / "_proto"
@@ -83,15 +92,21 @@ def generate(out_dir: Path) -> None:
         subprocess.run(cmd, check=True, cwd=PROTO_DIR)
         local = _local_modules()
         out_dir.mkdir(parents=True, exist_ok=True)
+        service_dir.mkdir(parents=True, exist_ok=True)
         for src in sorted(Path(raw).iterdir()):
             text = src.read_text(encoding="utf-8")
             if src.name in PRIVATE_POOL:
                 text = text.replace(_DEFAULT_POOL, _PRIVATE_POOL)
-            (out_dir / src.name).write_text(_rewrite_imports(text, local), encoding="utf-8")
+            target = _destination(src.name, out_dir, service_dir) / src.name
+            target.write_text(_rewrite_imports(text, local), encoding="utf-8")
     (out_dir / "__init__.py").write_text(INIT_TEXT, encoding="utf-8")
 
 
-def _generated_files(directory: Path) -> set[str]:
+def _generated_files(directory: Path, service: bool = False) -> set[str]:
+    if not directory.is_dir():
+        return set()
+    if service:  # only our generated modules: the package's own code lives there too
+        return {p.name for p in directory.iterdir() if p.name.split(".", 1)[0] in SERVICE_MODULES}
     return {
         p.name
         for p in directory.iterdir()
@@ -99,17 +114,18 @@ def _generated_files(directory: Path) -> set[str]:
     }
 
 
-def check(out_dir: Path = OUT_DIR) -> list[str]:
+def check(out_dir: Path = OUT_DIR, service_dir: Path = SERVICE_DIR) -> list[str]:
     """Return the names of committed files that differ from a fresh generation."""
     with tempfile.TemporaryDirectory() as tmp:
-        fresh = Path(tmp) / "pb"
-        generate(fresh)
-        want = _generated_files(fresh)
-        have = _generated_files(out_dir) if out_dir.is_dir() else set()
-        stale = sorted(want ^ have)
-        for name in sorted(want & have):
-            if not filecmp.cmp(fresh / name, out_dir / name, shallow=False):
-                stale.append(name)
+        fresh, fresh_service = Path(tmp) / "pb", Path(tmp) / "sql"
+        generate(fresh, fresh_service)
+        stale = []
+        for new, old, service in ((fresh, out_dir, False), (fresh_service, service_dir, True)):
+            want, have = _generated_files(new, service), _generated_files(old, service)
+            stale += sorted(want ^ have)
+            for name in sorted(want & have):
+                if not filecmp.cmp(new / name, old / name, shallow=False):
+                    stale.append(name)
         return stale
 
 
@@ -132,8 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         cache = OUT_DIR / "__pycache__"
         if cache.is_dir():
             shutil.rmtree(cache)
-    generate(OUT_DIR)
-    print(f"wrote {len(_generated_files(OUT_DIR))} files to {OUT_DIR.relative_to(ROOT)}")
+    for name in _generated_files(SERVICE_DIR, service=True):
+        (SERVICE_DIR / name).unlink()
+    generate(OUT_DIR, SERVICE_DIR)
+    for directory, service in ((OUT_DIR, False), (SERVICE_DIR, True)):
+        count = len(_generated_files(directory, service))
+        print(f"wrote {count} files to {directory.relative_to(ROOT)}")
     return 0
 
 

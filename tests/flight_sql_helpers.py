@@ -70,7 +70,7 @@ class SqlServer(LanceFlightServer):
         super().__init__(root, location, sql=True, warm=False, **kw)
         if service_kw:
             self.sql.close()
-            self.sql = FlightSqlService(self.catalog, server=self, **service_kw)
+            self.sql = FlightSqlService(self.context, **service_kw)
 
     @property
     def service(self) -> FlightSqlService:

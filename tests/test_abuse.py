@@ -37,8 +37,8 @@ from flight_fixtures import (
 from google.protobuf import any_pb2
 
 from flight_server.auth import hash_password
+from flight_server.sql import flight_sql_pb2 as pb
 from flight_server.sql.protocol import pack
-from lance_format.pb import flight_sql_pb2 as pb
 
 SECRET = "abuse-secret-0123456789abcdef0123"
 _Opts = pb.CommandStatementIngest.TableDefinitionOptions

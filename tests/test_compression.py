@@ -2,9 +2,10 @@
 
 Truth comes from outside the code under test:
 
-* a slow, straightforward FastLanes packer/unpacker written here from the digest's formula
-  (§6.5), checked against our vectorised one in both directions for every T and W;
-* the hex examples of the format digest (§5.1, §5.7, §6.2, §6.6, §6.11);
+* a slow, straightforward FastLanes packer/unpacker written here from the layout's formula
+  (docs/format/compression.md), checked against our vectorised one in both directions for
+  every T and W;
+* the hex examples of the format notes (docs/format/structural.md);
 * the zstandard / lz4 libraries' own framing;
 * real pylance 14 files: a tiny parser in this file (footer -> ColumnMetadata -> page
   buffers -> mini-block chunks / full-zip values) feeds our codecs, and the result is
@@ -100,7 +101,7 @@ def e_general(scheme: int, inner: pb.CompressiveEncoding) -> pb.CompressiveEncod
 LZ4, ZSTD = 1, 2
 
 
-# ---- a slow FastLanes reference, straight from digest §6.5 ---------------------------------
+# ---- a slow FastLanes reference, straight from docs/format/compression.md -----------------
 
 
 def ref_index(r: int, lane: int) -> int:
@@ -200,7 +201,7 @@ def test_inline_chunks_decode_reference_packed(t):
 
 
 def test_inline_width_word_is_the_element_width():
-    # digest §6.3: u8 data with W=3 is `03` then 384 bytes
+    # docs/format/compression.md: u8 data with W=3 is `03` then 384 bytes
     buf, sizes = bitpacking.encode_inline_chunks(np.arange(1024, dtype=np.uint8) % 8, 8)
     assert buf[0] == 3 and sizes.tolist() == [1 + 384]
     buf, sizes = bitpacking.encode_inline_chunks(np.full(5, 100, dtype=np.uint16), 16)
@@ -301,7 +302,7 @@ def test_flat_chunks_and_short_chunk():
 
 
 def test_variable_chunk_digest_example():
-    # digest §5.1: the value buffer of ["a", null, "ccc"]
+    # docs/format/structural.md: the value buffer of ["a", null, "ccc"]
     chunk = h("10000000 11000000 11000000 14000000 61636363")
     block = decompress_miniblock(e_var(32), [ranges([chunk.tobytes()])], np.array([3]))
     assert block.offsets.tolist() == [0, 1, 1, 4]
@@ -404,7 +405,7 @@ def ref_fsst_encode(s: bytes, symbols: list[bytes]) -> bytes:
 
 
 def test_fsst_header_example_and_length_position():
-    # digest §6.6: header ff 00 48 01 54 53 53 46 = 255 symbols, encoder switch on
+    # docs/format/compression.md: header ff 00 48 01 54 53 53 46 = 255 symbols, encoder switch on
     table = bytearray(fsst.SYMBOL_TABLE_SIZE)
     table[:8] = h("ff004801 54535346").tobytes()
     table[8 + 8 * 7 : 8 + 8 * 8] = b"sevenxyz"
@@ -600,8 +601,9 @@ def test_packed_struct_fixed():
 
 
 def test_variable_packed_struct_digest_row():
-    # digest §6.11: a=0, s="n0" is `0a000000 | 00000000 | 02000000 6e30`; the row length
-    # prefix belongs to full-zip, so the row handed over is the rest.  Row 2 is null (empty).
+    # docs/format/compression.md: a=0, s="n0" is `0a000000 | 00000000 | 02000000 6e30`; the
+    # row length prefix belongs to full-zip, so the row handed over is the rest.  Row 2 is null
+    # (empty).
     rows_bytes = [
         h("00000000 02000000 6e30"),
         h("05000000 00000000"),
@@ -791,7 +793,8 @@ def test_levels_raw_and_flat16():
 
 
 def test_digest_list_chunk_example():
-    # digest §5.1: list<int16> [[1,2], [], null]: rep [1,0,1,1], def [0,0,2,1], values [1,2]
+    # docs/format/structural.md: list<int16> [[1,2], [], null]:
+    # rep [1,0,1,1], def [0,0,2,1], values [1,2]
     rep = h("01000000 01000100")
     defs = h("00000000 02000100")
     assert decompress_levels(e_flat(16), rep, 4).tolist() == [1, 0, 1, 1]

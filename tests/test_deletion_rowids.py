@@ -108,7 +108,7 @@ def test_read_pylance_deletion_files(deleted_dataset):
 
 
 def test_pylance_arrow_deletions_are_unsorted_zstd(deleted_dataset):
-    """The digest's claims that our reader must cope with: hash-set order, ZSTD bodies."""
+    """What pylance writes that our reader must cope with: hash-set order, ZSTD bodies."""
     uri = deleted_dataset
     dfile, _ = _deletion_files(uri)[1]
     path = deletion.deletion_path(uri, 1, dfile)

@@ -176,7 +176,8 @@ def test_encode_block_with_offset_and_slack() -> None:
 
 
 def test_encode_matches_digest_null_placeholder_order() -> None:
-    """digest §5.3: nulls are empty-string placeholders, which become their own item."""
+    """Nulls are empty-string placeholders, which become their own item
+    (docs/format/structural.md)."""
     block = strings([b"b0", b"b1", b"", b"b2", b"b0", b""])
     indices, items = D.encode(block)
     assert block_values(items) == [b"b0", b"b1", b"", b"b2"]
@@ -197,7 +198,7 @@ def _decision_cases():
         return pa.array([pool[i] for i in with_cardinality(rng, card, n)], pa.binary())
 
     four = rng.choice(["a", "bb", "ccc", "dddd"], 3000)
-    # digest §8 cases
+    # docs/format/compression.md cases
     yield "int64-10-of-3000", pa.array(rng.integers(0, 10, 3000) * 10**12), "2.2", None, True
     yield "int64-10-of-3000-v2.1", pa.array(rng.integers(0, 10, 3000) * 10**12), "2.1", None, False
     yield (

@@ -26,8 +26,8 @@ from flight_sql_helpers import adbc_connect, duckdb_truth, running_server, uri
 import lance_format
 from flight_server.errors import Unavailable
 from flight_server.server import LanceFlightServer
+from flight_server.sql import flight_sql_pb2 as pb
 from flight_server.sql.protocol import pack
-from lance_format.pb import flight_sql_pb2 as pb
 
 N = 3000
 COLORS = ["red", "green", "blue", "ochre"]

@@ -14,7 +14,6 @@ import re
 import shlex
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,6 +22,7 @@ import grpc
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+from prometheus_client import generate_latest
 from tls_util import make_self_signed_cert
 
 from flight_server import health, tls
@@ -34,9 +34,9 @@ from flight_server.auth import (
     auth_server_options,
     hash_password,
 )
+from flight_server.logs import JsonFormatter, LogfmtFormatter
 from flight_server.metrics import (
     CONTENT_TYPE,
-    MetricsRegistry,
     ServerMetrics,
     serve_metrics,
     status_name,
@@ -188,101 +188,27 @@ def scrape(endpoint) -> dict[tuple[str, frozenset], float]:
         return parse_exposition(response.read().decode("utf-8"))
 
 
+def render(metrics: ServerMetrics) -> str:
+    return generate_latest(metrics.registry).decode("utf-8")
+
+
 def series(samples, name) -> dict[frozenset, float]:
     return {labels: v for (n, labels), v in samples.items() if n == name}
 
 
 # --------------------------------------------------------------------------------------------
-# the registry
+# the server's metrics
 
 
-def test_exposition_format_and_escaping():
-    registry = MetricsRegistry()
-    counter = registry.counter("x_total", 'help with \\ and\nnewline "quoted"', ("path",))
-    counter.inc(path='a"b\\c\nd')
-    counter.inc(2.5, path="plain")
-    gauge = registry.gauge("g", "a gauge")
-    gauge.set(-3)
-    gauge.inc(0.5)
-    registry.gauge("cb", "callback", ("k",), fn=lambda: {("x",): 1.0, ("y",): float("inf")})
-    text = registry.render()
-    assert '# HELP x_total help with \\\\ and\\nnewline "quoted"\n# TYPE x_total counter\n' in text
-    assert 'x_total{path="a\\"b\\\\c\\nd"} 1\n' in text
-    samples = parse_exposition(text)
-    assert sample(samples, "x_total", path='a"b\\c\nd') == 1
-    assert sample(samples, "x_total", path="plain") == 2.5
-    assert sample(samples, "g") == -2.5
-    assert sample(samples, "cb", k="x") == 1 and sample(samples, "cb", k="y") == float("inf")
-    assert 'cb{k="y"} +Inf' in text
-
-
-def test_histogram_buckets_are_cumulative_and_inclusive():
-    registry = MetricsRegistry()
-    buckets = (0.01, 0.1, 1.0, 10.0)
-    hist = registry.histogram("d_seconds", "durations", ("m",), buckets=buckets)
-    values = [0.01, 0.0, 0.05, 0.1, 0.5, 3.0, 10.0, 11.0, 1000.0]
-    for v in values:
-        hist.observe(v, m="a")
-    hist.observe(0.2, m="b")
-    samples = parse_exposition(registry.render())
-    for le in buckets:
-        expected = sum(1 for v in values if v <= le)
-        assert sample(samples, "d_seconds_bucket", m="a", le=format(le, "g")) == expected, le
-    assert sample(samples, "d_seconds_bucket", m="a", le="+Inf") == len(values)
-    assert sample(samples, "d_seconds_count", m="a") == len(values)
-    assert sample(samples, "d_seconds_sum", m="a") == pytest.approx(sum(values))
-    assert sample(samples, "d_seconds_count", m="b") == 1
-    assert hist.count(m="a") == len(values) and hist.sum(m="b") == pytest.approx(0.2)
-
-
-def test_registry_rejects_misuse():
-    registry = MetricsRegistry()
-    counter = registry.counter("c_total", "c", ("a",))
-    with pytest.raises(ValueError, match="already registered"):
-        registry.counter("c_total", "again")
-    with pytest.raises(ValueError, match="takes labels"):
-        counter.inc(b="x")
-    with pytest.raises(ValueError, match="cannot decrease"):
-        counter.inc(-1, a="x")
-    for bad in ("1abc", "a-b", ""):
-        with pytest.raises(ValueError, match="bad metric name"):
-            registry.gauge(bad, "x")
-    with pytest.raises(ValueError, match="bad label name"):
-        registry.gauge("ok", "x", ("le",))
-    with pytest.raises(TypeError, match="callback"):
-        registry.gauge("cbg", "x", fn=lambda: 1.0).set(2)
-
-
-def test_failing_callback_leaves_the_rest_of_the_scrape(caplog):
-    registry = MetricsRegistry()
-    registry.gauge("broken", "raises", fn=lambda: 1 / 0)
-    registry.counter("fine_total", "ok").inc(3)
+def test_failing_cache_callback_leaves_the_rest_of_the_scrape(caplog):
+    metrics = ServerMetrics()
+    metrics.record_written(3, 30)
     with caplog.at_level(logging.ERROR, logger="flight_server.metrics"):
-        samples = parse_exposition(registry.render())
-    assert sample(samples, "fine_total") == 3
-    assert not series(samples, "broken")
-    assert "broken" in caplog.text
-
-
-def test_registry_is_thread_safe():
-    registry = MetricsRegistry()
-    counter = registry.counter("n_total", "n", ("t",))
-    hist = registry.histogram("h", "h")
-    threads, per_thread = 8, 2000
-
-    def work(i: int) -> None:
-        for _ in range(per_thread):
-            counter.inc(t=str(i % 2))
-            hist.observe(0.001)
-
-    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    samples = parse_exposition(registry.render())
-    assert sample(samples, "n_total", t="0") + sample(samples, "n_total", t="1") == 16000
-    assert sample(samples, "h_count") == threads * per_thread
+        metrics.watch_cache(lambda: 1 / 0)
+        samples = parse_exposition(render(metrics))
+    assert sample(samples, "lance_flight_rows_written_total") == 3
+    assert sample(samples, "lance_flight_cache_hits_total") == 0
+    assert "search cache" in caplog.text
 
 
 def test_server_metric_helpers_and_cache_gauges():
@@ -317,8 +243,7 @@ def test_server_metric_helpers_and_cache_gauges():
 
 
 def test_metrics_endpoint_serves_only_metrics_and_closes():
-    registry = MetricsRegistry()
-    endpoint = serve_metrics(registry, "127.0.0.1", 0)
+    endpoint = serve_metrics(ServerMetrics(), "127.0.0.1", 0)
     try:
         base = f"http://127.0.0.1:{endpoint.port}"
         with pytest.raises(urllib.error.HTTPError) as info:
@@ -366,13 +291,11 @@ def test_status_names_match_what_grpc_clients_receive():
     with OpsServer(metrics, middleware={"metrics": metrics.middleware()}) as server:
         assert raw_do_action(server.port, "health", b"") == "OK"
         for name in FAILURES:
-            before = {k: v for k, v in series(parse_exposition(metrics.registry.render()),
+            before = {k: v for k, v in series(parse_exposition(render(metrics)),
                                               "lance_flight_requests_total").items()}  # fmt: skip
             code = raw_do_action(server.port, "fail", name.encode())
             assert status_name(FAILURES[name]) == code, name
-            after = series(
-                parse_exposition(metrics.registry.render()), "lance_flight_requests_total"
-            )
+            after = series(parse_exposition(render(metrics)), "lance_flight_requests_total")
             changed = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k)}
             assert changed == {frozenset({("method", "DoAction"), ("status", code)}): 1}, name
     assert status_name(None) == "OK"
@@ -458,6 +381,11 @@ def request_lines(caplog) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == LOGGER]
 
 
+def text(record: logging.LogRecord) -> str:
+    """The line the server's text formatter writes for ``record``."""
+    return LogfmtFormatter().format(record)
+
+
 def test_one_log_line_per_call_with_the_request_id_sent_back(caplog):
     capture = HeaderCapture()
     caplog.set_level(logging.INFO, logger=LOGGER)
@@ -475,7 +403,7 @@ def test_one_log_line_per_call_with_the_request_id_sent_back(caplog):
         health_action(client, forged)
         list(client.list_actions())
     records = request_lines(caplog)
-    lines = [logfmt(r.getMessage()) for r in records]
+    lines = [logfmt(text(r)) for r in records]
     assert len(lines) == 7 == len(capture.ids)
     assert [f["request_id"] for f in lines] == capture.ids
     assert len(set(capture.ids)) == 7
@@ -498,22 +426,81 @@ def test_one_log_line_per_call_with_the_request_id_sent_back(caplog):
     assert records[3].levelno == logging.WARNING and records[0].levelno == logging.INFO
     assert "user" not in get  # no auth: no user field
     assert "error" not in get
-    assert records[1].flight_request["rows"] == TABLE.num_rows  # structured copy for handlers
+    assert records[1].fields["rows"] == TABLE.num_rows  # the structured fields themselves
 
 
 def test_json_request_log(caplog):
     caplog.set_level(logging.INFO, logger=LOGGER)
     capture = HeaderCapture()
     with (
-        OpsServer(middleware={"requestlog": RequestLogMiddlewareFactory(fmt="json")}) as server,
+        OpsServer(middleware={"requestlog": RequestLogMiddlewareFactory()}) as server,
         connect(server, middleware=[capture]) as client,
     ):
         client.do_get(flight.Ticket(b'weird "name"\nx=1')).read_all()
         fail_action(client, "unauthorized")
-    first, second = (json.loads(r.getMessage()) for r in request_lines(caplog))
+    first, second = (json.loads(JsonFormatter().format(r)) for r in request_lines(caplog))
     assert first["request_id"] == capture.ids[0] and first["dataset"] == 'weird "name"\nx=1'
     assert first["rows"] == TABLE.num_rows and first["status"] == "OK"
     assert second["status"] == "PERMISSION_DENIED" and second["request_id"] == capture.ids[1]
+
+
+def test_lines_inside_a_call_carry_its_request_id_and_trace_id(tmp_path, caplog):
+    """A W3C traceparent becomes ``trace_id``; a line the real server's handler logs (a
+    dataset that cannot be listed) carries the request line's request id and trace id; a
+    malformed traceparent is ignored."""
+    from flight_server.server import LanceFlightServer
+
+    versions = tmp_path / "broken" / "_versions"
+    versions.mkdir(parents=True)
+    (versions / "1.manifest").write_bytes(b"not a manifest")
+    caplog.set_level(logging.INFO)
+    capture = HeaderCapture()
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    server = LanceFlightServer(str(tmp_path), "grpc://127.0.0.1:0", warm=False)
+    try:
+        with connect(server, middleware=[capture]) as client:
+            for parent in (
+                f"00-{trace}-00f067aa0ba902b7-01",
+                "00-xyz-00f067aa0ba902b7-01",
+                f"00-{'0' * 32}-00f067aa0ba902b7-01",
+            ):
+                options = flight.FlightCallOptions(headers=[(b"traceparent", parent.encode())])
+                assert list(client.list_flights(options=options)) == []
+    finally:
+        server.shutdown()
+    inside = [
+        json.loads(JsonFormatter().format(r))
+        for r in caplog.records
+        if "skipping dataset" in r.getMessage()
+    ]
+    calls = [json.loads(JsonFormatter().format(r)) for r in request_lines(caplog)]
+    assert [c["request_id"] for c in calls] == capture.ids == [i["request_id"] for i in inside]
+    assert calls[0]["trace_id"] == inside[0]["trace_id"] == trace
+    assert all("trace_id" not in line for line in calls[1:] + inside[1:])
+    assert inside[0]["level"] == "WARNING" and "'broken'" in inside[0]["msg"]
+
+
+def test_serve_logs_json_lines(tmp_path):
+    """``lance-flight serve --log-format json``: every stderr line is a JSON object; the
+    request line carries the client's request id and trace id."""
+    from flight_fixtures import serve
+
+    (tmp_path / "root").mkdir()
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    headers = [
+        (b"x-request-id", b"json-log-1"),
+        (b"traceparent", f"00-{trace}-b7ad6b7169203331-01".encode()),
+    ]
+    with serve(str(tmp_path / "root"), "--no-warm", "--log-format", "json") as s:
+        with flight.connect(s.location) as client:
+            list(client.list_flights(options=flight.FlightCallOptions(headers=headers)))
+        s.stop()
+        log = s.log()
+    lines = [json.loads(line) for line in log.splitlines() if line.strip()]
+    assert lines and all({"ts", "level", "logger", "msg"} <= set(line) for line in lines)
+    (call,) = [line for line in lines if line["logger"] == LOGGER]
+    assert call["request_id"] == "json-log-1" and call["trace_id"] == trace
+    assert call["method"] == "ListFlights" and call["status"] == "OK"
 
 
 def test_logfmt_quotes_what_needs_quoting(caplog):
@@ -524,9 +511,9 @@ def test_logfmt_quotes_what_needs_quoting(caplog):
     ):
         client.do_get(flight.Ticket(b'a b="c"\\')).read_all()
     (record,) = request_lines(caplog)
-    fields = logfmt(record.getMessage())
+    fields = logfmt(text(record))
     assert fields["dataset"] == 'a b="c"\\'
-    assert "\n" not in record.getMessage()
+    assert "\n" not in text(record)
 
 
 # --------------------------------------------------------------------------------------------
@@ -562,16 +549,16 @@ def test_rejected_calls_are_counted_and_logged_once(authenticator, caplog, order
             client.do_get(flight.Ticket(b"t")).read_all()
         header = client.authenticate_basic_token("alice", "pw")
         health_action(client, flight.FlightCallOptions(headers=[header]))
-    requests = series(parse_exposition(metrics.registry.render()), "lance_flight_requests_total")
+    requests = series(parse_exposition(render(metrics)), "lance_flight_requests_total")
     assert requests == {
         frozenset({("method", "Handshake"), ("status", "UNAUTHENTICATED")}): 1,
         frozenset({("method", "DoGet"), ("status", "UNAUTHENTICATED")}): 1,
         frozenset({("method", "Handshake"), ("status", "OK")}): 1,
         frozenset({("method", "DoAction"), ("status", "OK")}): 1,
     }
-    assert all(v == 0 for v in series(parse_exposition(metrics.registry.render()),
+    assert all(v == 0 for v in series(parse_exposition(render(metrics)),
                                       "lance_flight_requests_in_flight").values())  # fmt: skip
-    lines = [logfmt(r.getMessage()) for r in request_lines(caplog)]
+    lines = [logfmt(text(r)) for r in request_lines(caplog)]
     assert [(f["method"], f["status"]) for f in lines] == [
         ("Handshake", "UNAUTHENTICATED"), ("DoGet", "UNAUTHENTICATED"),
         ("Handshake", "OK"), ("DoAction", "OK"),

@@ -46,6 +46,7 @@ from flight_server.errors import (
     flight_errors,
     to_flight_error,
 )
+from flight_server.logs import LogfmtFormatter
 from flight_server.server import LanceFlightServer
 from lance_format.cache import SearchCache
 from lance_format.errors import (
@@ -339,7 +340,7 @@ def test_extra_middleware_joins_the_servers_own(root, caplog):
     finally:
         server.shutdown()
     assert len(extra.methods) == 1 and "GET_FLIGHT_INFO" in extra.methods[0]
-    lines = [r.getMessage() for r in caplog.records if r.name == "flight_server.requests"]
+    lines = [text(r) for r in caplog.records if r.name == "flight_server.requests"]
     assert any("method=GetFlightInfo" in line and "dataset=tpch/items" in line for line in lines)
 
 
@@ -801,3 +802,8 @@ def test_sigterm_with_a_stalled_reader_still_exits_cleanly(wide_root):
                 pass
         c.close()
         assert "exiting" in s.log() or "stopped" in s.log()
+
+
+def text(record) -> str:
+    """The line the server's text formatter writes for ``record``."""
+    return LogfmtFormatter().format(record)

@@ -130,6 +130,48 @@ def test_tls_and_metrics(root, tmp_path):
     assert served and float(served[0].rsplit(" ", 1)[1]) == table.num_rows
 
 
+def _samples(text: str, prefix: str) -> dict[str, float]:
+    out = {}
+    for ln in text.splitlines():
+        if ln.startswith(prefix):
+            labels, value = ln.rsplit(" ", 1)
+            out[labels] = float(value)
+    return out
+
+
+def test_metrics_of_all_workers_on_one_endpoint(root, tmp_path):
+    """--workers 2: the supervisor's one /metrics sums what both workers served (each
+    worker is called directly), and its multiprocess directory is gone after exit."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        metrics_port = sock.getsockname()[1]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    args = ("--workers", "2", "--no-warm", "--metrics-port", str(metrics_port))
+    truth = lance.dataset(os.path.join(root, "ds")).to_table()
+    with serve(root, *args, env={"TMPDIR": str(tmp)}) as s:
+        workers = s.lines[-1].split()[1:]
+        assert len(workers) == 2
+        assert [p.name.startswith("lance-flight-metrics-") for p in tmp.iterdir()] == [True]
+        endpoints = 0
+        for location in workers:
+            with fl.connect(location) as c:
+                info = c.get_flight_info(fl.FlightDescriptor.for_path("ds"))
+                got = pa.concat_tables([c.do_get(e.ticket).read_all() for e in info.endpoints])
+                assert got.equals(truth)
+                endpoints += len(info.endpoints)
+        url = f"http://127.0.0.1:{metrics_port}/metrics"
+        text = urllib.request.urlopen(url).read().decode()
+    requests = _samples(text, "lance_flight_requests_total")
+    assert requests['lance_flight_requests_total{method="GetFlightInfo",status="OK"}'] == 2
+    assert requests['lance_flight_requests_total{method="DoGet",status="OK"}'] == endpoints
+    served = _samples(text, "lance_flight_rows_served_total")
+    assert served == {"lance_flight_rows_served_total": 2 * truth.num_rows}
+    assert list(tmp.iterdir()) == []  # the supervisor removed its metrics directory
+
+
 def test_readers_and_writers_concurrently(tmp_path):
     work = tmp_path / "load"
     uri = str(work / "ds")

@@ -40,9 +40,9 @@ from flight_sql_helpers import (
 )
 
 from flight_server.sql import FlightSqlService
+from flight_server.sql import flight_sql_pb2 as pb
 from flight_server.sql.naming import Resolver
 from flight_server.sql.protocol import is_flight_sql, pack
-from lance_format.pb import flight_sql_pb2 as pb
 
 # (id, SQL, ordered): filters, joins and aggregates across the two TPC-H datasets, all types
 QUERIES = [

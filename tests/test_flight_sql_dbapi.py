@@ -26,7 +26,7 @@ from flight_sql_helpers import (
 )
 from flightsql import FlightSQLClient, connect
 
-import lance_format.pb.flight_sql_pb2  # noqa: F401 - imported alongside the client's own
+import flight_server.sql.flight_sql_pb2  # noqa: F401 - imported alongside the client's own
 
 
 @pytest.fixture(scope="module")

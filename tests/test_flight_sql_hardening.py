@@ -25,10 +25,10 @@ from flight_sql_helpers import adbc_connect, duckdb_truth, running_server, uri
 from google.protobuf import any_pb2
 
 from flight_server.errors import error_kind
+from flight_server.sql import flight_sql_pb2 as pb
 from flight_server.sql.limits import SqlLimits
 from flight_server.sql.protocol import pack
 from flight_server.sql.statements import Handle
-from lance_format.pb import flight_sql_pb2 as pb
 
 # -- malformed data --------------------------------------------------------------------------
 

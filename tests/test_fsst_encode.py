@@ -49,7 +49,7 @@ def symbols_of(table: bytes) -> list[bytes]:
 
 
 def make_table(symbols: list[bytes]) -> bytes:
-    """A table written by hand from the format description (digest §6.6)."""
+    """A table written by hand from the format description (docs/format/compression.md)."""
     n = len(symbols)
     out = bytearray(fsst.SYMBOL_TABLE_SIZE)
     out[:8] = ((0x46535354 << 32) | (1 << 24) | n).to_bytes(8, "little")

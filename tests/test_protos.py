@@ -9,7 +9,7 @@ Two properties are checked:
   agrees with what pylance itself reports (buffer positions, layout variants, values).
 
 The byte-level framing helpers here are deliberately small and independent of
-lance_format.container, following format-digest §3.1 and §10.1.
+lance_format.container, following docs/format/container.md and docs/format/table.md.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class DataFile:
 
 
 def read_data_file(path: str | os.PathLike[str]) -> DataFile:
-    """Split a 2.x data file into FileDescriptor and ColumnMetadata per digest §3.1."""
+    """Split a 2.x data file into FileDescriptor and ColumnMetadata per docs/format/container.md."""
     data = Path(path).read_bytes()
     assert data[-4:] == b"LANC"
     cm_start, cmo_start, gbo_start, n_gb, n_col, major, minor = struct.unpack(
@@ -154,7 +154,7 @@ class ManifestFile:
 
 
 def read_manifest_file(path: Path) -> ManifestFile:
-    """Parse the [IndexSection] [Transaction] Manifest framing of digest §10.1."""
+    """Parse the [IndexSection] [Transaction] Manifest framing of docs/format/table.md."""
     data = path.read_bytes()
     assert data[-4:] == b"LANC"
     pos, major, minor = struct.unpack("<qHH", data[-16:-4])

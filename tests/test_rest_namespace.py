@@ -58,6 +58,8 @@ from tls_util import make_self_signed_cert
 
 from flight_server.auth import Authenticator, Identity
 from flight_server.catalog import Catalog
+from flight_server.context import ServiceContext
+from flight_server.logs import LogfmtFormatter
 from flight_server.rest import RestApp, RestServer
 from lance_format import write_dataset
 from lance_format.cache import SearchCache
@@ -85,7 +87,15 @@ def _table(start: int = 0, n: int = 5) -> pa.Table:
 
 
 def _serve(root: str, **kwargs) -> RestServer:
-    return RestServer(RestApp(Catalog(root, SearchCache(16 << 20)), **kwargs), port=0).start()
+    return RestServer(
+        RestApp(
+            ServiceContext(
+                Catalog(root, SearchCache(16 << 20)), metrics=kwargs.pop("metrics", None)
+            ),
+            **kwargs,
+        ),
+        port=0,
+    ).start()
 
 
 class Pair:
@@ -517,7 +527,7 @@ def test_flight_datasets_are_tables(tmp_path):
     write_dataset(_table(0, 7), os.path.join(root, "nyc", "flights"))
     write_dataset(_table(0, 2), os.path.join(root, "top.lance"))
     catalog = Catalog(root, SearchCache(1 << 20))
-    with RestServer(RestApp(catalog), port=0).start() as server:
+    with RestServer(RestApp(ServiceContext(catalog)), port=0).start() as server:
         client = ln.RestNamespace(uri=server.url)
         assert client.list_namespaces(ListNamespacesRequest(id=[])).namespaces == ["nyc"]
         assert client.list_tables(ListTablesRequest(id=["nyc"])).tables == ["flights"]
@@ -660,7 +670,7 @@ def test_tls(tmp_path):
     cert, key = make_self_signed_cert(tmp_path)
     root = tmp_path / "root"
     write_dataset(_table(), str(root / "t.lance"))
-    app = RestApp(Catalog(str(root), SearchCache(1 << 20)))
+    app = RestApp(ServiceContext(Catalog(str(root), SearchCache(1 << 20))))
     with RestServer(app, port=0, tls_cert=str(cert), tls_key=str(key)).start() as server:
         assert server.url.startswith("https://")
         context = ssl.create_default_context(cafile=str(cert))
@@ -739,11 +749,14 @@ def test_metrics_request_log_and_version_description(tmp_path, caplog):
     assert described["version"]["manifest_path"] == listed.manifest_path
     assert made.version == 1 and lance.dataset(made.location, version=1).count_rows() == 0
     assert lance.dataset(made.location).schema == _table().schema
-    assert metrics.rows_written.value() == 2 and metrics.bytes_written.value() > 0
-    assert metrics.rows_served.value() == pa.ipc.open_file(served.data).read_all().num_rows == 4
-    assert metrics.requests.value(method="rest.count_table_rows", status="OK") == 1
-    assert metrics.requests.value(method="rest.count_table_rows", status="TABLE_NOT_FOUND") == 1
-    lines = [r.getMessage() for r in caplog.records if r.name == "flight_server.requests"]
+    assert metrics.value("lance_flight_rows_written_total") == 2
+    assert metrics.value("lance_flight_bytes_written_total") > 0
+    rows_served = metrics.value("lance_flight_rows_served_total")
+    assert rows_served == pa.ipc.open_file(served.data).read_all().num_rows == 4
+    requests = "lance_flight_requests_total"
+    assert metrics.value(requests, method="rest.count_table_rows", status="OK") == 1
+    assert metrics.value(requests, method="rest.count_table_rows", status="TABLE_NOT_FOUND") == 1
+    lines = [text(r) for r in caplog.records if r.name == "flight_server.requests"]
     assert any("request_id=trace-42" in line and "status=OK" in line for line in lines)
     assert any("status=TABLE_NOT_FOUND" in line and "http_status=404" in line for line in lines)
 
@@ -971,3 +984,8 @@ def test_merge_insert_on_a_composite_key_as_pylance(flat):
         for d in flat.both(lambda c: _describe(c, ["t"]))
     ]
     assert read[0].equals(read[1])
+
+
+def text(record) -> str:
+    """The line the server's text formatter writes for ``record``."""
+    return LogfmtFormatter().format(record)

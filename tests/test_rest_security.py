@@ -39,6 +39,7 @@ from lance_namespace import (
 
 from flight_server.auth import Authenticator, Identity, hash_password
 from flight_server.catalog import Catalog
+from flight_server.context import ServiceContext
 from flight_server.limits import Limits
 from flight_server.loginlimit import LoginLimiter, Rate
 from flight_server.permissions import Grants
@@ -94,7 +95,7 @@ def granted(tmp_path):
         secret="g" * 32,
     )
     catalog = Catalog(str(root), SearchCache(8 << 20))
-    with RestServer(RestApp(catalog, authenticator=auth), port=0) as server:
+    with RestServer(RestApp(ServiceContext(catalog), authenticator=auth), port=0) as server:
         yield server, auth, str(root)
 
 
@@ -203,7 +204,7 @@ def test_login_limits_apply_to_oauth_and_bearer_tokens(tmp_path):
     limiter = LoginLimiter(Rate(2, 600.0), Rate(0, 1.0))
     auth = Authenticator(users, secret="l" * 32, limiter=limiter)
     write_dataset(_rows(0, 2), str(tmp_path / "t.lance"))
-    app = RestApp(Catalog(str(tmp_path), SearchCache(1 << 20)), authenticator=auth)
+    app = RestApp(ServiceContext(Catalog(str(tmp_path), SearchCache(1 << 20))), authenticator=auth)
     with RestServer(app) as srv:
         assert _login(srv.url, "ana", "wrong")[0] == 401
         assert _login(srv.url, "ana", "wrong")[0] == 401
@@ -232,7 +233,10 @@ def test_body_sizes_are_bounded_by_the_flight_limits(tmp_path):
     users = {"ana": (hash_password("right", iterations=1000), "write")}
     auth = Authenticator(users, secret="b" * 32)
     limits = Limits(max_message_bytes=2048, max_batch_bytes=4096)
-    app = RestApp(Catalog(str(tmp_path), SearchCache(1 << 20)), authenticator=auth, limits=limits)
+    app = RestApp(
+        ServiceContext(Catalog(str(tmp_path), SearchCache(1 << 20)), limits=limits),
+        authenticator=auth,
+    )
     with RestServer(app) as srv:
         token = _login(srv.url, "ana", "right")[2]["access_token"]
         key = {"x-api-key": token}
@@ -257,7 +261,7 @@ def test_body_sizes_are_bounded_by_the_flight_limits(tmp_path):
 
 
 def test_names_follow_the_dataset_name_rules(tmp_path):
-    with RestServer(RestApp(Catalog(str(tmp_path), SearchCache(1 << 20)))) as srv:
+    with RestServer(RestApp(ServiceContext(Catalog(str(tmp_path), SearchCache(1 << 20))))) as srv:
         for bad in ("nl\n", "with space", "caf\u00e9", "-dash", "x" * 256):
             raw = quote(bad, safe="")
             status, _, body = _http(f"{srv.url}/v1/namespace/{raw}/create", {})
@@ -281,7 +285,7 @@ def test_namespaces_on_the_in_memory_store():
     from lance_format import dataset, storage
 
     root = f"memory://rest-{uuid.uuid4().hex[:8]}"
-    with RestServer(RestApp(Catalog(root, SearchCache(1 << 20)))) as srv:
+    with RestServer(RestApp(ServiceContext(Catalog(root, SearchCache(1 << 20))))) as srv:
         client = ln.RestNamespace(uri=srv.url)
         client.create_namespace(CreateNamespaceRequest(id=["ns"]))
         assert storage.list_names(f"{root}/ns") == [".lance-namespace"]

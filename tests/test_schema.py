@@ -1,7 +1,7 @@
 """Lance <-> Arrow schema mapping, checked against what pylance writes and reads back.
 
 The FileDescriptor and manifest protobufs are pulled out of pylance-written files with a
-small parser of the footers (digest §3.1, §10.1) kept here, independent of the reader.
+small parser of the footers (docs/format/container.md) kept here, independent of the reader.
 """
 
 from __future__ import annotations
@@ -292,7 +292,8 @@ def test_manifest_schema_matches_dataset(tmp_path, version):
     blob = ours.field_by_path("b")
     assert blob.is_blob()
     if version == "2.2":
-        # blob v2: struct<data, uri> with the lance.blob.v2 extension name (§6.12)
+        # blob v2: struct<data, uri> with the lance.blob.v2 extension name
+        # (docs/format/structural.md)
         assert blob.logical_type == "struct"
         assert [c.name for c in blob.children] == ["data", "uri"]
         assert [f.id for f in ours.walk()] == list(range(10))

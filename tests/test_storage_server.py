@@ -94,6 +94,7 @@ def test_rest_namespace_over_a_bucket(moto_server, s3_root):
     )
 
     from flight_server.catalog import Catalog
+    from flight_server.context import ServiceContext
     from flight_server.rest import RestApp, RestServer
     from lance_format.cache import SearchCache
 
@@ -110,7 +111,7 @@ def test_rest_namespace_over_a_bucket(moto_server, s3_root):
     opts = moto_server.options
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
     catalog = Catalog(s3_root, SearchCache(8 << 20), storage_options=opts)
-    with RestServer(RestApp(catalog)) as server:
+    with RestServer(RestApp(ServiceContext(catalog))) as server:
         client = ln.RestNamespace(uri=server.url)
         client.create_namespace(CreateNamespaceRequest(id=["sales"]))
         assert keys() == ["sales/.lance-namespace"]  # an empty namespace exists

@@ -138,7 +138,7 @@ def test_create_and_append_carry_unnumbered_fragments(history):
     uri = history["uri"]
     ds = lance.dataset(uri)
     create = read_ours(uri, 1)
-    assert create.read_version == 0  # digest §11.18: absent on the wire
+    assert create.read_version == 0  # docs/format/table.md: absent on the wire
     assert isinstance(create.operation, tx.Overwrite)
     assert [f.id for f in create.operation.fragments] == [0, 0, 0]
     assert [f.physical_rows for f in create.operation.fragments] == [10, 10, 10]
@@ -184,7 +184,7 @@ def test_add_and_drop_columns(history):
     uri = history["uri"]
     merge = read_ours(uri, 5).operation
     assert isinstance(merge, tx.Merge)
-    assert merge.preserves_nullability is True  # digest §1.2
+    assert merge.preserves_nullability is True  # docs/format/README.md
     assert [f.id for f in merge.fragments] == [0, 2, 3, 5]
     assert all(len(f.files) == 2 for f in merge.fragments)
     assert [(f.name, f.id) for f in merge.schema] == [("a", 0), ("s", 1), ("b", 2)]
@@ -249,7 +249,7 @@ def test_txn_bytes_roundtrip_and_match_the_manifest(history):
         assert ours.to_bytes() == raw
         assert tx.Transaction.from_pb(ours.to_pb()) == ours
         inline = manifest.read_manifest(paths.find_version(uri, v).path).transaction_bytes
-        assert inline == raw  # digest §10.1: the same bytes, no framing
+        assert inline == raw  # docs/format/table.md: the same bytes, no framing
 
 
 # -- round trips, unknown operations, corrupt input ---------------------------------------

@@ -2,7 +2,7 @@
 
 Files are written by pylance with ``version="2.0"``; every column is decoded with
 :mod:`lance_format.v2_0.decoder` through a small footer/ColumnMetadata parser kept in this
-file (digest §3.1) and compared with pylance's ``read_all``, ``read_range`` and
+file (docs/format/container.md) and compared with pylance's ``read_all``, ``read_range`` and
 ``take_rows`` (``Array.equals``, so types must match exactly).
 """
 
@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from google.protobuf import any_pb2
 
+from lance_format.container.metadata import ColumnInfo, parse_column
 from lance_format.errors import CorruptFileError, InvalidArgumentError, LanceError
 from lance_format.pb import encodings_v2_0_pb2, file2_pb2, file_pb2
 from lance_format.schema import LanceSchema
@@ -31,10 +32,17 @@ class Parsed:
     path: str
     data: bytes
     schema: LanceSchema
-    columns: list[file2_pb2.ColumnMetadata]
+    raw: list[file2_pb2.ColumnMetadata]  # as this test parses them
     column_index: dict[int, int]
     num_rows: int
     requests: list[tuple[int, int]]
+
+    @property
+    def columns(self) -> list[ColumnInfo]:
+        """The columns as the container parses them (what the 2.0 decoder takes)."""
+        return [
+            parse_column(cm.SerializeToString(), i, len(self.data)) for i, cm in enumerate(self.raw)
+        ]
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         out = []
@@ -59,7 +67,7 @@ class Parsed:
         )
 
     def encoding(self, name: str, page: int = 0) -> encodings_v2_0_pb2.ArrayEncoding:
-        meta = self.columns[self.column_index[self.field(name).id]]
+        meta = self.raw[self.column_index[self.field(name).id]]
         wrapped = any_pb2.Any()
         wrapped.ParseFromString(meta.pages[page].encoding.direct.encoding)
         enc = encodings_v2_0_pb2.ArrayEncoding()
@@ -67,7 +75,7 @@ class Parsed:
         return enc
 
     def num_pages(self, name: str) -> int:
-        return len(self.columns[self.column_index[self.field(name).id]].pages)
+        return len(self.raw[self.column_index[self.field(name).id]].pages)
 
 
 def parse_file(path: str) -> Parsed:
@@ -420,7 +428,7 @@ def test_variants_exercise_the_encodings(files):
     _t, p = files[("nested", "one_page")]
     assert p.encoding("packed").WhichOneof("array_encoding") == "packed_struct"
     assert p.encoding("legacy_packed").WhichOneof("array_encoding") == "packed_struct"
-    blob_col = p.columns[p.column_index[p.field("blob").id]]
+    blob_col = p.raw[p.column_index[p.field("blob").id]]
     col_enc = any_pb2.Any()
     col_enc.ParseFromString(blob_col.encoding.direct.encoding)
     parsed_col = encodings_v2_0_pb2.ColumnEncoding()
@@ -477,7 +485,7 @@ def test_big_file_multi_page(big):
     for name in _names(p):
         assert same(p.decode(name, 0, p.num_rows), ref.column(name)), name
     # a range across page boundaries
-    starts = np.cumsum([pg.length for pg in p.columns[p.column_index[p.field("id").id]].pages])
+    starts = np.cumsum([pg.length for pg in p.raw[p.column_index[p.field("id").id]].pages])
     a, b = int(starts[0]) - 10, int(starts[1]) + 10
     for name in _names(p):
         theirs = lance.file.LanceFileReader(p.path, columns=[name]).read_range(a, b - a)
@@ -524,7 +532,7 @@ def test_out_of_range_rows(files):
 
 def _corrupt_sizes(p: Parsed, name: str, factor: float) -> Parsed:
     """A copy whose pages of ``name`` claim smaller buffers than the encoding needs."""
-    columns = [file2_pb2.ColumnMetadata.FromString(c.SerializeToString()) for c in p.columns]
+    columns = [file2_pb2.ColumnMetadata.FromString(c.SerializeToString()) for c in p.raw]
     col = columns[p.column_index[p.field(name).id]]
     for page in col.pages:
         sizes = [int(s * factor) for s in page.buffer_sizes]
@@ -569,12 +577,12 @@ def test_garbage_offsets_are_corrupt_errors(files):
     """Rewrite the first Binary end offset of a string column to something huge."""
     _t, p = files[("strings", "one_page")]
     enc = p.encoding("s_nonull")
-    col = p.columns[p.column_index[p.field("s_nonull").id]]
+    col = p.raw[p.column_index[p.field("s_nonull").id]]
     buf = enc.binary.indices.nullable.no_nulls.values.flat.buffer.buffer_index
     pos = col.pages[0].buffer_offsets[buf]
     data = bytearray(p.data)
     data[pos : pos + 8] = (2**62).to_bytes(8, "little")
-    bad = Parsed(p.path, bytes(data), p.schema, p.columns, p.column_index, p.num_rows, [])
+    bad = Parsed(p.path, bytes(data), p.schema, p.raw, p.column_index, p.num_rows, [])
     with pytest.raises(CorruptFileError):
         bad.decode("s_nonull", 0, p.num_rows)
 
@@ -604,3 +612,37 @@ def test_column_mapping_matches_manifest(tmp_path):
     for name in ["list_struct", "struct", "packed", "fsl"]:
         assert same(p.decode(name, 0, 500), ref.column(name)), name
     assert same(p.decode("blob", 0, 500), table.column("blob"))
+
+
+@pytest.mark.parametrize("where", ["offset", "size"])
+def test_page_buffer_outside_the_file_is_corrupt(files, tmp_path, where):
+    """A 2.0 page whose buffer lies past the end of the file: the one column-metadata parser
+    checks it against the file size, so opening the file is a CorruptFileError."""
+    from lance_format import LanceFileReader
+    from lance_format.container.footer import encode_tail
+    from lance_format.version import LanceFileVersion
+
+    _t, p = files[("basic", "one_page")]
+    raw = [file2_pb2.ColumnMetadata.FromString(c.SerializeToString()) for c in p.raw]
+    page = raw[p.column_index[p.field("i32").id]].pages[0]
+    if where == "offset":
+        page.buffer_offsets[0] = len(p.data) + 64
+    else:
+        page.buffer_sizes[0] = len(p.data)
+    # rebuild the tail around the altered column metadata (the data bytes are unchanged)
+    _cm, _cmo, gbo_start, n_gb, *_ = struct.unpack("<QQQIIHH", p.data[-40:-4])
+    gbs = [struct.unpack_from("<QQ", p.data, gbo_start + 16 * i) for i in range(n_gb)]
+    start = gbs[0][0]
+    tail = encode_tail(
+        start,
+        [p.data[pos : pos + size] for pos, size in gbs],
+        [c.SerializeToString() for c in raw],
+        LanceFileVersion.V2_0,
+    )
+    path = tmp_path / "oob.lance"
+    path.write_bytes(p.data[:start] + tail)
+    with pytest.raises(CorruptFileError, match="outside the file"):
+        LanceFileReader(str(path)).read_all()
+    col = p.column_index[p.field("i32").id]
+    with pytest.raises(CorruptFileError, match="outside the file"):
+        parse_column(raw[col].SerializeToString(), col, len(p.data))

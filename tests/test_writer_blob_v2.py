@@ -50,7 +50,7 @@ def _blob_table(sizes: list[int | None], seed: int = 7, metadata: dict | None = 
 
 
 def _patch_file_size(uri: str, data_file: str) -> None:
-    """Point the manifest's DataFile.file_size_bytes at our file (framing: digest §10.1)."""
+    """Point the manifest's DataFile.file_size_bytes at our file (framing: docs/format/table.md)."""
     (path,) = glob.glob(os.path.join(uri, "_versions", "*.manifest"))
     raw = open(path, "rb").read()
     (pos,) = struct.unpack_from("<q", raw, len(raw) - 16)

@@ -21,11 +21,9 @@ import base64
 import io
 import json
 import logging
-import secrets
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -61,12 +59,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import permissions
+from .. import logs, permissions
 from ..auth import Authenticator, Identity
-from ..catalog import Catalog
-from ..limits import Limits
+from ..context import ServiceContext
+from ..logs import REQUEST_ID_HEADER, TRACEPARENT_HEADER, CallIds
 from ..permissions import Grants
-from ..requestlog import _SANE_ID, REQUEST_ID_HEADER, format_logfmt
 from .errors import RestError, from_exception, unsupported
 from .naming import parse_id
 from .operations import ArrowResult, Call, Operations
@@ -215,22 +212,22 @@ _COLUMN_NOT_FOUND = {
 
 
 class RestApp:
-    """The Starlette application over one catalog (and optionally one authenticator)."""
+    """The Starlette application over one service context (its catalog, message limits and
+    metrics) and optionally one authenticator."""
 
     def __init__(
         self,
-        catalog: Catalog,
+        context: ServiceContext,
         *,
         authenticator: Authenticator | None = None,
-        metrics: Any = None,
         max_body_bytes: int = DEFAULT_MAX_BODY,
-        limits: Limits | None = None,
     ):
-        self.catalog = catalog
-        self.limits = limits or Limits()
-        self.ops = Operations(catalog, self.limits.max_batch_bytes)
+        self.context = context
+        self.catalog = context.catalog
+        self.limits = context.limits
+        self.ops = Operations(self.catalog, self.limits.max_batch_bytes)
         self.authenticator = authenticator
-        self.metrics = metrics
+        self.metrics = context.metrics
         self.max_body_bytes = max_body_bytes
         routes = [
             Route(path, self._endpoint(op, kind, write), methods=[method])
@@ -255,7 +252,9 @@ class RestApp:
 
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
-            rid = _request_id(request)
+            ids = _call_ids(request)
+            logs.enter_call(ids)  # this request's task: lines logged while it runs carry them
+            rid = ids.request_id
             user, grants = None, None
             spool = None
             try:
@@ -285,7 +284,7 @@ class RestApp:
                     raise unsupported("branches", "only the main history is served")
                 result = await run_in_threadpool(_scoped, user, grants, handler, call)
                 response = self._respond(result, spool)
-                self._done(request, op, rid, user, started, response.status_code, None)
+                self._done(request, op, ids, user, started, response.status_code, None)
             except Exception as exc:  # noqa: BLE001 - every error becomes the spec's response
                 schema_code = (
                     ErrorCode.TABLE_COLUMN_NOT_FOUND
@@ -296,7 +295,7 @@ class RestApp:
                     exc, root=self.catalog.root, schema_code=schema_code, request_id=rid
                 )
                 response = JSONResponse(err.body(), status_code=err.status, headers=err.headers())
-                self._done(request, op, rid, user, started, err.status, err)
+                self._done(request, op, ids, user, started, err.status, err)
             finally:
                 if spool is not None:  # written by now: only QueryTable streams, from no body
                     spool.close()
@@ -308,13 +307,15 @@ class RestApp:
     def _unsupported(self, name: str, why: str) -> Callable:
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
-            rid = _request_id(request)
+            ids = _call_ids(request)
+            logs.enter_call(ids)  # this request's task: lines logged while it runs carry them
+            rid = ids.request_id
             try:
                 user, _ = self._authenticate(request, None, False)
                 err = unsupported(name, why)
             except Exception as exc:  # noqa: BLE001
                 user, err = None, from_exception(exc, root=self.catalog.root, request_id=rid)
-            self._done(request, name, rid, user, started, err.status, err)
+            self._done(request, name, ids, user, started, err.status, err)
             return JSONResponse(
                 err.body(),
                 status_code=err.status,
@@ -328,11 +329,12 @@ class RestApp:
         name and password (form fields ``client_id``/``client_secret``, or HTTP Basic) for
         the same signed bearer token the Flight handshake issues."""
         started = time.perf_counter()
-        rid = _request_id(request)
+        ids = _call_ids(request)
+        logs.enter_call(ids)
 
         def refuse(status: int, error: str, text: str, wait: int | None = None) -> Response:
             code = ErrorCode.THROTTLING if status == 429 else ErrorCode.UNAUTHENTICATED
-            self._done(request, "oauth_token", rid, None, started, status, RestError(code, text))
+            self._done(request, "oauth_token", ids, None, started, status, RestError(code, text))
             body = {"error": error, "error_description": text}
             headers = {"cache-control": "no-store"}
             if wait is not None:
@@ -368,7 +370,7 @@ class RestApp:
                 return refuse(503, "temporarily_unavailable", _first_line(exc))
             return refuse(401, "invalid_client", "invalid user name or password")
         token = self.authenticator.issue_token(identity)
-        self._done(request, "oauth_token", rid, identity.user, started, 200, None)
+        self._done(request, "oauth_token", ids, identity.user, started, 200, None)
         body = {
             "access_token": token,
             "token_type": "Bearer",
@@ -455,15 +457,13 @@ class RestApp:
         spool.seek(0)
         return spool
 
-    def _done(self, request, op, rid, user, started, status, err) -> None:
+    def _done(self, request, op, ids: CallIds, user, started, status, err) -> None:
         seconds = time.perf_counter() - started
         code = "OK" if err is None else err.code.name
         if self.metrics is not None:
-            self.metrics.requests.inc(method=f"rest.{op}", status=code)
-            self.metrics.request_seconds.observe(seconds, method=f"rest.{op}")
+            self.metrics.record_request(f"rest.{op}", code, seconds)
         record = {
-            "ts": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "request_id": rid,
+            **ids.fields(),
             "method": f"rest.{op}",
             "peer": f"{request.client.host}:{request.client.port}" if request.client else None,
             "user": user,
@@ -474,12 +474,15 @@ class RestApp:
         }
         if err is not None:
             record["error"] = err.message[:300]
-        log.log(logging.INFO if err is None else logging.WARNING, format_logfmt(record))
+        level = logging.INFO if err is None else logging.WARNING
+        log.log(level, "rest.%s %s", op, code, extra={"fields": record})
 
 
-def _request_id(request: Request) -> str:
-    incoming = request.headers.get(REQUEST_ID_HEADER)
-    return incoming if incoming and _SANE_ID.fullmatch(incoming) else secrets.token_hex(8)
+def _call_ids(request: Request) -> CallIds:
+    """The call's request id (the client's ``x-request-id`` when sane) and trace context."""
+    return logs.call_ids(
+        request.headers.get(REQUEST_ID_HEADER), request.headers.get(TRACEPARENT_HEADER)
+    )
 
 
 def _scoped(user: str | None, grants: Grants | None, fn: Callable, *args: Any) -> Any:

@@ -2,8 +2,9 @@
 ``spark`` extra, and Java 17 for Spark itself).
 
 ``register(spark)`` makes ``spark.read.format("lance_flight")`` and
-``df.write.format("lance_flight")`` available; :mod:`.source` holds the data source,
-:mod:`.filters` the translation of Spark's pushed filters into the server's SQL predicates.
+``df.write.format("lance_flight")`` available; :mod:`.source` holds the data source.  It
+pushes no filters to the server (Spark 4.x reuses a pushed filter across reads of one
+DataFrame); a ``filter`` option runs on the server instead.
 """
 
 from __future__ import annotations

@@ -100,7 +100,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from .. import wire
 from ..errors import error_kind
+from ..wire import (
+    CommitStagedBody,
+    DiscardStagedBody,
+    PutCommand,
+    Query,
+    Wire,
+    loads_nearest,
+)
 
 __all__ = [
     "FlightPartition",
@@ -160,20 +169,10 @@ def _version(value: str | None) -> int | str | None:
     return int(text) if text.isdigit() else text
 
 
-def _nearest(value: str | None) -> str | None:
-    """The ``nearest`` option: a JSON object (checked here, validated by the server)."""
-    if not value:
-        return None
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, dict):
-        raise ValueError(
-            'option \'nearest\' must be a JSON object such as {"column": "vec", "q": [...], '
-            '"k": 10}'
-        )
-    return value
+def _nearest(value: str | None) -> dict | None:
+    """The ``nearest`` option: a JSON object (its shape checked here, the rest by the
+    server)."""
+    return loads_nearest(value) if value else None
 
 
 def _dataset_name(options: Any) -> str:
@@ -259,9 +258,13 @@ class Connection:
             self.password,
         )
 
-    def action(self, name: str, body: dict | None = None) -> Any:
-        """Run a ``do_action`` whose body and result are JSON."""
-        payload = json.dumps(body or {}).encode()
+    def action(self, name: str, body: dict | Wire | None = None) -> Any:
+        """Run a ``do_action`` whose body (a :mod:`flight_server.wire` model, or a dict) and
+        result are JSON."""
+        if isinstance(body, Wire):
+            payload = body.model_dump_json(by_alias=True, exclude_defaults=True).encode()
+        else:
+            payload = json.dumps(body or {}).encode()
         with self.client() as client:
             results = list(
                 client.do_action(flight.Action(name, payload), options=self.call_options())
@@ -273,46 +276,6 @@ class Connection:
 
 
 # -- the Flight protocol (issue 5) ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Query:
-    """A ``get_flight_info`` command: what to read, pinned to one version by the server."""
-
-    dataset: str
-    columns: list[str] | None = None
-    filter: str | None = None
-    version: int | str | None = None
-    split_rows: int | None = None
-    batch_size: int | None = None
-    with_row_id: bool = False
-    nearest: str | None = None  # the JSON text of a nearest-neighbour search
-    prefilter: bool = False
-
-    def with_columns(self, columns: list[str]) -> Query:
-        return _replace(self, columns=list(columns))
-
-    def command(self) -> bytes:
-        body: dict[str, Any] = {"dataset": self.dataset}
-        for key in ("columns", "filter", "version", "split_rows", "batch_size"):
-            value = getattr(self, key)
-            if value is not None:
-                body[key] = value
-        if self.with_row_id:
-            body["with_row_id"] = True
-        if self.nearest is not None:
-            body["nearest"] = json.loads(self.nearest)
-            body["prefilter"] = self.prefilter
-        return json.dumps(body).encode()
-
-    def descriptor(self) -> flight.FlightDescriptor:
-        return flight.FlightDescriptor.for_command(self.command())
-
-
-def _replace(query: Query, **changes: Any) -> Query:
-    fields = {k: getattr(query, k) for k in Query.__dataclass_fields__}
-    fields.update(changes)
-    return Query(**fields)
 
 
 def get_schema(conn: Connection, query: Query) -> pa.Schema:
@@ -361,7 +324,7 @@ def dataset_state(conn: Connection, dataset: str) -> DatasetState | None:
         if _is_not_found(e):
             return None
         raise
-    return DatasetState(latest, get_schema(conn, Query(dataset, version=latest)))
+    return DatasetState(latest, get_schema(conn, Query(dataset=dataset, version=latest)))
 
 
 def schema_b64(schema: pa.Schema) -> str:
@@ -386,8 +349,8 @@ def staged_put(
     re-raised.  A transport error fails the stream itself, and the server removes what it
     wrote.
     """
-    body = {"dataset": dataset, "mode": mode, "stage": True, **options}
-    descriptor = flight.FlightDescriptor.for_command(json.dumps(body).encode())
+    command = PutCommand(dataset=dataset, mode=mode, stage=True, **options)
+    descriptor = flight.FlightDescriptor.for_command(command.to_json())
     rows = 0
     failure: Exception | None = None
 
@@ -429,27 +392,23 @@ def commit_staged(
     """ONE transaction for every staged fragment: append, or overwrite (which also creates;
     the schema is what the puts streamed).  With ``job``, the server then ends the job and
     removes what its puts staged that this commit leaves out."""
-    body: dict[str, Any] = {
-        "dataset": dataset,
-        "mode": "append" if mode == "append" else "overwrite",
-        "fragments": fragments,
-        "schema": schema_b64(schema),
-    }
-    if read_version is not None:
-        body["read_version"] = read_version
-    if data_storage_version:
-        body["data_storage_version"] = data_storage_version
-    if job is not None:
-        body["job"] = job
+    body = CommitStagedBody(
+        dataset=dataset,
+        mode="append" if mode == "append" else "overwrite",
+        fragments=fragments,
+        schema=schema_b64(schema),
+        read_version=read_version,
+        data_storage_version=data_storage_version or None,
+        job=job,
+    )
     return conn.action("commit_staged", body)
 
 
 def discard_staged(conn: Connection, dataset: str, fragments: list, job: str | None = None) -> dict:
     """Remove staged fragments; with ``job``, abort the whole job (every file it staged)."""
-    body: dict[str, Any] = {"dataset": dataset, "fragments": fragments}
-    if job is not None:
-        body["job"] = job
-    return conn.action("discard_staged", body)
+    return conn.action(
+        "discard_staged", DiscardStagedBody(dataset=dataset, fragments=fragments, job=job)
+    )
 
 
 # -- types ----------------------------------------------------------------------------------
@@ -594,7 +553,7 @@ class LanceFlightDataSource(DataSource):
 
     def _query(self) -> Query:
         columns = self.options.get("columns")
-        return Query(
+        fields = dict(
             dataset=_dataset_name(self.options),
             columns=[c.strip() for c in columns.split(",") if c.strip()] if columns else None,
             filter=self.options.get("filter") or None,
@@ -605,6 +564,8 @@ class LanceFlightDataSource(DataSource):
             nearest=_nearest(self.options.get("nearest")),
             prefilter=_bool(self.options.get("prefilter"), "prefilter"),
         )
+        chosen = {k: v for k, v in fields.items() if v is not None}
+        return wire.parse(Query, chosen, "the lance_flight read options")
 
     def source_schema(self) -> pa.Schema:
         """The Arrow schema the server reports for this query (projection applied)."""

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lance_format.errors import InvalidArgumentError, UnsupportedError
-from lance_format.pb import flight_sql_pb2 as pb
 
+from . import flight_sql_pb2 as pb
 from .errors import AlreadyExistsError, NotFoundError
 from .naming import dataset_for
 

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 
-from lance_format.pb import flight_sql_pb2 as pb
-
+from . import flight_sql_pb2 as pb
 from .naming import CATALOG, TABLE_TYPE, TableName, table_name
 
 __all__ = [

@@ -13,7 +13,8 @@ from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError, Message
 
 from lance_format.errors import InvalidArgumentError
-from lance_format.pb import flight_sql_pb2 as pb
+
+from . import flight_sql_pb2 as pb
 
 __all__ = [
     "ACTION_TYPES",

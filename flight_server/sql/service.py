@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -24,16 +23,17 @@ from google.protobuf.message import Message
 
 from flight_server import requestlog
 from flight_server.auth import require_write
+from flight_server.context import ServiceContext
 from flight_server.incoming import read_batches, stream_schema
 from flight_server.ingest import PutOptions
 from flight_server.ingest import ingest as server_ingest
 from flight_server.permissions import readable
 from flight_server.streams import batch_stream
 from lance_format.errors import InvalidArgumentError, UnsupportedError
-from lance_format.pb import flight_sql_pb2 as pb
 
+from . import flight_sql_pb2 as pb
 from . import metadata, protocol
-from .engine import Catalog, Execution, ScanLog, SqlEngine
+from .engine import Execution, ScanLog, SqlEngine
 from .errors import to_flight
 from .ingest import plan_ingest
 from .limits import Governor, SqlLimits, Watch
@@ -48,10 +48,10 @@ _NO_TRANSACTIONS = "transactions are not supported: every statement commits on i
 
 
 class FlightSqlService:
-    """Flight SQL over the datasets of ``catalog`` (the server's :class:`.catalog.Catalog`:
-    ``names``, ``open``, and ``path_of``/``exists`` for bulk ingest).
+    """Flight SQL over the datasets of ``context`` (the server's
+    :class:`flight_server.context.ServiceContext`: its catalog's ``names``, ``open``, and
+    ``path_of``/``exists`` for bulk ingest; its metrics, when on, count result rows).
 
-    ``server`` (the ``LanceFlightServer``, optional) lends its metrics to the result streams.
     ``limits`` (:class:`.limits.SqlLimits`) bound the engine's DuckDB, shared by all
     statements (memory, threads), and each statement (work time, how many run at once).
     Writes (DELETE, ingest) call :func:`flight_server.auth.require_write`, a no-op when the
@@ -59,16 +59,16 @@ class FlightSqlService:
 
     def __init__(
         self,
-        catalog: Catalog,
+        context: ServiceContext,
         *,
-        server: Any = None,
         limits: SqlLimits | None = None,
         result_batch_rows: int = 64 * 1024,
         scan_batch_rows: int | None = None,
         scan_log: ScanLog | None = None,
     ):
+        catalog = context.catalog
         self.catalog = catalog
-        self.server = server
+        self.metrics = context.metrics
         self.limits = limits or SqlLimits()
         self.governor = Governor(self.limits)
         self.engine = SqlEngine(
@@ -84,7 +84,7 @@ class FlightSqlService:
         self._lock = threading.Lock()
 
     def _fail(self, error: BaseException, context: flight.ServerCallContext) -> BaseException:
-        return to_flight(error, root=getattr(self.catalog, "root", None), context=context)
+        return to_flight(error, root=self.catalog.root, context=context)
 
     def close(self) -> None:
         """Release the SQL engine (its DuckDB database); call when the server shuts down."""
@@ -283,7 +283,7 @@ class FlightSqlService:
         execution: Execution | None,
         watch: Watch,
     ) -> Iterator[pa.RecordBatch]:
-        metrics = getattr(self.server, "metrics", None)
+        metrics = self.metrics
         try:
             for batch in batches:
                 if context.is_cancelled():
@@ -364,7 +364,7 @@ class FlightSqlService:
         if "data_storage_version" in plan.options:
             opts.data_storage_version = str(plan.options["data_storage_version"])
         requestlog.annotate(context, dataset=plan.dataset, mode=plan.mode)
-        metrics = getattr(self.server, "metrics", None)
+        metrics = self.metrics
 
         def on_rows(rows: int, nbytes: int) -> None:
             requestlog.accumulate(context, rows=rows, bytes=nbytes)

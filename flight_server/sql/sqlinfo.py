@@ -23,7 +23,7 @@ from collections.abc import Iterable
 import duckdb
 import pyarrow as pa
 
-from lance_format.pb import flight_sql_pb2 as pb
+from . import flight_sql_pb2 as pb
 
 __all__ = ["SQL_INFO_SCHEMA", "info_table", "info_values"]
 

@@ -43,10 +43,10 @@ from flight_server.ingest import aligned
 from flight_server.permissions import check_write
 from flight_server.query import load_json
 from lance_format.errors import InvalidArgumentError
-from lance_format.pb import flight_sql_pb2 as pb
 from lance_format.table import mutation
 from lance_format.table.scanner import ROW_ADDRESS
 
+from . import flight_sql_pb2 as pb
 from . import protocol
 from .engine import WRITES, Binding, Execution, SqlEngine, Statement, parse_statement
 from .errors import SqlError

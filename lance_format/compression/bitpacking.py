@@ -1,4 +1,4 @@
-"""FastLanes bitpacking (digest §6.3-§6.5): InlineBitpacking and OutOfLineBitpacking.
+"""FastLanes bitpacking (docs/format/compression.md): InlineBitpacking and OutOfLineBitpacking.
 
 Both pack blocks of 1024 unsigned T-bit values (T = 8, 16, 32, 64) down to W bits each in
 the FastLanes *transposed* layout: a block is ``W x LANES`` words (``LANES = 1024 / T``),
@@ -15,7 +15,7 @@ whatever its size.
   the block form (dictionaries) is the concatenation of them.
 * **OutOfLineBitpacking** keeps one W for the whole buffer in the encoding tree; the tail
   (< 1024 values) is either a zero-padded packed block or the raw T-bit values, told apart
-  by the buffer length (§5.7).
+  by the buffer length (docs/format/structural.md).
 """
 
 from __future__ import annotations
@@ -27,7 +27,12 @@ from .blocks import ChunkRanges, gather_ranges
 
 BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
-_DTYPES = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
+_DTYPES: dict[int, np.dtype] = {
+    8: np.dtype("<u1"),
+    16: np.dtype("<u2"),
+    32: np.dtype("<u4"),
+    64: np.dtype("<u8"),
+}
 _INDEX_CACHE: dict[int, np.ndarray] = {}
 
 

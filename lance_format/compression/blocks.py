@@ -11,7 +11,9 @@ Python loop per chunk.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -78,6 +80,7 @@ class ChunkRanges:
 
 
 Block = FixedWidthBlock | VariableWidthBlock | FixedSizeListBlock | StructBlock
+_B = TypeVar("_B", FixedWidthBlock, VariableWidthBlock, FixedSizeListBlock, StructBlock)
 
 
 def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -165,48 +168,60 @@ def slice_block(block: Block, start: int, stop: int) -> Block:
     raise TypeError(f"cannot slice {type(block).__name__}")
 
 
+def same_kind(blocks: Sequence[Block], kind: type[_B]) -> list[_B]:
+    """``blocks``, all of which must be ``kind`` (a TypeError otherwise)."""
+    out = [b for b in blocks if isinstance(b, kind)]
+    if len(out) != len(blocks):
+        raise TypeError(f"expected only {kind.__name__}s")
+    return out
+
+
 def concat_blocks(blocks: list[Block]) -> Block:
     """Concatenate blocks of the same kind (vectorised per kind)."""
     first = blocks[0]
     if len(blocks) == 1:
         return first
     if isinstance(first, FixedWidthBlock):
+        blocks_fw = same_kind(blocks, FixedWidthBlock)
         n = sum(b.num_values for b in blocks)
         if first.bits_per_value == 1:
             bits = np.concatenate(
-                [np.unpackbits(b.data, bitorder="little", count=b.num_values) for b in blocks]
+                [np.unpackbits(b.data, bitorder="little", count=b.num_values) for b in blocks_fw]
             )
             return FixedWidthBlock(np.packbits(bits, bitorder="little"), 1, n)
         width = first.bits_per_value // 8
-        data = np.concatenate([b.data[: b.num_values * width] for b in blocks])
+        data = np.concatenate([b.data[: b.num_values * width] for b in blocks_fw])
         return FixedWidthBlock(data, first.bits_per_value, n)
     if isinstance(first, VariableWidthBlock):
-        datas = [b.data[: int(b.offsets[-1])] for b in blocks]
+        blocks_vw = same_kind(blocks, VariableWidthBlock)
+        datas = [b.data[: int(b.offsets[-1])] for b in blocks_vw]
         shifts = np.cumsum([0] + [len(d) for d in datas[:-1]])
         offsets = np.concatenate(
-            [blocks[0].offsets[:1]]
-            + [b.offsets[1:].astype(np.int64) + s for b, s in zip(blocks, shifts, strict=True)]
+            [first.offsets[:1]]
+            + [b.offsets[1:].astype(np.int64) + s for b, s in zip(blocks_vw, shifts, strict=True)]
         )
         return VariableWidthBlock(
             offsets.astype(np.int64), np.concatenate(datas), first.bits_per_offset
         )
     if isinstance(first, FixedSizeListBlock):
-        child = concat_blocks([b.child for b in blocks])
-        if any(b.validity is not None for b in blocks):
+        blocks_fsl = same_kind(blocks, FixedSizeListBlock)
+        child = concat_blocks([b.child for b in blocks_fsl])
+        if any(b.validity is not None for b in blocks_fsl):
             validity = np.concatenate(
                 [
                     b.validity
                     if b.validity is not None
                     else np.ones(b.child.num_values, dtype=bool)
-                    for b in blocks
+                    for b in blocks_fsl
                 ]
             )
         else:
             validity = None
         return FixedSizeListBlock(child, first.dimension, validity)
     if isinstance(first, StructBlock):
+        blocks_st = same_kind(blocks, StructBlock)
         children = [
-            concat_blocks([b.children[i] for b in blocks]) for i in range(len(first.children))
+            concat_blocks([b.children[i] for b in blocks_st]) for i in range(len(first.children))
         ]
         return StructBlock(children, sum(b.num_values for b in blocks))
     raise TypeError(f"cannot concatenate {type(first).__name__}")

@@ -1,6 +1,6 @@
-"""Byte stream split (digest §6.8): a chunk of n values of B bytes is stored as B streams of
-n bytes, stream j holding byte j of every value.  It only reorders bytes so that a general
-compressor (zstd) finds more redundancy; it is always applied per mini-block chunk.
+"""Byte stream split (docs/format/compression.md): a chunk of n values of B bytes is stored as B
+streams of n bytes, stream j holding byte j of every value.  It only reorders bytes so that a
+general compressor (zstd) finds more redundancy; it is always applied per mini-block chunk.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Choose and apply compressive encodings (the writer's side of :mod:`.decompress`).
 
-The same three contexts as the reader (digest §6):
+The same three contexts as the reader (docs/format/compression.md):
 
 * :func:`compress_miniblock`: a page's values cut into mini-block chunks (each chunk a
   power of two values, about 4 KiB), with the encoding tree that describes every chunk;
@@ -8,9 +8,9 @@ The same three contexts as the reader (digest §6):
 * :func:`compress_per_value`: full-zip values, each compressed on its own;
 * :func:`compress_levels`: rep/def levels of the chunks of a page (block context).
 
-The choice follows pylance's strategy where it matters for size (digest §8): bitpacking for
-integers that do not use their width, RLE when runs are long (``rle-threshold``), FSST for
-string pages of at least 32 KiB, general zstd/lz4 (optionally over byte-stream-split) when
+The choice follows pylance's strategy where it matters for size (docs/format/compression.md):
+bitpacking for integers that do not use their width, RLE when runs are long (``rle-threshold``),
+FSST for string pages of at least 32 KiB, general zstd/lz4 (optionally over byte-stream-split) when
 the field asks for it, and the smallest of the candidates otherwise.  Field metadata
 arrives parsed as :class:`ColumnOptions`.
 """
@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..pb import encodings_v2_1_pb2 as pb
+from ..version import LanceFileVersion
 from . import bitpacking, bss, flat, fsl, fsst, general, packed, rle, variable
 from .blocks import (
     Block,
@@ -39,12 +40,15 @@ MAX_CHUNK_VALUES = 4096
 FSST_MIN_PAGE_BYTES = 32 * 1024
 FSST_MIN_MAX_LENGTH = 5
 GENERAL_MIN_BYTES = 4096
-_SCHEME_IDS = {general.LZ4: 1, general.ZSTD: 2}
+_SCHEME_IDS = {
+    general.LZ4: pb.COMPRESSION_ALGORITHM_LZ4,
+    general.ZSTD: pb.COMPRESSION_ALGORITHM_ZSTD,
+}
 
 
 @dataclass(frozen=True)
 class ColumnOptions:
-    """The ``lance-encoding:*`` field metadata that steers the writer (digest §8).
+    """The ``lance-encoding:*`` field metadata that steers the writer (docs/format/compression.md).
 
     Dictionary settings (``dict-divisor``, ``dict-size-ratio``, ``dict-values-compression``)
     are read by :mod:`.dictionary` itself from the raw metadata.
@@ -80,14 +84,14 @@ class ColumnOptions:
                 )
             kw["compression"] = comp
         try:
-            if get("compression-level") is not None:
-                kw["compression_level"] = int(get("compression-level"))
-            if get("rle-threshold") is not None:
-                kw["rle_threshold"] = float(get("rle-threshold"))
+            if (level := get("compression-level")) is not None:
+                kw["compression_level"] = int(level)
+            if (threshold := get("rle-threshold")) is not None:
+                kw["rle_threshold"] = float(threshold)
         except ValueError as e:
             raise InvalidArgumentError(f"bad lance-encoding metadata value: {e}") from None
-        if get("bss") is not None:
-            v = get("bss").lower()
+        if (bss_text := get("bss")) is not None:
+            v = bss_text.lower()
             kw["bss"] = {"true": "on", "false": "off"}.get(v, v)
             if kw["bss"] not in ("on", "off", "auto"):
                 raise InvalidArgumentError(f"lance-encoding:bss={v!r}: expected on, off or auto")
@@ -300,6 +304,7 @@ def _fixed_chunks(block: FixedWidthBlock, opts: ColumnOptions, *, integer: bool)
             ):
                 best = "rle"
         if best == "ibp":
+            assert u is not None  # bitpacking is only sized for integers
             base = _bitpack_chunks(u, bits)
         elif best == "rle":
             base = _rle_chunks(block)
@@ -520,7 +525,7 @@ def compress_block(
 def compress_per_value(
     block: Block, opts: ColumnOptions, *, fsst_reuse: FsstReuse | None = None
 ) -> tuple[pb.CompressiveEncoding, FixedWidthBlock | VariableWidthBlock]:
-    """Full-zip values: each value stays independently decodable (digest §5.4)."""
+    """Full-zip values: each value stays independently decodable (docs/format/structural.md)."""
     if isinstance(block, FixedWidthBlock):
         if block.bits_per_value % 8:
             raise UnsupportedError("full-zip needs byte-wide fixed-width values")
@@ -555,6 +560,7 @@ def _fsl_enc(block: FixedSizeListBlock) -> pb.CompressiveEncoding:
     if isinstance(block.child, FixedSizeListBlock):
         inner = _fsl_enc(block.child)
     else:
+        assert isinstance(block.child, FixedWidthBlock)  # FSL items are fixed width
         inner = flat_enc(block.child.bits_per_value)
     return pb.CompressiveEncoding(
         fixed_size_list=pb.FixedSizeList(
@@ -571,6 +577,7 @@ def _variable_packed(block: StructBlock) -> tuple[pb.CompressiveEncoding, Variab
     for child, f in zip(block.children, fields, strict=True):
         fe = msg.fields.add()
         if f.variable:
+            assert isinstance(child, VariableWidthBlock)
             fe.value.CopyFrom(variable_enc(child.bits_per_offset))
             fe.bits_per_length = f.bits
         else:
@@ -585,7 +592,7 @@ TINY_LEVELS = 256  # below this many levels in a page, raw u16 (like pylance's t
 
 
 def compress_levels(
-    levels: np.ndarray, chunk_levels: np.ndarray, version: str
+    levels: np.ndarray, chunk_levels: np.ndarray, version: LanceFileVersion
 ) -> tuple[pb.CompressiveEncoding, np.ndarray, np.ndarray]:
     """Encode the levels of each chunk (``chunk_levels[i]`` levels each) with one encoding.
 
@@ -599,7 +606,7 @@ def compress_levels(
     if n < TINY_LEVELS or width == 0:
         return flat_enc(16), levels.view(np.uint8), chunk_levels * 2
     starts = np.cumsum(chunk_levels) - chunk_levels
-    if version != "2.1":
+    if version >= LanceFileVersion.V2_2:
         # block RLE when it beats bitpacking (long runs of the same level)
         block = FixedWidthBlock(levels.view(np.uint8), 16, n)
         runs = run_count(block)

@@ -1,7 +1,7 @@
 """Dispatch a ``lance.encodings21.CompressiveEncoding`` tree to the codecs, per context.
 
-The same encoding means different bytes in different places (digest §6), so there is one
-entry point per context:
+The same encoding means different bytes in different places (docs/format/compression.md), so there
+is one entry point per context:
 
 * :func:`decompress_miniblock`: the value buffers of many mini-block chunks at once;
 * :func:`decompress_block`: one whole buffer (dictionaries, rep/def levels);
@@ -218,8 +218,8 @@ def _miniblock(enc, buffers: list[ChunkRanges], counts: np.ndarray) -> Block:
         child = _check_count(_miniblock(m.values, buffers, items), int(items.sum()), m.values)
         return FixedSizeListBlock(child, dim, validity)
     if kind == "packed_struct":
-        inner = _as_fixed(_miniblock(m.values, buffers, counts), enc)
-        return packed.unpack_fixed(inner, [int(b) for b in m.bits_per_value])
+        packed_rows = _as_fixed(_miniblock(m.values, buffers, counts), enc)
+        return packed.unpack_fixed(packed_rows, [int(b) for b in m.bits_per_value])
     raise UnsupportedError(f"{describe(enc)} is not supported in mini-block pages")
 
 
@@ -296,15 +296,15 @@ def _per_value(enc, values: Block) -> Block:
             raise CorruptFileError(f"{describe(enc)} rows are {block.bits_per_value} bits")
         return block
     if kind == "variable":
-        block = _as_variable(values, enc)
+        var = _as_variable(values, enc)
         bits = _flat_bits(m.offsets, "Variable offsets")
-        return VariableWidthBlock(block.offsets, block.data, bits)
+        return VariableWidthBlock(var.offsets, var.data, bits)
     if kind == "fsst":
         inner = _as_variable(_per_value(m.values, values), enc)
         return fsst.decompress(inner, fsst.parse_symbol_table(m.symbol_table))
     if kind == "general":
-        block = general.decompress_values(_as_variable(values, enc), _scheme(m))
-        return _per_value(m.values, block)
+        unframed = general.decompress_values(_as_variable(values, enc), _scheme(m))
+        return _per_value(m.values, unframed)
     if kind == "fixed_size_list":
         layers: list[tuple[int, bool]] = []
         node = enc
@@ -333,8 +333,8 @@ def _per_value(enc, values: Block) -> Block:
         children = [_per_value(f.value, c) for f, c in zip(m.fields, raw, strict=True)]
         return StructBlock(children, rows.num_values)
     if kind == "packed_struct":
-        inner = _as_fixed(_per_value(m.values, values), enc)
-        return packed.unpack_fixed(inner, [int(b) for b in m.bits_per_value])
+        packed_rows = _as_fixed(_per_value(m.values, values), enc)
+        return packed.unpack_fixed(packed_rows, [int(b) for b in m.bits_per_value])
     if kind == "constant" and m.HasField("value"):
         return _constant(bytes(m.value), values.num_values)
     raise UnsupportedError(f"{describe(enc)} is not supported for full-zip values")

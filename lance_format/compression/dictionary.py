@@ -1,4 +1,4 @@
-"""Dictionary encoding for the 2.1/2.2 writer (digest §5.3, §8).
+"""Dictionary encoding for the 2.1/2.2 writer (docs/format/structural.md).
 
 Dictionary encoding is a layout-level transform: a mini-block page stores ``u32`` indices as
 its values and the distinct items as one extra buffer.  This module decides *whether* a page
@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError, UnsupportedError
+from ..version import LanceFileVersion
 from .blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges
 
 DICT_DIVISOR_KEY = "lance-encoding:dict-divisor"
@@ -77,7 +78,7 @@ class DictBudget:
 
 
 def should_dictionary_encode(
-    block: Block, num_values: int, metadata: dict[str, str] | None, version: str
+    block: Block, num_values: int, metadata: dict[str, str] | None, version: str | LanceFileVersion
 ) -> bool:
     """Whether pylance 14 would dictionary-encode this page (see the module docstring).
 
@@ -89,12 +90,13 @@ def should_dictionary_encode(
     budget = dictionary_budget(block, num_values, metadata, version)
     if budget is None:
         return False
+    assert isinstance(block, (FixedWidthBlock, VariableWidthBlock))  # eligible: it has a budget
     items, item_bytes = _distinct_items(block)
     return _fits(block, items, item_bytes, budget)
 
 
 def encode_if_worthwhile(
-    block: Block, num_values: int, metadata: dict[str, str] | None, version: str
+    block: Block, num_values: int, metadata: dict[str, str] | None, version: str | LanceFileVersion
 ) -> tuple[np.ndarray, Block] | None:
     """``encode(block)`` when :func:`should_dictionary_encode` holds, else ``None``."""
     budget = dictionary_budget(block, num_values, metadata, version)
@@ -108,7 +110,7 @@ def encode_if_worthwhile(
 
 
 def dictionary_budget(
-    block: Block, num_values: int, metadata: dict[str, str] | None, version: str
+    block: Block, num_values: int, metadata: dict[str, str] | None, version: str | LanceFileVersion
 ) -> DictBudget | None:
     """Steps 1-5 of the decision: the budgets, or ``None`` when the page is ruled out
     without an exact count.  Costs at most one pass over a 4096-value sample."""
@@ -116,7 +118,7 @@ def dictionary_budget(
         raise InvalidArgumentError(
             f"num_values={num_values} but the block holds {block.num_values} values"
         )
-    if not _eligible(block, _version_tuple(version)):
+    if not _eligible(block, LanceFileVersion.parse(version)):
         return None
     if num_values < DICT_TOO_SMALL:
         return None
@@ -130,6 +132,7 @@ def dictionary_budget(
         raise InvalidArgumentError(
             f"{DICT_SIZE_RATIO_KEY} is {ratio}, which is not in the range (0, 1]"
         )
+    assert isinstance(block, (FixedWidthBlock, VariableWidthBlock))  # _eligible() checked it
     size = raw_size(block)
     if size == 0:
         return None
@@ -157,11 +160,12 @@ def encoded_size(block: Block, num_items: int, item_bytes: int) -> int:
     indices = block.num_values * INDEX_BYTES
     if isinstance(block, VariableWidthBlock):
         return item_bytes + (num_items + 1) * (block.bits_per_offset // 8) + indices
+    assert isinstance(block, FixedWidthBlock)  # only these two kinds are dictionary-encoded
     return num_items * (block.bits_per_value // 8) + indices
 
 
 def dict_values_compression(
-    metadata: dict[str, str] | None, version: str
+    metadata: dict[str, str] | None, version: str | LanceFileVersion
 ) -> tuple[str | None, int | None]:
     """General compression wrapped around the dictionary items: ``(scheme, level)``.
 
@@ -169,7 +173,7 @@ def dict_values_compression(
     ``dict-values-compression-level``.  2.1 never wraps the items (pylance 14 ignores both
     keys there: a 2.1 file written with ``zstd`` still holds a bare ``Variable(Flat32)``).
     """
-    if _version_tuple(version) < (2, 2):
+    if LanceFileVersion.parse(version) < LanceFileVersion.V2_2:
         return None, None
     md = _str_metadata(metadata)
     scheme = md.get(DICT_VALUES_COMPRESSION_KEY, DEFAULT_DICT_VALUES_COMPRESSION).lower()
@@ -189,13 +193,15 @@ def dict_values_compression(
     return scheme, level
 
 
-def _eligible(block: Block, version: tuple[int, int]) -> bool:
-    if version < (2, 1):
+def _eligible(block: Block, version: LanceFileVersion) -> bool:
+    if version < LanceFileVersion.V2_1:
         return False  # 2.0 dictionaries are a different (array-level) encoding
     if isinstance(block, VariableWidthBlock):
         return block.bits_per_offset in (32, 64)
     if isinstance(block, FixedWidthBlock):
-        return block.bits_per_value == 128 or (block.bits_per_value == 64 and version >= (2, 2))
+        return block.bits_per_value == 128 or (
+            block.bits_per_value == 64 and version >= LanceFileVersion.V2_2
+        )
     return False
 
 
@@ -476,13 +482,3 @@ def _parse_f64(text: str | None, default: float) -> float:
         return float(text)
     except ValueError:
         return default
-
-
-def _version_tuple(version: str) -> tuple[int, int]:
-    aliases = {"stable": "2.2", "next": "2.3"}
-    text = aliases.get(str(version).lower(), str(version))
-    try:
-        major, minor = (int(part) for part in text.split("."))
-    except ValueError:
-        raise InvalidArgumentError(f"unknown file version {version!r}") from None
-    return major, minor

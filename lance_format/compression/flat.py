@@ -1,4 +1,4 @@
-"""Flat (digest §6.1): fixed-width values packed little-endian, booleans LSB-first.
+"""Flat (docs/format/compression.md): fixed-width values packed little-endian, booleans LSB-first.
 
 The leaf of most encoding trees.  Widths are whole bytes except 1-bit booleans; a chunk of
 n booleans is ``ceil(n/8)`` bytes, so chunks are joined bit by bit rather than byte by byte.

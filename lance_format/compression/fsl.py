@@ -1,4 +1,4 @@
-"""FixedSizeList (digest §6.10, §5.8): a list of ``dimension`` items per value, flattened.
+"""FixedSizeList (docs/format/compression.md): a list of ``dimension`` items per value, flattened.
 
 Item validity inside an FSL is not a def level; with ``has_validity`` a bitmap (LSB first,
 1 = valid) over the layer's flattened items travels next to the values:
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
-from .blocks import ChunkRanges, FixedSizeListBlock, FixedWidthBlock
+from .blocks import Block, ChunkRanges, FixedSizeListBlock, FixedWidthBlock
 from .flat import join_bitmaps, pack_bools, unpack_bools
 
 
@@ -37,7 +37,7 @@ def nest(
     items: FixedWidthBlock, layers: list[tuple[int, bool]], validities: list[np.ndarray | None]
 ) -> FixedSizeListBlock:
     """Wrap flattened items in the FSL layers (outermost first)."""
-    block = items
+    block: Block = items
     for (dim, _), validity in zip(reversed(layers), reversed(validities), strict=True):
         block = FixedSizeListBlock(block, dim, validity)
     return block  # type: ignore[return-value]
@@ -88,7 +88,7 @@ def unzip_rows(
 def zip_rows(block: FixedSizeListBlock) -> FixedWidthBlock:
     """The full-zip row form of an FSL block (writer side): bitmaps then values per row."""
     layers: list[tuple[int, np.ndarray | None]] = []
-    node = block
+    node: Block = block
     while isinstance(node, FixedSizeListBlock):
         layers.append((node.dimension, node.validity))
         node = node.child

@@ -1,4 +1,5 @@
-"""FSST string compression and decompression (digest §6.6), vectorised over many strings.
+"""FSST string compression and decompression (docs/format/compression.md), vectorised over many
+strings.
 
 Symbol table (always 2312 bytes): a u64 header
 ``"FSST" << 32 | encoder_switch << 24 | suffix_lim << 16 | terminator << 8 | n_symbols``,
@@ -42,6 +43,7 @@ reader accepts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
@@ -275,7 +277,7 @@ class _Matcher:
         string: :meth:`fit` repairs that.  (Every index here is in range by construction;
         ``mode="clip"`` skips numpy's bounds-error path, which costs a quarter of a take.)
         """
-        clip = "clip"
+        clip: Final = "clip"
         state = self.first.take(padded.take(pos, mode=clip), mode=clip)
         if self.depth < 2:
             return self.state_code.take(state >> 8, mode=clip)
@@ -662,9 +664,11 @@ def train_estimated(
         compressed = (
             _encode(sample, sample_offsets, matcher) if need_parse or not held_out else None
         )
-        size = (
-            len(_encode(judge, judge_offsets, matcher).data) if held_out else len(compressed.data)
-        )
+        if held_out:
+            size = len(_encode(judge, judge_offsets, matcher).data)
+        else:
+            assert compressed is not None  # encoded above when nothing is held out
+            size = len(compressed.data)
         if size < best[0]:
             best[:] = [size, vals, lens]
         return compressed
@@ -678,6 +682,7 @@ def train_estimated(
     for one_per_prefix in (True, False):
         (vals, lens), compressed = first, first_parse
         for i, frac in enumerate(_ROUNDS[1:], start=2):
+            assert compressed is not None  # every round but the last parses its sample
             vals, lens = _candidates(vals, lens, compressed, frac, one_per_prefix)
             compressed = consider(vals, lens, i < len(_ROUNDS))
     counts = np.bincount(sample, minlength=256)

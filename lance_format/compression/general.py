@@ -1,4 +1,5 @@
-"""General compression (digest §6.9): zstd or LZ4 around the output of an inner encoding.
+"""General compression (docs/format/compression.md): zstd or LZ4 around the output of an inner
+encoding.
 
 Framing, the same in every context:
 

@@ -1,4 +1,4 @@
-"""Packed structs (digest §6.11): a struct's children stored together, row by row.
+"""Packed structs (docs/format/compression.md): a struct's children stored together, row by row.
 
 * **PackedStruct** (fixed-width children): each row is the children's bytes back to back in
   field order; the whole row is one fixed-width value (``values = Flat(sum of widths)``).

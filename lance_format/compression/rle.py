@@ -1,4 +1,4 @@
-"""Run-length encoding (digest §6.7, §5.7).
+"""Run-length encoding (docs/format/compression.md).
 
 * **Mini-block**: two value buffers per chunk, the run values (native width) and one u8
   run length per value.  Runs longer than 255 are split into several runs.
@@ -173,9 +173,9 @@ def plan_chunks(block: FixedWidthBlock, max_bytes: int = MAX_CHUNK_BYTES) -> np.
     max_pieces = max_bytes // (width + 1)  # cost <= max_bytes  <=>  pieces <= max_pieces
     run_starts, run_pieces = _run_bounds(rows)
     # memoryviews index to Python ints and bisect accepts them, without a list copy
-    starts = memoryview(run_starts)
-    ends = memoryview(np.append(run_starts[1:], n))
-    cum = memoryview(run_pieces)
+    starts = run_starts.data
+    ends = np.append(run_starts[1:], n).data
+    cum = run_pieces.data
 
     def pieces(a: int, b: int) -> int:
         """Run pieces (runs split at 255) of values ``[a, b)``, ``a < b``."""

@@ -1,4 +1,4 @@
-"""Variable (digest §6.2): variable-width values, with three byte formats by context.
+"""Variable (docs/format/compression.md): variable-width values, with three byte formats by context.
 
 * **Mini-block chunk**: ``(k+1)`` offsets (u32 or u64, the width of ``Variable.offsets``)
   measured from the start of the chunk buffer, so ``offset[0] = (k+1) * width``; then the
@@ -19,7 +19,7 @@ from .blocks import ChunkRanges, VariableWidthBlock, gather_ranges
 
 PAD_BYTE = 0x48
 AIM_CHUNK_BYTES = 4096
-_OFFSET_DTYPES = {32: np.dtype("<u4"), 64: np.dtype("<u8")}
+_OFFSET_DTYPES: dict[int, np.dtype] = {32: np.dtype("<u4"), 64: np.dtype("<u8")}
 
 
 def offset_dtype(bits: int) -> np.dtype:
@@ -89,7 +89,7 @@ def plan_chunks(offsets: np.ndarray, bits: int, aim: int = AIM_CHUNK_BYTES) -> n
     n = len(offsets) - 1
     if n <= 0:
         return np.zeros(0, dtype=np.int64)
-    off = memoryview(offsets)  # indexing yields Python ints: far cheaper than numpy scalars
+    off = offsets.data  # a memoryview: indexing yields Python ints: far cheaper than numpy scalars
     end = off[n]
     out: list[int] = []
     pos = 0

@@ -1,8 +1,8 @@
 """The v2 data-file container: footer, offset tables, column metadata, global buffers.
 
-Layout (digest §3.1): page buffers ... | global buffer 0 (FileDescriptor) | ColumnMetadata
-protobufs | column-metadata offset table | global-buffer offset table | 40-byte footer.
-Everything here is validated against the file size before it is used, so a corrupt footer
+Layout (docs/format/container.md): page buffers ... | global buffer 0 (FileDescriptor) |
+ColumnMetadata protobufs | column-metadata offset table | global-buffer offset table | 40-byte
+footer. Everything here is validated against the file size before it is used, so a corrupt footer
 gives a :class:`CorruptFileError` instead of a giant allocation.
 """
 
@@ -16,13 +16,14 @@ import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError, check_size
 from ..io import RandomAccessFile
+from ..version import READABLE_V2_VERSIONS, LanceFileVersion
 
 MAGIC = b"LANC"
 FOOTER_LEN = 40
 LEGACY_FOOTER_LEN = 16
 
-# Footer (major, minor) -> the version name users know.  2.0 files say (0, 3).
-_VERSIONS = {(0, 3): "2.0", (2, 0): "2.0", (2, 1): "2.1", (2, 2): "2.2"}
+# The footer (major, minor) pairs this container reader opens.  2.0 files say (0, 3).
+_VERSIONS = {v.footer_numbers: v for v in READABLE_V2_VERSIONS} | {(2, 0): LanceFileVersion.V2_0}
 # How much of the tail to fetch on open: usually covers the footer, offset tables, column
 # metadata and the schema in one request.
 TAIL_READ = 64 * 1024
@@ -39,7 +40,7 @@ class Footer:
     minor: int
 
     @property
-    def version(self) -> str:
+    def version(self) -> LanceFileVersion:
         return _VERSIONS[(self.major, self.minor)]
 
 
@@ -137,17 +138,16 @@ def read_layout(file: RandomAccessFile, tail: Tail) -> ContainerLayout:
 
 # -- writer side -----------------------------------------------------------------------------
 
-_VERSION_NUMBERS = {"2.0": (0, 3), "2.1": (2, 1), "2.2": (2, 2)}
-
 
 def encode_tail(
-    start: int, global_buffers: list[bytes], column_meta: list[bytes], version: str
+    start: int, global_buffers: list[bytes], column_meta: list[bytes], version: LanceFileVersion
 ) -> bytes:
     """Everything after the data, for a file whose data ends at ``start`` (64-aligned):
-    global buffers, column metadata, both offset tables and the footer (digest §3.1)."""
+    global buffers, column metadata, both offset tables and the footer
+    (docs/format/container.md)."""
     if start % 64:
         raise ValueError("the tail must start 64-byte aligned")
-    major, minor = _VERSION_NUMBERS[version]
+    major, minor = version.footer_numbers
     # each global buffer starts 64-byte aligned (readers refuse others): pad all but the last
     padded = [b + bytes(-len(b) % 64) for b in global_buffers[:-1]] + global_buffers[-1:]
     parts: list[bytes] = [*padded, *column_meta]

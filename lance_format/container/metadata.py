@@ -7,6 +7,7 @@ the type URL tells a 2.0 ``ArrayEncoding`` from a 2.1/2.2 ``PageLayout``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 from google.protobuf import any_pb2, empty_pb2
@@ -15,16 +16,27 @@ from google.protobuf.message import DecodeError, Message
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_0_pb2, encodings_v2_1_pb2, file2_pb2, file_pb2
 from ..schema import LanceSchema
+from ..version import LanceFileVersion
 from .footer import ContainerLayout, Tail, read_layout
 
+if TYPE_CHECKING:
+    from ..legacy.container import LegacyMetadata
+
+M = TypeVar("M", bound=Message)
+
+# The type URLs of the Any-wrapped encodings: 2.1+ page layouts, 2.0 page encodings, and
+# the column encoding (both).  pylance writes them bare, without a type.googleapis.com host.
+PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
+ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
+COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
 _ENCODING_TYPES: dict[str, type[Message]] = {
-    "/lance.encodings21.PageLayout": encodings_v2_1_pb2.PageLayout,
-    "/lance.encodings.ArrayEncoding": encodings_v2_0_pb2.ArrayEncoding,
-    "/lance.encodings.ColumnEncoding": encodings_v2_0_pb2.ColumnEncoding,
+    PAGE_LAYOUT_URL: encodings_v2_1_pb2.PageLayout,
+    ARRAY_ENCODING_URL: encodings_v2_0_pb2.ArrayEncoding,
+    COLUMN_ENCODING_URL: encodings_v2_0_pb2.ColumnEncoding,
 }
 
 
-def parse_message(cls: type[Message], data: bytes, what: str) -> Message:
+def parse_message(cls: type[M], data: bytes, what: str) -> M:
     """Parse a protobuf, turning any decode failure into a CorruptFileError."""
     msg = cls()
     try:
@@ -64,7 +76,6 @@ class ColumnInfo:
     pages: list[PageInfo]
     encoding: Message | None  # ColumnEncoding
     buffers: list[tuple[int, int]] = field(default_factory=list)
-    raw: Message | None = None  # the ColumnMetadata message itself (the 2.0 decoder reads it)
 
     def page_starts(self) -> np.ndarray:
         """First row of each page followed by the total, for searchsorted lookups."""
@@ -79,7 +90,7 @@ class ColumnInfo:
 @dataclass
 class FileMetadata:
     layout: ContainerLayout
-    version: str
+    version: LanceFileVersion
     num_rows: int
     schema: LanceSchema
     columns: list[ColumnInfo]
@@ -118,10 +129,10 @@ def parse_column(raw: bytes, col: int, file_size: int) -> ColumnInfo:
     col_buffers = _check_buffers(
         list(meta.buffer_offsets), list(meta.buffer_sizes), file_size, what
     )
-    return ColumnInfo(pages, unpack_encoding(meta.encoding, what), col_buffers, meta)
+    return ColumnInfo(pages, unpack_encoding(meta.encoding, what), col_buffers)
 
 
-def read_file_metadata(file) -> FileMetadata:
+def read_file_metadata(file) -> FileMetadata | LegacyMetadata:
     """Read everything but the data: footer, schema, column and page metadata.
 
     A legacy (v1) file gives a :class:`lance_format.legacy.container.LegacyMetadata`
@@ -146,9 +157,6 @@ def read_file_metadata(file) -> FileMetadata:
 
 # -- writer side -----------------------------------------------------------------------------
 
-_COLUMN_ENCODING = "/lance.encodings.ColumnEncoding"
-_PAGE_LAYOUT = "/lance.encodings21.PageLayout"
-
 
 def wrap_encoding(msg: Message, type_url: str) -> file2_pb2.Encoding:
     """An ``Any``-wrapped direct encoding, with the bare type URL pylance writes."""
@@ -160,7 +168,7 @@ def encode_column(pages: list[file2_pb2.ColumnMetadata.Page]) -> bytes:
     """The ColumnMetadata of a 2.1+ column: its pages and an empty ColumnEncoding."""
     meta = file2_pb2.ColumnMetadata(
         encoding=wrap_encoding(
-            encodings_v2_0_pb2.ColumnEncoding(values=empty_pb2.Empty()), _COLUMN_ENCODING
+            encodings_v2_0_pb2.ColumnEncoding(values=empty_pb2.Empty()), COLUMN_ENCODING_URL
         ),
         pages=pages,
     )
@@ -174,6 +182,6 @@ def page_entry(
         buffer_offsets=[p for p, _ in buffers],
         buffer_sizes=[s for _, s in buffers],
         length=num_rows,
-        encoding=wrap_encoding(layout, _PAGE_LAYOUT),
+        encoding=wrap_encoding(layout, PAGE_LAYOUT_URL),
         priority=priority,
     )

@@ -8,7 +8,7 @@ batch (a null list reads as an empty one); a ``null`` field's page only records 
 
 The offsets and positions arrays are what random access needs before it can read a value,
 so with a :class:`SearchCache` each page's array is loaded whole once and kept there
-(seed 003's search cache, as v2 files do); without one a read fetches only the entries of
+(the search cache, as for v2 files); without one a read fetches only the entries of
 the rows it reads.
 """
 

@@ -1,6 +1,6 @@
 """The v1 ("legacy", 0.1) data-file container: footer, ``Metadata``, page table, schema.
 
-Layout (seed 002, digest §3.1)::
+Layout (docs/format/container.md)::
 
     pages ... | page table | [statistics pages + their page table] | [dictionaries]
     | [embedded Manifest] | Metadata | i64 metadata position, u16 0, u16 minor, "LANC"
@@ -30,8 +30,9 @@ from ..errors import CorruptFileError, UnsupportedError
 from ..io import RandomAccessFile
 from ..pb import file_pb2, table_pb2
 from ..schema import LanceSchema
+from ..version import LanceFileVersion
 
-LEGACY_VERSION = "0.1"  # the name pylance gives the format (data_storage_version)
+LEGACY_VERSION = LanceFileVersion.LEGACY  # "0.1", the name pylance gives the format
 FOOTER_LEN = 16
 _FOOTER = struct.Struct("<qHH4s")
 _U32 = struct.Struct("<I")
@@ -100,7 +101,7 @@ class LegacyMetadata:
     page_table: np.ndarray  # int64 (field rows, batches, 2): position, length
     dictionaries: dict[int, tuple[int, int]]  # field id -> (offset, length) of the values
     statistics: StatisticsInfo | None
-    version: str = LEGACY_VERSION
+    version: LanceFileVersion = LEGACY_VERSION
 
     @property
     def num_rows(self) -> int:

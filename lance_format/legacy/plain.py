@@ -173,6 +173,8 @@ def to_arrow(t: pa.DataType, layout: FixedLayout, data: np.ndarray, n: int) -> p
     st = storage(t)
     if pa.types.is_fixed_size_list(st):
         inner = fixed_layout(st.value_type)
+        if inner is None:
+            raise UnsupportedError(f"fixed-size lists of {st.value_type} in a legacy file")
         child = to_arrow(st.value_type, inner, data, n * st.list_size)
         arr = pa.Array.from_buffers(st, n, [None], children=[child])
     elif layout.bit_packed:

@@ -22,7 +22,7 @@ pruning has to respect what a *read* returns (see :mod:`.plain` and :mod:`.binar
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -102,7 +102,7 @@ def may_match(
     floating = pa.types.is_floating(t)
     if floating and op in ("!=", "<>", ">", ">="):
         return None
-    values = list(value) if op == "in" else [value]
+    values = list(value) if op == "in" and isinstance(value, Iterable) else [value]
     scalars = []
     for v in values:
         if v is None or (floating and isinstance(v, float) and math.isnan(v)):
@@ -198,11 +198,11 @@ def _field_stats(reader, field_id: int) -> pa.StructArray | None:
     return col
 
 
-def _ranges(offsets: np.ndarray, mask: Sequence[bool]) -> np.ndarray:
+def _ranges(offsets: np.ndarray, mask: np.ndarray | Sequence[bool]) -> np.ndarray:
     """Batches where ``mask`` holds as merged row ranges."""
-    mask = np.asarray(mask, dtype=bool)
-    if not mask.any():
+    keep = np.asarray(mask, dtype=bool)
+    if not keep.any():
         return np.zeros((0, 2), dtype=np.int64)
-    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    edges = np.diff(np.concatenate([[0], keep.astype(np.int8), [0]]))
     first, last = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
     return np.stack([offsets[first], offsets[last]], axis=1).astype(np.int64)

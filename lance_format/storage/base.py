@@ -9,6 +9,7 @@ and renames.  A backend is one subclass in one module; every request is counted 
 
 from __future__ import annotations
 
+import builtins
 import threading
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
@@ -159,16 +160,17 @@ class ObjectStore(ABC):
     def list(self, prefix: str) -> list[ObjectMeta]:
         """Every object under the directory ``prefix`` (recursive; keys are full keys)."""
 
-    def list_names(self, prefix: str) -> list[str]:
+    def list_names(self, prefix: str) -> builtins.list[str]:
         """Names directly under the directory ``prefix`` (objects and sub-directories)."""
         base = prefix.rstrip("/") + "/"
         names = {m.key[len(base) :].split("/", 1)[0] for m in self.list(prefix)}
         return sorted(names)
 
-    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+    def list_dir(self, prefix: str) -> tuple[builtins.list[str], builtins.list[str]]:
         """(object names, sub-directory names) directly under ``prefix``."""
         base = prefix.rstrip("/") + "/" if prefix else ""
-        files, dirs = set(), set()
+        files: set[str] = set()
+        dirs: set[str] = set()
         for m in self.list(prefix):
             head, sep, _ = m.key[len(base) :].partition("/")
             (dirs if sep else files).add(head)

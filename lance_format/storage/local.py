@@ -6,6 +6,7 @@ the bytes appear complete or not at all."""
 
 from __future__ import annotations
 
+import builtins
 import os
 import shutil
 import threading
@@ -194,7 +195,7 @@ class LocalStore(ObjectStore):
                 out.append(ObjectMeta(path, st.st_size, st.st_mtime))
         return out
 
-    def list_names(self, prefix: str) -> list[str]:
+    def list_names(self, prefix: str) -> builtins.list[str]:
         self.count()
         try:
             return sorted(os.listdir(prefix))
@@ -309,11 +310,12 @@ class LocalStore(ObjectStore):
             missing, path = path, os.path.dirname(path)
         return missing
 
-    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+    def list_dir(self, prefix: str) -> tuple[builtins.list[str], builtins.list[str]]:
         """(file names, directory names) directly under ``prefix``; symlinked directories
         count as files, so a walk never leaves the tree."""
         self.count()
-        files, dirs = [], []
+        files: builtins.list[str] = []
+        dirs: builtins.list[str] = []
         try:
             with os.scandir(prefix) as it:
                 for entry in it:

@@ -8,12 +8,17 @@ standard ``AWS_*`` environment variables fill in whatever the options leave out.
 
 from __future__ import annotations
 
+import builtins
+import functools
 import tempfile
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from ..errors import InvalidArgumentError, LanceIOError, ObjectNotFoundError
 from .base import ObjectMeta, ObjectStore, ObjectWriter, coalesce, split_groups
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig, S3Config
 
 T = TypeVar("T")
 
@@ -147,7 +152,10 @@ class S3Store(ObjectStore):
         config, client, retry = split_options(options or {})
         try:
             self.client = _ObS3Store(
-                bucket, config=config, client_options=client or None, retry_config=retry or None
+                bucket,
+                config=cast("S3Config", config),
+                client_options=cast("ClientConfig", client) or None,
+                retry_config=cast("RetryConfig", retry) or None,
             )
         except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -223,7 +231,7 @@ class S3Store(ObjectStore):
 
         return _call(self.uri(base), "list", run)
 
-    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+    def list_dir(self, prefix: str) -> tuple[builtins.list[str], builtins.list[str]]:
         """One LIST with a delimiter: objects and common prefixes directly under ``prefix``."""
         import obstore
 
@@ -236,7 +244,7 @@ class S3Store(ObjectStore):
         dirs = [p.rstrip("/").rsplit("/", 1)[-1] for p in found["common_prefixes"]]
         return sorted(files), sorted(dirs)
 
-    def list_names(self, prefix: str) -> list[str]:
+    def list_names(self, prefix: str) -> builtins.list[str]:
         """One LIST with a delimiter (the latest version is found in one request)."""
         files, dirs = self.list_dir(prefix)
         return sorted(files + dirs)
@@ -280,7 +288,7 @@ class S3Store(ObjectStore):
         for i in range(0, len(keys), 1000):  # S3's DeleteObjects takes 1000 keys
             batch = keys[i : i + 1000]
             self.count()
-            _call(self.uri(prefix), "remove", lambda b=batch: obstore.delete(self.client, b))
+            _call(self.uri(prefix), "remove", functools.partial(obstore.delete, self.client, batch))
         return sum(m.size for m in found)
 
     def copy(self, src: str, dst: str) -> None:

@@ -1,7 +1,7 @@
 """Blob v2 (Lance 2.2): a blob column stored as descriptors, its bytes inline or in sidecars.
 
-What ``lance.write_dataset(..., data_storage_version="2.2")`` writes (digest §6.12): each row
-of a ``lance-encoding:blob`` binary column becomes a descriptor
+What ``lance.write_dataset(..., data_storage_version="2.2")`` writes (docs/format/structural.md):
+each row of a ``lance-encoding:blob`` binary column becomes a descriptor
 ``(kind u8, position u64, size u64, blob_id u32, blob_uri string)`` in a full-zip page of
 ``VariablePackedStruct[Flat8, Flat64, Flat64, Flat32, Variable(Flat32)]``; null rows are a
 def level and nothing else.  Where the bytes go depends on the size (pylance 14's defaults,
@@ -33,6 +33,7 @@ from ..compression import compress as cz
 from ..compression.blocks import FixedWidthBlock, StructBlock, VariableWidthBlock, gather_ranges
 from ..errors import InvalidArgumentError, LanceError, SchemaError, UnsupportedError
 from ..storage.base import ObjectWriter
+from ..version import LanceFileVersion
 from . import constant, fullzip
 from .arrow import arrow_to_block
 from .page import EncodedPage
@@ -151,7 +152,9 @@ class BlobV2Writer:
         th = self._columns[path]
         values = rav.values
         if values.null_count == len(values):
-            return constant.encode_page(rav.layers, rav.rep, rav.defs, rav.num_rows, "2.2")
+            return constant.encode_page(
+                rav.layers, rav.rep, rav.defs, rav.num_rows, LanceFileVersion.V2_2
+            )
         block = arrow_to_block(values)
         if not isinstance(block, VariableWidthBlock):
             raise SchemaError(f"blob column {path!r} must be binary or large_binary")
@@ -262,7 +265,8 @@ class BlobV2Writer:
             if p > 0:
                 self._open_pack(int(new_ids[p - 1]), th.pack_file)
             chunk = gather_ranges(data, starts[seg], sizes[seg])
-            self._pack.file.write(memoryview(np.ascontiguousarray(chunk)))
+            assert self._pack is not None  # opened above (or by an earlier segment)
+            self._pack.file.write(np.ascontiguousarray(chunk).data)
             self._pack.size += int(sizes[seg].sum())
 
     def _open_pack(self, blob_id: int, max_size: int) -> None:
@@ -276,7 +280,7 @@ class BlobV2Writer:
 
     def _write_file(self, blob_id: int, data: np.ndarray) -> None:
         upload = self._register(blob_id)
-        upload.write(memoryview(np.ascontiguousarray(data)))
+        upload.write(np.ascontiguousarray(data).data)
         upload.finish()
 
     def _register(self, blob_id: int) -> ObjectWriter:

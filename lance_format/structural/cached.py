@@ -45,6 +45,7 @@ def select_cached(result: LeafResult, rows: np.ndarray) -> LeafResult:
         if not layer.is_list:
             layers.append(Layer(False, valid))
             continue
+        assert layer.offsets is not None  # a list layer has offsets
         starts = layer.offsets[idx]
         lengths = layer.offsets[idx + 1] - starts
         offsets = np.zeros(len(idx) + 1, dtype=np.int64)
@@ -66,6 +67,7 @@ def _slice(result: LeafResult, a: int, b: int) -> LeafResult:
         if not layer.is_list:
             layers.append(Layer(False, valid))
             continue
+        assert layer.offsets is not None  # a list layer has offsets
         offsets = layer.offsets[a : b + 1]
         a, b = int(offsets[0]), int(offsets[-1])
         layers.append(Layer(True, valid, offsets - a))

@@ -1,8 +1,8 @@
 """Reading the leaf columns of a 2.1/2.2 file and rebuilding nested Arrow arrays.
 
-In 2.1+ only leaf fields own a column (digest §3.3); every column carries the rep/def levels
-of all the layers above its leaf.  A column is read page by page (pages hold whole rows), each
-page is unraveled into layers, the layers of consecutive pages are concatenated, and the
+In 2.1+ only leaf fields own a column (docs/format/container.md); every column carries the rep/def
+levels of all the layers above its leaf.  A column is read page by page (pages hold whole rows),
+each page is unraveled into layers, the layers of consecutive pages are concatenated, and the
 nested array is rebuilt from the schema, taking each struct's or list's layer from the first
 leaf below it.
 """
@@ -15,10 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..compression.blocks import Block, StructBlock
+from ..cache import PageCache
+from ..compression.blocks import Block, FixedWidthBlock, StructBlock
 from ..container.metadata import ColumnInfo, PageInfo
 from ..errors import CorruptFileError, LanceError, UnsupportedError
 from ..io import RandomAccessFile
+from ..version import LanceFileVersion
 from .arrow import block_to_arrow, validity_buffer
 from .cached import result_nbytes, select_cached
 from .constant import ConstantPage
@@ -29,7 +31,7 @@ from .repdef import LIST_LAYERS, Layer, Unraveled, unravel
 
 
 def owns_column(field) -> bool:
-    """In 2.1+, which schema fields have a column of their own (digest §3.3)."""
+    """In 2.1+, which schema fields have a column of their own (docs/format/container.md)."""
     return (
         not field.children
         or field.is_packed_struct()
@@ -80,10 +82,10 @@ class LeafColumnReader:
         column: ColumnInfo,
         column_index: int,
         field,
-        version: str,
+        version: LanceFileVersion,
         cache,
         cache_key: tuple,
-        page_cache=None,
+        page_cache: PageCache | None = None,
         page_key: tuple | None = None,
     ):
         self.file = file
@@ -123,7 +125,7 @@ class LeafColumnReader:
             return FullZipPage(page, layout.full_zip_layout)
         if kind == "constant_layout":
             cl = layout.constant_layout
-            if self.version == "2.1" and (
+            if self.version < LanceFileVersion.V2_2 and (
                 cl.HasField("inline_value") or len(page.buffers) in (1, 3)
             ):
                 raise UnsupportedError("Lance v2.1 only accepts the all-null form of constant page")
@@ -198,20 +200,22 @@ class LeafColumnReader:
     def _cached_page(self, page: PageInfo, rows: np.ndarray | None, take: bool) -> LeafResult:
         """A page through the decoded-page cache.  Range reads of an admitted page decode
         (and keep) the whole page even when they want part of it: the rest is usually read
-        next (a scan's next step, the neighbouring Flight endpoint).  Takes use a cached page but never decode
-        one whole, which would cost far more than the chunks holding their rows; blob
-        pages are never kept (their bytes live outside the page)."""
+        next (a scan's next step, the neighbouring Flight endpoint).  Takes use a cached
+        page but never decode one whole, which would cost far more than the chunks holding
+        their rows; blob pages are never kept (their bytes live outside the page)."""
+        cache: PageCache | None = self.page_cache
+        assert cache is not None and self.page_key is not None
         key = self.page_key + (page.index,)
-        whole = self.page_cache.get(key)
+        whole = cache.get(key)
         if whole is None:
             # a read counts towards admission where it starts the page, so a scan reading
             # a page in several steps counts once
-            keep = rows is None or (len(rows) and rows[0] == 0)
+            keep = rows is None or (len(rows) > 0 and rows[0] == 0)
             keep = keep and not take and not isinstance(self.decoder(page), BlobPage)
-            if not keep or not self.page_cache.admits(key):
+            if not keep or not cache.admits(key):
                 return self._to_layers(self.decode_page(page, rows))
             whole = self._to_layers(self.decode_page(page, None))
-            self.page_cache.put(key, whole)
+            cache.put(key, whole)
         return whole if rows is None else select_cached(whole, rows)
 
     def _pages_for(self, rows, start, stop):
@@ -243,6 +247,7 @@ class LeafColumnReader:
             yield pages[i], rows[a:b] - int(ps[i])
 
     def _to_layers(self, piece: LeafPiece) -> LeafResult:
+        assert piece.layers is not None  # every decoder records its page's layers
         if piece.rep is None and piece.defs is None and piece.num_levels == piece.num_rows:
             # no lists and no nulls (most columns): every layer is all valid, one slot a row
             un = Unraveled(
@@ -281,7 +286,7 @@ def read_miniblock(file: RandomAccessFile, dec: MiniBlockPage, meta, rows) -> Le
 
 
 def _indices(block: Block) -> np.ndarray:
-    if not hasattr(block, "bits_per_value") or block.bits_per_value not in (8, 16, 32, 64):
+    if not isinstance(block, FixedWidthBlock) or block.bits_per_value not in (8, 16, 32, 64):
         raise CorruptFileError("dictionary indices must be 8, 16, 32 or 64-bit integers")
     return block.data.view(f"<u{block.bits_per_value // 8}")[: block.num_values].astype(np.int64)
 
@@ -303,13 +308,13 @@ def concat_results(pieces: list[LeafResult]) -> LeafResult:
                 ]
             )
         if ls[0].is_list:
-            shifts = np.cumsum([0] + [int(layer.offsets[-1]) for layer in ls[:-1]])
+            offs = [layer.list_offsets() for layer in ls]
+            shifts = np.cumsum([0] + [int(o[-1]) for o in offs[:-1]])
             offsets = np.concatenate(
-                [ls[0].offsets[:1]]
-                + [layer.offsets[1:] + s for layer, s in zip(ls, shifts, strict=True)]
+                [offs[0][:1]] + [o[1:] + s for o, s in zip(offs, shifts, strict=True)]
             )
             layers.append(Layer(True, valid, offsets))
-            n_slots = [int(layer.offsets[-1]) for layer in ls]
+            n_slots = [int(o[-1]) for o in offs]
         else:
             layers.append(Layer(False, valid))
     chunks = [c for p in pieces for c in p.chunks]
@@ -318,7 +323,7 @@ def concat_results(pieces: list[LeafResult]) -> LeafResult:
 
 class BlobPage:
     """2.1 blob layout: a mini-block page of (position, size) pairs; bytes live elsewhere in
-    the file as external buffers (digest §5.6)."""
+    the file as external buffers (docs/format/structural.md)."""
 
     def __init__(self, page: PageInfo, layout, reader: LeafColumnReader):
         self.page = page
@@ -341,8 +346,11 @@ class BlobPage:
         desc = piece.values
         if not isinstance(desc, StructBlock) or len(desc.children) != 2:
             raise CorruptFileError("blob descriptors must be (position, size) pairs")
-        pos = desc.children[0].data.view("<u8")[: desc.num_values].astype(np.int64)
-        size = desc.children[1].data.view("<u8")[: desc.num_values].astype(np.int64)
+        pos_b, size_b = desc.children
+        if not isinstance(pos_b, FixedWidthBlock) or not isinstance(size_b, FixedWidthBlock):
+            raise CorruptFileError("blob descriptors must be (position, size) pairs")
+        pos = pos_b.data.view("<u8")[: desc.num_values].astype(np.int64)
+        size = size_b.data.view("<u8")[: desc.num_values].astype(np.int64)
         null = (size == 0) & (pos != 0)
         defs = np.where(null, pos >> 16, 0).astype(np.uint16)
         file_size = self.reader.file.size
@@ -377,7 +385,7 @@ def build_array(field, results: dict[int, LeafResult], depth: int = 0) -> pa.Arr
         return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
     if not layer.is_list:
         raise CorruptFileError(f"field {field.name!r} expects a list layer")
-    offsets = layer.offsets
+    offsets = layer.list_offsets()
     child = children[0]
     if pa.types.is_map(t):
         entries = child

@@ -1,8 +1,8 @@
 """The constant layout (2.1 all-null pages; 2.2 also constant-valued pages).
 
 Buffer order depends on whether there is an inline value and how many buffers there are
-(digest §5.5): [] | [rep, def] | [scalar] | [scalar, rep, def].  The levels are raw u16 or,
-in 2.2, block-compressed; the value is either ``inline_value`` (raw bytes of one fixed-width
+(docs/format/structural.md): [] | [rep, def] | [scalar] | [scalar, rep, def].  The levels are raw
+u16 or, in 2.2, block-compressed; the value is either ``inline_value`` (raw bytes of one fixed-width
 value) or a "scalar buffer" (``u32 n, n x u32 len``, then the Arrow buffers of a one-element
 array).  Levels and value are small, so they are the cached metadata; decoding a row range
 only selects levels and repeats the value.
@@ -28,6 +28,7 @@ from ..compression.compress import flat_enc, value_changes
 from ..compression.decompress import decompress_levels
 from ..errors import CorruptFileError
 from ..pb import encodings_v2_1_pb2 as pb
+from ..version import LanceFileVersion
 from . import repdef
 from .leaf import LeafPiece, select_rows
 from .page import EncodedPage
@@ -211,11 +212,13 @@ def scalar_buffer(arrow_buffers: list[bytes]) -> bytes:
     return head + b"".join(arrow_buffers)
 
 
-def constant_value(block: Block, version: str) -> tuple[bytes | None, bytes | None] | None:
+def constant_value(
+    block: Block, version: LanceFileVersion
+) -> tuple[bytes | None, bytes | None] | None:
     """If every value of ``block`` is the same, how a 2.2 constant page stores it:
     ``(inline_value, None)`` for fixed width up to 32 bytes, ``(None, scalar_buffer)`` for
     strings; None when the values differ (or the form is not available)."""
-    if version == "2.1" or block.num_values == 0:
+    if version < LanceFileVersion.V2_2 or block.num_values == 0:
         return None
     if isinstance(block, FixedWidthBlock):
         bits = block.bits_per_value
@@ -252,13 +255,13 @@ def encode_page(
     rep: np.ndarray | None,
     defs: np.ndarray | None,
     num_rows: int,
-    version: str,
+    version: LanceFileVersion,
     inline: bytes | None = None,
     scalar: bytes | None = None,
 ):
     """A constant page: all null (``inline`` and ``scalar`` None) or one repeated value."""
 
-    layout = pb.ConstantLayout(layers=layers)
+    layout = pb.ConstantLayout(layers=repdef.pb_layers(layers))
     buffers: list = []
     if inline is not None:
         layout.inline_value = inline
@@ -285,7 +288,7 @@ def encode_page(
             data = None
             # 2.2 block-RLEs the levels of all-null pages (2.1 reads raw u16 only, and
             # pylance 14 mis-reads RLE levels beside a constant value: it writes those raw)
-            if version != "2.1" and inline is None and scalar is None:
+            if version >= LanceFileVersion.V2_2 and inline is None and scalar is None:
                 data = rle.encode_block(FixedWidthBlock(raw.view(np.uint8), 16, n))
                 if len(data) < raw.nbytes:
                     enc = pb.CompressiveEncoding(

@@ -224,6 +224,7 @@ class FullZipPage:
         rep, defs, vstart, vlen = rep[order], defs[order], vstart[order], vlen[order]
         visible = defs <= self.max_visible_def
         vstart, vlen = vstart[visible], vlen[visible]
+        block: FixedWidthBlock | VariableWidthBlock
         if self.variable:
             offsets = np.zeros(len(vlen) + 1, dtype=np.int64)
             np.cumsum(vlen, out=offsets[1:])
@@ -288,7 +289,7 @@ def encode_page(
     vis_idx = np.cumsum(visible) - 1  # value index of each visible level
     variable = isinstance(values, VariableWidthBlock)
     sizes = np.full(n_levels, cw, dtype=np.int64)
-    if variable:
+    if isinstance(values, VariableWidthBlock):
         width = values.bits_per_offset // 8
         lengths = np.diff(np.asarray(values.offsets, dtype=np.int64))
         has_value = d == 0
@@ -307,7 +308,7 @@ def encode_page(
         out[pos] = _uint_bytes(word, cw).reshape(-1)
     pos_all = np.arange(len(out), dtype=np.int64)
     hv = np.flatnonzero(has_value)
-    if variable:
+    if isinstance(values, VariableWidthBlock):
         pfx = starts[hv] + cw
         out[(pfx[:, None] + np.arange(width)[None, :]).reshape(-1)] = _uint_bytes(
             vlen[hv], width
@@ -325,9 +326,9 @@ def encode_page(
         num_items=n_levels,
         num_visible_items=int(np.count_nonzero(visible)),
         value_compression=encoding,
-        layers=layers,
+        layers=repdef.pb_layers(layers),
     )
-    if variable:
+    if isinstance(values, VariableWidthBlock):
         layout.bits_per_offset = values.bits_per_offset
     else:
         layout.bits_per_value = values.bits_per_value

@@ -27,7 +27,7 @@ class LeafPiece:
     values: Block | pa.Array  # one value per visible level (dictionary indices if a dictionary;
     # an Arrow array only for the null placeholders of all-null pages)
     num_rows: int
-    dictionary: object = None  # pa.Array of dictionary items, when the page has one
+    dictionary: pa.Array | None = None  # the dictionary items, when the page has one
     layers: list[int] | None = None  # the page's rep/def layers, innermost first
 
 
@@ -52,7 +52,8 @@ def select_rows(
     Returns (rep, defs, num_levels, values, num_rows).
     """
     if wanted is None and (
-        max_rep == 0 or (len(group_starts) and (rep[group_starts] == max_rep).all())
+        max_rep == 0
+        or (rep is not None and len(group_starts) and (rep[group_starts] == max_rep).all())
     ):
         # every group begins on a row boundary: all decoded levels are wanted (full scans)
         num_rows = num_levels if max_rep == 0 else int(np.count_nonzero(rep == max_rep))

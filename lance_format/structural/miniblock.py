@@ -1,6 +1,6 @@
 """The mini-block layout (2.1/2.2): small opaque chunks with a metadata word each.
 
-Buffers (digest §5.1): 0 = one metadata word per chunk (u16 in 2.1, u32 in 2.2),
+Buffers (docs/format/structural.md): 0 = one metadata word per chunk (u16 in 2.1, u32 in 2.2),
 1 = the chunks, 2 = dictionary (optional), 2|3 = repetition index (when the page has lists).
 
 The per-page metadata (chunk positions, value counts, the repetition index and the decoded
@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from ..compression.blocks import ChunkRanges
 from ..compression.compress import compress_levels
@@ -26,6 +27,7 @@ from ..compression.decompress import (
 )
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_1_pb2 as pb
+from ..version import LanceFileVersion
 from . import repdef
 from .leaf import LeafPiece, select_rows
 from .page import EncodedPage
@@ -45,7 +47,7 @@ class MiniBlockMeta:
     # rows: started_through[c] = rows that start in chunks 0..c; completed[c] = rows that end
     started_through: np.ndarray
     completed: np.ndarray
-    dictionary: object  # pa.Array | None
+    dictionary: pa.Array | None
 
     @property
     def nbytes(self) -> int:
@@ -59,10 +61,10 @@ class MiniBlockMeta:
 class MiniBlockPage:
     """Decoder for one mini-block page; stateless apart from its (cacheable) metadata."""
 
-    def __init__(self, page, layout, version: str, to_arrow_dictionary):
+    def __init__(self, page, layout, version: LanceFileVersion, to_arrow_dictionary):
         self.page = page
         self.layout = layout
-        self.large = version != "2.1"
+        self.large = version >= LanceFileVersion.V2_2
         if layout.has_large_chunk != self.large:
             raise UnsupportedError(
                 "Lance v2.2 mini-block pages require the u32 chunk grammar"
@@ -269,9 +271,11 @@ class MiniBlockPage:
         rep = defs = None
         levels_per_chunk = num_levels if (self.has_rep or self.has_def) else counts
         if self.has_rep:
+            assert rep_size is not None  # read above when the page has rep levels
             rep_ranges = ChunkRanges(base, pos, rep_size)
             pos = _pad8(pos + rep_size)
         if self.has_def:
+            assert def_size is not None  # read above when the page has def levels
             def_ranges = ChunkRanges(base, pos, def_size)
             pos = _pad8(pos + def_size)
         value_bufs = []
@@ -318,7 +322,8 @@ def _chunk_level_counts(
 
 
 def repetition_index(rep: np.ndarray, level_counts: np.ndarray, max_rep: int) -> np.ndarray:
-    """Per chunk: rows that end in it and levels left over for the next chunk (§5.2)."""
+    """Per chunk: rows that end in it and levels left over for the next chunk
+    (docs/format/structural.md)."""
     n = len(rep)
     bounds = np.concatenate([[0], np.cumsum(level_counts)])
     a, b = bounds[:-1], bounds[1:]
@@ -365,7 +370,7 @@ def _assemble_runs(
 ) -> np.ndarray:
     width = headers.shape[1]
     head = _pad8(width)
-    row_sizes = head + _pad8(sizes).sum(axis=1)
+    row_sizes = head + np.asarray(_pad8(sizes)).sum(axis=1)
     out = np.empty(int(row_sizes.sum()), dtype=np.uint8)
     chunk_at = np.cumsum(row_sizes) - row_sizes
     part_at = [np.cumsum(sz) - sz for sz in sizes.T]
@@ -387,10 +392,10 @@ def _assemble_runs(
 
 def _assemble_loop(headers: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]]) -> bytes:
     pads = [bytes([_HEADER_PAD]) * k for k in range(8)]
-    views = [memoryview(np.ascontiguousarray(d, dtype=np.uint8)) for d, _ in parts]
+    views = [np.ascontiguousarray(d, dtype=np.uint8).data for d, _ in parts]
     starts = [(np.cumsum(s) - s).tolist() for _, s in parts]
     sizes = [np.asarray(s, dtype=np.int64).tolist() for _, s in parts]
-    hdr = memoryview(np.ascontiguousarray(headers).reshape(-1))
+    hdr = np.ascontiguousarray(headers).reshape(-1).data
     width = headers.shape[1]
     out: list = []
     append = out.append
@@ -410,7 +415,7 @@ def encode_page(
     defs: np.ndarray | None,
     layers: list[int],
     num_rows: int,
-    version: str,
+    version: LanceFileVersion,
     dictionary=None,
 ):
     """Assemble a mini-block page from chunked values (``compress.Chunked``) and levels.
@@ -418,7 +423,7 @@ def encode_page(
     ``dictionary`` is ``(encoding, bytes, num_items)`` when the values are indices.
     """
 
-    large = version != "2.1"
+    large = version >= LanceFileVersion.V2_2
     counts = np.asarray(values.counts, dtype=np.int64)
     nchunks = len(counts)
     max_rep_ = repdef.max_rep(layers)
@@ -426,7 +431,7 @@ def encode_page(
     has_levels = rep is not None or defs is not None
     num_levels = len(rep) if rep is not None else (len(defs) if defs is not None else 0)
     layout = pb.MiniBlockLayout(
-        layers=layers,
+        layers=repdef.pb_layers(layers),
         num_buffers=len(values.buffers),
         num_items=int(counts.sum()),
         has_large_chunk=large,
@@ -459,7 +464,7 @@ def encode_page(
     header_len = 2 + 2 * len(level_parts) + size_word * len(values.buffers)
     header_padded = _pad8(header_len)
     parts = [*level_parts, *values.buffers]
-    padded = [_pad8(np.asarray(s, dtype=np.int64)) for _, s in parts]
+    padded = [np.asarray(_pad8(np.asarray(s, dtype=np.int64))) for _, s in parts]
     chunk_sizes = header_padded + (np.sum(padded, axis=0) if padded else 0)
     chunk_sizes = np.asarray(chunk_sizes, dtype=np.int64) * np.ones(nchunks, dtype=np.int64)
     # headers: u16 num_levels, u16 rep/def sizes, u16|u32 value buffer sizes

@@ -1,7 +1,7 @@
 """Repetition and definition levels (2.1/2.2): turning levels back into nested structure.
 
-A page lists one layer per nesting level, innermost first (digest §4).  Definition levels
-are numbered from the innermost layer outward; a level ``def`` at a position means "every
+A page lists one layer per nesting level, innermost first (docs/format/structural.md).  Definition
+levels are numbered from the innermost layer outward; a level ``def`` at a position means "every
 layer that claimed a level <= def... is valid", so a slot is valid at a layer exactly when
 its def is at most the number of levels claimed by the layers *inside* it.  Repetition
 level k starts a new list at nesting depth k (max_rep = the outermost list).
@@ -13,11 +13,13 @@ found with a couple of vectorised comparisons, ``flatnonzero`` and ``searchsorte
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import CorruptFileError, UnsupportedError
+from ..pb import encodings_v2_1_pb2 as pb
 
 ALL_VALID_ITEM = 1
 ALL_VALID_LIST = 2
@@ -37,6 +39,11 @@ class LayerLevels:
     inner: int  # levels claimed by the layers inside this one
     null: int | None
     empty: int | None
+
+
+def pb_layers(layers: list[int]) -> list[pb.RepDefLayer]:
+    """``layers`` for a protobuf ``layers`` field (an enum field takes plain ints at runtime)."""
+    return cast("list[pb.RepDefLayer]", layers)
 
 
 def layer_levels(layers: list[int]) -> tuple[list[LayerLevels], int]:
@@ -82,6 +89,12 @@ class Layer:
     validity: np.ndarray | None  # bool per slot; None = all valid
     offsets: np.ndarray | None = None  # int64, len(slots)+1, for lists
 
+    def list_offsets(self) -> np.ndarray:
+        """The offsets of a list layer."""
+        if self.offsets is None:
+            raise CorruptFileError("a list layer without offsets")
+        return self.offsets
+
 
 @dataclass
 class Unraveled:
@@ -113,6 +126,7 @@ def unravel(
         d = defs[starts] if n_rep else defs  # without lists every level is a row
         valid = d <= lv.inner
         if kind in LIST_LAYERS:
+            assert starts is not None and rep is not None  # list layers imply repetition
             if lv.empty is not None:
                 valid = valid | (d == lv.empty)
             if k == 1:
@@ -305,6 +319,7 @@ def _finish(st: _Levels, leaf: pa.Array, num_rows: int) -> Raveled:
         values = leaf.take(idx)
     rep = None
     if st.depth:
+        assert st.rdepth is not None  # recorded whenever there is a list
         rep = (np.uint16(st.depth) - st.rdepth).astype(np.uint16)
     return Raveled(layers, rep, defs, num_rows, values)
 

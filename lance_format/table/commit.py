@@ -27,6 +27,7 @@ from google.protobuf import timestamp_pb2
 
 from ..errors import CommitConflictError, CorruptFileError, InvalidArgumentError, LanceIOError
 from ..pb import table_pb2, transaction_pb2
+from ..version import DEFAULT_VERSION, LanceFileVersion, writable
 from . import conflicts, features, manifest, paths, rowids, transaction
 
 WRITER_LIBRARY = "lance-flight"
@@ -49,7 +50,7 @@ def commit(
     *,
     naming: paths.ManifestNaming | None = None,
     stable_row_ids: bool = False,
-    data_storage_version: str | None = None,
+    data_storage_version: str | LanceFileVersion | None = None,
     max_retries: int = MAX_RETRIES,
 ) -> manifest.Manifest:
     """Commit ``txn`` (based on ``txn.read_version``; 0 = creating the dataset).
@@ -174,7 +175,7 @@ def build_manifest(
     txn_name: str,
     *,
     stable_row_ids: bool = False,
-    data_storage_version: str | None = None,
+    data_storage_version: str | LanceFileVersion | None = None,
     root: str = "",
 ) -> table_pb2.Manifest:
     """The manifest that results from applying ``txn`` to ``prev`` (None = no dataset yet)."""
@@ -188,9 +189,9 @@ def build_manifest(
     elif kind != "overwrite":
         raise InvalidArgumentError(f"cannot {kind} a dataset that does not exist yet")
     if kind == "overwrite" and (prev is None or data_storage_version is not None):
-        fmt = data_storage_version or "2.2"
+        fmt = writable(data_storage_version or DEFAULT_VERSION)
         out.data_format.file_format = "lance"
-        out.data_format.version = "2.2" if fmt == "stable" else fmt
+        out.data_format.version = str(fmt)
     if prev is None:
         if stable_row_ids:
             out.reader_feature_flags |= features.FLAG_STABLE_ROW_IDS

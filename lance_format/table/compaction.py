@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError, UnsupportedError
+from ..errors import InvalidArgumentError
 from ..pb import transaction_pb2
+from ..version import writable
 from . import commit, rowids, write
 from .fragment import Fragment
 
@@ -127,12 +128,7 @@ def compact_files(
     metrics = CompactionMetrics()
     if not groups:
         return metrics, None
-    version = ds.data_storage_version
-    if version not in write.WRITABLE_VERSIONS:
-        raise UnsupportedError(
-            f"cannot compact a dataset stored in Lance file version {version}: "
-            "this writer writes 2.1 and 2.2 files only"
-        )
+    version = writable(ds.data_storage_version, "compact a dataset of")
     rewritten = []
     try:
         for group in groups:
@@ -144,7 +140,10 @@ def compact_files(
                 data_storage_version=version,
             )
             if ds.stable_row_ids:
-                sources = [f.row_ids[f.live_offsets] for f in group]
+                sources = []
+                for f in group:
+                    assert f.row_ids is not None  # the dataset has stable row ids
+                    sources.append(f.row_ids[f.live_offsets])
                 sequences = rowids.rechunk_row_ids(sources, [f.physical_rows for f in new])
                 for f, seq in zip(new, sequences, strict=True):
                     f.inline_row_ids = seq

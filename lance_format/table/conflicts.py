@@ -2,7 +2,7 @@
 
 When a commit loses the race for version N, the writer reads the transactions of every
 version committed since its read version and decides, pair by pair, whether its own change
-still makes sense on top of theirs (seed "Conflict resolution"; upstream
+still makes sense on top of theirs (docs/format/table.md; upstream
 ``rust/lance/src/io/commit/conflict_resolver.rs``, ``TransactionRebase::check_txn`` and the
 ``check_<op>_txn`` function per operation kind).  The verdict is one of:
 
@@ -632,7 +632,9 @@ def _check_project(ctx: _Ctx, theirs: Operation) -> Verdict:
 
 def _check_update_config(ctx: _Ctx, theirs: Operation) -> Verdict:
     """``check_update_config_txn``."""
-    ours: UpdateConfig = ctx.ours.operation.normalized()  # type: ignore[union-attr]
+    ours_op = ctx.ours.operation
+    assert isinstance(ours_op, UpdateConfig)  # this check runs for UpdateConfig only
+    ours = ours_op.normalized()
     if isinstance(theirs, Overwrite):
         if (
             ours.schema_metadata_updates is not None
@@ -739,13 +741,17 @@ def verdict(
     ):  # observed on pylance 14.0.2; not in the upstream sources we could read
         return _conflict("a restore and a schema/field metadata change")
 
-    updated_or_deleted = isinstance(ours_op, Delete | Update)
+    # pylance cannot merge rows for a delete/update that only removed whole fragments
+    rows_known = (
+        affected_rows_known
+        and isinstance(ours_op, Delete | Update)
+        and bool(ours_op.updated_fragments)
+    )
     ctx = _Ctx(
         ours=ours_t,
         modified=modified_fragment_ids(ours_op),
         initial=initial_fragments,
-        # pylance cannot merge rows for a delete/update that only removed whole fragments
-        rows_known=affected_rows_known and updated_or_deleted and bool(ours_op.updated_fragments),  # type: ignore[union-attr]
+        rows_known=rows_known,
     )
     return _CHECKS[type(ours_op)](ctx, theirs_op)
 

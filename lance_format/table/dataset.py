@@ -31,6 +31,7 @@ from ..errors import (
 from ..pb import transaction_pb2
 from ..schema import LanceSchema
 from ..vector.search import VectorScanner
+from ..version import DEFAULT_VERSION, LanceFileVersion, writable
 from ..writer import LanceFileWriter
 from . import (
     cleanup,
@@ -138,7 +139,7 @@ class Dataset:
         return self.lance_schema.to_dataset_arrow()
 
     @property
-    def data_storage_version(self) -> str:
+    def data_storage_version(self) -> LanceFileVersion:
         return self.manifest.data_storage_version
 
     @property
@@ -146,7 +147,7 @@ class Dataset:
         return features.uses_stable_row_ids(self.manifest)
 
     def versions(self) -> list[dict]:
-        out = []
+        out: list[dict] = []
         for entry in paths.list_versions(self.uri):
             m = manifest.read_manifest(entry.path)
             out.append({"version": m.version, "timestamp": m.timestamp, "metadata": {}})
@@ -436,6 +437,7 @@ class Dataset:
 
     def _gather(self, groups, n: int, columns) -> pa.Table:
         scanner = self.scanner(columns=columns)
+        assert isinstance(scanner, Scanner)  # no nearest: a plain scanner
         if scanner.projection_meta:
             raise UnsupportedError("take cannot compute expressions over _rowid or _rowaddr")
         fields = scanner.fields
@@ -509,7 +511,7 @@ def write_dataset(
     mode: str = "create",
     *,
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
-    data_storage_version: str | None = None,
+    data_storage_version: str | LanceFileVersion | None = None,
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
     max_page_bytes: int | None = None,
@@ -519,7 +521,7 @@ def write_dataset(
     dataset (``create``), new fragments (``append``) or a new version replacing the rows
     (``overwrite``), committed with a conflict-checked transaction.
 
-    ``data_storage_version`` ("2.1", "2.2" or "stable" = 2.2) defaults to the existing
+    ``data_storage_version`` ("2.0", "2.1", "2.2" or "stable" = 2.2) defaults to the existing
     dataset's file version, or to "stable" for a new dataset.  ``max_page_bytes`` (not in
     pylance) caps the Arrow bytes per page: smaller pages mean finer page-aligned splits
     and cheaper random access."""
@@ -532,12 +534,7 @@ def write_dataset(
     reader = write.to_reader(data, schema)
     if mode == "append" and exists:
         current = dataset(root)
-        version = current.data_storage_version
-        if version not in write.WRITABLE_VERSIONS:
-            raise UnsupportedError(
-                f"cannot append to a dataset stored in Lance file version {version}: "
-                "this writer writes 2.1 and 2.2 files only"
-            )
+        version = writable(current.data_storage_version, "append to a dataset of")
         fragments = write.write_fragments(
             reader,
             root,
@@ -552,8 +549,8 @@ def write_dataset(
     previous = dataset(root) if exists else None
     read_version = previous.version if previous is not None else 0
     if data_storage_version is None:  # an overwrite keeps the dataset's file version
-        data_storage_version = previous.data_storage_version if previous else "stable"
-    write.storage_version(data_storage_version)
+        data_storage_version = previous.data_storage_version if previous else DEFAULT_VERSION
+    data_storage_version = writable(data_storage_version)
     lance_schema = LanceSchema.from_arrow(reader.schema)
     fragments = write.write_fragments(
         reader,
@@ -755,16 +752,12 @@ def _rows_without_columns(n: int) -> pa.Table:
 
 def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema: LanceSchema):
     """One new data file holding the computed columns for every physical row of ``frag``."""
-    version = ds.data_storage_version
-    if version not in write.WRITABLE_VERSIONS:
-        raise UnsupportedError(f"cannot add columns to a Lance {version} dataset")
-    major, minor = write.storage_version(version)
+    version = writable(ds.data_storage_version, "add columns to a dataset of")
+    major, minor = version.numbers
     name = paths.new_data_file_name()
     path = paths.data_file_path(ds.uri, name)
     arrow_schema = new_schema.to_dataset_arrow()
-    writer = LanceFileWriter(
-        path, arrow_schema, version=f"{major}.{minor}", lance_schema=new_schema
-    )
+    writer = LanceFileWriter(path, arrow_schema, version=version, lance_schema=new_schema)
     try:
         for start in range(0, frag.physical_rows, ADD_COLUMNS_ROWS):
             stop = min(start + ADD_COLUMNS_ROWS, frag.physical_rows)
@@ -777,7 +770,7 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
     except BaseException:
         writer.abort()
         raise
-    leaf_ids = write.column_field_ids(new_schema.fields, major, minor)
+    leaf_ids = write.column_field_ids(new_schema.fields, version)
     out = type(frag.pb)()
     out.CopyFrom(frag.pb)
     out.files.add(

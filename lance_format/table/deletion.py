@@ -1,4 +1,4 @@
-"""Deletion files: which physical rows of a fragment are hidden (digest §10.4).
+"""Deletion files: which physical rows of a fragment are hidden (docs/format/table.md).
 
 A fragment's rows are never rewritten to delete them; instead the manifest points the
 fragment at a deletion file holding the *cumulative* set of deleted physical offsets, and
@@ -21,6 +21,7 @@ a random u64 also stored in the ``DeletionFile`` message (the manifest stores no
 from __future__ import annotations
 
 import array
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -107,7 +108,8 @@ def write_deletion_file(
     else:
         raise InvalidArgumentError(f"unknown deletion file type {file_type}")
     msg = table_pb2.DeletionFile(
-        file_type=file_type,
+        # a protobuf enum field takes the plain int at runtime
+        file_type=cast("table_pb2.DeletionFile.DeletionFileType", file_type),
         read_version=int(read_version),
         id=paths.new_deletion_id(),
         num_deleted_rows=len(sorted_offsets),

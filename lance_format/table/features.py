@@ -11,6 +11,8 @@ newer upstream sources to give a useful error, but support only what we can hono
 
 from __future__ import annotations
 
+from typing import cast
+
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..pb import table_pb2
 
@@ -120,7 +122,8 @@ def required_flags(
     manifest's current flags say for the last two.  The manifest naming scheme is not a
     flag: readers detect it from the names.
     """
-    pb = getattr(manifest, "pb", manifest)
+    # a Manifest wrapper or the protobuf itself
+    pb = cast(table_pb2.Manifest, getattr(manifest, "pb", manifest))
     current_r = int(pb.reader_feature_flags)
     current_w = int(pb.writer_feature_flags)
     if stable_row_ids is None:

@@ -183,6 +183,7 @@ def prepare(sql: str) -> PreparedFilter:
     pos = done = 0  # scanned up to pos; copied into out up to done
     while pos < len(sql):
         m = _SCAN.match(sql, pos)
+        assert m is not None  # the scanner's last alternative matches any one character
         kind = m.lastgroup
         if kind == "list":
             lifted = _lift(sql, m.end())

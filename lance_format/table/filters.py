@@ -30,6 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -465,6 +466,11 @@ class _Term:
     def is_null_const(self) -> bool:
         return self.const is not None and not self.const.is_valid
 
+    def scalar(self) -> pa.Scalar:
+        """The value of a constant term (callers have checked that it is one)."""
+        assert self.const is not None
+        return self.const
+
 
 def _const(value: pa.Scalar, number_text: str | None = None) -> _Term:
     return _Term(pc.scalar(value), value.type, value, number_text, value.is_valid)
@@ -497,7 +503,7 @@ _SIMPLE_TYPES = {
 }
 _TS_PRECISION = {0: "s", 3: "ms", 6: "us", 9: "ns"}
 
-_COMPARE = {
+_COMPARE: dict[type[exp.Expr], str] = {
     exp.EQ: "eq",
     exp.NEQ: "ne",
     exp.LT: "lt",
@@ -505,7 +511,12 @@ _COMPARE = {
     exp.GT: "gt",
     exp.GTE: "ge",
 }
-_ARITH = {exp.Add: "add", exp.Sub: "subtract", exp.Mul: "multiply", exp.Div: "divide"}
+_ARITH: dict[type[exp.Expr], str] = {
+    exp.Add: "add",
+    exp.Sub: "subtract",
+    exp.Mul: "multiply",
+    exp.Div: "divide",
+}
 
 
 # Three-valued helpers that fold Python constants (False/True) away.
@@ -547,7 +558,7 @@ def _shown(sql: str) -> str:
     return f"{sql[:_SHOWN_CHARS]!r}... ({len(sql):,} characters)"
 
 
-def _parse(sql: str) -> tuple[exp.Expression, dict[str, LiteralList]]:
+def _parse(sql: str) -> tuple[exp.Expr, dict[str, LiteralList]]:
     """The sqlglot tree of a filter whose long literal IN lists are lifted out (within the
     limits of :mod:`.filter_text`), and those lists by placeholder name."""
     prepared = filter_text.prepare(sql)
@@ -565,7 +576,7 @@ def _parse(sql: str) -> tuple[exp.Expression, dict[str, LiteralList]]:
     return tree, prepared.lists
 
 
-def _check_depth(tree: exp.Expression) -> None:
+def _check_depth(tree: exp.Expr) -> None:
     """Refuse a tree deeper than :data:`.filter_text.MAX_TREE_DEPTH` (walked without
     recursion), so that translating it cannot exhaust the stack.  A chain of ANDs or of ORs
     is one level: it is translated as a flat list."""
@@ -607,7 +618,7 @@ class _Translator:
 
     # errors ------------------------------------------------------------------------------
 
-    def invalid(self, problem: str, node: exp.Expression | None = None) -> InvalidArgumentError:
+    def invalid(self, problem: str, node: exp.Expr | None = None) -> InvalidArgumentError:
         where = ""
         if node is not None:
             text = _PLACEHOLDER.sub(
@@ -618,7 +629,7 @@ class _Translator:
         what = "filter" if self.require_boolean else "expression"
         return InvalidArgumentError(f"{what} {self.shown}: {problem}{where}")
 
-    def unsupported(self, what: str, node: exp.Expression) -> InvalidArgumentError:
+    def unsupported(self, what: str, node: exp.Expr) -> InvalidArgumentError:
         return self.invalid(f"unsupported SQL construct: {what}", node)
 
     # entry point -------------------------------------------------------------------------
@@ -654,7 +665,7 @@ class _Translator:
             nullable=not term.not_null,
         )
 
-    def type_of(self, expr: pc.Expression, node: exp.Expression) -> pa.DataType:
+    def type_of(self, expr: pc.Expression, node: exp.Expr) -> pa.DataType:
         """Bind against the referenced columns only: cheap whatever the schema width."""
         try:
             return _bind(expr, self.bind_schema())
@@ -667,7 +678,7 @@ class _Translator:
 
     # dispatch ----------------------------------------------------------------------------
 
-    def translate(self, node: exp.Expression) -> _Term:
+    def translate(self, node: exp.Expr) -> _Term:
         """Translate ``node``; a constant result (``s LIKE NULL``) reads no column."""
         before = dict(self.paths)
         term = self.translate_node(node)
@@ -675,7 +686,7 @@ class _Translator:
             self.paths = before
         return term
 
-    def translate_node(self, node: exp.Expression) -> _Term:
+    def translate_node(self, node: exp.Expr) -> _Term:
         if isinstance(node, exp.Paren):
             return self.translate(node.this)
         if isinstance(node, (exp.Column, exp.Dot, exp.Bracket)):
@@ -700,6 +711,7 @@ class _Translator:
             return _Term(pc.invert(inner.expr), pa.bool_(), not_null=inner.not_null)
         kind = _COMPARE.get(type(node))
         if kind is not None:
+            assert isinstance(node, exp.Binary)  # every comparison is a binary node
             left, right = self.operands(node)
             return self.compare(kind, left, right, node)
         if isinstance(node, exp.Is):
@@ -723,7 +735,7 @@ class _Translator:
             return self.function(node)
         raise self.unsupported(type(node).__name__.upper(), node)
 
-    def boolean(self, node: exp.Expression) -> _Term:
+    def boolean(self, node: exp.Expr) -> _Term:
         term = self.translate(node)
         if term.is_null_const:
             return _const(_BOOL_NULL)
@@ -733,7 +745,7 @@ class _Translator:
 
     # columns and literals ----------------------------------------------------------------
 
-    def column(self, node: exp.Expression) -> _Term:
+    def column(self, node: exp.Expr) -> _Term:
         parts = self.column_parts(node)
         name, quoted = parts[0]
         field = self.lookup(self.schema, name, quoted)
@@ -768,7 +780,7 @@ class _Translator:
             return _Term(pc.field(*path).cast(value_type), value_type, not_null=not_null)
         return _Term(pc.field(*path), field.type, not_null=not_null)
 
-    def column_parts(self, node: exp.Expression) -> list[tuple[str, bool]]:
+    def column_parts(self, node: exp.Expr) -> list[tuple[str, bool]]:
         """Identifiers of a (possibly dotted or subscripted) column reference, outermost first."""
         if isinstance(node, exp.Column):
             parts = []
@@ -814,7 +826,7 @@ class _Translator:
             return _const(pa.scalar(text, pa.string()))
         return self.number(text, node)
 
-    def number(self, text: str, node: exp.Expression) -> _Term:
+    def number(self, text: str, node: exp.Expr) -> _Term:
         if re.fullmatch(r"-?\d+", text):
             value = int(text)
             if -(1 << 63) <= value < (1 << 63):
@@ -843,7 +855,7 @@ class _Translator:
 
     # coercion ----------------------------------------------------------------------------
 
-    def coerce(self, term: _Term, target: pa.DataType, node: exp.Expression) -> _Term:
+    def coerce(self, term: _Term, target: pa.DataType, node: exp.Expr) -> _Term:
         """Cast a constant to ``target`` where that keeps its value (SQL literal typing)."""
         value = term.const
         if value is None or term.type == target or pa.types.is_null(target):
@@ -854,7 +866,7 @@ class _Translator:
             except _ARROW_ERRORS:
                 return term
         src = value.type
-        py = value.as_py() if not pa.types.is_timestamp(src) else None
+        py: Any = value.as_py() if not pa.types.is_timestamp(src) else None
         try:
             if pa.types.is_integer(target):
                 if pa.types.is_integer(src) and _int_fits(py, target):
@@ -895,7 +907,8 @@ class _Translator:
         return term
 
     def coerce_timestamp(self, term: _Term, target: pa.TimestampType) -> _Term:
-        value, src = term.const, term.const.type
+        value = term.scalar()
+        src = value.type
         if _is_stringy(src):
             ns = _parse_timestamp(value.as_py())
         elif pa.types.is_date(src):
@@ -911,7 +924,7 @@ class _Translator:
         return _const(pa.scalar(ns, pa.timestamp("ns", target.tz)))
 
     def unify(
-        self, left: _Term, right: _Term, node: exp.Expression, arithmetic: bool = False
+        self, left: _Term, right: _Term, node: exp.Expr, arithmetic: bool = False
     ) -> tuple[_Term, _Term]:
         """Bring both sides of an operator to one type.
 
@@ -955,7 +968,7 @@ class _Translator:
 
     # predicates --------------------------------------------------------------------------
 
-    def compare(self, kind: str, left: _Term, right: _Term, node: exp.Expression) -> _Term:
+    def compare(self, kind: str, left: _Term, right: _Term, node: exp.Expr) -> _Term:
         left, right = self.unify(left, right, node)
         for side in (left, right):
             if pa.types.is_struct(side.type) or pa.types.is_list(side.type):
@@ -1047,7 +1060,7 @@ class _Translator:
             return None
         return self.lists.get(first.name)
 
-    def lifted_item(self, item: str | None, numeric: bool, node: exp.Expression) -> _Term:
+    def lifted_item(self, item: str | None, numeric: bool, node: exp.Expr) -> _Term:
         """One lifted literal, typed as the parser's literal would be."""
         if item is None:
             return _const(pa.scalar(None, pa.null()))
@@ -1084,13 +1097,13 @@ class _Translator:
             return None
         return None
 
-    def in_set(self, probe: _Term, items: list[_Term], node: exp.Expression) -> _Term:
-        values = [i.const for i in items if i.const.is_valid]
+    def in_set(self, probe: _Term, items: list[_Term], node: exp.Expr) -> _Term:
+        values = [i.scalar() for i in items if i.scalar().is_valid]
         value_set = pa.array(values, type=probe.type) if values else pa.array([], probe.type)
         return self.in_value_set(probe, value_set, len(values) < len(items), node)
 
     def in_value_set(
-        self, probe: _Term, value_set: pa.Array, has_null: bool, node: exp.Expression
+        self, probe: _Term, value_set: pa.Array, has_null: bool, node: exp.Expr
     ) -> _Term:
         if pa.types.is_floating(probe.type) and len(value_set):  # -0.0 and 0.0 are one value
             if np.any(value_set.to_numpy(zero_copy_only=False) == 0):
@@ -1116,7 +1129,7 @@ class _Translator:
         not_null = low.not_null and high.not_null
         return _Term(pc.and_kleene(low.expr, high.expr), pa.bool_(), not_null=not_null)
 
-    def like(self, node: exp.Expression) -> _Term:
+    def like(self, node: exp.Expr) -> _Term:
         escape = None
         if isinstance(node, exp.Escape):
             esc = node.expression
@@ -1162,19 +1175,20 @@ class _Translator:
                 left = self.literal_as(left, right.type, node)
         return left, right
 
-    def literal_as(self, term: _Term, target: pa.DataType, node: exp.Expression) -> _Term:
+    def literal_as(self, term: _Term, target: pa.DataType, node: exp.Expr) -> _Term:
         """A constant in a column's type, or an error when it does not convert exactly."""
         out = self.coerce(term, target, node)
         if out.type == target or out.is_null_const:
             return out
         if (_is_numeric(target) and _is_numeric(out.type)) or _is_stringy(target):
-            shown = term.number_text or repr(term.const.as_py())
+            shown = term.number_text or repr(term.scalar().as_py())
             raise self.invalid(
                 f"literal {shown} cannot be converted to the column's {target}", node
             )
         return out
 
-    def arithmetic(self, node: exp.Expression) -> _Term:
+    def arithmetic(self, node: exp.Expr) -> _Term:
+        assert isinstance(node, exp.Binary)  # + - * / %
         left, right = self.operands(node)
         left, right = self.unify(left, right, node, arithmetic=True)
         for side in (left, right):
@@ -1193,7 +1207,7 @@ class _Translator:
         return _Term(out, out_type, not_null=left.not_null and right.not_null)
 
     def decimal_quotient(
-        self, left: _Term, right: _Term, node: exp.Expression
+        self, left: _Term, right: _Term, node: exp.Expr
     ) -> tuple[pc.Expression, pa.DataType]:
         """DataFusion's decimal quotient: the dividend's scale plus 4, truncated toward
         zero.  Arrow's own quotient has scale max(4, s1 + p2 - s2 + 1): the dividend is
@@ -1213,7 +1227,7 @@ class _Translator:
         self.type_of(out, node)
         return out, out_type
 
-    def fold(self, expr: pc.Expression, node: exp.Expression) -> _Term:
+    def fold(self, expr: pc.Expression, node: exp.Expr) -> _Term:
         """The value of an expression that reads no column, as a constant."""
         try:
             value = pads.dataset(pa.table({"_": [0]})).to_table(columns={"v": expr})
@@ -1221,7 +1235,7 @@ class _Translator:
             raise self.invalid(f"cannot evaluate ({_short(e)})", node) from None
         return _const(value.column("v")[0])
 
-    def modulo(self, left: _Term, right: _Term, node: exp.Expression) -> pc.Expression:
+    def modulo(self, left: _Term, right: _Term, node: exp.Expr) -> pc.Expression:
         """Truncated remainder (sign of the dividend), as SQL and Rust define ``%``."""
         quotient = pc.divide(left.expr, right.expr)
         qtype = self.type_of(quotient, node)
@@ -1241,7 +1255,7 @@ class _Translator:
         out = pc.binary_join_element_wise(left.expr, right.expr, separator)
         return _Term(out, self.type_of(out, node), not_null=left.not_null and right.not_null)
 
-    def sql_type(self, dtype: exp.DataType, node: exp.Expression) -> pa.DataType:
+    def sql_type(self, dtype: exp.DataType, node: exp.Expr) -> pa.DataType:
         name = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
         params = [p.sql() for p in dtype.expressions]
         if name in _SIMPLE_TYPES and not (params and name not in _PARAM_OK):
@@ -1287,10 +1301,10 @@ class _Translator:
             out = inner.expr.cast(options=options)
         return _Term(out, self.type_of(out, node), not_null=inner.not_null)
 
-    def decimal_literal(self, inner: _Term, node: exp.Expression) -> _Term:
+    def decimal_literal(self, inner: _Term, node: exp.Expr) -> _Term:
         if inner.is_null_const:
             return _const(pa.scalar(None, pa.decimal128(38, 10)))
-        text = inner.number_text or str(inner.const.as_py())
+        text = inner.number_text or str(inner.scalar().as_py())
         try:
             value = Decimal(text.strip())
         except InvalidOperation:
@@ -1299,8 +1313,8 @@ class _Translator:
             raise self.invalid(f"{text!r} is not a finite decimal", node)
         return _const(pa.scalar(value))
 
-    def cast_constant(self, inner: _Term, target: pa.DataType, node: exp.Expression) -> _Term:
-        value = inner.const
+    def cast_constant(self, inner: _Term, target: pa.DataType, node: exp.Expr) -> _Term:
+        value = inner.scalar()
         if not value.is_valid:
             return _const(pa.scalar(None, target))
         if _is_stringy(value.type) and (pa.types.is_date(target) or pa.types.is_timestamp(target)):
@@ -1338,7 +1352,7 @@ class _Translator:
             raise self.unsupported(f"function {shown}()", node)
         return handler(self, node)
 
-    def args(self, node: exp.Func) -> list[exp.Expression]:
+    def args(self, node: exp.Func) -> list[exp.Expr]:
         if isinstance(node, exp.Anonymous):
             return list(node.expressions)
         out = []
@@ -1438,7 +1452,7 @@ def _fn_substring_match(kernel: Callable):
         subject, pattern = t.string_arg(node, 2)
         if subject.is_null_const:
             return _const(_BOOL_NULL)
-        return _Term(kernel(subject.expr, pattern.const.as_py()), pa.bool_())
+        return _Term(kernel(subject.expr, pattern.scalar().as_py()), pa.bool_())
 
     return handler
 
@@ -1488,7 +1502,8 @@ def _fn_is_valid(t: _Translator, node: exp.Func) -> _Term:
     return _Term(pc.is_valid(args[0].expr), pa.bool_())
 
 
-_FUNCTIONS: dict[str, Callable[[_Translator, exp.Func], _Term]] = {
+# handler by sqlglot class name: each takes the node class it is named for
+_FUNCTIONS: dict[str, Callable[[_Translator, Any], _Term]] = {
     "Lower": _fn_unary_string("utf8_lower"),
     "Upper": _fn_unary_string("utf8_upper"),
     "Length": _fn_unary_string("utf8_length", pa.int32()),
@@ -1535,7 +1550,7 @@ def conjunct_terms(filter: str | pc.Expression | None) -> list[tuple[str, str, o
     return list(_terms_of(tree, lists))
 
 
-def _terms_of(tree: exp.Expression, lists: dict[str, LiteralList]) -> tuple:
+def _terms_of(tree: exp.Expr, lists: dict[str, LiteralList]) -> tuple:
     terms = []
     for node in tree.flatten() if isinstance(tree, exp.And) else [tree]:
         while isinstance(node, exp.Paren):
@@ -1546,7 +1561,7 @@ def _terms_of(tree: exp.Expression, lists: dict[str, LiteralList]) -> tuple:
     return tuple(terms)
 
 
-def _literal(node: exp.Expression) -> tuple[bool, object]:
+def _literal(node: exp.Expr) -> tuple[bool, object]:
     neg = isinstance(node, exp.Neg)
     if neg:
         node = node.this
@@ -1554,6 +1569,7 @@ def _literal(node: exp.Expression) -> tuple[bool, object]:
         return False, None
     if node.is_string:
         return (not neg), node.this
+    value: int | float
     try:
         value = int(node.this)
     except ValueError:
@@ -1564,15 +1580,13 @@ def _literal(node: exp.Expression) -> tuple[bool, object]:
     return True, -value if neg else value
 
 
-def _column(node: exp.Expression) -> str | None:
+def _column(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Column) and not node.table:
         return node.name
     return None
 
 
-def _prunable(
-    node: exp.Expression, lists: dict[str, LiteralList]
-) -> tuple[str, str, object] | None:
+def _prunable(node: exp.Expr, lists: dict[str, LiteralList]) -> tuple[str, str, object] | None:
     for kind, op in _PRUNE_OPS.items():
         if isinstance(node, kind):
             left, right = node.this, node.expression
@@ -1581,7 +1595,8 @@ def _prunable(
                 col, (ok, value) = _column(right), _literal(left)
                 op = _FLIPPED[op]
             return (col, op, value) if col is not None and ok else None
-    if isinstance(node, exp.In) and _column(node.this) and node.expressions:
+    in_col = _column(node.this) if isinstance(node, exp.In) else None
+    if isinstance(node, exp.In) and in_col and node.expressions:
         first = node.expressions[0]
         if isinstance(first, exp.Placeholder) and first.name in lists:
             lifted = lists[first.name]
@@ -1590,18 +1605,19 @@ def _prunable(
             items = lifted.values.to_pylist()
             if lifted.numeric:
                 items = [int(v) if _INT_TEXT.fullmatch(v) else float(v) for v in items]
-            return _column(node.this), "in", items
+            return in_col, "in", items
         values = [_literal(v) for v in node.expressions]
         if all(ok for ok, _ in values):
-            return _column(node.this), "in", [v for _, v in values]
+            return in_col, "in", [v for _, v in values]
         return None
-    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) and _column(node.this):
-        return _column(node.this), "is_null", None
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        if null_col := _column(node.this):
+            return null_col, "is_null", None
     if (
         isinstance(node, exp.Not)
         and isinstance(node.this, exp.Is)
         and isinstance(node.this.expression, exp.Null)
-        and _column(node.this.this)
     ):
-        return _column(node.this.this), "is_not_null", None
+        if not_null_col := _column(node.this.this):
+            return not_null_col, "is_not_null", None
     return None

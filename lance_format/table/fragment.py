@@ -10,6 +10,7 @@ the data files); the scanner and the dataset translate to logical row numbers.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ from ..extensions import to_dataset_array
 from ..pb import table_pb2
 from ..reader import LanceFileReader
 from ..schema import LanceField, LanceSchema
+from ..version import LanceFileVersion
 from . import deletion, paths, rowids
 
 
@@ -171,18 +173,19 @@ class Fragment:
         when no data file keeps statistics (only legacy files do).  Terms whose literal does
         not fit the column's type are ignored: pruning must never drop a matching row."""
         from ..legacy import rows_that_may_match
-        from ..legacy.container import LEGACY_VERSION
 
         by_name = {f.name: f for f in self.schema.fields}
         result: np.ndarray | None = None
         for i, reader in enumerate(self._readers):
-            if reader.version != LEGACY_VERSION:
+            if reader.version != LanceFileVersion.LEGACY:
                 continue
             mine = []
             for col, op, value in terms:
                 f = by_name.get(col)
                 src = self._sources.get(f.id) if f is not None else None
-                if src is None or src.file_index != i or not _fits(f.arrow_type, op, value):
+                if f is None or src is None or src.file_index != i:
+                    continue
+                if not _fits(f.arrow_type, op, value):
                     continue
                 mine.append((src.name, op, value))
             if not mine:
@@ -268,7 +271,7 @@ def _fits(t: pa.DataType, op: str, value: object) -> bool:
     """Whether a filter literal compares with a column of type ``t`` as statistics do."""
     if op in ("is_null", "is_not_null"):
         return True
-    values = value if op == "in" else [value]
+    values = value if op == "in" and isinstance(value, Iterable) else [value]
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     if pa.types.is_string(t) or pa.types.is_large_string(t):

@@ -67,8 +67,10 @@ def create_index(
     commit leaves only unreferenced files)."""
     index_type, metric = str(index_type).upper(), str(metric).lower()
     field = next((f for f in ds.lance_schema.fields if f.name == column), None)
-    arrow = ds.schema.field(column) if field is not None else None
-    if field is None or not pa.types.is_fixed_size_list(arrow.type):
+    if field is None:
+        raise InvalidArgumentError(f"{column!r} is not a fixed-size-list vector column")
+    arrow = ds.schema.field(column)
+    if not pa.types.is_fixed_size_list(arrow.type):
         raise InvalidArgumentError(f"{column!r} is not a fixed-size-list vector column")
     if not pa.types.is_floating(arrow.type.value_type):
         raise InvalidArgumentError(f"{column!r} holds {arrow.type.value_type}, not floats")

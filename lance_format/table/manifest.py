@@ -1,6 +1,6 @@
 """Manifest files: reading, validating and encoding them byte-compatibly with pylance 14.
 
-Framing (digest §10.1), each section a u32 little-endian length then the protobuf::
+Framing (docs/format/table.md), each section a u32 little-endian length then the protobuf::
 
     [ IndexSection ]   only when the dataset has indices; Manifest.index_section -> here
     [ Transaction  ]   the transaction that made this version; Manifest field 23 -> here
@@ -25,6 +25,7 @@ from ..errors import CorruptFileError, InvalidArgumentError, LanceError, Unsuppo
 from ..pb import table_pb2, transaction_pb2
 from ..schema import LanceSchema
 from ..storage.commit import handler_for
+from ..version import LanceFileVersion
 from . import features, paths
 
 MAGIC = b"LANC"
@@ -121,10 +122,16 @@ class Manifest:
         return int(self.pb.next_row_id)
 
     @property
-    def data_storage_version(self) -> str:
+    def data_storage_version(self) -> LanceFileVersion:
         """The data file version, e.g. ``"2.2"`` (``"0.1"`` for legacy files)."""
         if self.pb.HasField("data_format"):
-            return self.pb.data_format.version
+            try:
+                return LanceFileVersion.parse(self.pb.data_format.version)
+            except InvalidArgumentError:
+                raise UnsupportedError(
+                    f"the manifest's data storage version {self.pb.data_format.version!r} "
+                    "is unknown"
+                ) from None
         return _infer_storage_version(self.pb)
 
     # -- flags, config, transaction -------------------------------------------------------
@@ -173,19 +180,14 @@ class Manifest:
         return list(self.index_section.indices) if self.index_section is not None else []
 
 
-def _infer_storage_version(pb: table_pb2.Manifest) -> str:
+def _infer_storage_version(pb: table_pb2.Manifest) -> LanceFileVersion:
     """Old manifests have no ``data_format``: infer it from a data file, as upstream does."""
     for frag in pb.fragments:
         for f in frag.files:
-            major, minor = f.file_major_version, f.file_minor_version
-            if major == 0 and minor < 3:
-                return "0.1"
-            if (major, minor) in ((0, 3), (2, 0)):
-                return "2.0"
-            return f"{major}.{minor}"
+            return LanceFileVersion.from_numbers(f.file_major_version, f.file_minor_version)
     if pb.writer_feature_flags & features.FLAG_USE_V2_FORMAT_DEPRECATED:
-        return "2.0"
-    return "0.1"
+        return LanceFileVersion.V2_0
+    return LanceFileVersion.LEGACY
 
 
 # -- reading --------------------------------------------------------------------------------

@@ -332,6 +332,7 @@ class MergeInsertBuilder:
                 if len(unmatched) and isinstance(self._delete, str):
                     cand = _data_columns(ds, rows.take(unmatched))
                     cf = filters.compile_filter(self._delete, target_schema)
+                    assert cf is not None  # a filter string always compiles to one
                     unmatched = unmatched[_mask(cand, cf.expression)]
                 hidden.append(unmatched)
                 deleted += len(unmatched)

@@ -1,4 +1,4 @@
-"""Stable row ids: the ``RowIdSequence`` of a fragment (digest §10.5).
+"""Stable row ids: the ``RowIdSequence`` of a fragment (docs/format/table.md).
 
 Without stable row ids a row's id is its address ``fragment_id << 32 | physical_offset``.
 With them (feature flag 2) every fragment carries the u64 ids of its physical rows, in row

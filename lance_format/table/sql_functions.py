@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,7 +32,7 @@ def _fn_float_math(kernel: Callable):
     return handler
 
 
-def _float_result(t: _Translator, kernel: Callable, arg: _Term, node: exp.Expression) -> _Term:
+def _float_result(t: _Translator, kernel: Callable, arg: _Term, node: exp.Func) -> _Term:
     if not (_is_numeric(arg.type) or arg.is_null_const):
         raise t.invalid(f"{node.sql_name()} needs a number, got {arg.type}", node)
     if not pa.types.is_floating(arg.type):
@@ -197,7 +198,7 @@ def _fn_slice_end(left: bool):
 def _fn_pad(t: _Translator, node: exp.Pad) -> _Term:
     """lpad/rpad(s, n[, fill]): cut to ``n`` characters, then padded to ``n``."""
     subject, width = t.translate(node.this), t.translate(node.expression)
-    fill = " "
+    fill: object = " "
     if node.args.get("fill_pattern") is not None:
         f = t.translate(node.args["fill_pattern"])
         fill = f.const.as_py() if f.const is not None and _is_stringy(f.type) else None
@@ -220,7 +221,7 @@ def _fn_replace(t: _Translator, node: exp.Replace) -> _Term:
     if any(p.const is None or not _is_stringy(p.type) for p in (pattern, replacement)):
         raise t.unsupported("replace with a pattern or replacement that is not a literal", node)
     out = pc.replace_substring(
-        subject.expr, pattern=pattern.const.as_py(), replacement=replacement.const.as_py()
+        subject.expr, pattern=pattern.scalar().as_py(), replacement=replacement.scalar().as_py()
     )
     return _Term(out, subject.type)
 
@@ -286,7 +287,8 @@ def _fn_btrim(t: _Translator, node: exp.Func) -> _Term:
     return _Term(pc.utf8_trim(arg.expr, characters=" "), arg.type)
 
 
-VALUE_FUNCTIONS: dict[str, Callable[[_Translator, exp.Func], _Term]] = {
+# handler by sqlglot class name: each takes the node class it is named for
+VALUE_FUNCTIONS: dict[str, Callable[[_Translator, Any], _Term]] = {
     "BitLength": _fn_bit_length,
     "octet_length": _fn_octet_length,
     "btrim": _fn_btrim,

@@ -33,6 +33,7 @@ from .. import storage
 from ..errors import InvalidArgumentError, LanceIOError, ObjectNotFoundError
 from ..pb import table_pb2, transaction_pb2
 from ..schema import LanceSchema
+from ..version import LanceFileVersion
 from . import commit, manifest, paths
 
 MODES = ("append", "overwrite")
@@ -70,8 +71,8 @@ def staged_transaction(
     else:
         raise InvalidArgumentError(f"mode must be one of {list(MODES)}, not {mode!r}")
     txn = commit.new_transaction(read_version, **op)
-    for k, v in (properties or {}).items():
-        txn.transaction_properties[k] = v
+    for name, value in (properties or {}).items():
+        txn.transaction_properties[name] = value
     return txn
 
 
@@ -83,7 +84,7 @@ def commit_staged(
     read_version: int,
     schema: LanceSchema | None = None,
     schema_metadata: Mapping[str | bytes, bytes] | None = None,
-    data_storage_version: str | None = None,
+    data_storage_version: str | LanceFileVersion | None = None,
     properties: Mapping[str, str] | None = None,
 ) -> manifest.Manifest:
     """Commit staged ``fragments`` in one conflict-checked transaction against

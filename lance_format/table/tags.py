@@ -18,6 +18,7 @@ branches are not supported here, so such tags are listed but cannot be resolved.
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import json
 import re
@@ -144,6 +145,7 @@ def _decode(name: str, data: bytes, path: str) -> TagContents:
             "and an object of metadata",
             path=path,
         )
+    assert isinstance(version, int)  # checked just above
     return TagContents(
         name=name,
         version=version,
@@ -282,7 +284,7 @@ class Tags:
     def list(self) -> dict[str, dict]:
         return {n: t.as_dict() for n, t in read_all_tags(self.root).items()}
 
-    def list_ordered(self, order: str | None = None) -> list[tuple[str, dict]]:
+    def list_ordered(self, order: str | None = None) -> builtins.list[tuple[str, dict]]:
         """By version, newest first (``order="asc"`` for oldest first), then by name."""
         if order not in (None, "asc", "desc"):
             raise InvalidArgumentError(f"order must be 'asc' or 'desc', not {order!r}")

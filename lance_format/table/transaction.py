@@ -5,14 +5,14 @@ rather than the resulting state, so that a writer that lost the race for a versi
 whether the winner's change is compatible with its own (:mod:`.conflicts`) and, if it is,
 re-apply its change on top of the new latest manifest.
 
-pylance 14 writes each transaction twice, byte for byte the same (digest §10.1, §10.3):
+pylance 14 writes each transaction twice, byte for byte the same (docs/format/table.md):
 
 * ``_transactions/{read_version}-{uuid}.txn`` holds the bare protobuf: no length prefix, no
   footer, no magic;
 * the manifest file embeds the same bytes (``Manifest`` field 23 points at them).
 
 ``read_version`` is the version the change was based on (0, i.e. absent on the wire, for the
-creating write: digest §11.18); fragments that the commit creates carry id 0 until the
+creating write); fragments that the commit creates carry id 0 until the
 manifest builder assigns ids from ``max_fragment_id``.  Creating a tag writes no
 transaction; compaction writes two (ReserveFragments, then Rewrite) with the same read
 version.

@@ -14,18 +14,18 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError, InvalidDataError, SchemaError, UnsupportedError
+from ..errors import InvalidArgumentError, InvalidDataError, SchemaError
 from ..extensions import json_compatible
 from ..pb import table_pb2
 from ..schema import LanceSchema
 from ..structural.column import leaf_fields
 from ..v2_0.decoder import v20_column_fields
 from ..validation import check_arrays
-from ..writer import LanceFileWriter
+from ..version import DEFAULT_VERSION, LanceFileVersion, writable
+from ..writer import DEFAULT_PAGE_BYTES, LanceFileWriter
 from . import paths
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
-WRITABLE_VERSIONS = {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2), "stable": (2, 2)}
 
 
 def to_reader(data, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
@@ -59,15 +59,6 @@ def to_reader(data, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
 
         return pa.RecordBatchReader.from_batches(first.schema, rest())
     raise InvalidArgumentError(f"cannot write data of type {type(data).__name__}")
-
-
-def storage_version(version: str) -> tuple[int, int]:
-    v = WRITABLE_VERSIONS.get(str(version))
-    if v is None:
-        raise UnsupportedError(
-            f"cannot write data storage version {version!r} (supported: 2.1, 2.2, stable)"
-        )
-    return v
 
 
 def check_schema(expected: pa.Schema, got: pa.Schema) -> bool:
@@ -134,7 +125,7 @@ def write_fragments(
     schema: LanceSchema,
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-    data_storage_version: str = "2.2",
+    data_storage_version: str | LanceFileVersion = DEFAULT_VERSION,
     max_page_bytes: int | None = None,
     on_new_file: Callable[[str], None] | None = None,
 ) -> list[table_pb2.DataFragment]:
@@ -146,7 +137,8 @@ def write_fragments(
     file is not created and the write fails as any other."""
     if not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
         raise InvalidArgumentError("max_rows_per_file must be a positive integer")
-    major, minor = storage_version(data_storage_version)
+    version = writable(data_storage_version)
+    major, minor = version.numbers
     arrow_schema = schema.to_dataset_arrow()
     reader = to_reader(data, arrow_schema)
     if check_schema(arrow_schema, reader.schema):
@@ -158,7 +150,7 @@ def write_fragments(
             metadata=reader.schema.metadata,
         )
         reader = pa.RecordBatchReader.from_batches(target, _cast_to(reader, target))
-    leaf_ids = column_field_ids(schema.fields, major, minor)
+    leaf_ids = column_field_ids(schema.fields, version)
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
     writer: LanceFileWriter | None = None
@@ -167,6 +159,7 @@ def write_fragments(
 
     def finish() -> None:
         nonlocal writer
+        assert writer is not None
         result = writer.close()
         writer = None
         fragments.append(
@@ -198,9 +191,9 @@ def write_fragments(
                     writer = LanceFileWriter(
                         path,
                         batch.schema,
-                        version=f"{major}.{minor}",
+                        version=version,
                         lance_schema=schema,
-                        **({"max_page_bytes": max_page_bytes} if max_page_bytes else {}),
+                        max_page_bytes=max_page_bytes or DEFAULT_PAGE_BYTES,
                     )
                     rows = 0
                 take = min(batch.num_rows - pos, max_rows_per_file - rows)
@@ -230,10 +223,10 @@ def remove_fragment_files(root: str, fragments) -> None:
             paths.remove(paths.data_file_path(root, f.path), missing_ok=True)
 
 
-def column_field_ids(fields, major: int, minor: int) -> list[int]:
+def column_field_ids(fields, version: LanceFileVersion) -> list[int]:
     """The field ids a data file's columns hold, in column order (``DataFile.fields``): the
     leaves in 2.1+, every field (parents too) in 2.0."""
-    if (major, minor) == (2, 0):
+    if version == LanceFileVersion.V2_0:
         return [f.id for f in v20_column_fields(fields)]
     return [f.id for f in leaf_fields(fields)]
 

@@ -3,7 +3,7 @@
 Each function decodes entries ``[r0, r1)`` of one page and reads only the bytes it needs:
 Flat values and bitmaps by byte range, Binary offsets for the range (plus the previous end)
 and then just the string bytes they cover.  Compressed buffers and dictionary items are
-read whole.  Byte semantics are in digest §7:
+read whole.  Byte semantics are in docs/format/v2_0.md:
 
 * ``Binary`` / ``List`` offsets are *end* offsets; a null stores ``end + null_adjustment``.
 * ``Dictionary`` indices written by the writer's own dictionary use 0 for null and ``k`` for

@@ -1,7 +1,7 @@
 """Reading fields of a Lance 2.0 data file (``lance.encodings.ArrayEncoding`` pages).
 
-In 2.0 every field has a column of its own, parents included (digest §3.3): a struct's column
-holds ``SimpleStruct`` pages without buffers, a list's column holds the list's end offsets
+In 2.0 every field has a column of its own, parents included (docs/format/container.md): a struct's
+column holds ``SimpleStruct`` pages without buffers, a list's column holds the list's end offsets
 and its child column holds the items.  Only the children of a packed struct have no column
 (the struct's column holds them row-major).  So a field is read by walking the schema:
 
@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..container.metadata import ColumnInfo
 from ..errors import CorruptFileError, InvalidArgumentError, LanceError, UnsupportedError
 from ..schema import LanceField
 from .arrays import decode_array, decode_packed_struct, decode_uints, storage_type
@@ -60,7 +61,7 @@ class _Reader:
     def __init__(
         self,
         column_index: dict[int, int],
-        columns: list,
+        columns: list[ColumnInfo],
         read_ranges: ReadRanges,
         parsed: dict[int, ColumnPages] | None,
     ):
@@ -360,7 +361,7 @@ def _empty(t: pa.DataType) -> pa.Array:
 def decode_v20_field(
     field: LanceField,
     column_index: dict[int, int],
-    columns: list,
+    columns: list[ColumnInfo],
     read_ranges: ReadRanges,
     start: int,
     stop: int,
@@ -368,7 +369,7 @@ def decode_v20_field(
 ) -> pa.Array:
     """Top-level rows [start, stop) of ``field`` from a 2.0 file.
 
-    ``columns[c]`` is the ``lance.file.v2.ColumnMetadata`` of column ``c``;
+    ``columns[c]`` is column ``c`` as the container parsed it (``FileMetadata.columns``);
     ``column_index`` maps field ids to columns; ``read_ranges`` reads (offset, length) pairs.
     """
     reader = _Reader(column_index, columns, read_ranges, parsed)
@@ -384,7 +385,7 @@ def decode_v20_field(
 def take_v20_field(
     field: LanceField,
     column_index: dict[int, int],
-    columns: list,
+    columns: list[ColumnInfo],
     read_ranges: ReadRanges,
     indices: np.ndarray,
     parsed: dict[int, ColumnPages] | None = None,

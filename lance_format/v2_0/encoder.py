@@ -1,6 +1,6 @@
 """Encoding fields of a Lance 2.0 data file: one column per field, ``ArrayEncoding`` pages.
 
-The writer side of :mod:`.decoder` and :mod:`.arrays` (digest §3.3, §7).  A slice of rows of a
+The writer side of :mod:`.decoder` and :mod:`.arrays` (docs/format/v2_0.md).  A slice of rows of a
 top-level field becomes one page in *every* column of the field, in
 :func:`~.decoder.v20_column_fields` order.  Keeping the pages of a parent and its children
 cut at the same rows is what pylance's 2.0 reader needs: an item page may not be shared by
@@ -252,6 +252,7 @@ def _variable_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _binary(arr: pa.Array, bufs: _Buffers, opts: ColumnOptions) -> pb.ArrayEncoding:
+    data: np.ndarray | bytes
     offsets, data = _variable_parts(arr)
     adjust = len(data) + 1
     ends = offsets[1:].astype(np.uint64)
@@ -379,6 +380,7 @@ def _packed_struct(arr: pa.StructArray, bufs: _Buffers) -> pb.ArrayEncoding:
                 "stores no child validity"
             )
         bits = _packed_bits(child.type)
+        assert bits is not None  # unstorable() refused other children before any data
         columns.append(_packed_child_bytes(child).reshape(n, bits // 8))
         inner.append(
             pb.ArrayEncoding(
@@ -418,7 +420,9 @@ def _packed_child_bytes(arr: pa.Array) -> np.ndarray:
         return _packed_child_bytes(
             arr.values.slice(arr.offset * t.list_size, len(arr) * t.list_size)
         )
-    width = _flat_bits(t) // 8
+    bits = _flat_bits(t)
+    assert bits is not None  # only whole-byte types reach here (see _packed_bits)
+    width = bits // 8
     return _bytes(arr.buffers()[1])[arr.offset * width : (arr.offset + len(arr)) * width]
 
 

@@ -3,19 +3,18 @@
 
 2.0 differs from 2.1+ only in what is wrapped (an ``ArrayEncoding`` per page), in
 ``Page.length`` (entries of the column, not top-level rows), in ``Page.priority`` (always
-0), in the column encoding of a blob column (``ColumnEncoding.blob``) (digest §3.1) and in
-the single page of a struct's column.
+0), in the column encoding of a blob column (``ColumnEncoding.blob``) (docs/format/container.md) and
+in the single page of a struct's column.
 """
 
 from __future__ import annotations
 
 from google.protobuf import empty_pb2
 
-from ..container.metadata import wrap_encoding
+from ..container.metadata import ARRAY_ENCODING_URL, COLUMN_ENCODING_URL, wrap_encoding
 from ..pb import encodings_v2_0_pb2 as pb
 from ..pb import file2_pb2
 from ..schema import LanceField, is_blob_leaf
-from .pages import ARRAY_ENCODING_URL, COLUMN_ENCODING_URL
 
 
 def page_entry(

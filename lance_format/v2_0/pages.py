@@ -1,8 +1,8 @@
 """Pages of a 2.0 column: their row ranges, encodings and lazily read buffers.
 
 In 2.0 every page of a column carries a nested ``lance.encodings.ArrayEncoding`` whose
-``Buffer`` leaves point at the page's buffers (digest §7).  ``Page.length`` counts the entries
-of *that* column (items for a list's child column), and pages of different columns are
+``Buffer`` leaves point at the page's buffers (docs/format/v2_0.md).  ``Page.length`` counts the
+entries of *that* column (items for a list's child column), and pages of different columns are
 independent, so each column keeps its own cumulative page starts.
 """
 
@@ -12,35 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from google.protobuf import any_pb2
-from google.protobuf.message import DecodeError, Message
 
+from ..container.metadata import ColumnInfo
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_0_pb2 as pb
 
 ReadRanges = Callable[[list[tuple[int, int]]], list[bytes]]
-
-ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
-COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
-
-
-def _parse_any(enc, cls: type[Message], url: str, what: str) -> Message | None:
-    """Unwrap ``Encoding{direct{Any}}``; None when the column has no encoding at all."""
-    kind = enc.WhichOneof("location")
-    if kind is None or kind == "none":
-        return None
-    if kind != "direct":
-        raise UnsupportedError(f"{what}: deferred (indirect) encodings are not supported")
-    try:
-        wrapped = any_pb2.Any()
-        wrapped.ParseFromString(enc.direct.encoding)
-        if wrapped.type_url != url:
-            raise UnsupportedError(f"{what}: expected {url}, found {wrapped.type_url!r}")
-        msg = cls()
-        msg.ParseFromString(wrapped.value)
-    except (DecodeError, RuntimeError, ValueError) as exc:
-        raise CorruptFileError(f"cannot parse {what}: {exc}") from exc
-    return msg
 
 
 @dataclass
@@ -67,30 +44,30 @@ class ColumnPages:
         return range(max(first, 0), min(last, len(self.lengths)))
 
 
-def _buffers(offsets, sizes, what: str) -> list[tuple[int, int]]:
-    if len(offsets) != len(sizes):
-        raise CorruptFileError(f"{what}: {len(offsets)} buffer offsets but {len(sizes)} sizes")
-    return [(int(o), int(s)) for o, s in zip(offsets, sizes, strict=True)]
-
-
-def parse_column(meta, col: int) -> ColumnPages:
-    """Parse a ``lance.file.v2.ColumnMetadata`` holding 2.0 pages."""
+def parse_column(info: ColumnInfo, col: int) -> ColumnPages:
+    """The 2.0 view of a column the container has parsed (and bounds-checked against the
+    file): each page's encoding must be an ``ArrayEncoding``, the column's a
+    ``ColumnEncoding`` or none."""
     what = f"column {col}"
-    lengths = np.array([int(p.length) for p in meta.pages], dtype=np.int64)
+    lengths = np.array([p.num_rows for p in info.pages], dtype=np.int64)
     starts = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    encodings = []
-    buffers = []
-    for i, page in enumerate(meta.pages):
-        pwhat = f"{what} page {i}"
-        enc = _parse_any(page.encoding, pb.ArrayEncoding, ARRAY_ENCODING_URL, pwhat)
-        if enc is None:
-            raise CorruptFileError(f"{pwhat} has no encoding")
-        encodings.append(enc)
-        buffers.append(_buffers(page.buffer_offsets, page.buffer_sizes, pwhat))
-    col_enc = _parse_any(meta.encoding, pb.ColumnEncoding, COLUMN_ENCODING_URL, what)
-    col_bufs = _buffers(meta.buffer_offsets, meta.buffer_sizes, what)
-    return ColumnPages(lengths, starts, buffers, encodings, col_enc, col_bufs)
+    encodings: list[pb.ArrayEncoding] = []
+    for page in info.pages:
+        if not isinstance(page.encoding, pb.ArrayEncoding):
+            raise UnsupportedError(
+                f"{what} page {page.index}: a 2.0 page needs an ArrayEncoding, found "
+                f"{page.encoding.DESCRIPTOR.full_name}"
+            )
+        encodings.append(page.encoding)
+    col_enc = info.encoding
+    if col_enc is not None and not isinstance(col_enc, pb.ColumnEncoding):
+        raise UnsupportedError(
+            f"{what}: a 2.0 column encoding must be a ColumnEncoding, found "
+            f"{col_enc.DESCRIPTOR.full_name}"
+        )
+    buffers = [p.buffers for p in info.pages]
+    return ColumnPages(lengths, starts, buffers, encodings, col_enc, info.buffers)
 
 
 class PageData:

@@ -20,6 +20,7 @@ from threadpoolctl import threadpool_limits
 from .. import storage
 from ..errors import InvalidArgumentError
 from ..pb import index_pb2
+from ..version import LanceFileVersion
 from ..writer import LanceFileWriter
 
 SAMPLE_RATE = 256  # training rows per centroid, as pylance samples
@@ -179,7 +180,7 @@ def build_ivf(
     data = np.ascontiguousarray(vectors, dtype=np.float32)
     if metric == "cosine":
         norms = np.linalg.norm(data, axis=1, keepdims=True)
-        data = data / np.where(norms == 0, 1, norms)
+        data = np.divide(data, np.where(norms == 0, 1, norms), dtype=np.float32)
     n, dim = data.shape
     train = data[_sample(n, num_partitions * SAMPLE_RATE, rng)]
     centroids, loss = kmeans(train, num_partitions, rng)
@@ -278,7 +279,7 @@ def encode_pq(residual: np.ndarray, codebook: np.ndarray) -> np.ndarray:
 
 def _write(path: str, table: pa.Table, buffers: list[bytes]) -> int:
     """Write one index file (Lance 2.2) with its global buffers; returns its size."""
-    writer = LanceFileWriter(path, table.schema, version="2.2")
+    writer = LanceFileWriter(path, table.schema, version=LanceFileVersion.V2_2)
     for buf in buffers:
         writer.add_global_buffer(buf)
     if table.num_rows:

@@ -283,6 +283,7 @@ class IvfIndex:
         query = q.astype(np.float32)
         if self.metric == "cosine":
             query = query / np.linalg.norm(query)
+        assert self.pq is not None  # an IVF_PQ index
         return self.pq.distances(query - self.centroids[p].astype(np.float32), codes)
 
 

@@ -51,6 +51,7 @@ def scores(
     dots = queries @ x.T  # one sgemm: (m, d) x (d, n)
     if metric == "dot":
         return 1.0 - dots
+    assert x_norm2 is not None  # l2 and cosine need the row norms
     if metric == "l2":
         return x_norm2[None, :] - 2.0 * dots + (q_norms**2)[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -65,6 +66,7 @@ def tolerance(metric: str, x: np.ndarray, x_norm2: np.ndarray | None, q_norm: fl
     eps = 8 * np.finfo(np.float32).eps * np.sqrt(x.shape[1])
     if metric == "cosine":
         return float(eps)
+    assert x_norm2 is not None  # l2 and dot tolerances scale with the row norms
     x_max = float(np.sqrt(np.max(x_norm2)))
     scale = (x_max + q_norm) ** 2 if metric == "l2" else x_max * q_norm + 1.0
     return float(eps * scale)

@@ -77,7 +77,7 @@ def query_array(q: object) -> np.ndarray:
     except (ValueError, TypeError):
         raise InvalidArgumentError("nearest 'q' must be a vector of numbers") from None
     if arr.dtype == object and arr.ndim == 1 and len(arr) and isinstance(arr[0], np.ndarray):
-        arr = np.stack(arr)
+        arr = np.stack(list(arr))
     if arr.dtype.kind not in "fiub" or arr.dtype.kind == "b":
         raise InvalidArgumentError(f"nearest 'q' must be a vector of numbers, got {arr.dtype}")
     return arr
@@ -129,7 +129,7 @@ def parse_nearest(nearest: object, schema: pa.Schema) -> NearestQuery:
     use_index = nearest.get("use_index", True)
     if not isinstance(use_index, bool):
         raise InvalidArgumentError(f"nearest 'use_index' must be true or false, got {use_index!r}")
-    k = _positive_int(nearest, "k", DEFAULT_K)
+    k = _positive_int(nearest, "k", DEFAULT_K) or DEFAULT_K
     if k > MAX_K:
         raise InvalidArgumentError(f"nearest 'k' must be at most {MAX_K}, got {k}")
     queries = np.ascontiguousarray(arr.reshape(-1, dim).astype(element))

@@ -77,7 +77,9 @@ class VectorScanner:
                 schema = schema.append(pa.field(meta, kind))
         if not prefilter:
             schema = schema.append(pa.field(DISTANCE, pa.float32()))
-        names = set(compile_filter(flt, schema).top_level_columns)
+        compiled = compile_filter(flt, schema)
+        assert compiled is not None  # flt is a filter
+        names = set(compiled.top_level_columns)
         return [n for n in self.ds.schema.names if n in names]
 
     # -- output schema --------------------------------------------------------------------
@@ -287,6 +289,7 @@ class VectorScanner:
             table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
             if postfilter:
                 compiled = compile_filter(self.options.filter, table.schema)
+                assert compiled is not None  # postfilter implies a filter
                 table = table.filter(pa.array(evaluate_filter(table, compiled.expression)))
             table = table.append_column(
                 QUERY_INDEX, pa.array(np.full(table.num_rows, i, np.int32), pa.int32())
