@@ -269,16 +269,16 @@ class ServerMetrics:
         cache counted since the last refresh.  A failing callback is logged, never raised
         (a scrape must not break)."""
         if self._cache_stats is not None:
-            self._copy(self._cache_stats, self._cache_counters, self._cache_gauges,
-                       self._cache_seen)  # fmt: skip
+            self._copy("search cache", self._cache_stats, self._cache_counters,
+                       self._cache_gauges, self._cache_seen)  # fmt: skip
         if self._page_feed is not None:
-            self._copy(*self._page_feed)
+            self._copy("decoded-page cache", *self._page_feed)
 
-    def _copy(self, stats_fn, counters, gauges, seen: dict[str, float]) -> None:
+    def _copy(self, what: str, stats_fn, counters, gauges, seen: dict[str, float]) -> None:
         try:
             stats = stats_fn()
         except Exception:  # noqa: BLE001
-            log.exception("reading a cache's stats for metrics failed")
+            log.exception("reading the %s's stats for metrics failed", what)
             return
         with self._cache_lock:
             for key, counter in counters.items():
