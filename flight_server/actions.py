@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from lance_format import storage
 from lance_format.container.describe import describe
-from lance_format.errors import LanceError
+from lance_format.errors import IndexExistsError, IndexNotFoundError, LanceError
 from lance_format.schema import LanceSchema
 from lance_format.table import paths, staging, write
 from lance_format.version import DEFAULT_VERSION, LanceFileVersion
@@ -95,7 +95,7 @@ def describe_dataset(ds) -> dict:
                 "id": f.fragment_id,
                 "physical_rows": f.physical_rows,
                 "rows": f.count_rows(),
-                "files": f.data_files(),
+                "files": [d.path for d in f.data_files()],
             }
             for f in frags
         ],
@@ -188,6 +188,84 @@ def drop_columns(ctx: ServiceContext, body: wire.DropColumnsBody) -> dict:
     ds = ctx.catalog.open_to_change(body.dataset)
     ds.drop_columns(list(body.columns))
     return {"dataset": body.dataset, "version": ds.version, "schema": _schema_json(ds.schema)}
+
+
+@action(
+    "create_index",
+    "Train and commit a vector index "
+    '({"dataset", "column", "index_type": "IVF_FLAT"|"IVF_PQ", "name"?, '
+    '"metric"?: "l2"|"cosine"|"dot", "replace"?: false, "num_partitions"?, '
+    '"num_sub_vectors"? (IVF_PQ), "num_bits"?: 8|4}).',
+    mutates=True,
+)
+def create_index(ctx: ServiceContext, body: wire.CreateIndexBody) -> dict:
+    sizes = {
+        key: getattr(body, key)
+        for key in ("num_partitions", "num_sub_vectors", "num_bits")
+        if getattr(body, key) is not None
+    }
+    ds = ctx.catalog.open_to_change(body.dataset)
+    try:
+        new = ds.create_index(
+            body.column,
+            body.index_type,
+            name=body.name,
+            metric=body.metric or "l2",
+            replace=body.replace,
+            **sizes,
+        )
+    except IndexExistsError as exc:
+        raise AlreadyExists(str(exc)) from None
+    return {
+        "dataset": body.dataset,
+        "version": new.version,
+        "index": body.name or f"{body.column}_idx",
+    }
+
+
+@action("drop_index", 'Remove an index from the next version ({"dataset", "name"}).', mutates=True)
+def drop_index(ctx: ServiceContext, body: wire.DropIndexBody) -> dict:
+    ds = ctx.catalog.open_to_change(body.dataset)
+    try:
+        new = ds.drop_index(body.name)
+    except IndexNotFoundError as exc:
+        raise NotFound(str(exc)) from None
+    return {"dataset": body.dataset, "version": new.version, "dropped": body.name}
+
+
+@action(
+    "list_indices",
+    'Every index segment of a version, as pylance\'s list_indices ({"dataset", "version"?}).',
+)
+def list_indices(ctx: ServiceContext, body: wire.DatasetVersionBody) -> dict:
+    ds = ctx.catalog.open(body.dataset, body.version)
+    return {"dataset": body.dataset, "version": ds.version, "indices": _plain(ds.list_indices())}
+
+
+@action(
+    "describe_indices",
+    'One description per index name, as pylance\'s describe_indices ({"dataset", "version"?}).',
+)
+def describe_indices(ctx: ServiceContext, body: wire.DatasetVersionBody) -> dict:
+    ds = ctx.catalog.open(body.dataset, body.version)
+    return {
+        "dataset": body.dataset,
+        "version": ds.version,
+        "indices": _plain(ds.describe_indices()),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: sets as sorted lists, datetimes as ISO 8601."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return value
 
 
 @action(

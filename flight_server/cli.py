@@ -116,7 +116,7 @@ def _inspect_dataset(args: argparse.Namespace) -> int:
 
 def _ranges(numbers: list[int]) -> str:
     """``1-4, 7`` for ``[1, 2, 3, 4, 7]``: a long history stays one line."""
-    out: list[str] = []
+    out: list[tuple[int, int]] = []
     for n in sorted(numbers):
         if out and out[-1][1] == n - 1:
             out[-1] = (out[-1][0], n)

@@ -12,19 +12,16 @@ end of its stream: once the job is aborted (``discard_staged``) or committed, th
 its files and fails with FAILED_PRECONDITION, so a writer its driver forgot cannot leave
 files behind.
 
-Idempotency: the key is stored in the committed transaction's properties, so a retry that
-reaches any server process, even after a restart, finds it and commits nothing more.  The
-newest ``IDEMPOTENCY_WINDOW`` versions (100: retries come seconds or minutes later, not after
-a hundred commits) are searched before the stream is read and again just before committing;
-within one process, puts with the same key are serialised from that second check to the end
-of their commit, so only two processes committing the same key within milliseconds of each
-other could both commit.
+The write itself, with its cleanup, create-race handling and idempotency keys, is the
+library's (:func:`lance_format.table.dataset_write.write_version`, behind
+``lance_format.write_dataset``); this module adapts the wire stream to it (casts to the
+dataset's types, buffer alignment, row counting) and maps its outcome to the PutResult.
 """
 
 from __future__ import annotations
 
 import base64
-import threading
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -32,14 +29,9 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format import storage
-from lance_format.errors import (
-    CommitConflictError,
-    InvalidArgumentError,
-    SchemaError,
-    UnsupportedError,
-)
+from lance_format.errors import DatasetExistsError, SchemaError, UnsupportedError
 from lance_format.schema import LanceSchema
-from lance_format.table import manifest, paths, staging, write
+from lance_format.table import dataset_write, staging, write
 from lance_format.validation import check_arrays
 from lance_format.version import DEFAULT_VERSION, LanceFileVersion, writable
 
@@ -48,22 +40,9 @@ from .catalog import Catalog
 from .errors import AlreadyExists, BadRequest, FailedPrecondition
 from .query import non_negative_int
 
-IDEMPOTENCY_KEY = "lance_flight.idempotency_key"
-ROWS_PROPERTY = "lance_flight.rows"
-IDEMPOTENCY_WINDOW = 100
-MODES = ("create", "append", "overwrite")
+MODES = dataset_write.MODES
 _PUT_KEYS = {"dataset", "mode", "data_storage_version", "max_rows_per_file", "idempotency_key"}
 _PUT_KEYS |= {"stage", "job"}
-_KEY_LOCKS: dict[tuple[str, str], threading.Lock] = {}
-_KEY_LOCKS_GUARD = threading.Lock()
-
-
-def _key_lock(root: str, key: str) -> threading.Lock:
-    with _KEY_LOCKS_GUARD:
-        if len(_KEY_LOCKS) > 10_000:  # forget idle locks now and then
-            for k in [k for k, lock in _KEY_LOCKS.items() if not lock.locked()]:
-                del _KEY_LOCKS[k]
-        return _KEY_LOCKS.setdefault((root, key), threading.Lock())
 
 
 @dataclass
@@ -128,15 +107,9 @@ def check_job_running(job: staging.StagingJob) -> None:
         )
 
 
-def find_idempotent(root: str, key: str) -> dict | None:
-    """The earlier commit carrying ``key`` among the newest versions, if any."""
-    versions = paths.list_versions(root)
-    for entry in reversed(versions[-IDEMPOTENCY_WINDOW:]):
-        txn = manifest.read_manifest(entry.path).transaction
-        if txn is not None and txn.transaction_properties.get(IDEMPOTENCY_KEY) == key:
-            rows = int(txn.transaction_properties.get(ROWS_PROPERTY, "0"))
-            return {"version": entry.version, "rows_written": rows, "duplicate": True}
-    return None
+def _outcome(outcome: dataset_write.WriteOutcome) -> dict:
+    out = {"version": outcome.version, "rows_written": outcome.rows_written}
+    return {**out, "duplicate": True} if outcome.duplicate else out
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
@@ -239,35 +212,18 @@ def ingest(
     root = catalog.path_of(opts.dataset)
     permissions.check_write(opts.dataset)
     if opts.idempotency_key and not opts.stage:
-        earlier = find_idempotent(root, opts.idempotency_key)
+        earlier = dataset_write.find_idempotent(root, opts.idempotency_key)
         if earlier is not None:
             for _ in batches:  # drain: the client is still sending
                 pass
-            return earlier
+            return _outcome(earlier)
     exists = catalog.exists(opts.dataset)
     if opts.mode == "create" and exists:
         raise AlreadyExists(f"dataset {opts.dataset!r} already exists (use mode 'append')")
-    job = staging.StagingJob(root, opts.job) if opts.job else None
-    if job is not None:
-        check_job_running(job)  # before anything is written
-    created_from = _first_missing(root)
-    counted = {"rows": 0, "bytes": 0}
-
-    def counting() -> Iterator[pa.RecordBatch]:
-        for b in batches:
-            counted["rows"] += b.num_rows
-            counted["bytes"] += b.nbytes
-            if on_rows is not None:
-                on_rows(b.num_rows, b.nbytes)
-            check_arrays(b)  # before a cast or a copy reads its offsets
-            if must_cast:  # first: a cast makes new (aligned) buffers of its own
-                b = conform(b, target)
-            yield aligned(b)
-
     current = catalog.open(opts.dataset) if exists else None
     appending = opts.mode == "append" and current is not None
     requested = writable_version(opts.data_storage_version) if opts.data_storage_version else None
-    if appending:
+    if current is not None and appending:
         lance_schema = current.lance_schema
         stored = current.data_storage_version
         target = current.schema
@@ -283,103 +239,98 @@ def ingest(
             f"dataset {opts.dataset!r} stores Lance {stored} files; cannot append {requested}"
         )
     version = writable_version(stored)
-    fragments = []
-    record = job.new_put(current.version if current is not None else 0) if job else None
+
+    def adapted() -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            if on_rows is not None:
+                on_rows(b.num_rows, b.nbytes)
+            check_arrays(b)  # before a cast or a copy reads its offsets
+            if must_cast:  # first: a cast makes new (aligned) buffers of its own
+                b = conform(b, target)
+            yield aligned(b)
+
+    stream = adapted()
+    if opts.stage:
+        read_version = current.version if current is not None else 0
+        return _stage(root, opts, lance_schema, target, stream, read_version, version)
+    if current is not None and appending:  # nothing arrived: nothing to commit
+        first = next((b for b in stream if b.num_rows), None)
+        if first is None:
+            return {"version": current.version, "rows_written": 0}
+        stream = itertools.chain([first], stream)
+    try:
+        outcome = dataset_write.write_version(
+            pa.RecordBatchReader.from_batches(target, stream),
+            root,
+            mode=opts.mode,
+            max_rows_per_file=opts.max_rows_per_file,
+            data_storage_version=None if appending else version,
+            idempotency_key=opts.idempotency_key,
+        )
+    except DatasetExistsError:
+        raise AlreadyExists(
+            f"dataset {opts.dataset!r} was created by another writer meanwhile"
+        ) from None
+    return _outcome(outcome)
+
+
+def _stage(
+    root: str,
+    opts: PutOptions,
+    lance_schema: LanceSchema,
+    target: pa.Schema,
+    stream: Iterator[pa.RecordBatch],
+    read_version: int,
+    version: LanceFileVersion,
+) -> dict:
+    """Write the stream as uncommitted fragments (in ``opts.job``'s registry, if named) and
+    describe them for ``commit_staged``; a failure removes what it wrote."""
+    job = staging.StagingJob(root, opts.job) if opts.job else None
+    if job is not None:
+        check_job_running(job)  # before anything is written
+    created_from = storage.outermost_missing(root)
+    record = job.new_put(read_version) if job else None
+    rows = [0]
+
+    def counted() -> Iterator[pa.RecordBatch]:
+        for b in stream:
+            rows[0] += b.num_rows
+            yield b
 
     def on_new_file(name: str) -> None:
+        assert record is not None and job is not None  # only passed when there is a job
         record.add(name)  # the name first: a crash after this leaves it discoverable
         check_job_running(job)
 
+    fragments: list = []
     try:
         fragments = write.write_fragments(
-            pa.RecordBatchReader.from_batches(target, counting()),
+            pa.RecordBatchReader.from_batches(target, counted()),
             root,
             lance_schema,
             max_rows_per_file=opts.max_rows_per_file,
             data_storage_version=version,
             on_new_file=on_new_file if record is not None else None,
         )
-        if opts.stage:
-            if job is not None:
-                check_job_running(job)  # the job may have ended while the stream ran
-            return {
-                "staged": True,
-                "rows_written": counted["rows"],
-                "read_version": current.version if current is not None else 0,
-                "fragments": [write.fragment_to_json(f) for f in fragments],
-                "schema": base64.b64encode(target.serialize().to_pybytes()).decode(),
-                "data_storage_version": version,
-            }
-        if appending and not fragments:  # nothing arrived: nothing to commit
-            return {"version": current.version, "rows_written": 0}
-        properties = {ROWS_PROPERTY: str(counted["rows"])}
-        if opts.idempotency_key:
-            properties[IDEMPOTENCY_KEY] = opts.idempotency_key
-        staged = dict(
-            mode="append" if appending else "overwrite",
-            read_version=current.version if current is not None else 0,
-            schema=lance_schema,
-            schema_metadata=schema.metadata,
-            data_storage_version=None if appending else version,
-            properties=properties,
-        )
-        result = {"rows_written": counted["rows"]}
-        if not opts.idempotency_key:
-            return {"version": _commit(root, fragments, staged, opts, target), **result}
-        with _key_lock(root, opts.idempotency_key):
-            earlier = find_idempotent(root, opts.idempotency_key)
-            if earlier is None:
-                try:
-                    return {"version": _commit(root, fragments, staged, opts, target), **result}
-                except CommitConflictError:  # a concurrent retry of the same put won?
-                    earlier = find_idempotent(root, opts.idempotency_key)
-                    if earlier is None:
-                        raise
-            write.remove_fragment_files(root, fragments)
-            return earlier
+        if job is not None:
+            check_job_running(job)  # the job may have ended while the stream ran
+        return {
+            "staged": True,
+            "rows_written": rows[0],
+            "read_version": read_version,
+            "fragments": [write.fragment_to_json(f) for f in fragments],
+            "schema": base64.b64encode(target.serialize().to_pybytes()).decode(),
+            "data_storage_version": version,
+        }
     except BaseException as exc:
         write.remove_fragment_files(root, fragments)
         if record is not None:
             record.drop()
-        _remove_empty_dirs(root, created_from, job)
+        job_dirs = (f"{staging.STAGING_DIR}/{job.job}", staging.STAGING_DIR) if job else ()
+        dataset_write.remove_created_dirs(root, created_from, *job_dirs)
         if job is not None and not isinstance(exc, FailedPrecondition):
             check_job_running(job)  # the job's end (which removed our files) is the cause
         raise
-
-
-def _commit(root: str, fragments, staged: dict, opts: PutOptions, target: pa.Schema) -> int:
-    """Commit; a create that lost the race to another creator becomes an append to the
-    dataset the other one made (path puts and ``append``) or ALREADY_EXISTS (``create``)."""
-    try:
-        return staging.commit_staged(root, fragments, **staged).version
-    except InvalidArgumentError:
-        if staged["read_version"] != 0 or not paths.list_versions(root):
-            raise
-    if opts.mode != "append":
-        raise AlreadyExists(f"dataset {opts.dataset!r} was created by another writer meanwhile")
-    latest = paths.list_versions(root)[-1].version
-    theirs = manifest.read_manifest(paths.find_version(root, latest).path)
-    write.check_schema(theirs.schema.to_dataset_arrow(), target)  # what we write them from
-    again = dict(staged, mode="append", read_version=latest, data_storage_version=None)
-    return staging.commit_staged(root, fragments, **again).version
-
-
-def _first_missing(path: str) -> str | None:
-    """The outermost directory of ``path`` that does not exist yet (None: it exists)."""
-    return storage.outermost_missing(path)
-
-
-def _remove_empty_dirs(
-    root: str, created_from: str | None, job: staging.StagingJob | None = None
-) -> None:
-    """After a failed put that created ``root``: remove the directories it made, if empty.
-    Never a recursive delete: another writer may be creating the same dataset."""
-    if created_from is None:
-        return
-    subs = [paths.DATA_DIR, paths.VERSIONS_DIR, paths.TRANSACTIONS_DIR]
-    if job is not None:  # a job's directory holding a marker is not empty: it stays
-        subs = [f"{staging.STAGING_DIR}/{job.job}", staging.STAGING_DIR, *subs]
-    storage.prune(root, tuple(subs), stop=storage.dirname(created_from))
 
 
 def staged_schema(text: str) -> pa.Schema:

@@ -79,7 +79,9 @@ def _entry(fn):
         try:
             if grants is None:
                 return fn(self, context, *args)
-            with permissions.scope(auth_mod.current_user(context).user, grants):
+            identity = auth_mod.current_user(context)
+            assert identity is not None  # grants come from the authenticated call
+            with permissions.scope(identity.user, grants):
                 return fn(self, context, *args)
         except ResourceExhausted:
             self.reclaimer.request()  # the refused message may have been large
@@ -152,6 +154,8 @@ class LanceFlightServer(flight.FlightServerBase):
         else:
             options = {"middleware": observers}
         if tls_cert or tls_key:
+            if tls_cert is None or tls_key is None:
+                raise tls.TLSConfigError("TLS needs both a certificate and a key file")
             options |= tls.tls_server_options(tls_cert, tls_key)
         options |= kwargs
         super().__init__(location, **options)
@@ -304,7 +308,7 @@ class LanceFlightServer(flight.FlightServerBase):
                 if frag is None:
                     raise NotFound(f"version {t.version} has no fragment {t.fragment}")
                 fragments = [frag]
-                if t.start is not None:
+                if t.start is not None and t.stop is not None:  # they go together
                     ranges = {t.fragment: (t.start, t.stop)}
             scanner = ds.scanner(
                 columns=t.columns,

@@ -243,6 +243,21 @@ class DropColumnsBody(DatasetBody):
     columns: Annotated[list[StrictStr], Field(min_length=1)]
 
 
+class CreateIndexBody(DatasetBody):
+    column: Name
+    index_type: Name
+    name: Name | None = None
+    metric: Name | None = None
+    replace: StrictBool = False
+    num_partitions: Positive | None = None
+    num_sub_vectors: Positive | None = None
+    num_bits: Positive | None = None
+
+
+class DropIndexBody(DatasetBody):
+    name: Name
+
+
 class CompactBody(DatasetBody):
     target_rows_per_fragment: Positive | None = None
     materialize_deletions_threshold: Annotated[Number, Field(ge=0, le=1)] | None = None
@@ -286,6 +301,10 @@ ACTION_BODIES: dict[str, type[BaseModel]] = {
     "update": UpdateBody,
     "add_columns": AddColumnsBody,
     "drop_columns": DropColumnsBody,
+    "create_index": CreateIndexBody,
+    "drop_index": DropIndexBody,
+    "list_indices": DatasetVersionBody,
+    "describe_indices": DatasetVersionBody,
     "compact": CompactBody,
     "cleanup": CleanupBody,
     "commit_staged": CommitStagedBody,

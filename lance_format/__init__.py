@@ -4,6 +4,7 @@ from .cache import PageCache, SearchCache
 from .errors import (
     CommitConflictError,
     CorruptFileError,
+    DatasetExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
     InvalidDataError,
@@ -16,13 +17,23 @@ from .errors import (
 from .io import IOStats
 from .reader import LanceFileReader
 from .table.dataset import Dataset, dataset, write_dataset
+from .table.fragment import Fragment as LanceFragment
+from .table.fragment_metadata import FragmentMetadata
+from .table.lance_operation import LanceOperation, Transaction, write_fragments
 from .version import LanceFileVersion
 from .writer import LanceFileWriter, WriteResult
 
+LanceDataset = Dataset  # pylance's name for the class
+
 __all__ = [
     "Dataset",
+    "FragmentMetadata",
+    "LanceDataset",
+    "LanceFragment",
+    "LanceOperation",
     "CommitConflictError",
     "CorruptFileError",
+    "DatasetExistsError",
     "DatasetNotFoundError",
     "IOStats",
     "InvalidArgumentError",
@@ -36,8 +47,10 @@ __all__ = [
     "PageCache",
     "SchemaError",
     "SearchCache",
+    "Transaction",
     "UnsupportedError",
     "WriteResult",
     "dataset",
     "write_dataset",
+    "write_fragments",
 ]

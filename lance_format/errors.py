@@ -62,6 +62,10 @@ class InvalidArgumentError(LanceError, ValueError):
     """The caller asked for something impossible: unknown column, row out of range."""
 
 
+class DatasetExistsError(InvalidArgumentError):
+    """A create found the dataset already there (or lost the race to create it)."""
+
+
 class InvalidDataError(InvalidArgumentError, OSError):
     """Data that cannot be written as given: nulls in a non-nullable field, an invalid Arrow
     array (offsets that go backwards, bad UTF-8, dictionary keys out of range), a shape Lance

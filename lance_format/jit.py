@@ -17,14 +17,16 @@ import numba
 _REGISTRY: list[tuple[Any, tuple[str, ...]]] = []
 
 
-def kernel(*signatures: str) -> Callable[[Callable[..., Any]], Any]:
+def kernel(*signatures: str, **options: Any) -> Callable[[Callable[..., Any]], Any]:
     """Declare a compiled kernel and the numba signatures :func:`warm_up` compiles for it.
 
     The kernel is still dispatched on argument types, so a call with another type compiles a
-    new specialisation rather than failing; list every signature the project calls with."""
+    new specialisation rather than failing; list every signature the project calls with.
+    ``options`` go to ``njit`` (e.g. ``fastmath={"reassoc"}`` so a float reduction may be
+    vectorised, ``error_model="numpy"`` so a division by zero gives inf/NaN)."""
 
     def wrap(fn: Callable[..., Any]) -> Any:
-        compiled = numba.njit(nogil=True, cache=True)(fn)
+        compiled = numba.njit(nogil=True, cache=True, **options)(fn)
         _REGISTRY.append((compiled, signatures))
         return compiled
 

@@ -567,6 +567,11 @@ def test_grants_limit_flight_reads_writes_and_actions(granted):
             ),
             "delete-action": lambda: acts(alice, "delete", dataset="public/a", filter="id < 5"),
             "svc-delete-outside": lambda: acts(svc, "delete", dataset="public/a", filter="id<5"),
+            "create-index-outside": lambda: acts(
+                alice, "create_index", dataset="public/a", column="x", index_type="IVF_FLAT"
+            ),
+            "drop-index-outside": lambda: acts(alice, "drop_index", dataset="public/a", name="i"),
+            "list-indices-unreadable": lambda: acts(alice, "list_indices", dataset="secret/d"),
         }
         for what, call in denied.items():
             with pytest.raises((fl.FlightError, pa.ArrowException)) as info:

@@ -103,3 +103,79 @@ def test_bad_nearest_is_invalid_argument(client, nearest, message):
         client.get_flight_info(cmd(dataset="docs", nearest=nearest))
     assert error_kind(info.value) == "INVALID_ARGUMENT"
     assert "Traceback" not in str(info.value)
+
+
+def _act(client, kind: str, **body) -> dict:
+    import json
+
+    results = client.do_action(fl.Action(kind, json.dumps(body).encode()))
+    return json.loads(next(iter(results)).body.to_pybytes())
+
+
+def test_index_actions_as_pylance(client, root):
+    """create_index, list_indices, describe_indices and drop_index over Flight: pylance
+    lists and uses the index the action built, and searches through it find what
+    pylance's search through it finds."""
+    path = write_vector_dataset(
+        os.path.join(root, "indexed"), n=2000, dim=DIM, seed=21, rows_per_file=1000
+    )
+    out = _act(
+        client,
+        "create_index",
+        dataset="indexed",
+        column="vec",
+        index_type="IVF_PQ",
+        metric="cosine",
+        num_partitions=4,
+        num_sub_vectors=4,
+    )
+    assert out == {"dataset": "indexed", "version": 2, "index": "vec_idx"}
+    theirs = lance.dataset(path)
+    listed = _act(client, "list_indices", dataset="indexed")["indices"]
+    want = theirs.list_indices()
+    for entry in want:
+        entry["fragment_ids"] = sorted(entry["fragment_ids"])
+    assert listed == want
+    (described,) = _act(client, "describe_indices", dataset="indexed")["indices"]
+    (their_description,) = theirs.describe_indices()
+    assert (described["name"], described["index_type"], described["num_rows_indexed"]) == (
+        their_description.name,
+        their_description.index_type,
+        their_description.num_rows_indexed,
+    )
+    q = _query(5)
+    nearest = {"column": "vec", "q": q, "k": 10, "metric": "cosine", "nprobes": 2}
+    assert "ANN" in theirs.scanner(nearest=nearest).explain_plan()
+    got = read_info(
+        client,
+        client.get_flight_info(
+            cmd(dataset="indexed", columns=["id"], nearest={**nearest, "q": q.tolist()})
+        ),
+    )
+    assert (
+        got["id"].to_pylist() == theirs.to_table(columns=["id"], nearest=nearest)["id"].to_pylist()
+    )
+    # refusals leave the data alone
+    for kind, body, error in (
+        ("create_index", {"column": "vec", "index_type": "IVF_PQ"}, "ALREADY_EXISTS"),
+        (
+            "create_index",
+            {"column": "vec", "index_type": "IVF_PQ", "name": "x"},
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "create_index",
+            {"column": "id", "index_type": "IVF_FLAT", "name": "x"},
+            "INVALID_ARGUMENT",
+        ),
+        ("create_index", {"column": "vec"}, "INVALID_ARGUMENT"),
+        ("drop_index", {"name": "nope"}, "NOT_FOUND"),
+    ):
+        with pytest.raises((fl.FlightError, pa.ArrowException)) as info:
+            _act(client, kind, dataset="indexed", **body)
+        assert error_kind(info.value) == error, (kind, body, str(info.value))
+    assert lance.dataset(path).version == 2
+    dropped = _act(client, "drop_index", dataset="indexed", name="vec_idx")
+    assert dropped["version"] == 3
+    assert lance.dataset(path).list_indices() == []
+    assert _act(client, "list_indices", dataset="indexed", version=2)["indices"] == listed

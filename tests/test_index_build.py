@@ -60,6 +60,8 @@ def _recall(ds, truth_ds, queries, metric: str) -> float:
         ("IVF_FLAT", "dot", {}),
         ("IVF_PQ", "l2", {"num_sub_vectors": 8}),
         ("IVF_PQ", "cosine", {"num_sub_vectors": 8}),
+        ("IVF_PQ", "dot", {"num_sub_vectors": 8}),
+        ("IVF_PQ", "l2", {"num_sub_vectors": 8, "num_bits": 4}),
     ],
 )
 def test_pylance_searches_our_index_as_well_as_its_own(pair, index_type, metric, kw):
@@ -314,3 +316,28 @@ def test_pylance_optimizes_and_remaps_our_index(tmp_path, index_type, kw):
             theirs, q, "l2", use_index=False
         )
         assert _ids(open_dataset(uri), q, "l2", nprobes=4) == _ids(theirs, q, "l2", nprobes=4)
+
+
+def test_default_partitions_and_required_parameters_as_pylance(tmp_path):
+    """Without num_partitions both builds take pylance's default (the rows over a per-type
+    target partition size); IVF_PQ without num_sub_vectors is refused by both."""
+    rng = np.random.default_rng(19)
+    n, dim = 20_000, 4
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * dim, "f4")), dim)
+    table = pa.table({"id": pa.array(np.arange(n)), "vec": vec})
+    for index_type, kw in (("IVF_FLAT", {}), ("IVF_PQ", {"num_sub_vectors": 2})):
+        counts = []
+        for name in ("ours", "theirs"):
+            uri = str(tmp_path / f"{name}_{index_type}")
+            lance.write_dataset(table, uri)
+            if name == "ours":
+                open_dataset(uri).create_index("vec", index_type, **kw)
+            else:
+                lance.dataset(uri).create_index("vec", index_type, **kw)
+            stats = lance.dataset(uri).stats.index_stats("vec_idx")["indices"][0]
+            counts.append(len(stats["partitions"]))
+        assert counts[0] == counts[1] > 1
+    with pytest.raises(ValueError, match="num_sub_vectors"):
+        lance.dataset(uri).create_index("vec", "IVF_PQ", replace=True)
+    with pytest.raises(InvalidArgumentError, match="num_sub_vectors"):
+        open_dataset(uri).create_index("vec", "IVF_PQ", replace=True)

@@ -386,7 +386,8 @@ def _same_data(pair: Pair, ids: list[str]) -> None:
 def _query(client, **kw) -> pa.Table:
     kw.setdefault("k", 0)
     kw.setdefault("vector", {})
-    data = client.query_table(QueryTableRequest(id=["q"], **kw)).data
+    kw.setdefault("id", ["q"])
+    data = client.query_table(QueryTableRequest(**kw)).data
     return pa.ipc.open_file(data).read_all()
 
 
@@ -416,8 +417,10 @@ def test_queries_answer_as_pylance(flat):
     for kw in ({"columns": {"column_names": ["nope"]}}, {"filter": "nope > 1"}):
         with pytest.raises(lns.TableColumnNotFoundError):
             _query(flat.ours, **kw)
-    with pytest.raises(lns.UnsupportedOperationError):
-        _query(flat.ours, k=3, vector={"single_vector": [1.0, 2.0]})
+    # a vector query over a table with no vector column: the spec's error, as pylance's
+    assert flat.both(
+        lambda c: _query(c, k=3, vector={"single_vector": [1.0, 2.0]}, vector_column="id")
+    ) == [lns.InvalidInputError, lns.InvalidInputError]
 
 
 def test_large_query_streams_every_row(tmp_path):
@@ -658,7 +661,7 @@ def test_auth_bearer_and_api_key(secured):
         server.url + "/v1/table/t/count_rows", body={"identity": {"api_key": READ_TOKEN}}
     )
     assert (status, body) == (200, 6)
-    status, body = _http(server.url + "/v1/table/t/create_index", body={})
+    status, body = _http(server.url + "/v1/table/t/create_scalar_index", body={})
     assert (status, body["code"]) == (401, 16)
     status, body = _http(
         server.url + "/v1/table/t/count_rows", body={}, headers={"Authorization": "Basic dXNlcjpw"}
@@ -989,3 +992,198 @@ def test_merge_insert_on_a_composite_key_as_pylance(flat):
 def text(record) -> str:
     """The line the server's text formatter writes for ``record``."""
     return LogfmtFormatter().format(record)
+
+
+# -- indexes and vector queries ------------------------------------------------------------
+
+
+def _vectors(n: int, dim: int, seed: int, start: int = 0) -> pa.Table:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    values = pa.array(rng.standard_normal(n * dim).astype("float32"))
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + n), pa.int64()),
+            "label": [f"r{i % 7}" for i in range(start, start + n)],
+            "vec": pa.FixedSizeListArray.from_arrays(values, dim),
+        }
+    )
+
+
+def _indices(url: str, table: str) -> list:
+    api = lnc.TableApi(lnc.ApiClient(lnc.Configuration(host=url)))
+    return api.list_table_indices(table, lnc.ListTableIndicesRequest(id=[table])).indexes
+
+
+def _comparable(content) -> dict:
+    """An IndexContent without what differs between two builds (uuid, size, time) and
+    pylance's runtime hints (build parameters it records and we do not)."""
+    out = content.to_dict()
+    for key in ("index_uuid", "size_bytes", "created_at"):
+        assert out.pop(key) is not None, key
+    details = json.loads(out.pop("index_details"))
+    details.pop("runtime_hints", None)
+    return {**out, "index_details": details}
+
+
+def test_index_operations_answer_as_pylance(flat):
+    """CreateTableIndex, ListTableIndices, DescribeTableIndexStats and DropTableIndex on
+    the same table through both servers: the same indexes listed, the same statistics, the
+    same errors."""
+    from lance_namespace import (
+        CreateTableIndexRequest,
+        DescribeTableIndexStatsRequest,
+        DropTableIndexRequest,
+    )
+
+    both = flat.both
+    for client in (flat.ours, flat.theirs):
+        client.create_table(CreateTableRequest(id=["v"]), _ipc(_vectors(1200, 16, seed=1)))
+    # 16 sub-vectors of one dimension: pylance's adapter builds that whatever it is asked
+    pq = CreateTableIndexRequest(
+        id=["v"],
+        column="vec",
+        index_type="IVF_PQ",
+        distance_type="cosine",
+        num_partitions=2,
+        num_sub_vectors=16,
+    )
+    flat_index = CreateTableIndexRequest(
+        id=["v"], column="vec", index_type="IVF_FLAT", name="flat", num_partitions=2
+    )
+    for req in (pq, flat_index):
+        ours, theirs = both(lambda c, req=req: c.create_table_index(req))
+        assert ours.transaction_id and theirs.transaction_id
+    assert both(lambda c: c.create_table_index(pq)) == [lns.TableIndexAlreadyExistsError] * 2
+    ours, theirs = (
+        _indices(flat.server.url, "v"),
+        _indices(f"http://127.0.0.1:{flat.adapter.port}", "v"),
+    )
+    assert [_comparable(i) for i in ours] == [_comparable(i) for i in theirs]
+    assert [i.index_name for i in ours] == ["flat", "vec_idx"]
+    # rows appended after the build are unindexed, for both
+    for client in (flat.ours, flat.theirs):
+        client.insert_into_table(InsertIntoTableRequest(id=["v"]), _ipc(_vectors(50, 16, 2, 1200)))
+    for name, metric in (("vec_idx", "cosine"), ("flat", "l2")):
+        req = DescribeTableIndexStatsRequest(id=["v"], index_name=name)
+        ours, theirs = both(lambda c, req=req: c.describe_table_index_stats(req))
+        # the spec's distance_type (pylance 14's adapter leaves it out)
+        assert (ours.distance_type, theirs.distance_type) == (metric, None)
+        ours.distance_type = None
+        assert ours == theirs
+        assert (ours.num_indexed_rows, ours.num_unindexed_rows, ours.num_indices) == (1200, 50, 1)
+    missing = DescribeTableIndexStatsRequest(id=["v"], index_name="nope")
+    assert (
+        both(lambda c: c.describe_table_index_stats(missing)) == [lns.TableIndexNotFoundError] * 2
+    )
+    drop = DropTableIndexRequest(id=["v"], index_name="flat")
+    ours, theirs = both(lambda c: c.drop_table_index(drop))
+    assert ours.transaction_id and theirs.transaction_id
+    assert both(lambda c: c.drop_table_index(drop)) == [lns.TableIndexNotFoundError] * 2
+    assert [i.index_name for i in _indices(flat.server.url, "v")] == ["vec_idx"]
+    # pylance reads what our server built and dropped
+    assert [
+        i.name for i in lance.dataset(os.path.join(flat.our_root, "v.lance")).describe_indices()
+    ] == ["vec_idx"]
+    # what this server does not build is refused with the spec's error, nothing committed
+    version = lance.dataset(os.path.join(flat.our_root, "v.lance")).version
+    for bad, error in (
+        ({"index_type": "BTREE", "column": "id"}, lns.UnsupportedOperationError),
+        ({"index_type": "IVF_HNSW_SQ", "column": "vec"}, lns.UnsupportedOperationError),
+        ({"index_type": "IVF_PQ", "column": "vec", "name": "x"}, lns.InvalidInputError),
+        ({"index_type": "IVF_FLAT", "column": "id", "name": "x"}, lns.InvalidInputError),
+    ):
+        with pytest.raises(error):
+            flat.ours.create_table_index(CreateTableIndexRequest(id=["v"], **bad))
+    assert lance.dataset(os.path.join(flat.our_root, "v.lance")).version == version
+
+
+def test_vector_queries_answer_as_pylance(flat):
+    """QueryTable's vector fields over a copy of one table with an index our server built:
+    pylance's adapter and our server return the same rows and distances."""
+    import shutil
+
+    import numpy as np
+    from lance_namespace import CreateTableIndexRequest
+
+    flat.ours.create_table(CreateTableRequest(id=["v"]), _ipc(_vectors(1500, 16, seed=3)))
+    flat.ours.create_table_index(
+        CreateTableIndexRequest(
+            id=["v"], column="vec", index_type="IVF_PQ", num_partitions=4, num_sub_vectors=4
+        )
+    )
+    flat.ours.insert_into_table(InsertIntoTableRequest(id=["v"]), _ipc(_vectors(60, 16, 4, 1500)))
+    shutil.copytree(
+        os.path.join(flat.our_root, "v.lance"), os.path.join(flat.their_root, "v.lance")
+    )
+    q = np.random.default_rng(9).standard_normal(16).astype("float32").tolist()
+    base = {"vector": {"single_vector": q}, "vector_column": "vec", "k": 7}
+    cases = [
+        {},
+        {"columns": {"column_names": ["id"]}, "nprobes": 2},
+        {"with_row_id": True, "nprobes": 1, "refine_factor": 3},
+        {"filter": "label = 'r2'", "prefilter": True, "nprobes": 2},
+        {"filter": "label = 'r2'", "columns": {"column_names": ["id", "label"]}},
+        {"bypass_vector_index": True, "distance_type": "dot"},
+        {"fast_search": True, "nprobes": 4},
+        {"offset": 3, "distance_type": "l2", "columns": {"column_names": ["id"]}},
+        {"columns": {"column_aliases": {"key": "id"}}, "nprobes": 3},
+    ]
+    for kw in cases:
+        ours, theirs = (
+            _query(flat.ours, id=["v"], **{**base, **kw}),
+            _query(flat.theirs, id=["v"], **{**base, **kw}),
+        )
+        assert ours.schema.names == theirs.schema.names, kw
+        assert ours["_distance"].type == pa.float32()
+        for name in ours.schema.names:
+            if name == "_distance":
+                np.testing.assert_allclose(
+                    ours[name].to_numpy(), theirs[name].to_numpy(), rtol=2e-5, atol=1e-5
+                )
+            else:
+                assert ours[name].to_pylist() == theirs[name].to_pylist(), (kw, name)
+    # the same errors for a wrong dimension, an unknown metric or column
+    for kw in (
+        {"vector": {"single_vector": q[:3]}},
+        {"distance_type": "manhattan"},
+        {"vector_column": "nope"},
+    ):
+        assert flat.both(lambda c, kw=kw: _query(c, id=["v"], **{**base, **kw}))[0] in (
+            lns.InvalidInputError,
+            lns.TableColumnNotFoundError,
+        )
+    # options this server does not implement are refused, never ignored
+    for kw in ({"vector": {"multi_vector": [q, q]}}, {"lower_bound": 0.5}, {"ef": 10}):
+        with pytest.raises(lns.UnsupportedOperationError):
+            _query(flat.ours, id=["v"], **{**base, **kw})
+
+
+def test_merge_insert_timeout_and_use_index(flat):
+    """MergeInsert's ``timeout`` bounds its retries and ``use_index`` is a lookup hint: the
+    rows changed are pylance's; a timeout that is not a duration is invalid input."""
+    for client in (flat.ours, flat.theirs):
+        client.create_table(CreateTableRequest(id=["t"]), _ipc(_table(0, 6)))
+    for use_index in (True, False):
+        req = MergeInsertIntoTableRequest(
+            id=["t"],
+            on=["id"],
+            when_matched_update_all=True,
+            when_not_matched_insert_all=True,
+            timeout="30s",
+            use_index=use_index,
+        )
+        ours, theirs = flat.both(
+            lambda c, req=req: c.merge_insert_into_table(req, _ipc(_table(4, 4)))
+        )
+        assert (ours.num_updated_rows, ours.num_inserted_rows) == (
+            theirs.num_updated_rows,
+            theirs.num_inserted_rows,
+        )
+        _same_rows(flat, ["t"])
+    bad = MergeInsertIntoTableRequest(
+        id=["t"], on=["id"], when_not_matched_insert_all=True, timeout="soon"
+    )
+    with pytest.raises(lns.InvalidInputError):
+        flat.ours.merge_insert_into_table(bad, _ipc(_table(50, 1)))

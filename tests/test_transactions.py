@@ -33,7 +33,7 @@ from lance_format.errors import (
     RetryableCommitConflictError,
 )
 from lance_format.pb import table_pb2, transaction_pb2
-from lance_format.table import conflicts, deletion, manifest, paths
+from lance_format.table import conflicts, deletion, manifest, operations, paths
 from lance_format.table import transaction as tx
 from lance_format.table.conflicts import COMPATIBLE, CONFLICT, MERGE_DELETIONS, RETRYABLE
 
@@ -235,7 +235,7 @@ def test_update_config_and_index(history):
     assert isinstance(idx, tx.CreateIndex)
     (new,) = idx.new_indices
     assert (new.name, list(new.fields)) == ("a_idx", [0])
-    assert conflicts._fragment_bitmap(new) == {7, 8}
+    assert operations.fragment_bitmap(new) == {7, 8}
     assert [i.name for i in lance.dataset(uri).describe_indices()] == ["a_idx"]
 
 

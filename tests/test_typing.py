@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED = ["lance_format"]
+CHECKED = ["lance_format", "flight_server"]
 
 
 def test_mypy_passes() -> None:

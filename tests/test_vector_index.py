@@ -1,7 +1,7 @@
-"""Searching through pylance-built IVF_FLAT and IVF_PQ indexes: the same partitions probed for
-the same ``nprobes``, the same PQ distances and refine step, deleted rows dropped, fragments
-the index does not cover searched exactly and merged; pylance's search over the same index is
-the oracle."""
+"""Searching through pylance-built IVF_FLAT, IVF_PQ and IVF_SQ indexes: the same partitions
+probed for the same ``nprobes``, the same PQ and SQ distances and refine step, deleted rows
+dropped, fragments the index does not cover searched exactly and merged; pylance's search
+over the same index is the oracle."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ DIM = 16
         ("IVF_PQ", "cosine", False, 8),
         ("IVF_PQ", "cosine", True, 8),
         ("IVF_PQ", "l2", False, 4),  # two codes a byte
+        ("IVF_PQ", "dot", False, 8),  # codes of the vectors, not of residuals
+        ("IVF_SQ", "l2", False, None),  # one byte a dimension: SQ distances are reported
+        ("IVF_SQ", "dot", False, None),
     ],
     ids=lambda p: f"{p[0]}{p[3] or ''}-{p[1]}-{'appended' if p[2] else 'covered'}",
 )
@@ -161,3 +164,18 @@ def test_stable_row_ids(tmp_path, index_type):
             want = theirs.to_table(nearest=nearest, with_row_id=True, **kw)
             got = ours.to_table(nearest=nearest, with_row_id=True, **kw)
             assert got.select(["id", "_rowid"]).equals(want.select(["id", "_rowid"]))
+
+
+def test_default_metric_and_fast_search_as_pylance(indexed):
+    """Without a metric the search takes its index's (pylance's rule); fast_search leaves
+    out the rows no index covers."""
+    theirs, ours = lance.dataset(indexed), open_dataset(indexed)
+    q = np.random.default_rng(31).standard_normal(DIM).astype(np.float32)
+    for kw in ({}, {"fast_search": True}):
+        nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 3}
+        want = theirs.to_table(nearest=nearest, with_row_id=True, **kw)
+        got = ours.to_table(nearest=nearest, with_row_id=True, **kw)
+        assert got["_rowid"].to_pylist() == want["_rowid"].to_pylist(), kw
+        np.testing.assert_allclose(
+            got["_distance"].to_numpy(), want["_distance"].to_numpy(), rtol=2e-5, atol=1e-5
+        )

@@ -297,3 +297,17 @@ def test_candidate_memory_is_bounded_before_searching(f32):
         open_dataset(f32).to_table(nearest={"column": "vec", "q": q, "k": 1 << 20})
     with pytest.raises(InvalidArgumentError, match="at most"):
         open_dataset(f32).to_table(nearest={"column": "vec", "q": q[0], "k": (1 << 20) + 1})
+
+
+def test_fast_search_without_an_index_finds_nothing(f32, queries):
+    """fast_search searches only what an index covers: with none, no rows (pylance's
+    answer); a plain scan refuses the option it has no use for."""
+    theirs, ours = _both(
+        f32, columns=["id"], fast_search=True, nearest={"column": "vec", "q": queries[0]}
+    )
+    assert theirs.num_rows == 0
+    _assert_same(theirs, ours)
+    from lance_format.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError):
+        open_dataset(f32).to_table(fast_search=True)

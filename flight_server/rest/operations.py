@@ -4,8 +4,9 @@ stream for QueryTable).
 
 Handlers run on worker threads and use the format layer's public dataset API (``dataset``,
 ``write_dataset``, ``delete``, ``restore``, tags, ``add_columns``/``drop_columns``, the
-scanner, ``alter_columns``, ``update``, ``merge_insert``); what it lacks (indexes, vector
-search) is answered as unsupported.  Files are reached only through :mod:`lance_format.storage`, so a
+scanner with its ``nearest`` search, ``alter_columns``, ``update``, ``merge_insert``,
+``create_index``/``drop_index``/``describe_indices``); what it lacks (scalar and full-text
+indexes) is answered as unsupported.  Files are reached only through :mod:`lance_format.storage`, so a
 root on an object store serves the same way as a local one.  Each handler checks the
 caller's grant (:mod:`flight_server.permissions`) before it looks at a table: a name outside
 the grant is PERMISSION_DENIED whether or not it exists, and listings leave it out.
@@ -13,7 +14,10 @@ the grant is PERMISSION_DENIED whether or not it exists, and listings leave it o
 
 from __future__ import annotations
 
+import datetime
 import io
+import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -22,10 +26,16 @@ import pyarrow as pa
 from lance_namespace.errors import ErrorCode
 
 from lance_format import storage
-from lance_format.errors import InvalidArgumentError, LanceIOError, ObjectNotFoundError
+from lance_format.errors import (
+    IndexExistsError,
+    IndexNotFoundError,
+    InvalidArgumentError,
+    LanceIOError,
+    ObjectNotFoundError,
+)
 from lance_format.table import paths, tags
 from lance_format.table.dataset import Dataset, write_dataset
-from lance_format.table.scanner import ROW_ID
+from lance_format.vector.ivf import index_metric, vector_details
 
 from .. import permissions
 from ..catalog import Catalog
@@ -36,6 +46,25 @@ from .naming import NAMESPACE_MARKER, TABLE_SUFFIX, Layout, TableRef, is_dataset
 from .schema_json import schema_to_json
 
 MAX_PAGE = 10_000  # entries per list page when the client sets no limit
+BUILT_INDEXES = ("IVF_FLAT", "IVF_PQ")
+# CreateTableIndex tuning fields: accepted at the values the build uses
+TUNING_DEFAULTS = {"sample_rate": 256, "max_iterations": 50}
+# CreateTableIndex fields of index types not built here (HNSW, full-text)
+UNBUILT_FIELDS = (
+    "m",
+    "ef_construction",
+    "with_position",
+    "base_tokenizer",
+    "language",
+    "max_token_length",
+    "lower_case",
+    "stem",
+    "remove_stop_words",
+    "ascii_folding",
+)
+# QueryTable vector options this server does not implement
+UNSEARCHED_FIELDS = ("lower_bound", "upper_bound", "ef", "minimum_nprobes", "maximum_nprobes")
+DEFAULT_VECTOR_COLUMN = "vector"  # pylance's, when a query names no column
 
 
 @dataclass
@@ -50,6 +79,7 @@ class Call:
     data: IO[bytes] | None = None
     # every value of a parameter the spec lets repeat (MergeInsert's composite ``on`` key)
     repeated: dict[str, list[str]] = field(default_factory=dict)
+    index_name: str | None = None  # the route's ``{index_name}``
 
     def flag(self, name: str, default: bool = False) -> bool:
         value = self.params.get(name)
@@ -472,9 +502,15 @@ class Operations:
         by_source = call.flag("when_not_matched_by_source_delete")
         matched_filter = call.params.get("when_matched_update_all_filt") or None
         source_filter = call.params.get("when_not_matched_by_source_delete_filt") or None
+        # use_index only lets a server look keys up in a scalar index; the join here reads
+        # the keys either way, so both answers are the same rows
+        call.flag("use_index", True)
+        timeout = _duration(call.params.get("timeout"))
         counted = _Counted(_ipc_reader(call.data, "MergeInsertIntoTable"), self.max_batch_bytes)
         ds = self._open(ref, to_change=True)
         builder = ds.merge_insert(on)
+        if timeout is not None:  # the time spent retrying after conflicts, as pylance's
+            builder = builder.retry_timeout(timeout)
         if matched or matched_filter:
             builder = builder.when_matched_update_all(matched_filter)
         if insert:
@@ -497,9 +533,6 @@ class Operations:
     def query_table(self, call: Call) -> ArrowResult:
         req = call.model
         ref = self._table(call.ids)
-        vector = req.vector
-        if vector is not None and (vector.single_vector or vector.multi_vector):
-            raise unsupported("vector search (QueryTable with a vector)")
         if req.full_text_query is not None:
             raise unsupported("full-text search (QueryTable with full_text_query)")
         ds = self._open(ref, req.version)
@@ -510,23 +543,120 @@ class Operations:
                 columns = list(renames.values())
             elif req.columns.column_names is not None:
                 columns = list(req.columns.column_names)
-        scanner = ds.scanner(
-            columns=columns,
-            filter=req.filter or None,
-            limit=req.k or None,
-            offset=req.offset or None,
-            with_row_id=bool(req.with_row_id),
-        )
+        search = _nearest(req)
+        if search is None:
+            scanner = ds.scanner(
+                columns=columns,
+                filter=req.filter or None,
+                limit=req.k or None,
+                offset=req.offset or None,
+                with_row_id=bool(req.with_row_id),
+            )
+        else:
+            scanner = ds.scanner(
+                columns=columns,
+                filter=req.filter or None,
+                offset=req.offset or None,
+                with_row_id=bool(req.with_row_id),
+                prefilter=bool(req.prefilter),
+                fast_search=bool(req.fast_search),
+                nearest=search,
+            )
         schema = scanner.schema
         batches = scanner.to_batches()
         if renames:
-            names = list(renames.keys()) + ([ROW_ID] if req.with_row_id else [])
+            extra = [n for n in schema.names[len(renames) :]]  # _distance, _rowid
+            names = list(renames.keys()) + extra
             schema = pa.schema(
                 [f.with_name(n) for f, n in zip(schema, names, strict=True)],
                 metadata=schema.metadata,
             )
             batches = (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in batches)
         return ArrowResult(schema, batches)
+
+    # -- indexes ----------------------------------------------------------------------------
+
+    def create_table_index(self, call: Call) -> dict:
+        req = call.model
+        ref = self._table(call.ids, write=True)
+        index_type = req.index_type.upper()
+        if index_type not in BUILT_INDEXES:
+            raise unsupported(
+                f"{req.index_type} indexes", f"the server builds {', '.join(BUILT_INDEXES)}"
+            )
+        for key, default in TUNING_DEFAULTS.items():
+            value = getattr(req, key, None)
+            if value is not None and value != default:
+                raise unsupported(f"CreateTableIndex with {key}={value}", f"it is {default}")
+        given = sorted(k for k in UNBUILT_FIELDS if getattr(req, k, None) is not None)
+        if given:
+            raise unsupported(f"CreateTableIndex with {', '.join(given)}", "no such index built")
+        ds = self._open(ref, to_change=True)
+        partitions = req.num_partitions
+        if partitions is None and req.target_partition_size is not None:
+            partitions = min(max(1, ds.count_rows() // req.target_partition_size), 4096)
+        options: dict[str, Any] = {"num_partitions": partitions}
+        if req.num_sub_vectors is not None:
+            options["num_sub_vectors"] = req.num_sub_vectors
+        if req.num_bits is not None:
+            options["num_bits"] = req.num_bits
+        try:
+            new = ds.create_index(
+                req.column,
+                index_type,
+                name=req.name,
+                metric=req.distance_type or "l2",
+                **options,
+            )
+        except IndexExistsError as exc:
+            raise RestError(ErrorCode.TABLE_INDEX_ALREADY_EXISTS, str(exc)) from None
+        return {"transaction_id": _transaction_id(new)}
+
+    def list_table_indices(self, call: Call) -> dict:
+        ref = self._table(call.ids)
+        ds = self._open(ref, getattr(call.model, "version", None))
+        entries = {e["name"]: e for e in ds.describe_indices()}
+        listed = {e["name"]: e for e in ds.list_indices()}
+        total = ds.count_rows()
+        page = _page(sorted(entries), call)
+        metas = {m.name: m for m in ds.manifest.indices}
+        out: dict = {
+            "indexes": [
+                _index_content(entries[n], listed[n], vector_details(metas[n]), total)
+                for n in page["items"]
+            ]
+        }
+        if "page_token" in page:
+            out["page_token"] = page["page_token"]
+        return out
+
+    def describe_table_index_stats(self, call: Call) -> dict:
+        ref = self._table(call.ids)
+        ds = self._open(ref, getattr(call.model, "version", None))
+        name = call.index_name
+        entry = next((e for e in ds.describe_indices() if e["name"] == name), None)
+        if entry is None:
+            raise RestError(ErrorCode.TABLE_INDEX_NOT_FOUND, f"no index named {name!r}")
+        out = {
+            "index_type": entry["index_type"],
+            "num_indexed_rows": entry["num_rows_indexed"],
+            "num_unindexed_rows": ds.count_rows() - entry["num_rows_indexed"],
+            "num_indices": entry["num_segments"],
+        }
+        meta = next(m for m in ds.manifest.indices if m.name == name)
+        if meta.index_details.type_url.endswith("VectorIndexDetails"):
+            out["distance_type"] = index_metric(ds.uri, meta)
+        return out
+
+    def drop_table_index(self, call: Call) -> dict:
+        ref = self._table(call.ids, write=True)
+        ds = self._open(ref, to_change=True)
+        assert call.index_name is not None  # the route's {index_name}
+        try:
+            new = ds.drop_index(call.index_name)
+        except IndexNotFoundError as exc:
+            raise RestError(ErrorCode.TABLE_INDEX_NOT_FOUND, str(exc)) from None
+        return {"transaction_id": _transaction_id(new)}
 
     # -- schema -----------------------------------------------------------------------------
 
@@ -586,6 +716,64 @@ def _drop_directory(ref: TableRef) -> None:
 def _contents(path: str) -> list[str]:
     """What a namespace holds besides its marker."""
     return [n for n in storage.list_names(path) if n != NAMESPACE_MARKER]
+
+
+def _nearest(req: Any) -> dict | None:
+    """QueryTable's vector fields as a ``nearest`` search (None without a vector); the
+    options this server does not implement are refused, never ignored."""
+    vector = req.vector
+    if vector is None or (vector.single_vector is None and vector.multi_vector is None):
+        return None
+    if vector.multi_vector:
+        raise unsupported("multi-vector queries (QueryTable with multi_vector)")
+    given = [k for k in UNSEARCHED_FIELDS if getattr(req, k, None) is not None]
+    if given:
+        raise unsupported(f"QueryTable with {', '.join(given)}")
+    return {
+        "column": req.vector_column or DEFAULT_VECTOR_COLUMN,
+        "q": list(vector.single_vector),
+        "k": req.k,
+        "metric": req.distance_type or None,
+        "nprobes": req.nprobes or None,
+        "refine_factor": req.refine_factor or None,
+        "use_index": not req.bypass_vector_index,
+    }
+
+
+def _index_content(entry: dict, listed: dict, details: dict, total_rows: int) -> dict:
+    """An ``IndexContent`` of ListTableIndices, as pylance's adapter fills it."""
+    created = [s["created_at"] for s in entry["segments"] if s["created_at"] is not None]
+    return {
+        "index_name": entry["name"],
+        "index_uuid": listed["uuid"],
+        "columns": entry["field_names"],
+        "status": "SUCCEEDED",
+        "index_type": entry["index_type"],
+        "type_url": entry["type_url"],
+        "num_indexed_rows": entry["num_rows_indexed"],
+        "num_unindexed_rows": total_rows - entry["num_rows_indexed"],
+        "size_bytes": entry["total_size_bytes"],
+        "num_segments": entry["num_segments"],
+        **({"created_at": min(created).isoformat()} if created else {}),
+        "index_version": entry["segments"][0]["index_version"] or 0,
+        "index_details": json.dumps(details, separators=(",", ":")),
+    }
+
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(text: str | None) -> datetime.timedelta | None:
+    """A duration as the spec writes it (``30s``, ``5m``, ``250ms``, ``1h``)."""
+    if text is None or text == "":
+        return None
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
+    if match is None:
+        raise RestError(
+            ErrorCode.INVALID_INPUT, f"timeout {text!r} is not a duration like '30s' or '5m'"
+        )
+    seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2) or "s"]
+    return datetime.timedelta(seconds=seconds)
 
 
 def _uri(path: str) -> str:

@@ -67,7 +67,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -129,6 +129,8 @@ NAME = "lance_flight"
 ROW_ID = "_rowid"
 #: Reuse the connection the descriptor was sent on (Flight's spelling, in endpoint locations).
 _REUSE = "arrow-flight-reuse-connection://?"
+#: How the tasks stage their puts (the ``mode`` of the put command).
+StageMode = Literal["create", "append", "overwrite"]
 
 
 class SparkSchemaError(ValueError):
@@ -335,7 +337,7 @@ def schema_b64(schema: pa.Schema) -> str:
 def staged_put(
     conn: Connection,
     dataset: str,
-    mode: str,
+    mode: StageMode,
     schema: pa.Schema,
     batches: Iterable[pa.RecordBatch],
     options: dict,
@@ -648,7 +650,7 @@ class LanceFlightReader(DataSourceReader):
         )
         return parts
 
-    def read(self, partition: FlightPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, FlightPartition):  # Spark's stand-in for "no endpoints"
             return
         target = spark_arrow_schema(self.spark_schema)
@@ -674,7 +676,8 @@ def _do_get(partition: FlightPartition) -> Iterator[pa.RecordBatch]:
     """
     conn = partition.connection
     last_error: Exception | None = None
-    for location in partition.locations or [None]:
+    locations: list[str | None] = [*partition.locations] or [None]
+    for location in locations:
         client = conn.client(location)
         try:
             try:
@@ -726,7 +729,7 @@ class LanceFlightWriter(DataSourceArrowWriter):
         connection: Connection,
         dataset: str,
         target: pa.Schema,
-        mode: str,
+        mode: StageMode,
         read_version: int | None,
         put_options: dict,
         job: str | None = None,
@@ -759,6 +762,7 @@ class LanceFlightWriter(DataSourceArrowWriter):
         """
         current = dataset_state(connection, dataset)
         spark_target = spark_arrow_schema(schema)
+        mode: StageMode
         if current is None:
             mode, version, target = "create", None, spark_target
         elif overwrite:
@@ -799,10 +803,10 @@ class LanceFlightWriter(DataSourceArrowWriter):
             {**self.put_options, "job": self.job},
         )
 
-    def commit(self, messages: list[StagedCommitMessage | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """ONE commit of every reported fragment; the server then removes what the job's
         dropped attempts staged (also when there is nothing to append: no new version)."""
-        done = [m for m in messages if m is not None]
+        done = [m for m in messages if isinstance(m, StagedCommitMessage)]  # None: no report
         fragments = [f for m in done for f in m.fragments]
         rows = sum(m.rows for m in done)
         storage = next((m.data_storage_version for m in done if m.data_storage_version), None)
@@ -828,11 +832,12 @@ class LanceFlightWriter(DataSourceArrowWriter):
             (result or {}).get("leftovers_removed"),
         )
 
-    def abort(self, messages: list[StagedCommitMessage | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit nothing; end the job and remove every file it staged: the stages the
         successful tasks reported and those Spark dropped (tasks still running are refused
         at their next check and remove their own)."""
-        fragments = [f for m in messages if m is not None for f in m.fragments]
+        done = [m for m in messages if isinstance(m, StagedCommitMessage)]  # None: no report
+        fragments = [f for m in done for f in m.fragments]
         result = discard_staged(self.connection, self.dataset, fragments, self.job)
         log.warning(
             "lance_flight: write to %s aborted (job %s): nothing committed, %s staged "

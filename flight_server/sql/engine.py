@@ -137,7 +137,7 @@ class Statement:
     kind: str  # "query", "delete" or "update"
     refs: list[TableRef]
     param_count: int
-    tree: exp.Expression = field(repr=False)
+    tree: exp.Expr = field(repr=False)
     spans: list[_Span] = field(repr=False, default_factory=list)
     target: int | None = None  # the reference a DELETE deletes from
 
@@ -175,7 +175,7 @@ def _short(error: Exception) -> str:
     return text[0] if text else type(error).__name__
 
 
-def _cte_names(tree: exp.Expression) -> set[str]:
+def _cte_names(tree: exp.Expr) -> set[str]:
     return {cte.alias_or_name.casefold() for cte in tree.find_all(exp.CTE)}
 
 
@@ -200,7 +200,7 @@ def _parameter_name(node: exp.Expression) -> str | None:
     return value.name if isinstance(value, exp.Expression) else str(value)
 
 
-def _parameter_count(tree: exp.Expression) -> int:
+def _parameter_count(tree: exp.Expr) -> int:
     """The number of parameters: ``?`` counted in order, or the highest ``$n``."""
     positional, numbered = 0, 0
     for node in tree.find_all(exp.Placeholder, exp.Parameter):
@@ -247,7 +247,9 @@ def parse_statement(sql: str) -> Statement:
             f"not {tree.key.upper()}"
         )
     ctes = _cte_names(tree)
-    refs, spans, target = [], [], None
+    refs: list[TableRef] = []
+    spans: list[_Span] = []
+    target: int | None = None
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             continue  # a table function such as range(10)
@@ -315,7 +317,7 @@ class ScanLog:
             self._items.clear()
 
 
-class LanceSource(ArrowScanSource):  # type: ignore[misc,valid-type]
+class LanceSource(ArrowScanSource):
     """One dataset version as a DuckDB Arrow scan source, read through our scanner."""
 
     schema_is_stable = True
@@ -488,7 +490,7 @@ class SqlEngine:
         ``memory_limit`` bound all statements together."""
         with self._db_lock:
             if self._db is None:
-                config: dict[str, object] = {
+                config: dict[str, str | bool | int | float | list[str]] = {
                     "enable_external_access": False,
                     "autoinstall_known_extensions": False,
                     "autoload_known_extensions": False,
@@ -521,7 +523,8 @@ class SqlEngine:
         reference."""
         con = self._database().cursor()
         try:
-            aliases, seen = [], {}
+            aliases: list[str] = []
+            seen: dict[tuple[int, bool], str] = {}
             for i, (name, ds) in enumerate(binding.datasets):
                 call = binding.statement.spans[i].search
                 if call is not None:  # the search result, computed here, as a table
@@ -615,8 +618,10 @@ class SqlEngine:
         watch = watch or Watch(None, None)
         watch.on_stop(con.interrupt)
         try:
+            assert isinstance(tree, exp.Delete | exp.Update)  # st.kind is in WRITES
             sql = _target_select(tree, st, aliases)
             if st.param_count:
+                assert params is not None  # else _param_rows raised above
                 if params.num_rows == 0:
                     return con.sql(sql + " LIMIT 0").to_arrow_table()
                 named = params.rename_columns([f"p{i}" for i in range(params.num_columns)])
@@ -755,6 +760,7 @@ def _target_select(tree: exp.Delete | exp.Update, st: Statement, aliases: list[s
         node.replace(exp.column(f"p{number}", table=PARAMS_ALIAS, quoted=True))
     sources = [tree.this.sql("duckdb")]
     sources += [u.sql("duckdb") for u in tree.args.get("using") or []]
+    assert target_alias is not None  # the target is one of the statement's tables
     selected = [f"{_quote(target_alias)}.{_quote(ROW_ADDRESS)}"]
     if isinstance(tree, exp.Update):
         extra = tree.args.get("from_")

@@ -41,7 +41,7 @@ OPTION_STORAGE_VERSION = "lance.data_storage_version"
 class IngestPlan:
     """Where and how an ingest writes: dataset name, write mode and writer options."""
 
-    def __init__(self, dataset: str, mode: str, options: dict[str, object]):
+    def __init__(self, dataset: str, mode: str, options: dict[str, int | str]):
         self.dataset = dataset
         self.mode = mode
         self.options = options
@@ -66,7 +66,7 @@ def plan_ingest(cmd: pb.CommandStatementIngest, exists: Callable[[str], bool]) -
         cmd.schema if cmd.HasField("schema") else None,
         cmd.catalog if cmd.HasField("catalog") else None,
     )
-    options: dict[str, object] = {}
+    options: dict[str, int | str] = {}
     for key, value in cmd.options.items():
         if key == OPTION_MAX_ROWS:
             try:

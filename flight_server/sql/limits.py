@@ -172,16 +172,15 @@ class Watch:
             except Exception:  # noqa: BLE001 - a finished connection cannot be interrupted
                 pass
 
-    def error(self) -> Exception | None:
-        """The error a stopped statement ends with."""
+    def error(self) -> Exception:
+        """The error a stopped statement ends with (only asked once ``reason`` is set)."""
         if self.reason == "timeout":
             return DeadlineExceeded(
                 f"the statement was stopped after {self.timeout:g} s of work (the server's SQL "
                 "statement timeout)"
             )
-        if self.reason == "cancelled":
-            return flight.FlightCancelledError("the statement was cancelled")
-        return None
+        assert self.reason == "cancelled", self.reason
+        return flight.FlightCancelledError("the statement was cancelled")
 
 
 class Governor:

@@ -45,27 +45,27 @@ METADATA_COMMANDS: tuple[type[Message], ...] = (
 )
 
 #: Messages that may arrive Any-packed in a descriptor, a ticket or an action body.
-COMMANDS: dict[str, type[Message]] = {
-    cls.DESCRIPTOR.name: cls
-    for cls in (
-        *METADATA_COMMANDS,
-        pb.CommandStatementQuery,
-        pb.CommandStatementSubstraitPlan,
-        pb.CommandPreparedStatementQuery,
-        pb.CommandStatementUpdate,
-        pb.CommandPreparedStatementUpdate,
-        pb.CommandStatementIngest,
-        pb.TicketStatementQuery,
-        pb.ActionCreatePreparedStatementRequest,
-        pb.ActionCreatePreparedSubstraitPlanRequest,
-        pb.ActionClosePreparedStatementRequest,
-        pb.ActionBeginTransactionRequest,
-        pb.ActionBeginSavepointRequest,
-        pb.ActionEndTransactionRequest,
-        pb.ActionEndSavepointRequest,
-        pb.ActionCancelQueryRequest,
-    )
-}
+_PACKED: tuple[type[Message], ...] = (
+    *METADATA_COMMANDS,
+    pb.CommandStatementQuery,
+    pb.CommandStatementSubstraitPlan,
+    pb.CommandPreparedStatementQuery,
+    pb.CommandStatementUpdate,
+    pb.CommandPreparedStatementUpdate,
+    pb.CommandStatementIngest,
+    pb.TicketStatementQuery,
+    pb.ActionCreatePreparedStatementRequest,
+    pb.ActionCreatePreparedSubstraitPlanRequest,
+    pb.ActionClosePreparedStatementRequest,
+    pb.ActionBeginTransactionRequest,
+    pb.ActionBeginSavepointRequest,
+    pb.ActionEndTransactionRequest,
+    pb.ActionEndSavepointRequest,
+    pb.ActionCancelQueryRequest,
+)
+
+#: The same, by message name (what an Any's type URL ends with).
+COMMANDS: dict[str, type[Message]] = {cls.DESCRIPTOR.name: cls for cls in _PACKED}
 
 #: Flight SQL action types (Action.type) and what they do; CancelFlightInfo is Flight's own
 #: cancellation action, answered here for Flight SQL tickets.

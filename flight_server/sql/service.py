@@ -209,7 +209,7 @@ class FlightSqlService:
         if isinstance(cmd, pb.CommandGetSqlInfo):
             return info_table(cmd.info)
         if isinstance(cmd, pb.CommandGetXdbcTypeInfo):
-            return metadata.xdbc_type_info(opt("data_type"))
+            return metadata.xdbc_type_info(cmd.data_type if cmd.HasField("data_type") else None)
         if isinstance(cmd, pb.CommandGetCatalogs):
             return metadata.catalogs()
         if isinstance(cmd, pb.CommandGetDbSchemas):
@@ -424,7 +424,7 @@ class FlightSqlService:
             raise UnsupportedError("Substrait plans are not supported; send SQL")
         raise InvalidArgumentError(f"unknown Flight SQL action {kind!r}")
 
-    def cancel(self, info: flight.FlightInfo) -> int:
+    def cancel(self, info: flight.FlightInfo) -> pb.ActionCancelQueryResult.CancelResult:
         """Cancel the running streams of ``info``'s tickets in this process.
 
         CANCELLED when a stream was running and is now stopped; NOT_CANCELLABLE otherwise:

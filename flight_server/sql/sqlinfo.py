@@ -266,6 +266,7 @@ def info_table(codes: Iterable[int] = ()) -> pa.Table:
     for _, kind, value in rows:
         offsets.append(len(children[kind]))
         if kind == _MAP:
+            assert isinstance(value, dict)  # the only map is SQL_SUPPORTS_CONVERT's
             value = list(value.items())
         children[kind].append(value)
     arrays = [pa.array(children[i], type=_UNION.field(i).type) for i in range(6)]

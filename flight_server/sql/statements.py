@@ -270,6 +270,7 @@ class Statements:
         if binding.statement.kind == "delete":
             return self.delete(binding, params, watch)
         statement: Statement = binding.statement
+        assert statement.target is not None  # a DELETE or UPDATE names its target
         if params is not None and params.num_columns == 0:
             params = None
         check_write(binding.datasets[statement.target][0])
@@ -284,6 +285,7 @@ class Statements:
     def delete(self, binding: Binding, params: pa.Table | None, watch: Watch | None = None) -> int:
         """Delete the rows the statement selects, in one conflict-checked commit."""
         statement: Statement = binding.statement
+        assert statement.target is not None  # a DELETE or UPDATE names its target
         if params is not None and params.num_columns == 0:
             params = None
         check_write(binding.datasets[statement.target][0])

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError
-from ..pb import transaction_pb2
 from ..version import writable
 from . import commit, rowids, write
 from .fragment import Fragment
+from .operations import ReserveFragments, Rewrite, RewriteGroup
+from .transaction import new_transaction
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
 DEFAULT_DELETIONS_THRESHOLD = 0.1
@@ -149,22 +150,18 @@ def compact_files(
                     f.inline_row_ids = seq
             rewritten.append((group, new))
         total_new = sum(len(new) for _, new in rewritten)
-        reserve = transaction_pb2.Transaction.ReserveFragments(num_fragments=total_new)
-        reserved = commit.commit(
-            ds.uri, commit.new_transaction(ds.version, reserve_fragments=reserve)
-        )
+        reserve = ReserveFragments(num_fragments=total_new)
+        reserved = commit.commit(ds.uri, new_transaction(ds.version, reserve))
     except BaseException:
         write.remove_fragment_files(ds.uri, [f for _, new in rewritten for f in new])
         raise
     next_id = reserved.pb.max_fragment_id - total_new + 1
-    op = transaction_pb2.Transaction.Rewrite()
+    op = Rewrite()
     for group, new in rewritten:
-        g = op.groups.add()
-        g.old_fragments.extend(f.pb for f in group)
         for f in new:
             f.id = next_id
             next_id += 1
-        g.new_fragments.extend(new)
+        op.groups.append(RewriteGroup([f.pb for f in group], list(new)))
         metrics.fragments_removed += len(group)
         metrics.files_removed += sum(
             len(f.pb.files) + f.pb.HasField("deletion_file") for f in group
@@ -172,7 +169,7 @@ def compact_files(
         metrics.fragments_added += len(new)
         metrics.files_added += sum(len(f.files) for f in new)
     try:
-        done = commit.commit(ds.uri, commit.new_transaction(ds.version, rewrite=op))
+        done = commit.commit(ds.uri, new_transaction(ds.version, op))
     except BaseException:
         write.remove_fragment_files(ds.uri, [f for _, new in rewritten for f in new])
         raise

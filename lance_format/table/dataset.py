@@ -28,27 +28,31 @@ from ..errors import (
     SchemaError,
     UnsupportedError,
 )
-from ..pb import transaction_pb2
 from ..schema import LanceSchema
 from ..vector.search import VectorScanner
-from ..version import DEFAULT_VERSION, LanceFileVersion, writable
+from ..version import LanceFileVersion, writable
 from ..writer import LanceFileWriter
 from . import (
     cleanup,
     commit,
     compaction,
+    dataset_write,
     features,
     filters,
     indices,
+    lance_operation,
     manifest,
     mutation,
     paths,
-    staging,
     tags,
     write,
 )
 from .fragment import Fragment
+from .fragment_metadata import as_fragment_pb
+from .lance_operation import write_fragments
+from .operations import Append, Delete, Merge, Project, Restore
 from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
+from .transaction import new_transaction
 
 DATASET_CACHE_BYTES = 64 << 20  # search cache of a dataset opened without one
 
@@ -166,6 +170,8 @@ class Dataset:
         replace: bool = False,
         num_partitions: int | None = None,
         num_sub_vectors: int | None = None,
+        *,
+        num_bits: int = 8,
     ) -> Dataset:
         """Build an IVF_FLAT or IVF_PQ index over a vector column (see
         :mod:`lance_format.vector.build`) and commit it; returns the new version."""
@@ -178,6 +184,7 @@ class Dataset:
             replace=replace,
             num_partitions=num_partitions,
             num_sub_vectors=num_sub_vectors,
+            num_bits=num_bits,
         )
         return dataset(self.uri, version, cache=self.cache)
 
@@ -201,7 +208,8 @@ class Dataset:
     @functools.cached_property
     def _fragments(self) -> list[Fragment]:
         return [
-            Fragment(self.uri, pb, self.lance_schema, self.cache) for pb in self.manifest.fragments
+            Fragment(self.uri, pb, self.lance_schema, self.cache, dataset=self)
+            for pb in self.manifest.fragments
         ]
 
     def get_fragments(self) -> list[Fragment]:
@@ -253,10 +261,8 @@ class Dataset:
         if not kept:
             raise InvalidArgumentError("cannot drop every column of a dataset")
         schema = LanceSchema(kept, dict(self.lance_schema.metadata))
-        op = transaction_pb2.Transaction.Project(
-            schema=schema.to_protos(), preserves_nullability=True
-        )
-        committed = commit.commit(self.uri, commit.new_transaction(self.version, project=op))
+        op = Project(schema=schema.to_protos(), preserves_nullability=True)
+        committed = commit.commit(self.uri, new_transaction(self.version, op))
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def alter_columns(self, *alterations: dict) -> None:
@@ -306,16 +312,33 @@ class Dataset:
         version with that version's fragments and schema; the object moves to it."""
         target = self if version is None else self.checkout_version(version)
         latest = self.latest_version
-        op = transaction_pb2.Transaction.Restore(version=target.version)
-        committed = commit.commit(self.uri, commit.new_transaction(latest, restore=op))
+        committed = commit.commit(self.uri, new_transaction(latest, Restore(target.version)))
         self._become(dataset(self.uri, committed.version, cache=self.cache))
+
+    @staticmethod
+    def commit(base_uri, operation, read_version: int | None = None, *args, **kwargs) -> Dataset:
+        """pylance's ``LanceDataset.commit`` (see :func:`.lance_operation.commit`): the new
+        version."""
+        root, version = lance_operation.commit(base_uri, operation, read_version, *args, **kwargs)
+        return dataset(root, version)
+
+    @staticmethod
+    def commit_batch(dest, transactions, *args, **kwargs) -> dict:
+        """pylance's ``LanceDataset.commit_batch``: ``{"dataset": ..., "merged": ...}``."""
+        root, version, merged = lance_operation.commit_batch(dest, transactions, *args, **kwargs)
+        return {"dataset": dataset(root, version), "merged": merged}
+
+    def read_transaction(self, version: int | None = None) -> lance_operation.Transaction | None:
+        """The transaction that made ``version`` (default: this one), with its operation as
+        a ``LanceOperation``; None when the version has none."""
+        return lance_operation.read_transaction(self.uri, version or self.version)
 
     def commit_fragments(self, fragments: list) -> Dataset:
         """Commit staged fragments (from :func:`write_fragments`, possibly written by many
-        processes) in ONE Append transaction against this version."""
-        frags = [write.fragment_from_json(f) if isinstance(f, str) else f for f in fragments]
-        op = transaction_pb2.Transaction.Append(fragments=frags)
-        committed = commit.commit(self.uri, commit.new_transaction(self.version, append=op))
+        processes; FragmentMetadata or their JSON) in ONE Append transaction against this
+        version."""
+        frags = [as_fragment_pb(f) for f in fragments]
+        committed = commit.commit(self.uri, new_transaction(self.version, Append(frags)))
         return dataset(self.uri, committed.version, cache=self.cache)
 
     # -- reading --------------------------------------------------------------------------
@@ -334,13 +357,17 @@ class Dataset:
         scan_in_order: bool | None = None,
         nearest: dict | None = None,
         prefilter: bool = False,
+        fast_search: bool | None = None,
         **other,
     ) -> Scanner | VectorScanner:
         """A scan of this version.  ``columns`` lists names, or maps output names to SQL
         expressions (``{"b": "upper(s)"}``); ``scan_in_order`` is accepted whatever its
         value (rows always come in order); ``nearest`` makes it a nearest-neighbour search
-        (see :mod:`lance_format.vector`); pylance's other options are refused unless left at
-        None, since this scanner does not implement them."""
+        (see :mod:`lance_format.vector`), where ``fast_search`` searches only what an index
+        covers; pylance's other options are refused unless left at None, since this scanner
+        does not implement them."""
+        if nearest is None and fast_search is not None:
+            other["fast_search"] = fast_search
         _refuse_options(other)
         opts = ScanOptions(
             columns=columns,
@@ -354,7 +381,7 @@ class Dataset:
             ranges=ranges,
         )
         if nearest is not None:
-            return VectorScanner(self, opts, nearest, prefilter)
+            return VectorScanner(self, opts, nearest, prefilter, bool(fast_search))
         return Scanner(self.lance_schema, self._fragments, opts, self.stable_row_ids)
 
     def to_table(self, columns=None, filter=None, **kw) -> pa.Table:
@@ -465,7 +492,7 @@ class Dataset:
         return table if scanner.projection is None else scanner.projection.apply(table)
 
 
-__all__ = ["ROW_ADDRESS", "ROW_ID", "Dataset", "dataset"]
+__all__ = ["ROW_ADDRESS", "ROW_ID", "Dataset", "dataset", "write_dataset", "write_fragments"]
 
 # pylance scanner options that change what a scan returns or how, not implemented here
 _PYLANCE_SCAN_OPTIONS = frozenset(
@@ -516,6 +543,8 @@ def write_dataset(
     enable_v2_manifest_paths: bool = True,
     max_page_bytes: int | None = None,
     storage_options: dict[str, str] | None = None,
+    idempotency_key: str | None = None,
+    transaction_properties: dict[str, str] | None = None,
 ) -> Dataset:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``) or a new version replacing the rows
@@ -524,58 +553,25 @@ def write_dataset(
     ``data_storage_version`` ("2.0", "2.1", "2.2" or "stable" = 2.2) defaults to the existing
     dataset's file version, or to "stable" for a new dataset.  ``max_page_bytes`` (not in
     pylance) caps the Arrow bytes per page: smaller pages mean finer page-aligned splits
-    and cheaper random access."""
-    root = storage.register(uri, storage_options)
-    if mode not in ("create", "append", "overwrite"):
-        raise InvalidArgumentError(f"mode must be create, append or overwrite, not {mode!r}")
-    exists = _exists(root)
-    if mode == "create" and exists:
-        raise InvalidArgumentError(f"dataset already exists at {root} (use mode='append')")
-    reader = write.to_reader(data, schema)
-    if mode == "append" and exists:
-        current = dataset(root)
-        version = writable(current.data_storage_version, "append to a dataset of")
-        fragments = write.write_fragments(
-            reader,
-            root,
-            current.lance_schema,
-            max_rows_per_file=max_rows_per_file,
-            data_storage_version=version,
-            max_page_bytes=max_page_bytes,
-        )
-        txn = staging.staged_transaction(fragments, mode="append", read_version=current.version)
-        committed = commit.commit(root, txn)
-        return dataset(root, committed.version)
-    previous = dataset(root) if exists else None
-    read_version = previous.version if previous is not None else 0
-    if data_storage_version is None:  # an overwrite keeps the dataset's file version
-        data_storage_version = previous.data_storage_version if previous else DEFAULT_VERSION
-    data_storage_version = writable(data_storage_version)
-    lance_schema = LanceSchema.from_arrow(reader.schema)
-    fragments = write.write_fragments(
-        reader,
-        root,
-        lance_schema,
+    and cheaper random access.  A failed write leaves no file behind; a create that loses
+    the race to another creator appends to it in ``append`` mode; a write given an
+    ``idempotency_key`` that an earlier commit carries commits nothing and returns that
+    version (see :mod:`.dataset_write`)."""
+    outcome = dataset_write.write_version(
+        data,
+        uri,
+        schema,
+        mode,
         max_rows_per_file=max_rows_per_file,
         data_storage_version=data_storage_version,
+        enable_stable_row_ids=enable_stable_row_ids,
+        enable_v2_manifest_paths=enable_v2_manifest_paths,
         max_page_bytes=max_page_bytes,
+        storage_options=storage_options,
+        idempotency_key=idempotency_key,
+        transaction_properties=transaction_properties,
     )
-    txn = staging.staged_transaction(
-        fragments,
-        mode="overwrite",
-        read_version=read_version,
-        schema=lance_schema,
-        schema_metadata=reader.schema.metadata,
-    )
-    naming = paths.ManifestNaming.V2 if enable_v2_manifest_paths else paths.ManifestNaming.V1
-    committed = commit.commit(
-        root,
-        txn,
-        naming=None if exists else naming,
-        stable_row_ids=enable_stable_row_ids,
-        data_storage_version=data_storage_version,
-    )
-    return dataset(root, committed.version)
+    return dataset(storage.register(uri, storage_options), outcome.version)
 
 
 def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
@@ -593,32 +589,11 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
     if not count:
         return ds, 0
     text = predicate if isinstance(predicate, str) else str(predicate)
-    op = transaction_pb2.Transaction.Delete(
+    op = Delete(
         updated_fragments=changes.updated, deleted_fragment_ids=changes.removed, predicate=text
     )
-    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, delete=op))
+    committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache), count
-
-
-def write_fragments(
-    data,
-    uri: str | os.PathLike[str],
-    *,
-    max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
-    storage_options: dict[str, str] | None = None,
-) -> list[str]:
-    """Stage ``data`` as new fragments of the existing dataset at ``uri`` without committing;
-    returns their metadata as JSON strings, to be committed later (by anyone) with
-    :meth:`Dataset.commit_fragments`."""
-    ds = dataset(uri, storage_options=storage_options)
-    frags = write.write_fragments(
-        data,
-        ds.uri,
-        ds.lance_schema,
-        max_rows_per_file=max_rows_per_file,
-        data_storage_version=ds.data_storage_version,
-    )
-    return [write.fragment_to_json(f) for f in frags]
 
 
 ADD_COLUMNS_ROWS = 128 * 1024  # rows evaluated per step (bounded memory)
@@ -654,10 +629,8 @@ def _add_columns(ds: Dataset, transforms) -> Dataset:
     schema = LanceSchema(
         list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
     )
-    op = transaction_pb2.Transaction.Merge(
-        fragments=fragments, schema=schema.to_protos(), preserves_nullability=True
-    )
-    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, merge=op))
+    op = Merge(fragments=fragments, schema=schema.to_protos(), preserves_nullability=True)
+    committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
@@ -681,8 +654,8 @@ def _alter_columns(ds: Dataset, alterations) -> Dataset:
             )
         fields = _replace_field(fields, path, name, nullable, alt["path"])
     schema = LanceSchema(fields, dict(ds.lance_schema.metadata))
-    op = transaction_pb2.Transaction.Project(schema=schema.to_protos(), preserves_nullability=False)
-    committed = commit.commit(ds.uri, commit.new_transaction(ds.version, project=op))
+    op = Project(schema=schema.to_protos(), preserves_nullability=False)
+    committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache)
 
 

@@ -12,19 +12,26 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
 
 from .. import storage
 from ..cache import SearchCache
-from ..errors import CorruptFileError, LanceError
+from ..errors import CorruptFileError, InvalidArgumentError, LanceError
 from ..extensions import to_dataset_array
 from ..pb import table_pb2
 from ..reader import LanceFileReader
 from ..schema import LanceField, LanceSchema
 from ..version import LanceFileVersion
 from . import deletion, paths, rowids
+from .fragment_metadata import DataFile, FragmentMetadata
+from .lance_operation import create_fragment
+
+if TYPE_CHECKING:
+    from .dataset import Dataset
+    from .scanner import Scanner
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,7 @@ class _Source:
 
 
 class Fragment:
-    """One fragment of one dataset version (read side)."""
+    """One fragment of one dataset version (pylance's ``LanceFragment``)."""
 
     def __init__(
         self,
@@ -44,11 +51,89 @@ class Fragment:
         pb: table_pb2.DataFragment,
         schema: LanceSchema,
         cache: SearchCache | None = None,
+        dataset: Dataset | None = None,
     ):
         self.root = root
         self.pb = pb
-        self.schema = schema
+        self.lance_schema = schema
         self.cache = cache
+        self._dataset = dataset
+
+    @staticmethod
+    def create(dataset_uri, data, fragment_id: int | None = None, schema=None, **options):
+        """Write ``data`` as ONE new fragment of the dataset at ``dataset_uri`` (or of the
+        dataset it will become) without committing it; its metadata (id ``fragment_id`` or
+        0), for ``LanceOperation.Append``/``Overwrite``."""
+        return create_fragment(dataset_uri, data, fragment_id, schema, **options)
+
+    # -- pylance's LanceFragment ----------------------------------------------------------
+
+    @property
+    def dataset(self) -> Dataset:
+        if self._dataset is None:
+            raise InvalidArgumentError("this fragment was not opened through a dataset")
+        return self._dataset
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.lance_schema.to_dataset_arrow()
+
+    @property
+    def metadata(self) -> FragmentMetadata:
+        return FragmentMetadata.from_pb(self.pb)
+
+    def deletion_file(self) -> str | None:
+        """The deletion file's path relative to the dataset root (None when none)."""
+        if not self.pb.HasField("deletion_file"):
+            return None
+        d = self.pb.deletion_file
+        name = paths.deletion_file_name(self.fragment_id, d.read_version, d.id, d.file_type)
+        return f"{paths.DELETIONS_DIR}/{name}"
+
+    def scanner(self, **options):
+        """A scan of this fragment alone (the dataset scanner's options)."""
+        return self.dataset.scanner(fragments=[self], **options)
+
+    def to_table(self, columns=None, filter=None, **options) -> pa.Table:
+        return self.scanner(columns=columns, filter=filter, **options).to_table()
+
+    def to_batches(self, columns=None, filter=None, **options):
+        return self.scanner(columns=columns, filter=filter, **options).to_batches()
+
+    def head(self, num_rows: int) -> pa.Table:
+        return self.to_table(limit=num_rows)
+
+    def take(self, indices, columns: list[str] | None = None) -> pa.Table:
+        """Rows by position among this fragment's live rows, in the order asked."""
+        positions = np.asarray(indices, dtype=np.int64).reshape(-1)
+        live = self.live_offsets
+        if len(positions) and (positions.min() < 0 or positions.max() >= len(live)):
+            raise InvalidArgumentError(
+                f"take indices must be in 0..{len(live) - 1} for fragment {self.fragment_id}"
+            )
+        fields = cast("Scanner", self.dataset.scanner(columns=columns)).fields
+        offsets = live[positions]
+        uniq, inverse = np.unique(offsets, return_inverse=True)
+        return self.read(fields, uniq).take(pa.array(inverse.reshape(-1)))
+
+    def delete(self, predicate) -> FragmentMetadata | None:
+        """Hide the rows matching ``predicate`` with a new deletion file (uncommitted: pass
+        the result to ``LanceOperation.Delete``); None when no row would be left."""
+        scan = self.scanner(columns=[], filter=predicate, with_row_address=True).to_table()
+        hit = (scan.column("_rowaddr").to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        all_deleted = np.union1d(self.deleted_offsets, hit)
+        if len(all_deleted) == self.physical_rows:
+            return None
+        if not len(hit):
+            return self.metadata
+        new = table_pb2.DataFragment()
+        new.CopyFrom(self.pb)
+        new.deletion_file.CopyFrom(
+            deletion.write_deletion_file(
+                self.root, self.fragment_id, self.dataset.version, all_deleted
+            )
+        )
+        return FragmentMetadata.from_pb(new)
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -66,13 +151,16 @@ class Fragment:
             return 0
         return int(self.pb.deletion_file.num_deleted_rows)
 
-    def count_rows(self) -> int:
+    def count_rows(self, filter=None) -> int:
+        """Live rows (matching ``filter``, an SQL string or Arrow expression, if given)."""
+        if filter is not None:
+            return self.scanner(columns=[], filter=filter).count_rows()
         if self.pb.HasField("deletion_file") and not self.pb.deletion_file.num_deleted_rows:
             return self.physical_rows - len(self.deleted_offsets)
         return self.physical_rows - self.num_deletions
 
-    def data_files(self) -> list[str]:
-        return [f.path for f in self.pb.files]
+    def data_files(self) -> list[DataFile]:
+        return [DataFile.from_pb(f) for f in self.pb.files]
 
     # -- deletions and row ids ------------------------------------------------------------
 
@@ -174,7 +262,7 @@ class Fragment:
         not fit the column's type are ignored: pruning must never drop a matching row."""
         from ..legacy import rows_that_may_match
 
-        by_name = {f.name: f for f in self.schema.fields}
+        by_name = {f.name: f for f in self.lance_schema.fields}
         result: np.ndarray | None = None
         for i, reader in enumerate(self._readers):
             if reader.version != LanceFileVersion.LEGACY:
@@ -201,7 +289,7 @@ class Fragment:
         """Physical rows where pages start (plus the total), for cutting the fragment into
         page-aligned ranges: those of the data file whose heaviest column has the finest
         pages among the files holding the projected fields."""
-        fields = list(self.schema.fields) if fields is None else fields
+        fields = list(self.lance_schema.fields) if fields is None else fields
         best = np.array([0, self.physical_rows], dtype=np.int64)
         for i, names in self._names_by_file(fields).items():
             starts = self._readers[i].page_boundaries(names)

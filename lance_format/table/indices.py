@@ -12,12 +12,13 @@ import pyroaring
 
 from .. import storage
 from ..errors import IndexExistsError, IndexNotFoundError, InvalidArgumentError, UnsupportedError
-from ..pb import table_pb2, transaction_pb2
+from ..pb import table_pb2
 from ..vector import build
 from ..vector.ivf import index_uuid, vector_index_type
 from . import commit
-from .conflicts import _fragment_bitmap
+from .operations import CreateIndex, fragment_bitmap
 from .scanner import ROW_ID
+from .transaction import new_transaction
 
 _DETAILS_SUFFIX = "IndexDetails"
 
@@ -44,7 +45,7 @@ def list_indices(ds) -> list[dict]:
                 "uuid": index_uuid(meta),
                 "fields": [names.get(f, str(f)) for f in meta.fields],
                 "version": int(meta.dataset_version),
-                "fragment_ids": _fragment_bitmap(meta) or set(),
+                "fragment_ids": fragment_bitmap(meta) or set(),
                 "base_id": int(meta.base_id) if meta.HasField("base_id") else None,
             }
         )
@@ -61,10 +62,13 @@ def create_index(
     replace: bool = False,
     num_partitions: int | None = None,
     num_sub_vectors: int | None = None,
+    num_bits: int = 8,
 ):
     """Train and write an IVF_FLAT / IVF_PQ index over ``column`` and commit it as pylance
     commits a CreateIndex (the index files are written first under a fresh uuid; a failed
-    commit leaves only unreferenced files)."""
+    commit leaves only unreferenced files).  Without ``num_partitions``, pylance's default
+    (the rows over its target partition size); IVF_PQ needs ``num_sub_vectors``, as in
+    pylance, and takes 8- or 4-bit codes."""
     index_type, metric = str(index_type).upper(), str(metric).lower()
     field = next((f for f in ds.lance_schema.fields if f.name == column), None)
     if field is None:
@@ -82,9 +86,18 @@ def create_index(
         raise IndexExistsError(f"an index named {name!r} already exists (pass replace=True)")
     dim = arrow.type.list_size
     rows = ds.count_rows()
-    partitions = num_partitions if num_partitions is not None else max(1, int(np.sqrt(rows)))
-    subs = num_sub_vectors if num_sub_vectors is not None else max(1, dim // 16)
-    build.validate(index_type, metric, dim, rows, int(partitions), int(subs))
+    partitions = (
+        num_partitions if num_partitions is not None else build.default_partitions(index_type, rows)
+    )
+    for key, value in (
+        ("num_partitions", partitions),
+        ("num_sub_vectors", num_sub_vectors),
+        ("num_bits", num_bits),
+    ):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidArgumentError(f"{key} must be an integer, got {value!r}")
+    subs = num_sub_vectors if index_type == "IVF_PQ" else 1
+    build.validate(index_type, metric, dim, rows, partitions, subs, num_bits)
     table = ds.to_table(columns=[column], with_row_id=True, filter=f"{column} IS NOT NULL")
     col = table.column(column).combine_chunks()
     values = col.values.slice(col.offset * dim, len(col) * dim).to_numpy(zero_copy_only=False)
@@ -98,8 +111,9 @@ def create_index(
         vectors,
         index_type=index_type,
         metric=metric,
-        num_partitions=int(partitions),
-        num_sub_vectors=int(subs),
+        num_partitions=partitions,
+        num_sub_vectors=subs,
+        num_bits=num_bits,
     )
     bitmap = pyroaring.BitMap(f.fragment_id for f in ds.get_fragments())
     bitmap.run_optimize()
@@ -115,8 +129,8 @@ def create_index(
     )
     meta.index_details.type_url = "/lance.index.pb.VectorIndexDetails"
     meta.index_details.value = built.details
-    op = transaction_pb2.Transaction.CreateIndex(new_indices=[meta], removed_indices=existing)
-    return commit.commit(ds.uri, commit.new_transaction(ds.version, create_index=op)).version
+    op = CreateIndex(new_indices=[meta], removed_indices=list(existing))
+    return commit.commit(ds.uri, new_transaction(ds.version, op)).version
 
 
 def drop_index(ds, name: str) -> int | None:
@@ -125,8 +139,8 @@ def drop_index(ds, name: str) -> int | None:
     segments = [m for m in ds.manifest.indices if m.name == name]
     if not segments:
         raise IndexNotFoundError(f"index {name!r} not found")
-    op = transaction_pb2.Transaction.CreateIndex(removed_indices=segments)
-    return commit.commit(ds.uri, commit.new_transaction(ds.version, create_index=op)).version
+    op = CreateIndex(removed_indices=segments)
+    return commit.commit(ds.uri, new_transaction(ds.version, op)).version
 
 
 def describe_indices(ds) -> list[dict]:
@@ -139,7 +153,7 @@ def describe_indices(ds) -> list[dict]:
     live = {f.fragment_id: f.count_rows() for f in ds.get_fragments()}
     out = []
     for name, metas in groups.items():
-        covered = set().union(*((_fragment_bitmap(m) or set()) for m in metas))
+        covered = set().union(*((fragment_bitmap(m) or set()) for m in metas))
         out.append(
             {
                 "name": name,
@@ -161,7 +175,7 @@ def _segment(meta: table_pb2.IndexMetadata) -> dict:
     created = meta.created_at if meta.HasField("created_at") else None
     return {
         "uuid": index_uuid(meta),
-        "fragment_ids": _fragment_bitmap(meta) or set(),
+        "fragment_ids": fragment_bitmap(meta) or set(),
         "dataset_version_at_last_update": int(meta.dataset_version),
         "index_version": int(meta.index_version) if meta.HasField("index_version") else None,
         "created_at": (

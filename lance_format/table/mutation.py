@@ -10,6 +10,8 @@ and only inserted rows get fresh ones.
 
 from __future__ import annotations
 
+import datetime
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -24,9 +26,10 @@ from ..errors import (
     RetryableCommitConflictError,
     SchemaError,
 )
-from ..pb import transaction_pb2
 from . import commit, deletion, filters, rowids, write
+from .operations import Update
 from .scanner import ROW_ADDRESS, ROW_ID
+from .transaction import new_transaction
 
 if TYPE_CHECKING:
     from .dataset import Dataset
@@ -83,14 +86,14 @@ class RowChanges:
                 new_fragments.extend(self._write(fresh[0]))
         elif self.moved or fresh:  # moved and inserted rows share files, as pylance writes them
             new_fragments = self._write(pa.concat_tables(self.moved + fresh))
-        op = transaction_pb2.Transaction.Update(
+        op = Update(
             removed_fragment_ids=self.removed,
             updated_fragments=self.updated,
             new_fragments=new_fragments,
             fields_for_preserving_frag_bitmap=modified_fields,
-            update_mode=transaction_pb2.Transaction.REWRITE_ROWS,
+            update_mode=Update.REWRITE_ROWS,
         )
-        committed = commit.commit(ds.uri, commit.new_transaction(ds.version, update=op))
+        committed = commit.commit(ds.uri, new_transaction(ds.version, op))
         return dataset(ds.uri, committed.version, cache=ds.cache)
 
     def _write(self, table: pa.Table) -> list:
@@ -118,10 +121,13 @@ def _data_columns(ds: Dataset, table: pa.Table) -> pa.Table:
     return table.select(ds.schema.names)
 
 
-def _with_retries(ds: Dataset, run: Callable[[Dataset], T], retries: int) -> T:
+def _with_retries(
+    ds: Dataset, run: Callable[[Dataset], T], retries: int, deadline: float | None = None
+) -> T:
     """Run ``run`` against ``ds``, and again against the latest version when a concurrent
     commit preempted it (pylance re-executes an update or merge-insert the same way, up to
-    ``conflict_retries`` times)."""
+    ``conflict_retries`` times, and not past its retry timeout: ``deadline``, a
+    ``time.monotonic()`` value)."""
     from .dataset import dataset
 
     current = ds
@@ -129,7 +135,7 @@ def _with_retries(ds: Dataset, run: Callable[[Dataset], T], retries: int) -> T:
         try:
             return run(current)
         except RetryableCommitConflictError:
-            if attempt == retries:
+            if attempt == retries or (deadline is not None and time.monotonic() >= deadline):
                 raise
             current = dataset(ds.uri, cache=ds.cache)
     raise AssertionError("unreachable")
@@ -238,6 +244,7 @@ class MergeInsertBuilder:
         self._insert = False
         self._delete: str | bool = False
         self._retries = DEFAULT_CONFLICT_RETRIES
+        self._timeout: float | None = None
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
         """Replace matched target rows by their source rows (only where ``condition``, an
@@ -264,11 +271,22 @@ class MergeInsertBuilder:
         self._retries = max_retries
         return self
 
+    def retry_timeout(self, timeout: datetime.timedelta) -> MergeInsertBuilder:
+        """Stop re-running after conflicts once this much time has passed since
+        ``execute`` began (pylance's ``retry_timeout``)."""
+        if not isinstance(timeout, datetime.timedelta) or timeout.total_seconds() < 0:
+            raise InvalidArgumentError("retry_timeout must be a non-negative timedelta")
+        self._timeout = timeout.total_seconds()
+        return self
+
     def execute(self, data, *, schema: pa.Schema | None = None) -> dict[str, int]:
         """Apply the clauses with ``data`` as source, moving the dataset object to the new
         version; pylance's statistics dict."""
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
         source = write.to_reader(data, schema).read_all()
-        new, stats = _with_retries(self._ds, lambda d: self._execute_once(d, source), self._retries)
+        new, stats = _with_retries(
+            self._ds, lambda d: self._execute_once(d, source), self._retries, deadline
+        )
         self._ds._become(new)
         return stats
 

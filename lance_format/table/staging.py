@@ -31,10 +31,12 @@ from collections.abc import Mapping, Sequence
 
 from .. import storage
 from ..errors import InvalidArgumentError, LanceIOError, ObjectNotFoundError
-from ..pb import table_pb2, transaction_pb2
+from ..pb import table_pb2
 from ..schema import LanceSchema
 from ..version import LanceFileVersion
 from . import commit, manifest, paths
+from .operations import Append, Operation, Overwrite
+from .transaction import Transaction, new_transaction
 
 MODES = ("append", "overwrite")
 STAGING_DIR = "_staging"
@@ -54,26 +56,26 @@ def staged_transaction(
     schema: LanceSchema | None = None,
     schema_metadata: Mapping[str | bytes, bytes] | None = None,
     properties: Mapping[str, str] | None = None,
-) -> transaction_pb2.Transaction:
+) -> Transaction:
     """The transaction adding ``fragments`` (``append``) or replacing every row with them
     (``overwrite``, which also creates: ``read_version`` 0; it needs ``schema``)."""
+    op: Operation
     if mode == "append":
-        op = {"append": transaction_pb2.Transaction.Append(fragments=list(fragments))}
+        op = Append(fragments=list(fragments))
     elif mode == "overwrite":
         if schema is None:
             raise InvalidArgumentError("an overwrite needs the schema of the new version")
-        ow = transaction_pb2.Transaction.Overwrite(
-            fragments=list(fragments), schema=schema.to_protos()
+        op = Overwrite(
+            fragments=list(fragments),
+            schema=schema.to_protos(),
+            schema_metadata={
+                k.decode() if isinstance(k, bytes) else k: v
+                for k, v in (schema_metadata or {}).items()
+            },
         )
-        for k, v in (schema_metadata or {}).items():
-            ow.schema_metadata[k.decode() if isinstance(k, bytes) else k] = v
-        op = {"overwrite": ow}
     else:
         raise InvalidArgumentError(f"mode must be one of {list(MODES)}, not {mode!r}")
-    txn = commit.new_transaction(read_version, **op)
-    for name, value in (properties or {}).items():
-        txn.transaction_properties[name] = value
-    return txn
+    return new_transaction(read_version, op, transaction_properties=properties)
 
 
 def commit_staged(

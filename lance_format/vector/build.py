@@ -19,18 +19,27 @@ from threadpoolctl import threadpool_limits
 
 from .. import storage
 from ..errors import InvalidArgumentError
+from ..jit import kernel
 from ..pb import index_pb2
 from ..version import LanceFileVersion
 from ..writer import LanceFileWriter
 
 SAMPLE_RATE = 256  # training rows per centroid, as pylance samples
 MAX_ITERS = 50
-PQ_BITS = 8
+PQ_BITS = (4, 8)  # code widths pylance builds and reads
 TOLERANCE = 1e-4  # relative improvement of the k-means loss below which training stops
 CHUNK_ROWS = 65536  # rows assigned at a time (bounds the distance matrix)
 CACHE_FLOATS = 1 << 16  # distance-matrix chunk (256 KiB of float32): stays in cache
 _METRIC_CODES = {"l2": 0, "cosine": 1, "dot": 2}
-METRICS = {"IVF_FLAT": ("l2", "cosine", "dot"), "IVF_PQ": ("l2", "cosine")}
+METRICS = {"IVF_FLAT": ("l2", "cosine", "dot"), "IVF_PQ": ("l2", "cosine", "dot")}
+# pylance's default partition count: the rows over a per-type target partition size
+TARGET_PARTITION_SIZE = {"IVF_FLAT": 4096, "IVF_PQ": 8192}
+MAX_DEFAULT_PARTITIONS = 4096
+
+
+def default_partitions(index_type: str, rows: int) -> int:
+    """pylance 14's ``num_partitions`` when none is given."""
+    return min(max(1, rows // TARGET_PARTITION_SIZE.get(index_type, 8192)), MAX_DEFAULT_PARTITIONS)
 
 
 @dataclass
@@ -86,19 +95,22 @@ def kmeans(
 
 
 def _cluster_sums(labels: np.ndarray, data: np.ndarray, k: int) -> np.ndarray:
-    """Per-cluster sums of rows (float64): a weighted bincount per dimension for narrow
-    rows (PQ sub-vectors), rows sorted by label and reduced for wide ones."""
-    if data.shape[1] <= 32:
-        return np.stack(
-            [np.bincount(labels, weights=data[:, j], minlength=k) for j in range(data.shape[1])],
-            axis=1,
-        )
+    """Per-cluster sums of rows (float64), one compiled pass over the rows."""
     out = np.zeros((k, data.shape[1]), dtype=np.float64)
-    order = np.argsort(labels, kind="stable")
-    sorted_labels = labels[order]
-    starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
-    out[sorted_labels[starts]] = np.add.reduceat(data[order].astype(np.float64), starts, axis=0)
+    _add_rows(
+        np.ascontiguousarray(labels, dtype=np.int64),
+        np.ascontiguousarray(data, dtype=np.float32),
+        out,
+    )
     return out
+
+
+@kernel("void(int64[::1], float32[:, ::1], float64[:, ::1])")
+def _add_rows(labels, data, out):  # pragma: no cover - compiled
+    for i in range(data.shape[0]):
+        row = labels[i]
+        for j in range(data.shape[1]):
+            out[row, j] += data[i, j]
 
 
 def _sample(n: int, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -122,18 +134,26 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _details(index_type: str, metric: str, num_sub_vectors: int) -> bytes:
+def _details(index_type: str, metric: str, num_sub_vectors: int, num_bits: int) -> bytes:
     """VectorIndexDetails as pylance writes them: the metric (field 1, l2 = 0 left out),
     then an empty flat marker (field 8) or the PQ bits and sub-vectors (field 4).  pylance
     uses an index for a query only when this metric is the query's."""
     out = b"\x08" + _varint(_METRIC_CODES[metric]) if _METRIC_CODES[metric] else b""
     if index_type == "IVF_FLAT":
         return out + b"B\x00"
-    pq = b"\x08" + _varint(PQ_BITS) + b"\x10" + _varint(num_sub_vectors)
+    pq = b"\x08" + _varint(num_bits) + b"\x10" + _varint(num_sub_vectors)
     return out + b'"' + _varint(len(pq)) + pq
 
 
-def validate(index_type: str, metric: str, dim: int, rows: int, partitions: int, subs: int):
+def validate(
+    index_type: str,
+    metric: str,
+    dim: int,
+    rows: int,
+    partitions: int,
+    subs: int | None,
+    num_bits: int = 8,
+):
     """Refuse parameters pylance refuses, before reading any data."""
     if index_type not in METRICS:
         raise InvalidArgumentError(f"index type {index_type!r} is not built (IVF_FLAT, IVF_PQ)")
@@ -144,13 +164,21 @@ def validate(index_type: str, metric: str, dim: int, rows: int, partitions: int,
             f"num_partitions must be between 1 and the {rows} indexed rows, got {partitions}"
         )
     if index_type == "IVF_PQ":
+        if subs is None:
+            raise InvalidArgumentError("num_partitions and num_sub_vectors are required for IVF_PQ")
         if subs <= 0 or dim % subs:
             raise InvalidArgumentError(
                 f"num_sub_vectors ({subs}) must divide the vector dimension ({dim})"
             )
-        if rows < 1 << PQ_BITS:
+        if num_bits not in PQ_BITS:
+            raise InvalidArgumentError(f"num_bits must be 4 or 8, got {num_bits!r}")
+        if num_bits == 4 and subs % 2:
             raise InvalidArgumentError(
-                f"IVF_PQ needs at least {1 << PQ_BITS} rows to train its codebook, got {rows}"
+                f"4-bit PQ packs two codes a byte: num_sub_vectors ({subs}) must be even"
+            )
+        if rows < 1 << num_bits:
+            raise InvalidArgumentError(
+                f"IVF_PQ needs at least {1 << num_bits} rows to train its codebook, got {rows}"
             )
 
 
@@ -164,11 +192,14 @@ def build_ivf(
     metric: str,
     num_partitions: int,
     num_sub_vectors: int,
+    num_bits: int = 8,
     seed: int = 42,
 ) -> BuiltIndex:
     """Train and write one IVF index over ``vectors`` (rows x dim float32) into ``folder``
     (BLAS on one thread: k-means makes many small products, which threads only slow).  Rows
-    with NaN or infinite values are left out, as pylance leaves them out."""
+    with NaN or infinite values are left out, as pylance leaves them out.  PQ codes are of
+    the residual to the partition centroid (of the normalised vector for cosine), except
+    for dot, whose codes are of the vector itself, as pylance quantizes."""
     finite = np.isfinite(vectors).all(axis=1)
     if not finite.all():
         row_ids, vectors = row_ids[finite], vectors[finite]
@@ -224,9 +255,11 @@ def build_ivf(
         column = pa.FixedSizeListArray.from_arrays(pa.array(stored[order].ravel()), dim)
         field = pa.field("flat", pa.list_(item, dim), nullable=False)
     else:
-        residual = data - centroids[labels]
-        codebook = train_pq(residual, num_sub_vectors, rng)
+        residual = data if metric == "dot" else data - centroids[labels]
+        codebook = train_pq(residual, num_sub_vectors, rng, num_bits)
         codes = encode_pq(residual[order], codebook)
+        if num_bits == 4:  # two codes a byte, the even sub-vector in the low nibble
+            codes = codes[:, 0::2] | (codes[:, 1::2] << 4)
         # per partition, sub-vector-major (pylance's "transposed" storage)
         parts = [
             codes[s : s + c].T.ravel()
@@ -235,22 +268,21 @@ def build_ivf(
         flat_codes = np.concatenate(parts) if parts else np.empty(0, np.uint8)
         info = {
             "codebook_position": 2,
-            "nbits": PQ_BITS,
+            "nbits": num_bits,
             "num_sub_vectors": num_sub_vectors,
             "dimension": dim,
             "codebook_tensor": [],
             "transposed": True,
         }
         aux_md["storage_metadata"] = json.dumps([json.dumps(info, separators=(",", ":"))])
-        buffers.append(_tensor(codebook, (1 << PQ_BITS, dim)).SerializeToString())
-        column = pa.FixedSizeListArray.from_arrays(
-            pa.array(flat_codes, pa.uint8()), num_sub_vectors
-        )
-        field = pa.field("__pq_code", pa.list_(pa.field("item", pa.uint8()), num_sub_vectors))
+        buffers.append(_tensor(codebook, (1 << num_bits, dim)).SerializeToString())
+        width = codes.shape[1]
+        column = pa.FixedSizeListArray.from_arrays(pa.array(flat_codes, pa.uint8()), width)
+        field = pa.field("__pq_code", pa.list_(pa.field("item", pa.uint8()), width))
     aux_schema = pa.schema([pa.field("_rowid", pa.uint64()), field], metadata=aux_md)
     table = pa.table([ids, column.cast(field.type)], schema=aux_schema)
     files["auxiliary.idx"] = _write(storage.join(folder, "auxiliary.idx"), table, buffers)
-    return BuiltIndex(files, _details(index_type, metric, num_sub_vectors))
+    return BuiltIndex(files, _details(index_type, metric, num_sub_vectors, num_bits))
 
 
 def _chunks(data: np.ndarray):
@@ -258,9 +290,12 @@ def _chunks(data: np.ndarray):
         yield data[s : s + CHUNK_ROWS]
 
 
-def train_pq(residual: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
-    """One 256-centroid k-means per sub-vector over a sample: (m, 256, dim / m)."""
-    k = 1 << PQ_BITS
+def train_pq(
+    residual: np.ndarray, m: int, rng: np.random.Generator, num_bits: int = 8
+) -> np.ndarray:
+    """One ``2**num_bits``-centroid k-means per sub-vector over a sample: (m, 2**bits,
+    dim / m)."""
+    k = 1 << num_bits
     sample = residual[_sample(len(residual), k * SAMPLE_RATE, rng)]
     sub = residual.shape[1] // m
     return np.stack([kmeans(sample[:, j * sub : (j + 1) * sub], k, rng)[0] for j in range(m)])

@@ -12,23 +12,24 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import storage
+from ..cache import SearchCache
 from ..errors import CorruptFileError, UnsupportedError
+from ..jit import kernel
 from ..pb import index_pb2, table_pb2
 from ..reader import LanceFileReader
-from ..table.conflicts import _fragment_bitmap
-from .metrics import exact_distances
+from ..table.operations import fragment_bitmap
 
 _TENSOR_TYPES = {
     index_pb2.Tensor.FLOAT16: "<f2",
     index_pb2.Tensor.FLOAT32: "<f4",
     index_pb2.Tensor.FLOAT64: "<f8",
 }
-SUPPORTED = ("IVF_FLAT", "IVF_PQ")
+SUPPORTED = ("IVF_FLAT", "IVF_PQ", "IVF_SQ")
 # pylance's adaptive initial probe budget for float32 queries: per metric, per k bucket
 # (k <= 1, <= 10, <= 100, <= 200, <= 500, <= 1000), (relative margin, floor, cap)
 _K_BUCKETS = (1, 10, 100, 200, 500)
@@ -59,7 +60,10 @@ _ADAPTIVE = {
     ),
 }
 PQ_CODE = "__pq_code"
-INDEX_CACHE_SIZE = 16  # opened indexes kept (centroids, codebook, PQ codes read so far)
+SQ_CODE = "__sq_code"
+INDEX_CACHE_SIZE = 16  # opened indexes kept (centroids, codebooks)
+PARTITION_CACHE_BYTES = 512 << 20  # decoded partitions (row ids, PQ codes or vectors) kept
+_PARTITIONS = SearchCache(PARTITION_CACHE_BYTES)
 
 
 def index_uuid(meta: table_pb2.IndexMetadata) -> str:
@@ -125,26 +129,110 @@ class ProductQuantizer:
         codebook = np.frombuffer(tensor.data, dtype=dtype).reshape(m, 1 << nbits, dim // m)
         return cls(codebook.astype(np.float32), bool(info.get("transposed", False)))
 
-    def unpack(self, stored: np.ndarray) -> np.ndarray:
-        """(rows, num_sub_vectors) codes from the stored bytes: 4-bit codes come two a byte,
-        the even sub-vector in the low nibble."""
-        m, size, _ = self.codebook.shape
-        if size == 256:
-            return stored
-        codes = np.empty((len(stored), stored.shape[1] * 2), dtype=np.uint8)
-        codes[:, 0::2] = stored & 0x0F
-        codes[:, 1::2] = stored >> 4
-        return codes[:, :m]
+    @functools.cached_property
+    def codebook_t(self) -> np.ndarray:
+        """The codebook as (sub-vectors, sub-vector dim, centroids): the kernel's inner loop
+        runs over contiguous centroids."""
+        return np.ascontiguousarray(self.codebook.transpose(0, 2, 1))
 
-    def distances(self, residual: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        """Squared l2 from ``residual`` to each coded row: a per-sub-space distance table,
-        summed over the codes (float32, as pylance sums it)."""
-        codes = self.unpack(codes)
-        m, size, sub = self.codebook.shape
-        diff = self.codebook - residual.astype(np.float32).reshape(m, 1, sub)
-        table = np.einsum("mks,mks->mk", diff, diff)  # (m, 2**nbits)
-        flat = codes.astype(np.intp) + (np.arange(m, dtype=np.intp) * size)[None, :]
-        return table.ravel()[flat].sum(axis=1, dtype=np.float32)
+    def distances(self, residual: np.ndarray, codes: np.ndarray, dot: bool = False) -> np.ndarray:
+        """PQ distances from ``residual`` to each coded row: squared l2, or with ``dot``
+        1 - the inner product; ``codes`` is (bytes per row, rows), sub-vector-major, two
+        4-bit codes a byte (the even sub-vector in the low nibble)."""
+        out = np.empty(codes.shape[1], dtype=np.float32)
+        _pq_adc(np.ascontiguousarray(residual, dtype=np.float32), self.codebook_t, codes, dot, out)
+        return out
+
+
+@kernel("void(float32[::1], float32[:, :, ::1], uint8[:, ::1], boolean, float32[::1])")
+def _pq_adc(residual, codebook_t, codes, dot, out):  # pragma: no cover - compiled
+    """Asymmetric PQ distances: the table of distances from each residual sub-vector to
+    each of its centroids (squared l2, or 1 - dot), then per row the sum of its codes'
+    entries (less m - 1 for dot, so the whole is 1 - the inner product)."""
+    m, sub, size = codebook_t.shape
+    n = codes.shape[1]
+    table = np.zeros((m, size), dtype=np.float32)
+    for j in range(m):
+        for d in range(sub):
+            r = residual[j * sub + d]
+            for c in range(size):
+                if dot:
+                    table[j, c] += r * codebook_t[j, d, c]
+                else:
+                    diff = r - codebook_t[j, d, c]
+                    table[j, c] += diff * diff
+        if dot:
+            for c in range(size):
+                table[j, c] = 1.0 - table[j, c]
+    start = np.float32(1 - m) if dot else np.float32(0.0)
+    for i in range(n):
+        out[i] = 0.0
+    if size == 256:
+        for j in range(m):
+            for i in range(n):
+                out[i] += table[j, codes[j, i]]
+    else:
+        for b in range(codes.shape[0]):
+            j = 2 * b
+            for i in range(n):
+                v = codes[b, i]
+                out[i] += table[j, v & 15]
+                if j + 1 < m:
+                    out[i] += table[j + 1, v >> 4]
+    if dot:
+        for i in range(n):
+            out[i] += start
+
+
+@dataclass
+class ScalarQuantizer:
+    """8-bit scalar quantization over one value range for every dimension: a value's code
+    is ``floor((v - start) / (end - start) * 255)``."""
+
+    start: float
+    end: float
+
+    @classmethod
+    def read(cls, aux: LanceFileReader) -> ScalarQuantizer:
+        try:
+            (entry,) = json.loads((aux.schema.metadata or {})[b"storage_metadata"])
+            info = json.loads(entry)
+            bits = int(info["num_bits"])
+            start, end = float(info["bounds"]["start"]), float(info["bounds"]["end"])
+        except (KeyError, ValueError, TypeError):
+            raise CorruptFileError("no readable SQ storage metadata", path=aux.path) from None
+        if bits != 8:
+            raise UnsupportedError(f"{bits}-bit SQ codes are not read", path=aux.path)
+        if not end > start:
+            raise CorruptFileError("SQ bounds are empty", path=aux.path)
+        return cls(start, end)
+
+    def distances(self, query: np.ndarray, codes: np.ndarray, dot: bool = False) -> np.ndarray:
+        """Squared l2 between the query's codes and each row's, scaled back to the values'
+        units (the query quantized as the rows were, as pylance compares them); for dot,
+        1 - the inner product of the query with the rows' dequantized values."""
+        width = self.end - self.start
+        if dot:
+            scale = np.float32(width / 255.0)
+            values = np.float32(self.start) + codes.astype(np.float32) * scale
+            return (np.float32(1.0) - values @ query.astype(np.float32)).astype(np.float32)
+        q = np.clip(np.floor((query.astype(np.float32) - self.start) / width * 255), 0, 255)
+        diff = codes.astype(np.int32) - q.astype(np.int32)[None, :]
+        total = np.einsum("ij,ij->i", diff, diff)
+        return total.astype(np.float32) * np.float32((width / 255.0) ** 2)
+
+
+@dataclass
+class Partition:
+    """One decoded partition: its row ids and its stored vectors (rows x dim) or PQ codes
+    (bytes per row x rows, sub-vector-major)."""
+
+    row_ids: np.ndarray
+    data: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.row_ids.nbytes + self.data.nbytes)
 
 
 def _index_info(root: str, meta: table_pb2.IndexMetadata) -> tuple[LanceFileReader, dict]:
@@ -158,6 +246,83 @@ def _index_info(root: str, meta: table_pb2.IndexMetadata) -> tuple[LanceFileRead
     except (KeyError, ValueError):
         raise CorruptFileError("no lance:index metadata", path=index.path) from None
     return index, info
+
+
+_DETAIL_METRICS = ("L2", "COSINE", "DOT", "HAMMING")
+
+
+def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
+    """(field number, varint or bytes) of a protobuf message's varint and length-delimited
+    fields (the only wire types VectorIndexDetails uses)."""
+    out: list[tuple[int, int | bytes]] = []
+    pos = 0
+
+    def varint() -> int:
+        nonlocal pos
+        value = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while pos < len(data):
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            out.append((number, varint()))
+        elif wire == 2:
+            size = varint()
+            out.append((number, data[pos : pos + size]))
+            pos += size
+        else:
+            raise CorruptFileError(f"unexpected wire type {wire} in vector index details")
+    return out
+
+
+def vector_details(meta: table_pb2.IndexMetadata) -> dict:
+    """A vector index's details (metric, PQ parameters, runtime hints) as pylance renders
+    them in JSON; an empty dict for other indexes."""
+    if not meta.index_details.type_url.endswith("VectorIndexDetails"):
+        return {}
+    try:
+        fields = _fields(meta.index_details.value)
+    except IndexError:
+        raise CorruptFileError("truncated vector index details") from None
+    out: dict = {"metric_type": "L2"}
+    hints = {}
+    for number, value in fields:
+        if number == 1 and isinstance(value, int) and value < len(_DETAIL_METRICS):
+            out["metric_type"] = _DETAIL_METRICS[value]
+        elif number == 4 and isinstance(value, bytes):
+            pq = dict(_fields(value))
+            out["compression"] = {
+                "type": "pq",
+                "num_bits": pq.get(1, 8),
+                "num_sub_vectors": pq.get(2, 0),
+            }
+        elif number == 9 and isinstance(value, bytes):
+            entry = dict(_fields(value))
+            hints[bytes(entry.get(1, b"")).decode()] = bytes(entry.get(2, b"")).decode()
+    if hints:
+        out["runtime_hints"] = hints
+    return out
+
+
+def index_metric(root: str, meta: table_pb2.IndexMetadata) -> str | None:
+    """The metric a vector index was built for, as its files name it (read once per index:
+    index files never change)."""
+    return _index_metric(root, meta.SerializeToString())
+
+
+@functools.lru_cache(maxsize=256)
+def _index_metric(root: str, meta_bytes: bytes) -> str | None:
+    meta = table_pb2.IndexMetadata()
+    meta.ParseFromString(meta_bytes)
+    metric = _index_info(root, meta)[1].get("distance_type")
+    return str(metric).lower() if metric else None
 
 
 def vector_index_type(root: str, meta: table_pb2.IndexMetadata) -> str:
@@ -178,7 +343,12 @@ class IvfIndex:
     fragments: set[int] | None  # fragment ids the index covers
     rows: LanceFileReader  # auxiliary.idx: the indexed rows, grouped by partition
     pq: ProductQuantizer | None = None
-    _codes: dict = field(default_factory=dict, repr=False)
+    sq: ScalarQuantizer | None = None
+
+    @property
+    def quantized(self) -> bool:
+        """Partitions hold codes (ranked by their own distances), not the vectors."""
+        return self.pq is not None or self.sq is not None
 
     @classmethod
     def open(cls, root: str, meta: table_pb2.IndexMetadata) -> IvfIndex:
@@ -206,17 +376,32 @@ class IvfIndex:
             centroids,
             starts,
             lengths,
-            _fragment_bitmap(meta),
+            fragment_bitmap(meta),
             rows,
             ProductQuantizer.read(rows) if index_type == "IVF_PQ" else None,
+            ScalarQuantizer.read(rows) if index_type == "IVF_SQ" else None,
         )
+
+    @functools.cached_property
+    def _centroids64(self) -> tuple[np.ndarray, np.ndarray]:
+        c = self.centroids.astype(np.float64)
+        return c, np.einsum("ij,ij->i", c, c)
 
     def centroid_order(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Partitions nearest first, with their centroid distances, by the index's metric
-        (cosine indexes hold normalised vectors and are probed with l2)."""
-        metric = "l2" if self.metric == "cosine" else self.metric
-        query = q / np.linalg.norm(q) if self.metric == "cosine" else q
-        d = exact_distances(metric, self.centroids, query.astype(self.centroids.dtype))
+        (cosine indexes hold normalised vectors and are probed with l2); computed in
+        float64 by one matrix-vector product."""
+        q64 = q.astype(self.centroids.dtype).astype(np.float64)
+        c64, c_norm2 = self._centroids64
+        dots = np.einsum("ij,j->i", c64, q64)  # no BLAS threads to wake for a small product
+        if self.metric == "dot":
+            d = 1.0 - dots
+        else:
+            if self.metric == "cosine":
+                norm = np.linalg.norm(q64)
+                q64, dots = q64 / norm, dots / norm
+            d = np.maximum(c_norm2 - 2.0 * dots + q64 @ q64, 0.0)
+        d = d.astype(np.float32)
         order = np.lexsort((np.arange(len(d)), d))
         return order, d[order]
 
@@ -254,37 +439,44 @@ class IvfIndex:
         threshold = np.float32(nearest) * np.float32(factor)
         return min(max(1, int(np.sum(d <= threshold))), len(d))
 
-    def partition(self, p: int) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids, stored vectors) of partition ``p``; PQ codes (rows x sub-vectors) for
-        IVF_PQ, kept in memory once read (they are a few bytes a row, and index files never
-        change: a new index gets a new directory)."""
-        if self.pq is None:
-            return self._read_partition(p)
-        cached = self._codes.get(p)
-        if cached is None:
-            cached = self._codes[p] = self._read_partition(p)
-        return cached
+    def partition(self, p: int) -> Partition:
+        """Partition ``p``'s row ids and stored data, decoded once and cached."""
+        return _PARTITIONS.get_or_load((self.rows.path, p), lambda: self._read_partition(p))
 
-    def _read_partition(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+    def _read_partition(self, p: int) -> Partition:
         start, n = int(self.starts[p]), int(self.lengths[p])
-        name = PQ_CODE if self.pq is not None else "flat"
+        name = PQ_CODE if self.pq is not None else SQ_CODE if self.sq is not None else "flat"
         table = self.rows.read_range(start, start + n, ["_rowid", name])
         col = table.column(name).combine_chunks()
         dim = col.type.list_size
         values = col.values.slice(col.offset * dim, len(col) * dim).to_numpy(zero_copy_only=False)
-        if self.pq is not None and self.pq.transposed:
-            values = values.reshape(dim, n).T
-        return table.column("_rowid").to_numpy(), values.reshape(len(col), dim)
+        row_ids = np.ascontiguousarray(table.column("_rowid").to_numpy(), dtype=np.uint64)
+        if self.pq is None:
+            return Partition(row_ids, np.ascontiguousarray(values.reshape(len(col), dim)))
+        codes = values.reshape(dim, n) if self.pq.transposed else values.reshape(n, dim).T
+        return Partition(row_ids, np.ascontiguousarray(codes, dtype=np.uint8))
 
-    def pq_distances(self, q: np.ndarray, p: int, codes: np.ndarray) -> np.ndarray:
-        """PQ distances of partition ``p``'s coded rows: the codes are of the residual to the
-        partition centroid (of the normalised vector for cosine indexes, which pylance
-        searches with l2)."""
+    def residual(self, q: np.ndarray, p: int) -> np.ndarray:
+        """What partition ``p``'s codes quantize: the query's residual to the partition
+        centroid (of the normalised query for cosine indexes, which pylance searches with
+        l2), in float32; dot indexes quantize the vectors themselves."""
         query = q.astype(np.float32)
+        if self.metric == "dot":
+            return query
         if self.metric == "cosine":
             query = query / np.linalg.norm(query)
+        return query - self.centroids[p].astype(np.float32)
+
+    def code_distances(self, q: np.ndarray, p: int, part: Partition) -> np.ndarray:
+        """PQ or SQ distances of partition ``p``'s coded rows to the query (SQ codes are of
+        the vectors themselves, normalised for cosine)."""
+        if self.sq is not None:
+            query = q.astype(np.float32)
+            if self.metric == "cosine":
+                query = query / np.linalg.norm(query)
+            return self.sq.distances(query, part.data, self.metric == "dot")
         assert self.pq is not None  # an IVF_PQ index
-        return self.pq.distances(query - self.centroids[p].astype(np.float32), codes)
+        return self.pq.distances(self.residual(q, p), part.data, self.metric == "dot")
 
 
 def vector_indices(ds, column: str) -> list[table_pb2.IndexMetadata]:
@@ -309,8 +501,7 @@ def usable_index(ds, column: str, metric: str) -> IvfIndex | None:
         index = _open_index(ds.uri, metas[0].SerializeToString())
     except UnsupportedError:
         return None
-    supported = ("l2", "cosine") if index.pq is not None else ("l2", "dot", "cosine")
-    if index.metric != metric or index.metric not in supported:
+    if index.metric != metric:
         return None
     return index
 

@@ -16,10 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..jit import kernel
 
 METRICS = ("l2", "cosine", "dot", "hamming")
 _ALIASES = {"euclidean": "l2"}
 FLOAT_METRICS = ("l2", "cosine", "dot")
+# up to this many queries a chunk is ranked by the compiled scan (one pass over the rows,
+# memory-bound); more share one BLAS matrix product
+SCAN_MAX_QUERIES = 8
+_METRIC_CODES = {"l2": 0, "dot": 1, "cosine": 2}
 
 
 def normalise_metric(name: object) -> str:
@@ -56,6 +61,58 @@ def scores(
         return x_norm2[None, :] - 2.0 * dots + (q_norms**2)[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         return 1.0 - dots / (np.sqrt(x_norm2)[None, :] * q_norms[:, None])
+
+
+def scan_scores(
+    metric: str, x: np.ndarray, queries: np.ndarray, q_norms: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(queries, rows) float32 ranking scores of chunk ``x`` and its rows' squared norms:
+    one compiled pass over the rows for a few queries (l2 summed directly, so no norms
+    cancel), else the BLAS form of :func:`scores`."""
+    if len(queries) > SCAN_MAX_QUERIES:
+        x_norm2 = squared_norms(x)
+        return scores(metric, x, x_norm2, queries, q_norms), x_norm2
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty((len(queries), len(x)), dtype=np.float32)
+    x_norm2 = np.empty(len(x), dtype=np.float32)
+    _scan(
+        x,
+        np.ascontiguousarray(queries, dtype=np.float32),
+        np.ascontiguousarray(q_norms, dtype=np.float32),
+        _METRIC_CODES[metric],
+        out,
+        x_norm2,
+    )
+    return out, x_norm2
+
+
+@kernel(
+    "void(float32[:, ::1], float32[:, ::1], float32[::1], int64, float32[:, ::1], float32[::1])",
+    fastmath={"reassoc", "contract"},
+    error_model="numpy",
+)
+def _scan(x, queries, q_norms, metric, out, x_norm2):  # pragma: no cover - compiled
+    """Per row: its squared norm, and per query the l2 (0), dot (1) or cosine (2) score."""
+    n, d = x.shape
+    for i in range(n):
+        xx = np.float32(0.0)
+        for j in range(d):
+            xx += x[i, j] * x[i, j]
+        x_norm2[i] = xx
+        for k in range(queries.shape[0]):
+            acc = np.float32(0.0)
+            if metric == 0:
+                for j in range(d):
+                    diff = x[i, j] - queries[k, j]
+                    acc += diff * diff
+                out[k, i] = acc
+            else:
+                for j in range(d):
+                    acc += x[i, j] * queries[k, j]
+                if metric == 1:
+                    out[k, i] = 1.0 - acc
+                else:
+                    out[k, i] = 1.0 - acc / (np.sqrt(xx) * q_norms[k])
 
 
 def tolerance(metric: str, x: np.ndarray, x_norm2: np.ndarray | None, q_norm: float) -> float:

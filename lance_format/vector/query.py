@@ -1,7 +1,7 @@
 """The ``nearest={...}`` argument: parsed and checked before anything is read.
 
-Keys are pylance's: ``column``, ``q``, ``k`` (default 10), ``metric`` (default l2, hamming
-for uint8 vectors), ``nprobes``, ``refine_factor``, ``use_index``.  ``q`` is one vector or
+Keys are pylance's: ``column``, ``q``, ``k`` (default 10), ``metric`` (default: the metric of
+the column's vector index when the search may use it, else l2, hamming for uint8 vectors), ``nprobes``, ``refine_factor``, ``use_index``.  ``q`` is one vector or
 a 2-D batch of them (one row per query); it is cast to the column's element type, as
 pylance does, so a float16 column is searched with the float16-rounded query.
 """
@@ -40,6 +40,7 @@ class NearestQuery:
     nprobes: int | None = None
     refine_factor: int | None = None
     use_index: bool = True
+    metric_given: bool = True  # False: the default, which the column's index may override
 
     @property
     def dim(self) -> int:
@@ -149,4 +150,5 @@ def parse_nearest(nearest: object, schema: pa.Schema) -> NearestQuery:
         nprobes=_positive_int(nearest, "nprobes", None),
         refine_factor=_positive_int(nearest, "refine_factor", None),
         use_index=use_index,
+        metric_given=bool(nearest.get("metric")),
     )

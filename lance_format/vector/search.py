@@ -6,11 +6,11 @@ every query with one BLAS product and folded into a running top-k per query.  On
 winners' other columns are then read, by row address.  With ``prefilter=False`` the filter
 runs on those k rows, so fewer than k may come back, as in pylance.
 
-With an IVF_FLAT (l2, cosine, dot) or IVF_PQ (l2, cosine; 8- or 4-bit codes) index on the
+With an IVF_FLAT, IVF_PQ (8- or 4-bit codes) or IVF_SQ index (l2, cosine, dot) on the
 column, of the query's metric, and ``use_index`` left on, the probed partitions are searched instead
 (``nprobes`` of them, or pylance's adaptive budget when it is not given), the fragments the
-index does not cover exactly, and the two merged.  Other indexes (several segments, HNSW,
-SQ) fall back to exact search.
+index does not cover exactly, and the two merged.  Other indexes (several segments, HNSW)
+fall back to exact search.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import pyarrow as pa
 from ..errors import InvalidArgumentError
 from ..table.filters import compile_filter
 from ..table.scanner import ROW_ADDRESS, ROW_ID, ScanOptions, evaluate_filter
-from .ivf import IvfIndex, live_addresses, usable_index
-from .metrics import exact_distances, scores, squared_norms, tolerance
+from .ivf import IvfIndex, index_metric, live_addresses, usable_index, vector_indices
+from .metrics import FLOAT_METRICS, exact_distances, scan_scores, scores, squared_norms, tolerance
 from .query import NearestQuery, parse_nearest
 from .topk import RunningTopK
 
@@ -37,15 +37,31 @@ SCORE_CELLS = 1 << 24  # bound on the (queries x rows) score matrix of one chunk
 class VectorScanner:
     """A planned nearest-neighbour scan; the same running API as the table ``Scanner``."""
 
-    def __init__(self, ds, options: ScanOptions, nearest: dict, prefilter: bool = False):
+    def __init__(
+        self,
+        ds,
+        options: ScanOptions,
+        nearest: dict,
+        prefilter: bool = False,
+        fast_search: bool = False,
+    ):
         if not isinstance(prefilter, bool):
             raise InvalidArgumentError(f"prefilter must be True or False, got {prefilter!r}")
+        if not isinstance(fast_search, bool):
+            raise InvalidArgumentError(f"fast_search must be True or False, got {fast_search!r}")
+        self.fast_search = fast_search
         if options.ranges or options.fragments is not None:
             raise InvalidArgumentError("a nearest search covers the whole dataset version")
         self.ds = ds
         self.options = options
         self.prefilter = prefilter
         self.query: NearestQuery = parse_nearest(nearest, ds.schema)
+        if not self.query.metric_given and self.query.use_index:
+            # as pylance: without a metric, the search takes its index's
+            metas = vector_indices(ds, self.query.column)
+            metric = index_metric(ds.uri, metas[0]) if len(metas) == 1 else None
+            if metric in FLOAT_METRICS and self.query.metric in FLOAT_METRICS:
+                self.query.metric = metric
         columns = options.columns
         if columns is not None and (
             isinstance(columns, str) or not all(isinstance(c, str) for c in columns)
@@ -134,10 +150,12 @@ class VectorScanner:
         fragments = self.ds.get_fragments()
         index = usable_index(self.ds, q.column, q.metric) if q.use_index else None
         fixed: list = [None] * len(tops)
+        if index is None and self.fast_search:
+            fragments = []  # no index covers anything
         if index is not None:
-            if index.fragments is not None:
+            if index.fragments is not None and not self.fast_search:
                 fragments = [f for f in fragments if f.fragment_id not in index.fragments]
-            else:
+            else:  # fast_search, as pylance: only what the index covers is searched
                 fragments = []
             # PQ distances are not comparable with the exact ones of unindexed rows: pylance
             # then re-ranks the PQ top-k exactly (a refine factor of 1)
@@ -151,9 +169,12 @@ class VectorScanner:
             if not len(vectors):
                 continue
             row_ids, addresses = row_ids[valid], addresses[valid]
-            x = vectors if q.metric == "hamming" else vectors.astype(np.float32, copy=False)
-            x_norm2 = None if q.metric == "hamming" else squared_norms(x)
-            chunk_scores = scores(q.metric, x, x_norm2, ranking, q_norms.astype(np.float32))
+            if q.metric == "hamming":
+                x, x_norm2 = vectors, None
+                chunk_scores = scores(q.metric, x, None, ranking, q_norms)
+            else:
+                x = vectors.astype(np.float32, copy=False)
+                chunk_scores, x_norm2 = scan_scores(q.metric, x, ranking, q_norms)
             for i, top in enumerate(tops):
                 tol = tolerance(q.metric, x, x_norm2, float(q_norms[i]))
                 top.add(chunk_scores[i], row_ids, addresses, vectors, tol)
@@ -175,7 +196,17 @@ class VectorScanner:
                     offsets = np.arange(start, stop, dtype=np.int64)
                     addresses = frag.row_addresses(offsets)
                     ids = frag.row_ids[offsets] if stable else addresses
-                    yield column, frag.live_mask(start, stop), ids, addresses
+                    keep = frag.live_mask(start, stop)
+                    at = 0
+                    for chunk in column.chunks:  # each decoded piece as is: no copy
+                        end = at + len(chunk)
+                        yield (
+                            chunk,
+                            None if keep is None else keep[at:end],
+                            ids[at:end],
+                            addresses[at:end],
+                        )
+                        at = end
             return
         inner = self.ds.scanner(
             columns=[q.column],
@@ -204,11 +235,12 @@ class VectorScanner:
                 [np.zeros(0, np.uint64)]
                 + [b.column(ROW_ADDRESS).to_numpy() for b in scan.to_batches()]
             )
+            allowed.sort()
         fixed = []
         for top, query in zip(tops, q.queries, strict=True):
             ids, addresses, data = self._probe(index, query, allowed)
-            if index.pq is not None:
-                fixed.append(self._rank_pq(top, ids, addresses, data, refine))
+            if index.quantized:
+                fixed.append(self._rank_codes(top, ids, addresses, data, refine))
                 continue
             fixed.append(None)
             if not len(ids):
@@ -229,23 +261,42 @@ class VectorScanner:
         q = self.query
         order, _ = index.centroid_order(query)
         budget = q.nprobes or index.default_nprobes(query, q.k, q.refine_factor)
-        ids, addrs, data, found = [], [], [], 0
-        for i, p in enumerate(order.tolist()):
-            if i >= budget and (q.nprobes is not None or found >= q.k):
-                break
-            rows, stored = index.partition(p)
+        ids, addrs, data = [], [], []
+        found = 0
+        start = 0
+        while start < len(order):
+            stop = max(min(budget, len(order)), 1) if start == 0 else start + 1
+            parts = [index.partition(p) for p in order[start:stop].tolist()]
+            rows = _concat([part.row_ids for part in parts], np.uint64)
+            if index.quantized:
+                stored = _concat(
+                    [
+                        index.code_distances(query, p, part)
+                        for p, part in zip(order[start:stop].tolist(), parts, strict=True)
+                    ],
+                    np.float32,
+                )
+            else:  # parts is never empty: stop > start
+                stored = np.concatenate([part.data for part in parts])
             addresses, keep = self._addresses(rows)
             keep &= live_addresses(self.ds, addresses)
             if allowed is not None:
-                keep &= np.isin(addresses, allowed)
-            rows, addresses, stored = rows[keep], addresses[keep], stored[keep]
+                pos = np.minimum(np.searchsorted(allowed, addresses), max(len(allowed) - 1, 0))
+                keep &= allowed[pos] == addresses if len(allowed) else False
+            if not keep.all():
+                rows, addresses, stored = rows[keep], addresses[keep], stored[keep]
             ids.append(rows)
             addrs.append(addresses)
-            data.append(index.pq_distances(query, p, stored) if index.pq is not None else stored)
+            data.append(stored)
             found += len(rows)
+            start = stop
+            if q.nprobes is not None or found >= q.k:
+                break
         if not ids:
             empty = np.zeros(0, np.uint64)
             return empty, empty, np.zeros((0, q.dim), np.float32)
+        if len(ids) == 1:
+            return ids[0], addrs[0], data[0]
         return np.concatenate(ids), np.concatenate(addrs), np.concatenate(data)
 
     def _addresses(self, row_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -258,15 +309,13 @@ class VectorScanner:
         found = (keys[pos] == row_ids) if len(keys) else np.zeros(len(row_ids), dtype=bool)
         return np.where(found, addrs[pos] if len(keys) else row_ids, row_ids), found
 
-    def _rank_pq(self, top: RunningTopK, ids, addresses, dist, refine: int | None):
-        """The k best by PQ distance, or with ``refine`` the k * refine best re-ranked by
-        their exact distance (they join the running top-k with their vectors)."""
+    def _rank_codes(self, top: RunningTopK, ids, addresses, dist, refine: int | None):
+        """The k best by PQ or SQ distance, or with ``refine`` the k * refine best re-ranked
+        by their exact distance (they join the running top-k with their vectors)."""
         q = self.query
-        order = np.lexsort((ids, dist))
+        order = smallest(dist, ids, q.k * (refine or 1))
         if not refine:
-            order = order[: q.k]
             return dist[order], ids[order], addresses[order]
-        order = order[: q.k * refine]
         ids, addresses = ids[order], addresses[order]
         column = self.ds.take_addresses(addresses, columns=[q.column]).column(0)
         vectors, valid = _vectors(column, q.dim)
@@ -283,7 +332,7 @@ class VectorScanner:
             wanted += [n for n in self._filter_columns if n not in wanted]
         parts = []
         for i, (dist, row_ids, addresses) in enumerate(results):
-            table = self.ds.take_addresses(addresses, columns=wanted)
+            table = self._take(addresses, wanted)
             table = table.append_column(DISTANCE, pa.array(dist, pa.float32()))
             table = table.append_column(ROW_ID, pa.array(row_ids, pa.uint64()))
             table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
@@ -297,6 +346,30 @@ class VectorScanner:
             parts.append(table)
         schema = self.schema
         return pa.concat_tables(parts).select(schema.names).cast(schema)
+
+    def _take(self, addresses: np.ndarray, names: list[str]) -> pa.Table:
+        """The dataset columns ``names`` of one query's winners, in their order: read per
+        fragment straight from its files (they are live rows of this version, each once)."""
+        by_name = {f.name: f for f in self.ds.lance_schema.fields}
+        fields = [by_name[n] for n in names]
+        frags = {f.fragment_id: f for f in self.ds.get_fragments()}
+        frag_ids = (addresses >> np.uint64(32)).astype(np.int64)
+        offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        parts, positions = [], []
+        for fid in sorted(set(frag_ids.tolist())):
+            where = np.flatnonzero(frag_ids == fid)
+            where = where[np.argsort(offsets[where], kind="stable")]
+            parts.append(frags[fid].read(fields, offsets[where]))
+            positions.append(where)
+        if not parts:
+            return self._base.schema.empty_table().select(names)
+        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        order = np.concatenate(positions)
+        if (order == np.arange(len(order))).all():
+            return table
+        back = np.empty(len(order), dtype=np.int64)
+        back[order] = np.arange(len(order))
+        return table.take(pa.array(back))
 
 
 def _merge(tops: list[RunningTopK], fixed: list, k: int) -> list:
@@ -313,6 +386,23 @@ def _merge(tops: list[RunningTopK], fixed: list, k: int) -> list:
             dist, ids, addresses = dist[order], ids[order], addresses[order]
         out.append((dist, ids, addresses))
     return out
+
+
+def smallest(dist: np.ndarray, ids: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the ``n`` smallest distances, ordered by (distance, row id): a partial
+    selection first, so only the few near the cut are sorted."""
+    if len(dist) > n and not np.isnan(dist).any():
+        kth = np.partition(dist, n - 1)[n - 1]
+        cand = np.flatnonzero(dist <= kth)
+    else:  # NaN distances rank last
+        cand = np.arange(len(dist))
+    return cand[np.lexsort((ids[cand], dist[cand]))][:n]
+
+
+def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    if not parts:
+        return np.zeros(0, dtype)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _vectors(
