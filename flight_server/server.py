@@ -145,7 +145,7 @@ class LanceFlightServer(flight.FlightServerBase):
         }
         if metrics is not None:
             metrics.watch_cache(self.cache.stats)
-            metrics.watch_page_cache(self.cache.pages.stats)
+            metrics.watch_page_cache(self.cache.page_stats)
             observers["metrics"] = metrics.middleware()
         self.reclaimer = Reclaimer()
         observers["reclaim"] = ReclaimOnRefusal(self.reclaimer)

@@ -73,6 +73,10 @@ class SearchCache:
         with self._lock:
             self._lru.clear()
 
+    def page_stats(self) -> dict[str, int]:
+        """The stats of the page cache carried here (an empty, disabled one's when none)."""
+        return (self.pages if self.pages is not None else PageCache(0)).stats()
+
     def stats(self) -> dict[str, int]:
         return {
             "hits": self.hits,
