@@ -38,11 +38,12 @@ from lance_format.version import DEFAULT_VERSION, LanceFileVersion, writable
 from . import permissions
 from .catalog import Catalog
 from .errors import AlreadyExists, BadRequest, FailedPrecondition
+from .merge_put import MERGE_KEYS, MergeOptions, merge_put, parse_merge
 from .query import non_negative_int
 
-MODES = dataset_write.MODES
+MODES = (*dataset_write.MODES, "merge")
 _PUT_KEYS = {"dataset", "mode", "data_storage_version", "max_rows_per_file", "idempotency_key"}
-_PUT_KEYS |= {"stage", "job"}
+_PUT_KEYS |= {"stage", "job"} | MERGE_KEYS
 
 
 @dataclass
@@ -54,6 +55,7 @@ class PutOptions:
     idempotency_key: str | None = None
     stage: bool = False
     job: str | None = None
+    merge: MergeOptions | None = None  # mode "merge": the stream is a merge_insert's source
 
 
 def writable_version(value: object) -> LanceFileVersion:
@@ -77,6 +79,10 @@ def parse_put(cmd: dict) -> PutOptions:
     mode = cmd.get("mode", "append")
     if mode not in MODES:
         raise BadRequest(f"'mode' must be one of {list(MODES)}, got {mode!r}")
+    if mode == "merge":
+        return PutOptions(name, mode, merge=parse_merge(cmd))
+    if MERGE_KEYS & set(cmd):
+        raise BadRequest(f"{sorted(MERGE_KEYS & set(cmd))} are options of mode 'merge'")
     version = cmd.get("data_storage_version")
     if version is not None:
         version = writable_version(version)
@@ -209,6 +215,8 @@ def ingest(
     on_rows: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Write and (unless staged) commit the stream; returns the PutResult metadata."""
+    if opts.merge is not None:
+        return merge_put(catalog, opts.dataset, opts.merge, schema, batches, on_rows)
     root = catalog.path_of(opts.dataset)
     permissions.check_write(opts.dataset)
     if opts.idempotency_key and not opts.stage:

@@ -119,7 +119,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="locations of other servers on the same root, added to every FlightInfo's "
         "endpoints (e.g. grpc://host2:8815)",
     )
-    p.add_argument("--no-warm", action="store_true", help="skip warming the search cache")
+    p.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="skip warming the search cache and compiling the decode kernels at start "
+        "(they then compile on first use)",
+    )
     p.add_argument("--no-sql", action="store_true", help="do not answer Flight SQL commands")
     p.add_argument(
         "--sql-timeout",
@@ -461,6 +466,8 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
     # supervisor forwarding a SIGTERM) may reach it before it has announced itself
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if not opts.get("no_warm"):
+        compile_kernels()
     try:
         server, endpoints, rest_url = _build(opts, port, locations, secret, index)
     except (LanceError, OSError, pa.ArrowException) as exc:  # bad root, port taken, TLS files
@@ -482,6 +489,18 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
             log.warning("the supervisor is gone: shutting down")
             stopping.set()
     return _shutdown(server, endpoints, float(opts["shutdown_grace"]))
+
+
+def compile_kernels() -> None:
+    """Compile the format's kernels (or load them from numba's on-disk cache) before the
+    server accepts a request, so that no user pays for compilation."""
+    from lance_format import reader, writer  # noqa: F401 - they import the codecs' kernels
+    from lance_format.jit import warm_up
+    from lance_format.vector import build, ivf, metrics  # noqa: F401 - vector search kernels
+
+    started = time.perf_counter()
+    count = warm_up()
+    log.info("%d kernel signatures ready in %.2fs", count, time.perf_counter() - started)
 
 
 def _shutdown(server, endpoints, grace: float) -> int:

@@ -124,16 +124,29 @@ class Query(Wire):
         return self
 
 
+_MERGE_FIELDS = (
+    "on",
+    "when_matched_update_all",
+    "when_not_matched_insert_all",
+    "when_not_matched_by_source_delete",
+)
+
+
 class PutCommand(Wire):
     """A ``do_put`` command: where and how to write the stream."""
 
     dataset: Name
-    mode: Literal["create", "append", "overwrite"] = "append"
+    mode: Literal["create", "append", "overwrite", "merge"] = "append"
     data_storage_version: StrictStr | None = None
     max_rows_per_file: Positive | None = None
     idempotency_key: Annotated[StrictStr, Field(min_length=1, max_length=256)] | None = None
     stage: StrictBool = False
     job: Any = None  # checked below, with the rule in the message whatever its type
+    # mode "merge" (see flight_server.merge_put, which checks them): keys and clauses
+    on: Any = None
+    when_matched_update_all: Any = None
+    when_not_matched_insert_all: Any = None
+    when_not_matched_by_source_delete: Any = None
 
     @pydantic.field_validator("data_storage_version")
     @classmethod
@@ -144,6 +157,13 @@ class PutCommand(Wire):
             except UnsupportedError as exc:
                 raise ValueError(exc.problem) from None
         return value
+
+    @pydantic.model_validator(mode="after")
+    def _merge_keys(self) -> PutCommand:
+        given = [k for k in _MERGE_FIELDS if getattr(self, k) is not None]
+        if given and self.mode != "merge":
+            raise ValueError(f"{given} are options of mode 'merge'")
+        return self
 
     @pydantic.model_validator(mode="after")
     def _job(self) -> PutCommand:

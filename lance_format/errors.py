@@ -62,8 +62,9 @@ class InvalidArgumentError(LanceError, ValueError):
     """The caller asked for something impossible: unknown column, row out of range."""
 
 
-class DatasetExistsError(InvalidArgumentError):
-    """A create found the dataset already there (or lost the race to create it)."""
+class DatasetExistsError(InvalidArgumentError, OSError):
+    """A create found the dataset already there (or lost the race to create it); pylance
+    raises OSError."""
 
 
 class InvalidDataError(InvalidArgumentError, OSError):
@@ -76,6 +77,26 @@ class InvalidDataError(InvalidArgumentError, OSError):
 class SchemaError(LanceError, ValueError):
     """A schema cannot be mapped between Lance and Arrow, or does not match the data (an
     unknown column, a clash).  pylance raises ValueError for most of these."""
+
+
+class SchemaMismatchError(SchemaError, OSError):
+    """Data whose schema differs from the dataset's it is written to (pylance raises
+    OSError for an append with a different schema)."""
+
+
+class FileMissingError(ObjectNotFoundError, ValueError):
+    """A data file to open is not there: pylance's file reader raises ValueError, callers
+    expecting a FileNotFoundError still catch it."""
+
+
+class TagNotFoundError(InvalidArgumentError, OSError):
+    """No tag of that name: pylance raises ValueError when opening a dataset at it and
+    deleting it, OSError from ``checkout_version``, so this is both."""
+
+
+class RowOutOfRangeError(InvalidArgumentError, OSError):
+    """Rows asked for by position, id or address that the version does not have (pylance's
+    ``take`` raises OSError)."""
 
 
 def check_size(value: int, limit: int, what: str) -> int:

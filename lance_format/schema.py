@@ -550,16 +550,18 @@ def blob_v2_descriptor_field(f: LanceField, new_id: int, parent_id: int) -> Lanc
     )
 
 
-def blob_v2_file_schema(schema: LanceSchema) -> LanceSchema:
+def blob_v2_file_schema(schema: LanceSchema, keep_ids: bool = False) -> LanceSchema:
     """The FileDescriptor schema pylance 14 writes for a 2.2 dataset with blob v2 columns.
 
     Every blob leaf becomes its descriptor struct, and the ids are those of the table
     schema, where a blob column is ``struct<data, uri>`` and so takes two more ids than in
-    ``schema`` (a field after a blob column keeps the manifest's id)."""
+    ``schema`` (a field after a blob column keeps the manifest's id).  ``keep_ids``: the
+    ids of ``schema`` are already the manifest's (a dataset's own schema, see
+    :func:`blob_v2_leaf_schema`)."""
     counter = [schema.fields[0].id if schema.fields else 0]
 
     def convert(f: LanceField, parent_id: int) -> LanceField:
-        new_id = counter[0]
+        new_id = f.id if keep_ids else counter[0]
         counter[0] += 1
         if is_blob_leaf(f):
             counter[0] += BLOB_V2_TABLE_CHILDREN
@@ -568,6 +570,34 @@ def blob_v2_file_schema(schema: LanceSchema) -> LanceSchema:
         return replace(f, id=new_id, parent_id=parent_id, children=kids)
 
     return LanceSchema([convert(f, -1) for f in schema.fields], dict(schema.metadata))
+
+
+def is_blob_v2_column(f: LanceField) -> bool:
+    """A table-level blob v2 column: the ``lance.blob.v2`` struct (``data``, ``uri``, and in
+    pylance's ``blob_field`` also ``position``, ``size``)."""
+    ext = f.metadata.get(EXT_NAME_KEY)
+    return f.logical_type == "struct" and ext is not None and ext.decode() == BLOB_V2_EXT_NAME
+
+
+def blob_v2_leaf_schema(schema: LanceSchema) -> LanceSchema:
+    """A dataset schema with each blob v2 column as the ``lance-encoding:blob`` binary leaf
+    the file writer takes (same ids; the size thresholds kept)."""
+    fields = []
+    for f in schema.fields:
+        if is_blob_v2_column(f):
+            md = {k: v for k, v in f.metadata.items() if not k.startswith("ARROW:extension")}
+            md[BLOB_KEY] = b"true"
+            f = LanceField(
+                id=f.id,
+                parent_id=f.parent_id,
+                name=f.name,
+                logical_type="large_binary",
+                nullable=f.nullable,
+                metadata=md,
+                encoding=_encoding_hint(pa.large_binary()),
+            )
+        fields.append(f)
+    return LanceSchema(fields, dict(schema.metadata))
 
 
 _PATH_TOKEN = re.compile(r"`((?:[^`]|``)*)`|([^.`]+)")

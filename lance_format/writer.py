@@ -169,7 +169,9 @@ class LanceFileWriter:
         # non-nullable in the target (a dataset's schema) even where the data's schema is not
         self._required = [not f.nullable for f in lance_schema.fields]
         if self._blobs is not None:
-            self._file_schema = blob_v2_file_schema(lance_schema)
+            # a dataset's schema (given) has the manifest's ids already
+            keep = self._given_lance_schema is not None
+            self._file_schema = blob_v2_file_schema(lance_schema, keep_ids=keep)
         for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
             leaves = []
             columns = (
@@ -206,6 +208,11 @@ class LanceFileWriter:
     @property
     def schema(self) -> pa.Schema | None:
         return self._schema
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of pages written so far (data still buffered for a page not included)."""
+        return self._pos
 
     # -- writing --------------------------------------------------------------------------
 
@@ -457,6 +464,17 @@ class LanceFileWriter:
         leaf.encodings.append(describe(page.layout))
 
     # -- finishing ------------------------------------------------------------------------
+
+    def add_schema_metadata(self, key: str, value: str) -> None:
+        """Add a key/value to the schema metadata written on close (pylance's file writer
+        API; needs the schema, given or from a first batch)."""
+        self._check_open()
+        if self._schema is None:
+            raise InvalidArgumentError("add_schema_metadata needs the schema: write a batch first")
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgumentError("schema metadata keys and values must be strings")
+        md = {**self._file_schema.metadata, key: value.encode()}
+        self._file_schema = LanceSchema(self._file_schema.fields, md)
 
     def add_global_buffer(self, data: bytes) -> int:
         """Keep ``data`` as a global buffer written on close; returns its position (index

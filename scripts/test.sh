@@ -10,4 +10,7 @@ if ! command -v java >/dev/null 2>&1; then
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+# compile the numba kernels once (numba caches them in __pycache__), so that the test servers
+# the workers start load them instead of each compiling them at once
+.venv/bin/python -c "from flight_server.serve import compile_kernels; compile_kernels()"
 .venv/bin/python -m pytest -q -n 2 "$@"

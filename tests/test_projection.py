@@ -300,8 +300,8 @@ def test_scan_options_are_never_ignored(uri):
     ds = lance_format.dataset(uri)
     with pytest.raises(UnsupportedError, match="full_text_query"):
         ds.to_table(full_text_query="words")
-    with pytest.raises(UnsupportedError, match="order_by"):
-        ds.scanner(order_by=["id"])
+    with pytest.raises(UnsupportedError, match="include_deleted_rows"):
+        ds.scanner(include_deleted_rows=True)
     with pytest.raises(InvalidArgumentError, match="no_such_option"):
         ds.to_table(no_such_option=1)
     # options left at None change nothing; rows always come in order

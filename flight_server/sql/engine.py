@@ -36,7 +36,7 @@ from __future__ import annotations
 import collections
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -83,7 +83,7 @@ __all__ = [
 DEFAULT_RESULT_BATCH_ROWS = 64 * 1024
 PARAMS_ALIAS = "__lance_params"
 # schemas DuckDB keeps for itself: references into them are not datasets
-WRITES = ("delete", "update")  # statements that change their target table
+WRITES = ("delete", "update", "merge")  # statements that change their target table
 _SYSTEM_SCHEMAS = {"information_schema", "pg_catalog", "system", "temp"}
 
 
@@ -232,18 +232,19 @@ def parse_statement(sql: str) -> Statement:
         kind = "delete"
     elif isinstance(tree, exp.Update):
         kind = "update"
+    elif isinstance(tree, exp.Merge):
+        kind = "merge"
     elif isinstance(tree, exp.Query):
         kind = "query"
-    elif isinstance(tree, exp.Insert | exp.Merge):
+    elif isinstance(tree, exp.Insert):
         raise UnsupportedError(
-            f"{type(tree).__name__.upper()} is not supported: rows are added with bulk "
-            "ingest (CommandStatementIngest, adbc_ingest), changed with UPDATE and removed with "
-            "DELETE"
+            "INSERT is not supported: rows are added with bulk ingest (CommandStatementIngest, "
+            "adbc_ingest) or MERGE INTO, changed with UPDATE and removed with DELETE"
         )
     else:
         raise SqlError(
-            "only queries (SELECT, WITH, VALUES, set operations), DELETE and UPDATE are "
-            "supported, "
+            "only queries (SELECT, WITH, VALUES, set operations), DELETE, UPDATE and MERGE "
+            "INTO are supported, "
             f"not {tree.key.upper()}"
         )
     ctes = _cte_names(tree)
@@ -593,6 +594,29 @@ class SqlEngine:
         interrupts it when the statement must stop."""
         return Execution(self, binding, _param_rows(binding.statement, params), watch)
 
+    def select_for_write(
+        self, binding: Binding, sql_of: Callable[[exp.Expr, str], dict[str, str]], watch=None
+    ) -> dict[str, pa.Table]:
+        """Run the SELECTs ``sql_of(tree, target alias)`` builds over the statement's tree
+        (its tables renamed to their private names, the target with ``_rowaddr``), on one
+        connection; their results by name (how a MERGE finds its rows)."""
+        st = binding.statement
+        tree = st.tree.copy()
+        con, aliases = self._connect(binding, addresses_for=st.target)
+        watch = watch or Watch(None, None)
+        watch.on_stop(con.interrupt)
+        try:
+            target_alias = _use_private_names(tree, st, aliases)
+            if target_alias is None:
+                raise SqlError("the statement names no target table")
+            out = {}
+            for name, sql in sql_of(tree, target_alias).items():
+                with watch.busy():
+                    out[name] = con.sql(sql).to_arrow_table()
+        finally:
+            con.close()
+        return out
+
     def delete_addresses(
         self, binding: Binding, params: pa.Table | None = None, watch: Watch | None = None
     ) -> np.ndarray:
@@ -729,11 +753,9 @@ def _param_rows(statement: Statement, params: pa.Table | None) -> list[list[obje
     return [list(row) for row in zip(*columns, strict=True)]
 
 
-def _target_select(tree: exp.Delete | exp.Update, st: Statement, aliases: list[str]) -> str:
-    """``DELETE FROM t [USING u] WHERE c`` -> ``SELECT t._rowaddr FROM t [, u] WHERE c``;
-    ``UPDATE t SET a = e [FROM u] WHERE c`` -> ``SELECT t._rowaddr, e AS a FROM t [, u]
-    WHERE c``; table references replaced by their private names and parameters by
-    parameter columns."""
+def _use_private_names(tree: exp.Expr, st: Statement, aliases: list[str]) -> str | None:
+    """Replace the table references of ``tree`` (a copy of the statement's) by their
+    private names, each keeping its alias (or its name as alias); the target's alias."""
     index = {id(span.node): i for i, span in enumerate(st.spans)}
     pairs = zip(st.tree.find_all(exp.Table), tree.find_all(exp.Table), strict=True)
     copies = [(index[id(orig)], copy) for orig, copy in pairs if id(orig) in index]
@@ -749,6 +771,15 @@ def _target_select(tree: exp.Delete | exp.Update, st: Statement, aliases: list[s
                 alias=exp.TableAlias(this=exp.to_identifier(alias_name, quoted=True)),
             )
         )
+    return target_alias
+
+
+def _target_select(tree: exp.Delete | exp.Update, st: Statement, aliases: list[str]) -> str:
+    """``DELETE FROM t [USING u] WHERE c`` -> ``SELECT t._rowaddr FROM t [, u] WHERE c``;
+    ``UPDATE t SET a = e [FROM u] WHERE c`` -> ``SELECT t._rowaddr, e AS a FROM t [, u]
+    WHERE c``; table references replaced by their private names and parameters by
+    parameter columns."""
+    target_alias = _use_private_names(tree, st, aliases)
     positional = 0
     for node in list(tree.find_all(exp.Placeholder, exp.Parameter)):
         text = _parameter_name(node)

@@ -47,7 +47,7 @@ from lance_format.table import mutation
 from lance_format.table.scanner import ROW_ADDRESS
 
 from . import flight_sql_pb2 as pb
-from . import protocol
+from . import merge, protocol
 from .engine import WRITES, Binding, Execution, SqlEngine, Statement, parse_statement
 from .errors import SqlError
 from .limits import Watch
@@ -261,7 +261,8 @@ class Statements:
         statement = parse_statement(sql)
         if statement.kind not in WRITES:
             raise SqlError(
-                "only DELETE and UPDATE run as updates; send queries with CommandStatementQuery"
+                "only DELETE, UPDATE and MERGE run as updates; send queries with "
+                "CommandStatementQuery"
             )
         return self.write(self.engine.bind(statement), params, watch)
 
@@ -269,6 +270,8 @@ class Statements:
         """Run a DELETE or an UPDATE; the number of rows it changed."""
         if binding.statement.kind == "delete":
             return self.delete(binding, params, watch)
+        if binding.statement.kind == "merge":
+            return self.merge(binding, params, watch)
         statement: Statement = binding.statement
         assert statement.target is not None  # a DELETE or UPDATE names its target
         if params is not None and params.num_columns == 0:
@@ -280,6 +283,36 @@ class Statements:
         _, ds = binding.datasets[statement.target]
         # a private object: the update moves it in place, and ``ds`` may be a shared one
         _, count = mutation.update_rows(copy.copy(ds), values)
+        return count
+
+    def merge(self, binding: Binding, params: pa.Table | None, watch: Watch | None = None) -> int:
+        """Run a MERGE INTO (see :mod:`.merge`): the rows it updated, deleted and inserted,
+        changed in one conflict-checked commit."""
+        statement: Statement = binding.statement
+        if statement.param_count or (params is not None and params.num_columns):
+            raise SqlError("MERGE takes no parameters")
+        if statement.target is None:
+            raise SqlError("MERGE must name a table of this server")
+        check_write(binding.datasets[statement.target][0])
+        _, ds = binding.datasets[statement.target]
+        columns = ds.schema.names
+        found = self.engine.select_for_write(
+            binding, lambda tree, target: merge.merge_selects(tree, target, columns), watch
+        )
+        merge.check_ambiguous(found["ambiguous"])
+        updates = found.get("update")
+        if updates is None:
+            updates = pa.table({ROW_ADDRESS: pa.array([], pa.uint64())})
+        deleted = merge.deleted_addresses(found)
+        inserted = found.get("insert")
+        if (
+            not updates.num_rows
+            and not len(deleted)
+            and (inserted is None or not inserted.num_rows)
+        ):
+            return 0  # nothing changes: no commit
+        # a private object: the merge moves it in place, and ``ds`` may be a shared one
+        _, count = mutation.update_rows(copy.copy(ds), updates, deleted, inserted)
         return count
 
     def delete(self, binding: Binding, params: pa.Table | None, watch: Watch | None = None) -> int:

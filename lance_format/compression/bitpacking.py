@@ -6,9 +6,8 @@ word ``w`` of lane ``l`` sits at index ``w * LANES + l``, and lane ``l`` is a li
 bit stream in which row ``r`` (0..T) holds input element
 ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l``.
 
-Packing and unpacking work on many blocks at once: one numpy operation per row (at most
-64), each over ``blocks x LANES`` words, so a page decodes in a few hundred array calls
-whatever its size.
+Packing and unpacking run in compiled kernels (:mod:`lance_format.jit`) over all the
+blocks of a page at once, each block with its own width.
 
 * **InlineBitpacking** stores ``[W as one T-bit word][packed block]`` per 1024 values; a
   mini-block chunk is exactly one such block (the last chunk zero-padded to 1024 values),
@@ -23,17 +22,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
+from ..jit import kernel, readonly
 from .blocks import ChunkRanges, gather_ranges
 
 BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
+_FL_ORDER = np.array(FL_ORDER, dtype=np.int64)  # a constant inside the compiled kernels
 _DTYPES: dict[int, np.dtype] = {
     8: np.dtype("<u1"),
     16: np.dtype("<u2"),
     32: np.dtype("<u4"),
     64: np.dtype("<u8"),
 }
-_INDEX_CACHE: dict[int, np.ndarray] = {}
 
 
 def word_dtype(t: int) -> np.dtype:
@@ -42,18 +42,6 @@ def word_dtype(t: int) -> np.dtype:
         return _DTYPES[t]
     except KeyError:
         raise UnsupportedError(f"bitpacking of {t}-bit values (only 8/16/32/64)") from None
-
-
-def _row_index(t: int) -> np.ndarray:
-    """``idx[r, l]``: the input position packed at row r, lane l (shape T x LANES)."""
-    idx = _INDEX_CACHE.get(t)
-    if idx is None:
-        lanes = BLOCK // t
-        rows = np.arange(t)
-        base = np.array(FL_ORDER)[rows // 8] * 16 + (rows % 8) * 128
-        idx = base[:, None] + np.arange(lanes)[None, :]
-        _INDEX_CACHE[t] = idx
-    return idx
 
 
 def packed_words(width: int, t: int) -> int:
@@ -68,117 +56,129 @@ def _check_width(width: int, t: int) -> None:
 
 def unpack_blocks(words: np.ndarray, width: int, t: int) -> np.ndarray:
     """Unpack ``words`` (shape ``blocks x (1024*W/T)``, dtype uT) to ``blocks x 1024`` uT."""
-    dtype = word_dtype(t)
     _check_width(width, t)
-    lanes = BLOCK // t
-    words = np.asarray(words, dtype=dtype)
-    nblocks = words.shape[0] if words.ndim == 2 else len(words) // max(1, width * lanes)
-    if width == 0:
-        return np.zeros((nblocks, BLOCK), dtype=dtype)
-    words = words.reshape(-1, width, lanes)
-    nblocks = len(words)
-    out = np.empty((nblocks, BLOCK), dtype=dtype)
-    idx = _row_index(t)
-    if width == t:
-        out[:, idx.reshape(-1)] = words.reshape(nblocks, width * lanes)
-        return out
-    # every row at once: row r starts at bit r*W of its lane, in word w0 at `shift`, and may
-    # straddle into word w0+1 (tables cached per (W, T))
-    w0, nxt, shift, back, straddle = _unpack_plan(width, t)
-    val = words[:, w0, :] >> shift
-    hi = words[:, nxt, :] << back
-    val = np.where(straddle, val | hi, val) & dtype.type((1 << width) - 1)
-    _scatter_rows(out, val, t)
+    wpb = packed_words(width, t)
+    words = np.ascontiguousarray(words, dtype=word_dtype(t))
+    nblocks = words.shape[0] if words.ndim == 2 else len(words) // max(wpb, 1)
+    words = words.reshape(-1)
+    starts = np.arange(nblocks, dtype=np.int64) * wpb
+    widths = np.full(nblocks, width, dtype=np.int64)
+    counts = np.full(nblocks, BLOCK, dtype=np.int64)
+    return _unpack_into(words, starts, widths, counts, t).reshape(nblocks, BLOCK)
+
+
+def _unpack_into(
+    words: np.ndarray, starts: np.ndarray, width: np.ndarray, counts: np.ndarray, t: int
+) -> np.ndarray:
+    """Unpack block ``i`` (``widths[i]`` bits, its packed words from ``words[starts[i]]``)
+    keeping its first ``counts[i]`` values, all blocks end to end in one compiled pass.
+    ``words`` is uT; callers check that every block lies inside it."""
+    dtype = word_dtype(t)
+    out = np.empty(int(counts.sum()), dtype=dtype)
+    if len(out):
+        _unpack(
+            readonly(np.ascontiguousarray(words, dtype=dtype)),
+            readonly(np.asarray(starts, dtype=np.int64)),
+            readonly(np.asarray(width, dtype=np.int64)),
+            readonly(np.asarray(counts, dtype=np.int64)),
+            out,
+        )
     return out
 
 
-def _scatter_rows(out: np.ndarray, val: np.ndarray, t: int) -> None:
-    """``out[:, _row_index(t)] = val`` as one strided copy: output position
-    ``(r % 8) * 128 + FL_ORDER[r // 8] * 16 + lane`` splits into axes (r % 8, slot, lane),
-    so reorder the row groups into slot order and transpose (a fancy scatter of every
-    value costs several times more)."""
-    lanes = BLOCK // t
-    groups = t // 8
-    n = len(out)
-    order = _slot_order(t)
-    v = val.reshape(n, groups, 8, lanes)
-    if groups > 1:
-        v = v[:, order]
-    out.reshape(n, 8, groups, lanes)[...] = v.transpose(0, 2, 1, 3)
+_UNPACK_SIGNATURES = [
+    f"void(ro({u}[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), {u}[::1])"
+    for u in ("u1", "u2", "u4", "u8")
+]
 
 
-_SLOT_ORDER: dict[int, np.ndarray] = {}
-
-
-def _slot_order(t: int) -> np.ndarray:
-    """The row groups (of 8 rows) in the order of their slots in a block."""
-    order = _SLOT_ORDER.get(t)
-    if order is None:
-        slot = np.array(FL_ORDER)[: t // 8] * 16 // (BLOCK // t)
-        order = _SLOT_ORDER[t] = np.argsort(slot)
-    return order
-
-
-def _gather_rows(values: np.ndarray, t: int) -> np.ndarray:
-    """``values[:, _row_index(t)]`` (blocks x T x LANES) as one strided copy: the inverse
-    of :func:`_scatter_rows`."""
-    lanes = BLOCK // t
-    groups = t // 8
-    n = len(values)
-    order = _slot_order(t)
-    rows = np.empty((n, groups, 8, lanes), dtype=values.dtype)
-    src = values.reshape(n, 8, groups, lanes).transpose(0, 2, 1, 3)
-    if groups > 1:
-        rows[:, order] = src
-    else:
-        rows[...] = src
-    return rows.reshape(n, t, lanes)
-
-
-_PLAN_CACHE: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
-
-
-def _unpack_plan(width: int, t: int) -> tuple[np.ndarray, ...]:
-    plan = _PLAN_CACHE.get((width, t))
-    if plan is None:
-        dtype = word_dtype(t)
-        bit = np.arange(t) * width
-        w0, shift = np.divmod(bit, t)
-        nxt = np.minimum(w0 + 1, width - 1)
-        plan = (
-            w0,
-            nxt,
-            shift.astype(dtype)[:, None],
-            ((t - shift) % t).astype(dtype)[:, None],
-            (shift + width > t)[:, None],
-        )
-        _PLAN_CACHE[(width, t)] = plan
-    return plan
+@kernel(*_UNPACK_SIGNATURES)
+def _unpack(words, starts, widths, counts, out):  # pragma: no cover - compiled
+    """Row ``r`` of lane ``l`` sits at bit ``r * W`` of the lane's stream (word
+    ``w * LANES + l``) and goes to ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l``.  A block
+    keeping fewer than 1024 values is unpacked into a scratch block first; a width of -1
+    marks ``counts[b]`` words stored raw (an out-of-line tail)."""
+    t = words.itemsize * 8
+    lanes = 1024 // t
+    scratch = np.empty(1024, dtype=out.dtype)
+    at = 0
+    for b in range(len(starts)):
+        width, count, base = widths[b], counts[b], starts[b]
+        dst = out[at : at + 1024] if count == 1024 else scratch
+        if width < 0:  # stored raw
+            dst[:count] = words[base : base + count]
+        elif width == 0:
+            dst[:] = 0
+        else:
+            mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - width)
+            for r in range(t):
+                bit = r * width
+                w0 = bit // t
+                shift = np.uint64(bit % t)
+                straddle = bit % t + width > t
+                back = np.uint64(t - bit % t)
+                src = base + w0 * lanes
+                o = _FL_ORDER[r // 8] * 16 + (r % 8) * 128
+                for lane in range(lanes):
+                    v = np.uint64(words[src + lane]) >> shift
+                    if straddle:
+                        v |= np.uint64(words[src + lanes + lane]) << back
+                    dst[o + lane] = v & mask
+        if count != 1024:
+            out[at : at + count] = scratch[:count]
+        at += count
 
 
 def pack_blocks(values: np.ndarray, width: int, t: int) -> np.ndarray:
     """Pack ``blocks x 1024`` uT values to ``blocks x (1024*W/T)`` words (bits above W dropped)."""
     dtype = word_dtype(t)
     _check_width(width, t)
-    lanes = BLOCK // t
-    values = np.asarray(values, dtype=dtype).reshape(-1, BLOCK)
+    values = np.ascontiguousarray(values, dtype=dtype).reshape(-1, BLOCK)
     nblocks = len(values)
-    words = np.zeros((nblocks, width, lanes), dtype=dtype)
-    if width == 0:
-        return words.reshape(nblocks, 0)
-    idx = _row_index(t)
-    if width == t:
-        # (fancy indexing along axis 1 may hand back a Fortran-ordered array)
-        return np.ascontiguousarray(values[:, idx.reshape(-1)]).reshape(nblocks, width * lanes)
-    mask = dtype.type((1 << width) - 1)
-    rows = _gather_rows(values, t)
-    for r in range(t):
-        w0, shift = divmod(r * width, t)
-        v = rows[:, r, :] & mask
-        words[:, w0, :] |= v << dtype.type(shift)
-        if shift + width > t:
-            words[:, w0 + 1, :] |= v >> dtype.type(t - shift)
-    return words.reshape(nblocks, width * lanes)
+    wpb = packed_words(width, t)
+    words = np.zeros(nblocks * wpb, dtype=dtype)
+    if width:
+        starts = np.arange(nblocks, dtype=np.int64) * wpb
+        _pack(
+            readonly(values.reshape(-1)),
+            readonly(np.full(nblocks, width, dtype=np.int64)),
+            readonly(starts),
+            words,
+        )
+    return words.reshape(nblocks, wpb)
+
+
+_PACK_SIGNATURES = [
+    f"void(ro({u}[::1]), ro(i8[::1]), ro(i8[::1]), {u}[::1])" for u in ("u1", "u2", "u4", "u8")
+]
+
+
+@kernel(*_PACK_SIGNATURES)
+def _pack(values, widths, starts, words):  # pragma: no cover - compiled
+    """Pack block ``b`` (``values[b * 1024:][:1024]``) to ``widths[b]`` bits into ``words``
+    from ``starts[b]`` (zeroed by the caller): the inverse of :func:`_unpack`."""
+    t = words.itemsize * 8
+    lanes = 1024 // t
+    for b in range(len(widths)):
+        width = widths[b]
+        if width == 0:
+            continue
+        mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - width)
+        src = b * 1024
+        base = starts[b]
+        for r in range(t):
+            bit = r * width
+            w0 = bit // t
+            shift = np.uint64(bit % t)
+            straddle = bit % t + width > t
+            back = np.uint64(t - bit % t)
+            dst = base + w0 * lanes
+            o = src + _FL_ORDER[r // 8] * 16 + (r % 8) * 128
+            for lane in range(lanes):
+                v = np.uint64(values[o + lane]) & mask
+                words[dst + lane] |= v << shift
+                if straddle:
+                    words[dst + lanes + lane] |= v >> back
 
 
 def bit_widths(values: np.ndarray, t: int) -> np.ndarray:
@@ -190,30 +190,20 @@ def bit_widths(values: np.ndarray, t: int) -> np.ndarray:
     return widths
 
 
-def _unpack_grouped(
-    base: np.ndarray, data_starts: np.ndarray, widths: np.ndarray, t: int
-) -> np.ndarray:
-    """Unpack block ``i`` (width ``widths[i]``, bytes at ``base[data_starts[i]:]``) for all i,
-    one group of equal widths at a time; returns ``blocks x 1024``."""
-    dtype = word_dtype(t)
-    out = np.zeros((len(widths), BLOCK), dtype=dtype)
-    for width in np.unique(widths).tolist():
-        if width == 0:
-            continue
-        sel = np.flatnonzero(widths == width)
-        nbytes = 128 * width  # 1024 * W / 8
-        raw = gather_ranges(base, data_starts[sel], np.full(len(sel), nbytes, dtype=np.int64))
-        words = np.ascontiguousarray(raw).view(dtype).reshape(len(sel), -1)
-        out[sel] = unpack_blocks(words, width, t)
-    return out
-
-
-def _keep_first(blocks: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenate the first ``counts[i]`` values of each row of ``blocks``."""
-    if len(counts) and (counts == BLOCK).all():
-        return blocks.reshape(-1)
-    keep = np.arange(BLOCK)[None, :] < counts[:, None]
-    return blocks[keep]
+def _block_words(
+    base: np.ndarray, byte_starts: np.ndarray, nbytes: np.ndarray, t: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The uT words of blocks stored at ``base[byte_starts[i]:][:nbytes[i]]`` and each
+    block's first word: a view of ``base`` when the blocks sit on word boundaries (the
+    usual case), else the blocks gathered into a fresh buffer."""
+    word = t // 8
+    byte_starts = np.asarray(byte_starts, dtype=np.int64)
+    if base.ctypes.data % word == 0 and not (byte_starts % word).any():
+        usable = len(base) - len(base) % word
+        return base[:usable].view(word_dtype(t)), byte_starts // word
+    nbytes = np.asarray(nbytes, dtype=np.int64)
+    packed = np.ascontiguousarray(gather_ranges(base, byte_starts, nbytes)).copy()
+    return packed.view(word_dtype(t)), (np.cumsum(nbytes) - nbytes) // word
 
 
 # -- InlineBitpacking ------------------------------------------------------------------------
@@ -246,8 +236,8 @@ def decode_inline_chunks(chunks: ChunkRanges, counts: np.ndarray, t: int) -> np.
         raise CorruptFileError(f"InlineBitpacking width above {t} bits")
     if (lengths < word + 128 * widths).any():
         raise CorruptFileError("an InlineBitpacking chunk is shorter than its packed block")
-    blocks = _unpack_grouped(chunks.base, starts + word, widths, t)
-    return _keep_first(blocks, counts)
+    words, first = _block_words(chunks.base, starts + word, 128 * widths, t)
+    return _unpack_into(words, first, widths, counts, t)
 
 
 def decode_inline_block(data: np.ndarray, num_values: int, t: int) -> np.ndarray:
@@ -269,11 +259,9 @@ def decode_inline_block(data: np.ndarray, num_values: int, t: int) -> np.ndarray
         pos += word + 128 * width
     if pos > len(data):
         raise CorruptFileError("InlineBitpacking block buffer is truncated")
-    blocks = _unpack_grouped(data, starts, widths, t)
-    return blocks.reshape(-1)[:num_values]
-
-
-_MAX_RUNS = 32  # more changes of width than this: pack by width group, scatter the bytes
+    counts = np.minimum(BLOCK, num_values - np.arange(nblocks, dtype=np.int64) * BLOCK)
+    words, first = _block_words(data, starts, 128 * widths, t)
+    return _unpack_into(words, first, widths, counts, t)
 
 
 def encode_inline_chunks(values: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -293,32 +281,10 @@ def encode_inline_chunks(values: np.ndarray, t: int) -> tuple[np.ndarray, np.nda
     word = t // 8
     sizes = word + 128 * widths
     offsets = np.cumsum(sizes) - sizes
-    header = widths.astype(dtype)
-    runs = np.flatnonzero(np.diff(widths)) + 1
-    if len(runs) <= _MAX_RUNS:
-        # consecutive blocks of one width form a (blocks x size) matrix of the output:
-        # write it through a reshaped view (usual: widths change slowly along a column)
-        out = np.empty(int(sizes.sum()), dtype=np.uint8)
-        bounds = [0, *runs.tolist(), nblocks]
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            width, start = int(widths[a]), int(offsets[a])
-            size = word + 128 * width
-            rows = out[start : start + (b - a) * size].reshape(b - a, size)
-            rows[:, :word] = header[a:b].view(np.uint8).reshape(b - a, word)
-            if width:
-                rows[:, word:] = pack_blocks(padded[a:b], width, t).view(np.uint8)
-        return out, sizes
-    out = np.zeros(int(sizes.sum()), dtype=np.uint8)
-    hdr_bytes = header.view(np.uint8).reshape(nblocks, word)
-    out[(offsets[:, None] + np.arange(word)[None, :]).reshape(-1)] = hdr_bytes.reshape(-1)
-    for width in np.unique(widths).tolist():
-        if width == 0:
-            continue
-        sel = np.flatnonzero(widths == width)
-        packed = pack_blocks(padded[sel], width, t).view(np.uint8)
-        pos = offsets[sel][:, None] + word + np.arange(128 * width)[None, :]
-        out[pos.reshape(-1)] = packed.reshape(-1)
-    return out, sizes
+    out = np.zeros(int(sizes.sum()) // word, dtype=dtype)
+    out[offsets // word] = widths  # each chunk's W word, then its packed block
+    _pack(readonly(padded.reshape(-1)), readonly(widths), readonly(offsets // word + 1), out)
+    return out.view(np.uint8), sizes
 
 
 def encode_inline_block(values: np.ndarray, t: int) -> np.ndarray:
@@ -345,7 +311,6 @@ def decode_out_of_line_chunks(
 ) -> np.ndarray:
     """Decode many independent out-of-line buffers (e.g. the def levels of every mini-block
     chunk) in one pass; buffer i holds ``counts[i]`` values.  Returns them concatenated."""
-    dtype = word_dtype(t)
     _check_width(width, t)
     word = t // 8
     counts = np.asarray(counts, dtype=np.int64)
@@ -363,35 +328,19 @@ def decode_out_of_line_chunks(
     nblocks = nfull + padded_tail
     if (nwords < nblocks * wpb).any():
         raise CorruptFileError("out-of-line bitpacked buffer is shorter than its values need")
-    total = int(counts.sum())
-    out_start = np.cumsum(counts) - counts
-    out = np.zeros(total, dtype=dtype)
-    nb = int(nblocks.sum())
-    if nb:
-        chunk_of = np.repeat(np.arange(len(counts)), nblocks)
-        first = np.cumsum(nblocks) - nblocks
-        j = np.arange(nb) - first[chunk_of]
-        block_starts = starts[chunk_of] + j * wpb * word
-        if width == 0:
-            blocks = np.zeros((nb, BLOCK), dtype=dtype)
-        else:
-            blocks = _unpack_grouped(
-                chunks.base, block_starts, np.full(nb, width, dtype=np.int64), t
-            )
-        # values held in each block: 1024, except a padded tail block
-        keep_n = np.where(j < nfull[chunk_of], BLOCK, tail[chunk_of])
-        dest0 = out_start[chunk_of] + j * BLOCK
-        keep = np.arange(BLOCK)[None, :] < keep_n[:, None]
-        dest = (dest0[:, None] + np.arange(BLOCK)[None, :])[keep]
-        out[dest] = blocks[keep]
-    if raw_tail.any():
-        sel = np.flatnonzero(raw_tail)
-        raw = gather_ranges(chunks.base, starts[sel] + nfull[sel] * wpb * word, tail[sel] * word)
-        dest = gather_ranges(
-            np.arange(total, dtype=np.int64), out_start[sel] + nfull[sel] * BLOCK, tail[sel]
-        )
-        out[dest] = np.ascontiguousarray(raw).view(dtype)
-    return out
+    # every buffer: its packed blocks (the last keeping ``tail`` values when padded), then
+    # its raw tail as a block of width -1
+    nraw = raw_tail.astype(np.int64)
+    per_chunk = nblocks + nraw
+    owner = np.repeat(np.arange(len(counts)), per_chunk)
+    j = np.arange(int(per_chunk.sum())) - (np.cumsum(per_chunk) - per_chunk)[owner]
+    raw = j >= nblocks[owner]
+    block_counts = np.where(raw | (j >= nfull[owner]), tail[owner], BLOCK)
+    block_widths = np.where(raw, -1, width)
+    byte_starts = starts[owner] + j * wpb * word
+    nbytes = np.where(raw, tail[owner] * word, wpb * word)
+    words, first = _block_words(chunks.base, byte_starts, nbytes, t)
+    return _unpack_into(words, first, block_widths, block_counts, t)
 
 
 def encode_out_of_line(values: np.ndarray, width: int, t: int) -> np.ndarray:

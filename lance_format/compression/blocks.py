@@ -17,6 +17,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from ..jit import kernel, readonly
+
 
 @dataclass
 class FixedWidthBlock:
@@ -84,28 +86,54 @@ _B = TypeVar("_B", FixedWidthBlock, VariableWidthBlock, FixedSizeListBlock, Stru
 
 
 def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``concatenate([base[s:s+n] for s, n in zip(starts, lengths)])``.
-
-    Two forms, picked by the average range length: short ranges (values, lengths) use one
-    fancy-index over every byte; long ranges (whole chunk buffers of a page) are copied as
-    slices, because indexing 50 MB byte by byte costs far more than a few thousand memcpys.
-    """
-    starts = np.asarray(starts, dtype=np.int64)
-    lengths = np.asarray(lengths, dtype=np.int64)
+    """``concatenate([base[s:s+n] for s, n in zip(starts, lengths)])`` for a 1-D ``base``,
+    copied by :func:`place_ranges`; one range is a view."""
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     if len(starts) == 1:
-        s = int(starts[0])
-        return base[s : s + int(lengths[0])]
+        s, n = int(starts[0]), int(lengths[0])
+        if s < 0 or n < 0 or s + n > len(base):
+            raise IndexError("range outside the buffer")
+        return base[s : s + n]
     total = int(lengths.sum())
     if total == 0:
         return base[:0]
-    if total >= 1024 * len(starts):
-        return np.concatenate(
-            [base[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
-        )
-    # index = start of the range + position inside it
-    out_starts = np.cumsum(lengths) - lengths
-    idx = np.arange(total, dtype=np.int64) + np.repeat(starts - out_starts, lengths)
-    return base[idx]
+    out = np.empty(total, dtype=base.dtype)
+    place_ranges(base, starts, lengths, np.cumsum(lengths) - lengths, out)
+    return out
+
+
+def place_ranges(
+    src: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    dst_starts: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """``out[dst_starts[i]:][:lengths[i]] = src[starts[i]:][:lengths[i]]`` for every i, in
+    one compiled loop (1-D arrays of one dtype, ``out`` contiguous).  A range outside either
+    array raises IndexError, as indexing would."""
+    src = np.ascontiguousarray(src)
+    size = src.dtype.itemsize  # copied as bytes: one compiled signature for every dtype
+    ok = _copy_ranges(
+        readonly(src.view(np.uint8)),
+        readonly(np.ascontiguousarray(starts, dtype=np.int64) * size),
+        readonly(np.ascontiguousarray(lengths, dtype=np.int64) * size),
+        readonly(np.ascontiguousarray(dst_starts, dtype=np.int64) * size),
+        out.view(np.uint8),
+    )
+    if not ok:
+        raise IndexError("range outside the buffer")
+
+
+@kernel("b1(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), u1[::1])")
+def _copy_ranges(src, starts, lengths, dst_starts, out):  # pragma: no cover - compiled
+    for i in range(len(starts)):
+        s, n, d = starts[i], lengths[i], dst_starts[i]
+        if s < 0 or n < 0 or d < 0 or s + n > len(src) or d + n > len(out):
+            return False
+        out[d : d + n] = src[s : s + n]
+    return True
 
 
 def take_block(block: Block, indices: np.ndarray) -> Block:

@@ -1,5 +1,4 @@
-"""FSST string compression and decompression (docs/format/compression.md), vectorised over many
-strings.
+"""FSST string compression and decompression (docs/format/compression.md).
 
 Symbol table (always 2312 bytes): a u64 header
 ``"FSST" << 32 | encoder_switch << 24 | suffix_lim << 16 | terminator << 8 | n_symbols``,
@@ -7,22 +6,14 @@ Symbol table (always 2312 bytes): a u64 header
 zeros.  ``encoder_switch == 0`` means the strings are stored raw.
 
 Each compressed string is a sequence of codes: a code ``c < 255`` emits ``symbol[c]``
-(``len[c]`` bytes), code 255 escapes the next byte, which is emitted literally.  Strings
-are independent, so the code/escape/literal role of every byte is decided for all strings
-at once: within a maximal run of 0xFF bytes inside one string, the bytes at even distance
-from the run start are escapes and those at odd distance are escaped (literal) 0xFF
-bytes; a byte right after an escape is a literal.  Output positions are a cumulative sum
-of per-byte output lengths (the string offsets map through it); each code then stores its
-8-byte symbol word at its position, in order, the next code overwriting the excess.
+(``len[c]`` bytes), code 255 escapes the next byte, which is emitted literally.  Decoding
+and encoding walk the strings code by code in compiled kernels (:mod:`lance_format.jit`):
+the decoder stores each code's whole 8-byte symbol word and lets the next code overwrite
+the excess, like FSST's reference decoder.
 
-Encoding (:func:`compress`) is a greedy longest-match parse, vectorised over strings: the
-symbols form a prefix trie walked one byte per numpy pass (an automaton whose dead ends
-remember the longest symbol seen, see :class:`_Matcher`), and the cursors of all strings
-step together, each step matching only where a cursor stands (about one lookup per output
-code).  Each string writes into its own region of a scratch buffer (at twice its input
-offset: output is never more than twice the input), packed at the end.  The few strings
-still running when stepping stops paying finish another way: match at every one of their
-positions, then pointer doubling on ``next = pos + len``.
+Encoding (:func:`compress`) is a greedy longest-match parse: at each position the kernel
+tries the few long symbols that share the next two bytes, longest first, then the 2- and
+1-byte symbols (see :class:`_Matcher`).
 
 Training (:func:`train`) follows upstream's FSST: rounds over a sample that count code and
 code-pair frequencies and keep the 255 candidates of best ``count x length`` gain (single
@@ -43,17 +34,16 @@ reader accepts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 import numpy as np
 
 from ..errors import CorruptFileError, InvalidArgumentError
+from ..jit import kernel, readonly
 from .blocks import VariableWidthBlock, gather_ranges
 
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 MAGIC = 0x46535354
 ESCAPE = 255
-_BAD_CODE_LENGTH = 1 << 40  # more than any page could decompress to
 
 
 @dataclass(frozen=True)
@@ -124,43 +114,54 @@ def decompress(block: VariableWidthBlock, table: SymbolTable | bytes) -> Variabl
     start, end = int(offsets[0]), int(offsets[-1])
     if end > len(block.data) or (np.diff(offsets) < 0).any():
         raise CorruptFileError("FSST input offsets run past the compressed bytes")
-    data = np.asarray(block.data[start:end], dtype=np.uint8)
+    data = np.ascontiguousarray(block.data[start:end], dtype=np.uint8)
     rel = offsets - start
-    n = len(data)
-    if n == 0:
+    if len(data) == 0:
         return VariableWidthBlock(np.zeros_like(offsets), data, block.bits_per_offset)
-
-    escapes, literals = _escape_roles(data, rel)
-
-    # one table row per byte: 0..255 symbols, 256 + b the literal b, 512 an escape
-    # (intp rows: numpy's take needs no index conversion then)
-    rows = data.astype(np.intp)
-    rows[literals] += 256
-    rows[escapes] = 512
-    lens = np.zeros(513, dtype=np.int64)
-    lens[:256] = table.lengths
-    # a code beyond the table's symbols gets an impossible length, caught on the total
-    lens[table.n_symbols : 256] = _BAD_CODE_LENGTH
-    lens[256:512] = 1
-    out_len = np.take(lens, rows)
-
-    csum = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(out_len, out=csum[1:])
-    total = int(csum[-1])
-    if total > MAX_SYMBOL_LEN * n:
+    lens = np.full(256, -1, dtype=np.int64)  # a code beyond the table's symbols: corrupt
+    lens[: table.n_symbols] = table.lengths[: table.n_symbols]
+    words = np.ascontiguousarray(table.symbols).view("<u8").reshape(-1)
+    out_offsets = np.empty(len(rel), dtype=np.int64)
+    # a code emits at most 8 bytes, and every code stores a whole 8-byte word: the bound
+    # only reserves address space, the pages past the decoded size are never touched
+    out = np.empty(MAX_SYMBOL_LEN * len(data) + 8, dtype=np.uint8)
+    total = _decode(
+        readonly(data), readonly(rel), readonly(words), readonly(lens), out_offsets, out
+    )
+    if total < 0:
         raise CorruptFileError(f"FSST code beyond the {table.n_symbols} symbols")
-    # every code stores its whole 8-byte symbol word at its output position, in order, so
-    # the next code overwrites the bytes past a symbol's length (what FSST's reference
-    # decoder does with unaligned 8-byte stores).  The escape's word is zero and the
-    # literal after it lands on the same position.  A uint64 view with a 1-byte stride
-    # makes every byte position addressable; numpy assigns a 1-D fancy index in order.
-    words = np.zeros(513, dtype="<u8")
-    words[:256] = table.symbols.view("<u8").reshape(-1)
-    words[256:512] = np.arange(256, dtype="<u8")
-    out = np.zeros(total + 8, dtype=np.uint8)
-    overlapping = np.ndarray(shape=(total + 1,), dtype="<u8", buffer=out, strides=(1,))
-    overlapping[csum[:-1]] = np.take(words, rows)
-    return VariableWidthBlock(csum[rel], out[:total], block.bits_per_offset)
+    return VariableWidthBlock(out_offsets, out[:total], block.bits_per_offset)
+
+
+@kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(u8[::1]), ro(i8[::1]), i8[::1], u1[::1])")
+def _decode(data, rel, words, lens, out_offsets, out):  # pragma: no cover - compiled
+    """Decode string after string; returns the decoded size, or -1 when a code has no
+    symbol.  Code 255 escapes the next byte of the same string (an escape that ends its
+    string emits nothing).  Each code stores its whole 8-byte symbol word (``words``,
+    little-endian) at its output position and the next code overwrites the excess, as
+    FSST's reference decoder does."""
+    o = 0
+    out_offsets[0] = 0
+    for s in range(len(rel) - 1):
+        i, end = rel[s], rel[s + 1]
+        while i < end:
+            code = data[i]
+            if code == 255:
+                if i + 1 < end:
+                    out[o] = data[i + 1]
+                    o += 1
+                i += 2
+            else:
+                size = lens[code]
+                if size < 0:
+                    return -1
+                word = words[code]
+                for k in range(8):
+                    out[o + k] = (word >> (8 * k)) & 0xFF
+                o += size
+                i += 1
+        out_offsets[s + 1] = o
+    return o
 
 
 # -- encoder ---------------------------------------------------------------------------------
@@ -171,12 +172,6 @@ MAX_SYMBOL_LEN = 8
 # (``5 * frac // 128``); the last round (128) only re-selects single symbols, no pairs.
 _ROUNDS = (8, 28, 48, 68, 88, 108, 128)
 _JUDGE_SHARE = 1 / 3  # of ``sample_bytes``, held out to judge the tables
-# The parse steps all cursors together for at least _WALK_STEPS steps, and on while at
-# least _WALK_MIN_CURSORS strings are running; the rest finish by pointer doubling.
-# Inputs under _WALK_MIN_BYTES go straight to the doubling (fewer numpy calls).
-_WALK_STEPS = 32
-_WALK_MIN_CURSORS = 1024
-_WALK_MIN_BYTES = 48 << 10
 _SAMPLE_SEED = 0x46535354  # training is deterministic: the same input gives the same table
 _U64 = np.uint64
 
@@ -193,265 +188,103 @@ def _flat(block: VariableWidthBlock) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Matcher:
-    """Finds the longest symbol starting at given byte positions, vectorised.
+    """The symbol table arranged for the greedy longest-match parse.
 
-    The symbols form a trie, turned into a byte automaton with one extra "done" state per
-    code: reading a byte a trie node has no child for leads to the done state of the
-    longest symbol matched so far (an escape when none), and done states stay put.  So
-    every position takes the same steps, one table lookup per byte and no bookkeeping of
-    which positions still match; after the second byte the positions whose node has no
-    children are set aside, and a position's code is that of its final state.
-    ``trans`` holds next states premultiplied by 256, so a step is ``trans[state | byte]``.
-    Duplicate symbols resolve to the lowest code, like a first-longest-match scan.
-    Codes are uint8 with 255 (the escape byte) for "no symbol".
+    Symbols of 3..8 bytes sit in buckets by their first two bytes, longest first (lowest
+    code first among duplicates), so a position tries only the few long symbols sharing
+    its first two bytes, then the 2-byte symbol of those bytes, then the 1-byte one;
+    none is an escape.  Symbols of length 0 (never useful) are left out.
     """
 
     def __init__(self, vals: np.ndarray, lens: np.ndarray):
         vals = np.asarray(vals, dtype=_U64)
         lens = np.asarray(lens, dtype=np.int64)
-        usable = (lens >= 1) & (lens <= MAX_SYMBOL_LEN)  # a length-0 symbol is never used
-        codes = np.flatnonzero(usable)
-        vals, lens = vals[usable], lens[usable]
-        self.depth = int(lens.max(initial=0))
-        # symbol length by code, 1 for the escape
-        self.code_len = np.ones(256, dtype=np.int64)
-        self.code_len[codes] = lens
-        # the trie, one depth at a time: a node per distinct prefix; node 0 = none, 1 = root
-        edge_at, edge_to, end_node, end_code = [], [], [], []
-        prev_keys, prev_ids = np.zeros(1, dtype=_U64), np.ones(1, dtype=np.int64)
-        n_nodes = 2
-        for depth in range(1, self.depth + 1):
-            sel = lens >= depth
-            mask = _U64((1 << (8 * depth)) - 1)
-            keys, inv = np.unique(vals[sel] & mask, return_inverse=True)
-            ids = np.arange(n_nodes, n_nodes + len(keys), dtype=np.int64)
-            n_nodes += len(keys)
-            parent = prev_ids[np.searchsorted(prev_keys, keys & (mask >> _U64(8)))]
-            byte = ((keys >> _U64(8 * (depth - 1))) & _U64(0xFF)).astype(np.int64)
-            edge_at.append(parent * 256 + byte)
-            edge_to.append(ids)
-            exact = lens[sel] == depth
-            end_node.append(ids[inv[exact]])
-            end_code.append(codes[sel][exact])
-            prev_keys, prev_ids = keys, ids
-        code = np.full(n_nodes, ESCAPE, dtype=np.int16)
-        grows = np.zeros(n_nodes, dtype=bool)
-        parent = np.ones(n_nodes, dtype=np.int64)
-        at = to = np.zeros(0, dtype=np.int64)
-        if edge_at:
-            at, to = np.concatenate(edge_at), np.concatenate(edge_to)
-            grows[at // 256] = True
-            parent[to] = at // 256
-            # duplicate symbols end at the same node: the lowest code wins
-            np.minimum.at(code, np.concatenate(end_node), np.concatenate(end_code).astype(np.int16))
-        # the longest symbol on the path to each node (nodes are numbered by depth, so a
-        # parent comes before its children)
-        last = np.full(n_nodes, ESCAPE, dtype=np.int64)
-        lo = 2
-        for ids in edge_to:
-            hi = lo + len(ids)
-            own = code[lo:hi].astype(np.int64)
-            last[lo:hi] = np.where(own != ESCAPE, own, last[parent[lo:hi]])
-            lo = hi
-        # states: the trie nodes, those with children first (so that "still inside some
-        # symbol" is ``state < self.growing``, a comparison instead of a lookup), then the
-        # done state of each code at n_nodes + code
-        n_states = n_nodes + 256
-        order = np.concatenate([np.flatnonzero(grows), np.flatnonzero(~grows)])
-        new_id = np.empty(n_nodes, dtype=np.int64)
-        new_id[order] = np.arange(n_nodes)
-        target = np.concatenate([n_nodes + last[order], np.arange(n_nodes, n_states)])
-        trans = np.repeat(target << 8, 256)  # no child: the done state (done stays done)
-        trans[(new_id[at // 256] << 8) | (at & 0xFF)] = new_id[to] << 8
-        self.trans = trans
-        self.state_code = np.concatenate([last[order], np.arange(256)]).astype(np.uint8)
-        self.growing = int(grows.sum()) << 8
-        self.root = int(new_id[1]) << 8
-        self.first = trans[self.root : self.root + 256].copy()
+        codes = np.arange(len(lens), dtype=np.int64)
+        # lowest code wins among duplicates: assign in descending code order
+        self.single = np.full(256, -1, dtype=np.int64)
+        self.pair = np.full(1 << 16, -1, dtype=np.int64)
+        down = codes[::-1]
+        one, two = down[lens[down] == 1], down[lens[down] == 2]
+        self.single[(vals[one] & _U64(0xFF)).astype(np.int64)] = one
+        self.pair[(vals[two] & _U64(0xFFFF)).astype(np.int64)] = two
+        long_ = codes[(lens >= 3) & (lens <= MAX_SYMBOL_LEN)]
+        prefix = (vals[long_] & _U64(0xFFFF)).astype(np.int64)
+        order = np.lexsort((long_, -lens[long_], prefix))
+        self.long_code = long_[order]
+        self.long_len = lens[self.long_code]
+        self.long_val = vals[self.long_code]
+        self.bucket = np.zeros((1 << 16) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(prefix, minlength=1 << 16), out=self.bucket[1:])
 
-    def at(self, padded: np.ndarray, pos: np.ndarray) -> np.ndarray:
-        """Code of the longest symbol at each ``pos`` (255 where none matches: an escape);
-        ``self.code_len[code]`` is the number of input bytes it covers.
 
-        ``padded`` is the data plus 8 zero bytes.  A match may run on into the next
-        string: :meth:`fit` repairs that.  (Every index here is in range by construction;
-        ``mode="clip"`` skips numpy's bounds-error path, which costs a quarter of a take.)
-        """
-        clip: Final = "clip"
-        state = self.first.take(padded.take(pos, mode=clip), mode=clip)
-        if self.depth < 2:
-            return self.state_code.take(state >> 8, mode=clip)
-        state |= padded.take(pos + 1, mode=clip)
-        state = self.trans.take(state, mode=clip)
-        code = self.state_code.take(state >> 8, mode=clip)
-        alive = np.flatnonzero(state < self.growing)
-        if self.depth < 3 or len(alive) == 0:
-            return code
-        state = state.take(alive, mode=clip)
-        p = pos.take(alive, mode=clip) + 1
-        for level in range(3, self.depth + 1):
-            p += 1
-            state |= padded.take(p, mode=clip)
-            state = self.trans.take(state, mode=clip)
-            if level == 4 and self.depth > 5:  # set aside the matches that ended
-                code[alive] = self.state_code.take(state >> 8, mode=clip)
-                keep = np.flatnonzero(state < self.growing)
-                alive, state, p = alive.take(keep), state.take(keep), p.take(keep)
-        code[alive] = self.state_code.take(state >> 8, mode=clip)
-        return code
-
-    def _at_within(self, padded: np.ndarray, pos: np.ndarray, room: np.ndarray) -> np.ndarray:
-        """:meth:`at` for matches no longer than ``room`` bytes (the rest of the string):
-        a position stops reading once its room is used up, and its state's code is the
-        longest symbol read so far."""
-        state = np.full(len(pos), self.root, dtype=np.int64)
-        for level in range(self.depth):
-            active = np.flatnonzero(room > level)
-            if len(active) == 0:
-                break
-            byte = padded[pos[active] + level]
-            state[active] = self.trans[state[active] | byte]
-        return self.state_code[state >> 8]
-
-    def fit(
-        self, padded: np.ndarray, pos: np.ndarray, room: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`at` with matches kept inside ``room``: match freely, then redo the few
-        positions (near string ends) whose match ran past it.  Returns the codes and the
-        input bytes each covers."""
-        code = self.at(padded, pos)
-        size = np.take(self.code_len, code)
-        over = np.flatnonzero(size > room)
-        if len(over):
-            redo = self._at_within(padded, pos[over], room[over])
-            code[over] = redo
-            size[over] = np.take(self.code_len, redo)
-        return code, size
+_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=_U64)
 
 
 def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> VariableWidthBlock:
-    """Greedy longest-match parse and encoding of every string.
-
-    All strings step together, matching only at their cursors.  String ``i`` writes its
-    codes from byte ``2 * offsets[i]`` of a scratch buffer (its output is at most twice its
-    input), so no string needs to know where the others' output ends; the strings are
-    packed together at the end.  Strings still running when stepping stops paying (see
-    ``_WALK_*``) finish in :func:`_encode_tails`.
-    """
-    n = len(data)
-    padded = np.zeros(n + 8, dtype=np.uint8)
-    padded[:n] = data
-    starts, ends = offsets[:-1], offsets[1:]
-    scratch = np.empty(2 * n, dtype=np.uint8)
-    out_end = 2 * starts
-    sid = np.flatnonzero(starts < ends)
-    cur = np.take(starts, sid)
-    room = np.take(ends, sid) - cur
-    out = 2 * cur
-    step = 0
-    # step while it pays: the fixed cost of a step is shared by its cursors
-    while (
-        len(cur) and n >= _WALK_MIN_BYTES and (step < _WALK_STEPS or len(cur) >= _WALK_MIN_CURSORS)
-    ):
-        step += 1
-        code = matcher.at(padded, cur)
-        size = matcher.code_len.take(code)
-        room -= size
-        # one look at the few cursors at or past their string's end: past it, the match
-        # ran into the next string and is redone within the room (see _Matcher.fit)
-        edge = np.flatnonzero(room <= 0)
-        if len(edge):
-            over = edge[room[edge] < 0]
-            if len(over):
-                left = room[over] + size[over]
-                redo = matcher._at_within(padded, cur[over], left)
-                code[over] = redo
-                size[over] = matcher.code_len.take(redo)
-                room[over] = left - size[over]
-        scratch[out] = code  # 255 where there is no symbol: the escape
-        out += 1
-        esc = np.flatnonzero(code == ESCAPE)
-        if len(esc):
-            at = np.take(out, esc)
-            scratch[at] = np.take(padded, np.take(cur, esc))
-            out[esc] = at + 1
-        cur += size
-        if len(edge):
-            done = edge[room[edge] == 0]
-            if len(done):
-                out_end[np.take(sid, done)] = np.take(out, done)
-                live = np.flatnonzero(room != 0)
-                cur, room, sid, out = (x.take(live) for x in (cur, room, sid, out))
-    if len(cur):
-        out_end[sid] = _encode_tails(matcher, padded, cur, cur + room, out, scratch)
-    out_len = out_end - 2 * starts
-    new_offsets = np.zeros(len(offsets), dtype=np.int64)
-    np.cumsum(out_len, out=new_offsets[1:])
-    return VariableWidthBlock(new_offsets, _pack(scratch, 2 * starts, out_len, new_offsets))
+    """Greedy longest-match parse and encoding of every string, compiled."""
+    padded = np.zeros(len(data) + MAX_SYMBOL_LEN, dtype=np.uint8)  # 8-byte loads at the end
+    padded[: len(data)] = data
+    out = np.empty(2 * len(data), dtype=np.uint8)  # at worst every byte is escaped
+    new_offsets = np.empty(len(offsets), dtype=np.int64)
+    m = matcher
+    total = _parse(
+        readonly(padded),
+        readonly(np.ascontiguousarray(offsets, dtype=np.int64)),
+        readonly(m.single),
+        readonly(m.pair),
+        readonly(m.bucket),
+        readonly(m.long_val),
+        readonly(m.long_len),
+        readonly(m.long_code),
+        readonly(_MASKS),
+        new_offsets,
+        out,
+    )
+    return VariableWidthBlock(new_offsets, out[:total])
 
 
-def _pack(
-    scratch: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out_offsets: np.ndarray
-) -> np.ndarray:
-    """The ranges ``scratch[starts[i]:][:lengths[i]]`` end to end (they begin at
-    ``out_offsets``): one gather, its index in int32 when the scratch allows (half the
-    memory traffic of :func:`gather_ranges`' int64 index, which matters at a byte per
-    index)."""
-    if len(scratch) >= 1 << 31:
-        return gather_ranges(scratch, starts, lengths)
-    total = int(out_offsets[-1])
-    idx = np.repeat((starts - out_offsets[:-1]).astype(np.int32), lengths)
-    idx += np.arange(total, dtype=np.int32)
-    return np.take(scratch, idx)
-
-
-def _encode_tails(
-    matcher: _Matcher,
-    padded: np.ndarray,
-    cur: np.ndarray,
-    end: np.ndarray,
-    out: np.ndarray,
-    scratch: np.ndarray,
-) -> np.ndarray:
-    """Encode the string tails ``[cur, end)`` of long strings into ``scratch`` from ``out``;
-    returns where each tail's output ends.
-
-    Match at every position, then find the positions the greedy parse reaches by pointer
-    doubling.  The tails are laid end to end; ``jump`` starts as "next code start" (a
-    tail's last code leads to the next tail's first, which is itself marked, so that is
-    harmless) and is squared each round, so the marked set doubles its reach:
-    ``log2(codes per tail)`` rounds of O(tail bytes) each, however long the strings.
-    """
-    sizes = end - cur
-    m = int(sizes.sum())
-    base = np.cumsum(sizes) - sizes
-    src = np.repeat(cur - base, sizes) + np.arange(m, dtype=np.int64)
-    code, size = matcher.fit(padded, src, np.repeat(end, sizes) - src)
-    jump = np.empty(m + 1, dtype=np.int64)
-    jump[:m] = np.arange(m, dtype=np.int64) + size
-    jump[m] = m
-    reached = np.zeros(m + 1, dtype=bool)
-    reached[base] = True
-    count = len(base)
-    while True:
-        reached[jump[np.flatnonzero(reached)]] = True
-        new_count = int(np.count_nonzero(reached))
-        if new_count == count:
-            break
-        count = new_count
-        jump = jump[jump]
-    at = np.flatnonzero(reached[:m])
-    code = code[at]
-    tail = np.searchsorted(base, at, side="right") - 1
-    # each code's output: its tail's start plus the output of the tail's earlier codes
-    esc = code == ESCAPE
-    size = 1 + esc.astype(np.int64)
-    before = np.cumsum(size) - size
-    first = np.searchsorted(at, base)  # every tail starts with a code
-    dest = out[tail] + before - before[first][tail]
-    scratch[dest] = code
-    scratch[dest[esc] + 1] = padded[src[at[esc]]]
-    return out + np.bincount(tail, weights=size, minlength=len(cur)).astype(np.int64)
+@kernel(
+    "i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(u8[::1]),"
+    " ro(i8[::1]), ro(i8[::1]), ro(u8[::1]), i8[::1], u1[::1])"
+)
+def _parse(
+    data, offsets, single, pair, bucket, long_val, long_len, long_code, masks, out_offsets, out
+):  # pragma: no cover - compiled
+    """At each position, the longest symbol that matches within the string (the next 8
+    bytes read as one little-endian word); a byte no symbol covers is written as the
+    escape 255 and the byte.  Returns the encoded size."""
+    o = 0
+    out_offsets[0] = 0
+    for s in range(len(offsets) - 1):
+        i, end = offsets[s], offsets[s + 1]
+        while i < end:
+            room = end - i
+            code = -1
+            size = 1
+            if room >= 2:
+                word = np.uint64(0)
+                for k in range(8):
+                    word |= np.uint64(data[i + k]) << np.uint64(8 * k)
+                p = np.int64(word & np.uint64(0xFFFF))
+                for k in range(bucket[p], bucket[p + 1]):
+                    n = long_len[k]
+                    if n <= room and (word & masks[n]) == long_val[k]:
+                        code, size = long_code[k], n
+                        break
+                if code < 0 and pair[p] >= 0:
+                    code, size = pair[p], 2
+            if code < 0:
+                code = single[data[i]]
+            if code < 0:
+                out[o] = 255
+                out[o + 1] = data[i]
+                o += 2
+            else:
+                out[o] = code
+                o += 1
+            i += size
+        out_offsets[s + 1] = o
+    return o
 
 
 def compress(block: VariableWidthBlock, table: bytes | SymbolTable) -> VariableWidthBlock:

@@ -6,7 +6,7 @@
   values, then one u8 run length per value to the end of the buffer.  Example:
   ``0a00000000000000 | 0100 x5 | ff ff ff ff 04`` is 1024 ones.
 
-Decoding is ``np.repeat`` over all runs of all chunks at once.
+Decoding runs in one compiled kernel over all runs of all chunks.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from bisect import bisect_right
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
+from ..jit import kernel, readonly
 from .blocks import ChunkRanges, FixedWidthBlock, gather_ranges
 
 MAX_RUN = 255
@@ -30,21 +31,62 @@ def _bytes_per_value(bits: int) -> int:
 
 
 def _expand(
-    run_values: np.ndarray, run_lengths: np.ndarray, run_chunk: np.ndarray, counts: np.ndarray
+    base: np.ndarray,
+    value_starts: np.ndarray,
+    length_starts: np.ndarray,
+    nruns: np.ndarray,
+    counts: np.ndarray,
+    width: int,
 ) -> np.ndarray:
-    """Repeat each run; chunk c keeps its first ``counts[c]`` values (extra is dropped, as the
-    reference decoder does; too few is corruption).  ``run_values`` is (runs, B) bytes."""
-    lengths = run_lengths.astype(np.int64)
-    per_chunk = np.bincount(run_chunk, weights=lengths, minlength=len(counts)).astype(np.int64)
-    if (per_chunk < counts).any():
+    """Repeat the runs of every chunk: chunk c has ``nruns[c]`` run values of ``width``
+    bytes at ``base[value_starts[c]:]`` and as many u8 run lengths at
+    ``base[length_starts[c]:]``, and keeps its first ``counts[c]`` values (extra is
+    dropped, as the reference decoder does; too few is corruption).  Returns the bytes."""
+    # the run values gathered into words of the widest type dividing the value width
+    word = next(w for w in (8, 4, 2, 1) if width % w == 0)
+    values = np.ascontiguousarray(gather_ranges(base, value_starts, nruns * width)).copy()
+    lengths = gather_ranges(base, length_starts, nruns)
+    out = np.empty(int(counts.sum()) * width // word, dtype=f"<u{word}")
+    ok = _repeat_runs(
+        readonly(values.view(f"<u{word}")),
+        width // word,
+        readonly(np.ascontiguousarray(lengths, dtype=np.uint8)),
+        readonly(np.ascontiguousarray(nruns, dtype=np.int64)),
+        readonly(np.ascontiguousarray(counts, dtype=np.int64)),
+        out,
+    )
+    if not ok:
         raise CorruptFileError("RLE runs hold fewer values than the chunk says")
-    rows = np.repeat(run_values, lengths, axis=0)
-    if (per_chunk == counts).all():
-        return rows.reshape(-1)
-    value_chunk = np.repeat(run_chunk, lengths)
-    first = np.cumsum(per_chunk) - per_chunk
-    within = np.arange(len(rows), dtype=np.int64) - first[value_chunk]
-    return rows[within < counts[value_chunk]].reshape(-1)
+    return out.view(np.uint8)
+
+
+@kernel(
+    *[
+        f"b1(ro({u}[::1]), i8, ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), {u}[::1])"
+        for u in ("u1", "u2", "u4", "u8")
+    ]
+)
+def _repeat_runs(values, words, lengths, nruns, counts, out):  # pragma: no cover - compiled
+    """Runs of values of ``words`` words each, chunk after chunk."""
+    at = 0
+    run = 0
+    for c in range(len(counts)):
+        left = counts[c]
+        for r in range(run, run + nruns[c]):
+            times = min(np.int64(lengths[r]), left)
+            if words == 1:
+                out[at : at + times] = values[r]
+            else:
+                for _ in range(times):
+                    out[at : at + words] = values[r * words : (r + 1) * words]
+                    at += words
+                at -= times * words
+            at += times * words
+            left -= times
+        run += nruns[c]
+        if left:
+            return False
+    return True
 
 
 def decode_chunks(
@@ -61,11 +103,13 @@ def decode_chunks(
         run_lengths.starts + rlen > len(run_lengths.base)
     ).any():
         raise CorruptFileError("RLE chunk buffers run past their data")
-    run_vals = gather_ranges(values.base, values.starts, vlen).reshape(-1, width)
-    lens = gather_ranges(run_lengths.base, run_lengths.starts, rlen)
-    run_chunk = np.repeat(np.arange(len(counts)), rlen)
-    data = _expand(run_vals, lens, run_chunk, counts)
-    return FixedWidthBlock(np.ascontiguousarray(data), bits, int(counts.sum()))
+    if values.base is run_lengths.base:
+        base, vstarts, lstarts = values.base, values.starts, run_lengths.starts
+    else:  # both buffers of a chunk live in one base in practice; join them otherwise
+        base = np.concatenate([values.base, run_lengths.base])
+        vstarts, lstarts = values.starts, run_lengths.starts + len(values.base)
+    data = _expand(base, vstarts, lstarts, rlen, counts, width)
+    return FixedWidthBlock(data, bits, int(counts.sum()))
 
 
 def decode_block(data: np.ndarray, num_values: int, bits: int) -> FixedWidthBlock:
@@ -80,14 +124,9 @@ def decode_block(data: np.ndarray, num_values: int, bits: int) -> FixedWidthBloc
     lens = data[8 + vbytes :]
     if len(lens) != nruns:
         raise CorruptFileError(f"block RLE has {nruns} run values but {len(lens)} run lengths")
-    run_vals = data[8 : 8 + vbytes].reshape(-1, width)
-    out = _expand(
-        run_vals,
-        lens,
-        np.zeros(nruns, dtype=np.int64),
-        np.array([num_values], dtype=np.int64),
-    )
-    return FixedWidthBlock(np.ascontiguousarray(out), bits, num_values)
+    one = np.ones(1, dtype=np.int64)
+    out = _expand(data, 8 * one, (8 + vbytes) * one, nruns * one, num_values * one, width)
+    return FixedWidthBlock(out, bits, num_values)
 
 
 def decode_block_chunks(chunks: ChunkRanges, counts: np.ndarray, bits: int) -> FixedWidthBlock:
@@ -104,10 +143,7 @@ def decode_block_chunks(chunks: ChunkRanges, counts: np.ndarray, bits: int) -> F
     nruns = vbytes // width
     if (vbytes < 0).any() or (vbytes % width).any() or (lengths - 8 - vbytes != nruns).any():
         raise CorruptFileError("block RLE values and run lengths do not match")
-    run_vals = gather_ranges(chunks.base, starts + 8, vbytes).reshape(-1, width)
-    lens = gather_ranges(chunks.base, starts + 8 + vbytes, nruns)
-    run_chunk = np.repeat(np.arange(len(counts)), nruns)
-    data = _expand(run_vals, lens, run_chunk, counts)
+    data = _expand(chunks.base, starts + 8, starts + 8 + vbytes, nruns, counts, width)
     return FixedWidthBlock(np.ascontiguousarray(data), bits, int(counts.sum()))
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
-from .blocks import ChunkRanges, VariableWidthBlock, gather_ranges
+from ..jit import kernel, readonly
+from .blocks import ChunkRanges, VariableWidthBlock
 
 PAD_BYTE = 0x48
 AIM_CHUNK_BYTES = 4096
@@ -51,26 +52,63 @@ def decode_chunks(chunks: ChunkRanges, counts: np.ndarray, bits: int) -> Variabl
     counts = np.asarray(counts, dtype=np.int64)
     starts = np.asarray(chunks.starts, dtype=np.int64)
     lengths = np.asarray(chunks.lengths, dtype=np.int64)
-    base = chunks.base
-    n_off = counts + 1
-    if (lengths < n_off * width).any() or (starts + lengths > len(base)).any():
+    base = readonly(np.ascontiguousarray(chunks.base, dtype=np.uint8))
+    if (lengths < (counts + 1) * width).any() or (starts + lengths > len(base)).any():
         raise CorruptFileError("a Variable mini-block chunk is shorter than its offsets")
-    raw = gather_ranges(base, starts, n_off * width)
-    offs = np.ascontiguousarray(raw).view(dtype).astype(np.int64)
-    seg = np.cumsum(n_off) - n_off  # first offset of each chunk
-    first = offs[seg]
-    last = offs[seg + counts]
-    diffs = np.diff(offs)
-    # drop the differences that straddle two chunks
-    value_lengths = np.delete(diffs, seg[1:] - 1) if len(seg) > 1 else diffs
-    if (value_lengths < 0).any() or (first < 0).any() or (last > lengths).any():
+    starts, lengths, counts = readonly(starts), readonly(lengths), readonly(counts)
+    offsets = np.empty(int(counts.sum()) + 1, dtype=np.int64)
+    total = _chunk_offsets(base, starts, lengths, counts, width, offsets)
+    if total < 0:
         raise CorruptFileError(
             "Variable mini-block offsets are not monotonic or run past the chunk"
         )
-    data = gather_ranges(base, starts + first, last - first)
-    offsets = np.zeros(len(value_lengths) + 1, dtype=np.int64)
-    np.cumsum(value_lengths, out=offsets[1:])
-    return VariableWidthBlock(offsets, np.asarray(data), bits)
+    data = np.empty(total, dtype=np.uint8)
+    _chunk_bytes(base, starts, counts, width, readonly(offsets), data)
+    return VariableWidthBlock(offsets, data, bits)
+
+
+@kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8, i8[::1])")
+def _chunk_offsets(base, starts, lengths, counts, width, out):  # pragma: no cover - compiled
+    """The values' offsets in the joined bytes of all chunks (chunk ``c`` stores
+    ``counts[c] + 1`` little-endian offsets of ``width`` bytes, relative to the chunk);
+    returns the total size, or -1 when a chunk's offsets decrease or leave the chunk."""
+    at = 0
+    total = 0
+    out[0] = 0
+    for c in range(len(starts)):
+        pos = starts[c]
+        prev = _offset_at(base, pos, width)
+        if prev < 0 or prev > lengths[c]:
+            return -1
+        for k in range(1, counts[c] + 1):
+            cur = _offset_at(base, pos + k * width, width)
+            if cur < prev or cur > lengths[c]:
+                return -1
+            total += cur - prev
+            at += 1
+            out[at] = total
+            prev = cur
+    return total
+
+
+@kernel("void(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), i8, ro(i8[::1]), u1[::1])")
+def _chunk_bytes(base, starts, counts, width, offsets, out):  # pragma: no cover - compiled
+    """Copy every chunk's value bytes (checked by :func:`_chunk_offsets`) end to end."""
+    at = 0
+    for c in range(len(starts)):
+        first = starts[c] + _offset_at(base, starts[c], width)
+        size = offsets[at + counts[c]] - offsets[at]
+        out[offsets[at] : offsets[at] + size] = base[first : first + size]
+        at += counts[c]
+
+
+@kernel()
+def _offset_at(base, pos, width):  # pragma: no cover - compiled
+    """The little-endian unsigned offset of ``width`` (4 or 8) bytes at ``base[pos]``."""
+    value = 0
+    for k in range(width):
+        value |= np.int64(base[pos + k]) << (8 * k)
+    return value
 
 
 def plan_chunks(offsets: np.ndarray, bits: int, aim: int = AIM_CHUNK_BYTES) -> np.ndarray:
@@ -78,31 +116,40 @@ def plan_chunks(offsets: np.ndarray, bits: int, aim: int = AIM_CHUNK_BYTES) -> n
     whose offsets and bytes fit in ``aim`` bytes (at least one value); the last chunk takes
     whatever is left if it fits.
 
-    The greedy walk is sequential (a chunk starts where the previous one ends), so this is a
-    loop over chunks, kept to a few integer operations each: the cost of a chunk only grows
-    with its size, so the search starts from the previous chunk's size and usually settles
-    after two probes.  Measured: 6M short strings plan in about 30 ms.
+    The greedy walk is sequential (a chunk starts where the previous one ends): a compiled
+    loop over chunks, whose search starts from the previous chunk's size and usually
+    settles after two probes.
     """
-    max_values = 4096  # upstream MAX_MINIBLOCK_VALUES
     width = offset_dtype(bits).itemsize
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     n = len(offsets) - 1
     if n <= 0:
         return np.zeros(0, dtype=np.int64)
-    off = offsets.data  # a memoryview: indexing yields Python ints: far cheaper than numpy scalars
+    out = np.empty(n, dtype=np.int64)
+    count = _plan(readonly(offsets), width, aim, out)
+    return out[:count].copy()
+
+
+@kernel("i8(ro(i8[::1]), i8, i8, i8[::1])")
+def _plan(off, width, aim, out):  # pragma: no cover - compiled
+    max_values = 4096  # upstream MAX_MINIBLOCK_VALUES
+    n = len(off) - 1
     end = off[n]
-    out: list[int] = []
+    count = 0
     pos = 0
     k = 1
     while pos < n:
         rest = n - pos
         base = off[pos] - width  # chunk [pos, pos+k) fits when off[pos+k] - base + k*width <= aim
         if rest <= max_values and end - base + rest * width <= aim:
-            out.append(rest)
+            out[count] = rest
+            count += 1
             break
         # a non-last chunk leaves at least one value behind (the reference loop's `2k < rest`)
         limit = min(rest - 1, max_values)
-        top = 1 << (limit.bit_length() - 1) if limit >= 1 else 1
+        top = 1
+        while top * 2 <= limit:
+            top *= 2
         k = min(k, top)
         if off[pos + k] - base + k * width <= aim:
             while k < top and off[pos + 2 * k] - base + 2 * k * width <= aim:
@@ -112,25 +159,21 @@ def plan_chunks(offsets: np.ndarray, bits: int, aim: int = AIM_CHUNK_BYTES) -> n
                 k >>= 1
                 if off[pos + k] - base + k * width <= aim:
                     break
-        out.append(k)
+        out[count] = k
+        count += 1
         pos += k
-    return np.array(out, dtype=np.int64)
+    return count
 
 
 def encode_chunks(block: VariableWidthBlock, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Write the mini-block chunk form; chunk i takes the next ``counts[i]`` values.
 
     Returns ``(buffer, chunk_sizes)``; each chunk is padded with 0x48 to the offset width.
-    Every chunk starts at a multiple of the offset width, so the offsets are stored through
-    a view of the output in that width (one index per offset, not per byte); the value
-    bytes of a chunk are one contiguous slice of the input, copied slice by slice (a chunk
-    is about 4 KiB, so that is a short loop).
     """
     dtype = offset_dtype(block.bits_per_offset)
     width = dtype.itemsize
-    counts = np.asarray(counts, dtype=np.int64)
-    offsets = np.asarray(block.offsets, dtype=np.int64)
-    nchunks = len(counts)
+    counts = np.ascontiguousarray(counts, dtype=np.int64)
+    offsets = np.ascontiguousarray(block.offsets, dtype=np.int64)
     first_val = np.cumsum(counts) - counts
     byte_start = offsets[first_val]
     byte_end = offsets[first_val + counts]
@@ -138,24 +181,37 @@ def encode_chunks(block: VariableWidthBlock, counts: np.ndarray) -> tuple[np.nda
     header = (counts + 1) * width
     raw_size = header + nbytes
     sizes = -(-raw_size // width) * width
-    chunk_pos = np.cumsum(sizes) - sizes
     out = np.full(int(sizes.sum()), PAD_BYTE, dtype=np.uint8)
-    # chunk c's offsets are offsets[first_val[c] + j] - byte_start[c] + header[c], j = 0..k;
-    # laid end to end, element i of chunk c is offsets[i - c], stored at word
-    # chunk_pos[c] / width + (i - its chunk's first element)
-    n_off = counts + 1
-    run_start = np.cumsum(n_off) - n_off
-    i = np.arange(int(n_off.sum()), dtype=np.int64)
-    src = i - np.repeat(np.arange(nchunks, dtype=np.int64), n_off)
-    vals = np.take(offsets, src) + np.repeat(header - byte_start, n_off)
-    dest = i + np.repeat(chunk_pos // width - run_start, n_off)
-    out.view(dtype)[dest] = vals
-    data = np.asarray(block.data)
-    for pos, s, e in zip(
-        (chunk_pos + header).tolist(), byte_start.tolist(), byte_end.tolist(), strict=True
-    ):
-        out[pos : pos + e - s] = data[s:e]
+    _write_chunks(
+        readonly(offsets),
+        readonly(np.ascontiguousarray(block.data, dtype=np.uint8)),
+        readonly(counts),
+        readonly(sizes),
+        width,
+        out,
+    )
     return out, sizes
+
+
+@kernel("void(ro(i8[::1]), ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), i8, u1[::1])")
+def _write_chunks(offsets, data, counts, sizes, width, out):  # pragma: no cover - compiled
+    """Chunk by chunk: ``counts[c] + 1`` little-endian offsets measured from the chunk's
+    start, then its value bytes (the padding is already in ``out``)."""
+    pos = 0
+    first = 0
+    for c in range(len(counts)):
+        k = counts[c]
+        header = (k + 1) * width
+        shift = header - offsets[first]
+        for j in range(k + 1):
+            value = offsets[first + j] + shift
+            at = pos + j * width
+            for b in range(width):
+                out[at + b] = (value >> (8 * b)) & 0xFF
+        start, stop = offsets[first], offsets[first + k]
+        out[pos + header : pos + header + stop - start] = data[start:stop]
+        pos += sizes[c]
+        first += k
 
 
 # -- block -----------------------------------------------------------------------------------

@@ -336,3 +336,26 @@ def _aligned_concat(
     fill = np.repeat(np.tile(np.array([True, False]), len(sizes)), runs)
     out[fill] = gather_ranges(data, starts, sizes)
     return out, rel
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+KIND_EXTERNAL = 3  # bytes in a file outside the dataset, named by ``blob_uri``
+
+
+def blob_location(
+    data_path: str, kind: int, position: int, size: int, blob_id: int, uri: str
+) -> tuple[str, int, int]:
+    """Where a descriptor's bytes are: ``(file path, position, size)``.  Inline bytes sit
+    in the data file itself; packed and dedicated ones in the sidecar ``blob_id`` next to
+    it; external ones at ``blob_uri`` (size 0 there: the whole file)."""
+    if kind == KIND_INLINE:
+        return str(data_path), position, size
+    if kind in (KIND_PACKED, KIND_DEDICATED):
+        return storage.join(sidecar_dir(data_path), sidecar_name(blob_id)), position, size
+    if kind == KIND_EXTERNAL and uri:
+        path = storage.register(uri)
+        if size == 0:
+            size = storage.file_size(path) - position
+        return path, position, size
+    raise UnsupportedError(f"blob descriptor of unknown kind {kind}")

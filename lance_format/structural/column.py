@@ -288,7 +288,8 @@ def read_miniblock(file: RandomAccessFile, dec: MiniBlockPage, meta, rows) -> Le
 def _indices(block: Block) -> np.ndarray:
     if not isinstance(block, FixedWidthBlock) or block.bits_per_value not in (8, 16, 32, 64):
         raise CorruptFileError("dictionary indices must be 8, 16, 32 or 64-bit integers")
-    return block.data.view(f"<u{block.bits_per_value // 8}")[: block.num_values].astype(np.int64)
+    # in their stored width: Arrow's take accepts any unsigned index type, so no widening copy
+    return block.data.view(f"<u{block.bits_per_value // 8}")[: block.num_values]
 
 
 def concat_results(pieces: list[LeafResult]) -> LeafResult:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError
-from ..version import writable
+from ..errors import InvalidArgumentError, UnsupportedError
+from ..version import LanceFileVersion, writable
 from . import commit, rowids, write
 from .fragment import Fragment
 from .operations import ReserveFragments, Rewrite, RewriteGroup
@@ -109,23 +109,49 @@ def _split_for_size(b: _Bin, min_rows: int) -> list[list[Fragment]]:
 def compact_files(
     ds,
     *,
-    target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
-    materialize_deletions: bool = True,
-    materialize_deletions_threshold: float = DEFAULT_DELETIONS_THRESHOLD,
+    target_rows_per_fragment: int | None = None,
+    materialize_deletions: bool | None = None,
+    materialize_deletions_threshold: float | None = None,
+    max_bytes_per_file: int | None = None,
+    batch_size: int | None = None,
+    excluded_fragment_ids: list[int] | None = None,
+    data_storage_version: str | None = None,
+    compaction_mode: str | None = None,
+    **options,
 ) -> tuple[CompactionMetrics, int | None]:
     """Rewrite ``ds``'s small or heavily deleted fragments; commits two versions
     (reservation, rewrite) when there is anything to do, none otherwise.  Returns the
-    metrics and the version the rewrite made (None when nothing was done)."""
+    metrics and the version the rewrite made (None when nothing was done).
+
+    pylance's parameters: None means the default; ``excluded_fragment_ids`` are never
+    rewritten; ``max_bytes_per_file`` and ``batch_size`` (rows read per step) shape the
+    rewrite; its tuning hints (``num_threads``, ``max_rows_per_group`` (legacy files
+    only), ``defer_index_remap``, ``binary_copy_read_batch_bytes``) change nothing here;
+    ``compaction_mode="try_binary_copy"`` re-encodes (as pylance does when it cannot
+    copy), ``"force_binary_copy"`` and the source limits are refused."""
+    target_rows_per_fragment = _default(target_rows_per_fragment, DEFAULT_TARGET_ROWS)
+    materialize_deletions = _default(materialize_deletions, True)
+    materialize_deletions_threshold = _default(
+        materialize_deletions_threshold, DEFAULT_DELETIONS_THRESHOLD
+    )
+    _check_options(options, compaction_mode, data_storage_version, ds)
     if not isinstance(target_rows_per_fragment, int) or target_rows_per_fragment <= 0:
         raise InvalidArgumentError("target_rows_per_fragment must be a positive integer")
     if not 0 <= materialize_deletions_threshold <= 1:
         raise InvalidArgumentError("materialize_deletions_threshold must be within [0, 1]")
-    groups = plan_compaction(
-        ds.get_fragments(),
-        target_rows_per_fragment,
-        materialize_deletions,
-        materialize_deletions_threshold,
-    )
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
+        raise InvalidArgumentError("batch_size must be a positive integer")
+    excluded = set(excluded_fragment_ids or ())
+    groups = []
+    run: list[Fragment] = []
+    for frag in [*ds.get_fragments(), None]:  # excluded fragments split the runs
+        if frag is not None and frag.fragment_id not in excluded:
+            run.append(frag)
+            continue
+        groups += plan_compaction(
+            run, target_rows_per_fragment, materialize_deletions, materialize_deletions_threshold
+        )
+        run = []
     metrics = CompactionMetrics()
     if not groups:
         return metrics, None
@@ -134,11 +160,12 @@ def compact_files(
     try:
         for group in groups:
             new = write.write_fragments(
-                _live_rows(ds, group),
+                _live_rows(ds, group, batch_size or SCAN_BATCH),
                 ds.uri,
                 ds.lance_schema,
                 max_rows_per_file=_rows_per_file(group, target_rows_per_fragment),
                 data_storage_version=version,
+                max_bytes_per_file=max_bytes_per_file,
             )
             if ds.stable_row_ids:
                 sources = []
@@ -185,6 +212,38 @@ def _rows_per_file(group: list[Fragment], target: int) -> int:
     return max(1, -(-rows // files))
 
 
-def _live_rows(ds, group: list[Fragment]) -> Iterator[pa.RecordBatch]:
+def _live_rows(ds, group: list[Fragment], batch_size: int) -> Iterator[pa.RecordBatch]:
     """The group's live rows in order, every column, streamed in batches."""
-    return ds.scanner(fragments=group, batch_size=SCAN_BATCH).to_batches()
+    return ds.scanner(fragments=group, batch_size=batch_size).to_batches()
+
+
+def _default(value, default):
+    return default if value is None else value
+
+
+# pylance compaction options that only tune how it runs: accepted, nothing to do here
+_HINTS = frozenset(
+    "num_threads max_rows_per_group defer_index_remap binary_copy_read_batch_bytes".split()
+)
+# pylance compaction options that change which fragments are rewritten: refused when set
+_REFUSED = frozenset("max_source_fragments max_source_rows max_source_bytes".split())
+
+
+def _check_options(options: dict, mode: str | None, storage_version: str | None, ds) -> None:
+    unknown = sorted(set(options) - _HINTS - _REFUSED)
+    if unknown:
+        raise InvalidArgumentError(f"unknown compaction option(s): {', '.join(unknown)}")
+    refused = sorted(k for k in _REFUSED if options.get(k) is not None)
+    if refused:
+        raise UnsupportedError(f"compaction option(s) not supported here: {', '.join(refused)}")
+    threads = options.get("num_threads")
+    if threads is not None and (not isinstance(threads, int) or threads <= 0):
+        raise InvalidArgumentError("num_threads must be a positive integer")
+    if mode not in (None, "reencode", "try_binary_copy", "force_binary_copy"):
+        raise InvalidArgumentError(f"unknown compaction_mode {mode!r}")
+    if mode == "force_binary_copy":
+        raise UnsupportedError("binary-copy compaction is not supported here")
+    if storage_version is not None and LanceFileVersion.parse(storage_version) != (
+        ds.data_storage_version
+    ):
+        raise UnsupportedError("compaction keeps the dataset's data storage version")

@@ -21,10 +21,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from .. import storage
+from ..blob import DEFAULT_BLOB_BUFFER_SIZE, BlobFile
 from ..cache import SearchCache
 from ..errors import (
     DatasetNotFoundError,
     InvalidArgumentError,
+    RowOutOfRangeError,
     SchemaError,
     UnsupportedError,
 )
@@ -33,9 +35,11 @@ from ..vector.search import VectorScanner
 from ..version import LanceFileVersion, writable
 from ..writer import LanceFileWriter
 from . import (
+    blobs,
     cleanup,
     commit,
     compaction,
+    config,
     dataset_write,
     features,
     filters,
@@ -45,13 +49,22 @@ from . import (
     mutation,
     paths,
     tags,
+    udf,
     write,
 )
 from .fragment import Fragment
 from .fragment_metadata import as_fragment_pb
 from .lance_operation import write_fragments
 from .operations import Append, Delete, Merge, Project, Restore
-from .scanner import DEFAULT_BATCH_SIZE, ROW_ADDRESS, ROW_ID, Scanner, ScanOptions
+from .scanner import (
+    DEFAULT_BATCH_SIZE,
+    ROW_ADDRESS,
+    ROW_ID,
+    ROW_OFFSET,
+    ColumnOrdering,
+    Scanner,
+    ScanOptions,
+)
 from .transaction import new_transaction
 
 DATASET_CACHE_BYTES = 64 << 20  # search cache of a dataset opened without one
@@ -60,19 +73,58 @@ DATASET_CACHE_BYTES = 64 << 20  # search cache of a dataset opened without one
 def dataset(
     uri: str | os.PathLike[str],
     version: int | str | None = None,
+    asof=None,
+    block_size: int | None = None,
+    commit_lock=None,
+    index_cache_size: int | None = None,
+    storage_options: dict[str, str] | None = None,
+    default_scan_options: dict | None = None,
+    metadata_cache_size_bytes: int | None = None,
+    index_cache_size_bytes: int | None = None,
     *,
     cache: SearchCache | None = None,
-    storage_options: dict[str, str] | None = None,
 ) -> Dataset:
     """Open a dataset at its latest version, a version number or a tag name.
 
     ``uri`` is a local path (``~`` expands), ``file://``, ``memory://``, ``s3://bucket/path``
     or ``s3+ddb://bucket/path?ddbTableName=T``; ``storage_options`` configure the object
-    store with pylance's option names."""
+    store with pylance's option names.  As pylance: ``asof`` (a datetime or ISO text) opens
+    the latest version committed before it (unless ``version`` is given);
+    ``default_scan_options`` are used by every scan of the object; the cache sizes and
+    ``block_size`` tune pylance's caches and reads, and change nothing here (``cache``
+    is this library's shared cache); a ``commit_lock`` is refused (commits here are
+    atomic on the store itself)."""
+    if commit_lock is not None:
+        raise UnsupportedError("commit_lock is not supported: commits are atomic on the store")
     root = storage.register(uri, storage_options)
     if isinstance(version, str):
         version = tags.resolve_tag(root, version)
-    return Dataset(root, _resolve(root, version), cache=cache)
+    if version is None and asof is not None:
+        version = _version_at(root, asof)
+    ds = Dataset(root, _resolve(root, version), cache=cache)
+    if default_scan_options:
+        ds.default_scan_options = dict(default_scan_options)
+    return ds
+
+
+def _version_at(root: str, asof) -> int:
+    """The latest version committed before ``asof`` (naive times are local, as pylance's)."""
+    import datetime as dt
+
+    when = dt.datetime.fromisoformat(asof) if isinstance(asof, str) else asof
+    if hasattr(when, "to_pydatetime"):  # a pandas Timestamp
+        when = when.to_pydatetime()
+    if not isinstance(when, dt.datetime):
+        raise InvalidArgumentError(f"asof must be a datetime or ISO text, got {asof!r}")
+    when = when.astimezone()  # a naive time is local
+    found = None
+    for entry in paths.list_versions(root):
+        ts = manifest.read_manifest(entry.path).timestamp
+        if ts is not None and ts < when:
+            found = entry.version
+    if found is None:
+        raise InvalidArgumentError(f"{when} is earlier than the first version of {root}")
+    return found
 
 
 def _resolve(root: str, version: int | None) -> manifest.Manifest:
@@ -117,6 +169,8 @@ def open_version(
 class Dataset:
     """One version of a dataset; writes through it move it to the new version."""
 
+    default_scan_options: dict = {}  # pylance's: the options every scan starts from
+
     def __init__(self, root: str, m: manifest.Manifest, *, cache: SearchCache | None = None):
         self.uri = root
         self.manifest = m
@@ -149,6 +203,73 @@ class Dataset:
     @property
     def stable_row_ids(self) -> bool:
         return features.uses_stable_row_ids(self.manifest)
+
+    has_stable_row_ids = stable_row_ids  # pylance's name
+
+    @property
+    def max_field_id(self) -> int:
+        return max((f.id for f in self.lance_schema.walk()), default=-1)
+
+    @property
+    def stats(self) -> _Stats:
+        """pylance's ``ds.stats.dataset_stats()``."""
+        return _Stats(self)
+
+    def checkout_latest(self) -> None:
+        """Move this object to the latest version (as pylance's, in place)."""
+        self._become(dataset(self.uri, cache=self.cache))
+
+    # -- config and metadata (see :mod:`.config`) ------------------------------------------
+
+    def config(self) -> dict[str, str]:
+        """The dataset's config (``lance.*`` settings and user keys), as pylance's."""
+        return dict(self.manifest.pb.config)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The table metadata (free key/values of the dataset, not of its schema)."""
+        return dict(self.manifest.pb.table_metadata)
+
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        return {k: v.decode() for k, v in self.manifest.pb.schema_metadata.items()}
+
+    def update_config(self, values: dict[str, str | None], *, replace: bool = False) -> dict:
+        """Set (a value) or remove (None) config keys, or replace the whole config; the
+        object moves to the new version; returns the new config."""
+        self._commit_config(config.update_config_operation(config=values, replace=replace))
+        return self.config()
+
+    def delete_config_keys(self, keys: list[str]) -> None:
+        self._commit_config(config.update_config_operation(config=dict.fromkeys(keys)))
+
+    def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict:
+        """Change the table metadata as :meth:`update_config` changes the config."""
+        op = config.update_config_operation(table_metadata=values, replace=replace)
+        self._commit_config(op)
+        return self.metadata
+
+    def update_schema_metadata(
+        self, values: dict[str, str | None], *, replace: bool = False
+    ) -> dict:
+        """Change the schema metadata as :meth:`update_config` changes the config."""
+        op = config.update_config_operation(schema_metadata=values, replace=replace)
+        self._commit_config(op)
+        return self.schema_metadata
+
+    def update_field_metadata(
+        self, field_updates: dict[str, dict[str, str | None]], *, replace: bool = False
+    ) -> None:
+        """Change the metadata of fields given by path (``"a"``, ``"a.b"``)."""
+        op = config.update_config_operation(
+            field_metadata=field_updates, schema=self.lance_schema, replace=replace
+        )
+        self._commit_config(op)
+
+    def _commit_config(self, op) -> None:
+        """Commit an UpdateConfig, as pylance does for every config or metadata change."""
+        committed = commit.commit(self.uri, new_transaction(self.version, op))
+        self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def versions(self) -> list[dict]:
         out: list[dict] = []
@@ -227,8 +348,11 @@ class Dataset:
         """Move this object to ``new``'s version in place, as pylance's writes do (its
         cached fragments and schema go with it)."""
         if new is not self:
+            defaults = self.__dict__.get("default_scan_options")
             self.__dict__.clear()
             self.__dict__.update(new.__dict__)
+            if defaults is not None:
+                self.default_scan_options = defaults
 
     def update(self, updates: dict[str, str], where: str | None = None) -> dict[str, int]:
         """Set columns to SQL expressions on the rows matching ``where`` (all rows when
@@ -237,6 +361,13 @@ class Dataset:
         new, count = mutation.update(self, updates, where)
         self._become(new)
         return {"num_rows_updated": count}
+
+    def insert(self, data, *, mode: str = "append", **kwargs) -> None:
+        """Write ``data`` into this dataset (``append`` by default, or ``overwrite``) with
+        :func:`write_dataset`'s options; the object moves to the new version, as pylance's."""
+        new = write_dataset(data, self, mode=mode, **kwargs)
+        new.cache = self.cache
+        self._become(new)
 
     def merge_insert(self, on: str | list[str]) -> mutation.MergeInsertBuilder:
         """pylance's upsert builder over key columns ``on``; its ``execute`` commits and
@@ -272,11 +403,21 @@ class Dataset:
         checks that it holds no null.  Changing a type (``data_type``) is unsupported."""
         self._become(_alter_columns(self, alterations))
 
-    def add_columns(self, transforms: dict[str, str] | pa.Field | list | pa.Schema) -> None:
+    def add_columns(
+        self,
+        transforms,
+        read_columns: list[str] | None = None,
+        reader_schema: pa.Schema | None = None,
+        batch_size: int | None = None,
+    ) -> None:
         """New columns: ``{"name": "SQL expression over existing columns"}`` computes them
         into one new data file per fragment; a field, list of fields or schema adds all-null
-        columns with no data file at all (as pylance does).  Committed as a Merge."""
-        self._become(_add_columns(self, transforms))
+        columns with no data file at all (as pylance does); a :func:`batch_udf` (or any
+        function of a batch) computes them from ``read_columns`` (``_rowid``/``_rowaddr``
+        allowed), ``batch_size`` rows at a time; anything else is read as the new columns'
+        values, row for row (``reader_schema`` for an iterable of batches).  Committed as a
+        Merge."""
+        self._become(_add_columns(self, transforms, read_columns, reader_schema, batch_size))
 
     @property
     def optimize(self) -> _Optimize:
@@ -349,46 +490,163 @@ class Dataset:
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
-        batch_size: int | None = None,
-        fragments: Sequence[Fragment] | None = None,
-        ranges: dict[int, tuple[int, int]] | None = None,
-        scan_in_order: bool | None = None,
         nearest: dict | None = None,
-        prefilter: bool = False,
+        batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        fragments: Sequence[Fragment] | None = None,
+        *,
+        prefilter: bool | None = None,
+        with_row_id: bool | None = None,
+        with_row_address: bool | None = None,
+        order_by: Sequence[ColumnOrdering | str] | None = None,
+        blob_handling: str | None = None,
+        ranges: dict[int, tuple[int, int]] | None = None,
         fast_search: bool | None = None,
         **other,
     ) -> Scanner | VectorScanner:
-        """A scan of this version.  ``columns`` lists names, or maps output names to SQL
-        expressions (``{"b": "upper(s)"}``); ``scan_in_order`` is accepted whatever its
-        value (rows always come in order); ``nearest`` makes it a nearest-neighbour search
-        (see :mod:`lance_format.vector`), where ``fast_search`` searches only what an index
-        covers; pylance's other options are refused unless left at None, since this scanner
-        does not implement them."""
+        """A scan of this version, with pylance's parameters in pylance's order.
+
+        ``columns`` lists names (system columns ``_rowid``, ``_rowaddr``, ``_rowoffset`` and
+        nested paths ``"s.x"`` included), or maps output names to SQL expressions
+        (``{"b": "upper(s)"}``); ``order_by`` sorts (see :class:`ColumnOrdering`);
+        ``nearest`` makes it a nearest-neighbour search (see :mod:`lance_format.vector`),
+        where ``fast_search`` searches only what an index covers.
+        pylance's tuning hints (read-ahead, batch bytes, late materialization, statistics,
+        scan order: rows always come in order) are accepted and change nothing; its other
+        options are refused unless left at None, since this scanner does not implement
+        them.  ``blob_handling="all_binary"`` returns blob columns as their bytes instead of
+        descriptors.  ``ranges`` (ours) scans physical row ranges of some fragments."""
+        if self.default_scan_options:  # as pylance: what the call gives wins
+            given = dict(
+                columns=columns,
+                filter=filter,
+                limit=limit,
+                offset=offset,
+                nearest=nearest,
+                batch_size=batch_size,
+                fragments=fragments,
+                prefilter=prefilter,
+                with_row_id=with_row_id,
+                with_row_address=with_row_address,
+                order_by=order_by,
+                blob_handling=blob_handling,
+                ranges=ranges,
+                fast_search=fast_search,
+                **other,
+            )
+            merged = {
+                **self.default_scan_options,
+                **{k: v for k, v in given.items() if v is not None},
+            }
+            return Dataset.scanner(_without_defaults(self), **merged)
         if nearest is None and fast_search is not None:
             other["fast_search"] = fast_search
         _refuse_options(other)
+        if blob_handling not in _BLOB_HANDLING:
+            raise InvalidArgumentError(
+                f"blob_handling must be one of {sorted(m for m in _BLOB_HANDLING if m)}"
+            )
         opts = ScanOptions(
             columns=columns,
             filter=filter,
             limit=limit,
             offset=offset,
-            with_row_id=with_row_id,
-            with_row_address=with_row_address,
+            with_row_id=bool(with_row_id),
+            with_row_address=bool(with_row_address),
             batch_size=batch_size or DEFAULT_BATCH_SIZE,
             fragments=fragments,
             ranges=ranges,
+            order_by=order_by,
+            blob_binary=blob_handling == "all_binary",
         )
         if nearest is not None:
-            return VectorScanner(self, opts, nearest, prefilter, bool(fast_search))
+            if order_by:
+                raise UnsupportedError("order_by cannot be combined with a nearest search")
+            return VectorScanner(self, opts, nearest, bool(prefilter), bool(fast_search))
         return Scanner(self.lance_schema, self._fragments, opts, self.stable_row_ids)
 
-    def to_table(self, columns=None, filter=None, **kw) -> pa.Table:
-        return self.scanner(columns=columns, filter=filter, **kw).to_table()
+    def to_table(
+        self,
+        columns=None,
+        filter=None,
+        limit=None,
+        offset=None,
+        nearest=None,
+        batch_size=None,
+        batch_size_bytes=None,
+        batch_readahead=None,
+        fragment_readahead=None,
+        scan_in_order=None,
+        **kw,
+    ) -> pa.Table:
+        """The rows of a scan (see :meth:`scanner`) as one Table."""
+        return self.scanner(
+            columns=columns,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            nearest=nearest,
+            batch_size=batch_size,
+            **kw,
+        ).to_table()
 
-    def to_batches(self, columns=None, filter=None, **kw) -> Iterator[pa.RecordBatch]:
-        return self.scanner(columns=columns, filter=filter, **kw).to_batches()
+    def to_batches(
+        self,
+        columns=None,
+        filter=None,
+        limit=None,
+        offset=None,
+        nearest=None,
+        batch_size=None,
+        batch_size_bytes=None,
+        batch_readahead=None,
+        fragment_readahead=None,
+        scan_in_order=None,
+        **kw,
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of a scan (see :meth:`scanner`) as a stream of batches."""
+        return self.scanner(
+            columns=columns,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            nearest=nearest,
+            batch_size=batch_size,
+            **kw,
+        ).to_batches()
+
+    def to_pandas(self, columns=None, filter=None, **kw):
+        """The rows of a scan as a pandas DataFrame (pylance's ``to_pandas``)."""
+        return self.to_table(columns=columns, filter=filter, **kw).to_pandas()
+
+    def slice(self, start: int, end: int, columns=None) -> pa.Table:
+        """Rows ``start`` to ``end`` (exclusive) by position, as a scan window."""
+        if start < 0:
+            raise InvalidArgumentError(f"start must be non-negative, got {start}")
+        if end < start:
+            raise InvalidArgumentError(f"end ({end}) must be >= start ({start})")
+        return self.scanner(offset=start, limit=end - start, columns=columns).to_table()
+
+    def sample(self, num_rows: int, columns=None, randomize_order: bool = True, **kw) -> pa.Table:
+        """``num_rows`` rows drawn at random without replacement (in random order unless
+        ``randomize_order`` is False)."""
+        total = self.count_rows()
+        if not 0 <= num_rows <= total:
+            raise InvalidArgumentError(f"cannot sample {num_rows} rows of {total}")
+        picked = np.random.default_rng().choice(total, num_rows, replace=False)
+        if not randomize_order:
+            picked = np.sort(picked)
+        return self.take(picked, columns, **kw)
+
+    def head(self, num_rows: int, **kw) -> pa.Table:
+        """The first ``num_rows`` rows (scanner options allowed), as pylance's."""
+        return self.scanner(limit=num_rows, **kw).to_table()
+
+    def __len__(self) -> int:
+        return self.count_rows()
 
     def count_rows(self, filter: str | pc.Expression | None = None, **kw) -> int:
         """Rows matching ``filter``; other options are the scanner's, as in pylance."""
@@ -402,16 +660,20 @@ class Dataset:
     def take(self, indices, columns: list[str] | None = None) -> pa.Table:
         """Rows by position in the dataset (0 .. count_rows()-1), in the order asked."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        return self._gather(self._index_groups(idx), len(idx), columns)
+
+    def _index_groups(self, idx: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Rows by position as (fragment number, where in the request, physical offsets)."""
         total = int(self._live_counts[-1])
         if len(idx) and (idx.min() < 0 or idx.max() >= total):
-            raise InvalidArgumentError(f"take indices must be in [0, {total})")
+            raise RowOutOfRangeError(f"take indices must be in [0, {total})")
         frag_no = np.searchsorted(self._live_counts, idx, side="right") - 1
-        addresses = []
+        groups = []
         for i in np.unique(frag_no).tolist():
             sel = frag_no == i
             live = self._fragments[i].live_offsets[idx[sel] - self._live_counts[i]]
-            addresses.append((i, np.flatnonzero(sel), live))
-        return self._gather(addresses, len(idx), columns)
+            groups.append((i, np.flatnonzero(sel), live))
+        return groups
 
     def take_rows(self, row_ids, columns: list[str] | None = None) -> pa.Table:
         """Rows by row id (stable ids when the dataset has them, else row addresses)."""
@@ -422,6 +684,10 @@ class Dataset:
     def take_addresses(self, addresses, columns: list[str] | None = None) -> pa.Table:
         """Rows by row address (fragment id << 32 | offset), in the order asked."""
         addr = np.asarray(addresses, dtype=np.uint64).reshape(-1)
+        return self._gather(self._address_groups(addr), len(addr), columns)
+
+    def _address_groups(self, addr: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Rows by address as (fragment number, where in the request, physical offsets)."""
         frag_ids = (addr >> np.uint64(32)).astype(np.int64)
         offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
         by_id = {f.fragment_id: i for i, f in enumerate(self._fragments)}
@@ -430,13 +696,63 @@ class Dataset:
             sel = frag_ids == fid
             i = by_id.get(fid)
             frag = self._fragments[i] if i is not None else None
-            if frag is None or (offsets[sel] >= frag.physical_rows).any():
-                raise InvalidArgumentError(f"row ids refer to rows not in version {self.version}")
+            if i is None or frag is None or (offsets[sel] >= frag.physical_rows).any():
+                raise RowOutOfRangeError(f"row ids refer to rows not in version {self.version}")
             dead = np.isin(offsets[sel], frag.deleted_offsets)
             if dead.any():
                 raise InvalidArgumentError("row ids refer to deleted rows")
             addresses.append((i, np.flatnonzero(sel), offsets[sel]))
-        return self._gather(addresses, len(addr), columns)
+        return addresses
+
+    def _row_groups(self, ids=None, addresses=None, indices=None):
+        """pylance's blob selection: exactly one of row ids, addresses or indices."""
+        if sum(v is not None for v in (ids, addresses, indices)) != 1:
+            raise InvalidArgumentError(
+                "Exactly one of ids, indices, or addresses must be specified"
+            )
+        if indices is not None:
+            idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+            return self._index_groups(idx), len(idx)
+        if ids is not None:
+            ids = np.asarray(ids, dtype=np.uint64).reshape(-1)
+            addr = self._row_id_index(ids) if self.stable_row_ids else ids
+        else:
+            addr = np.asarray(addresses, dtype=np.uint64).reshape(-1)
+        return self._address_groups(addr), len(addr)
+
+    def take_blobs(
+        self,
+        blob_column: str,
+        ids=None,
+        addresses=None,
+        indices=None,
+        *,
+        buffer_size: int = DEFAULT_BLOB_BUFFER_SIZE,
+    ) -> list[BlobFile | None]:
+        """One file-like :class:`BlobFile` per selected row (None for a null blob), rows
+        chosen by exactly one of row ``ids``, ``addresses`` or ``indices``."""
+        groups, n = self._row_groups(ids, addresses, indices)
+        return blobs.take_blobs(self, blob_column, groups, n, buffer_size)
+
+    def read_blobs(
+        self, blob_column: str, ids=None, addresses=None, indices=None, **options
+    ) -> list[tuple[int, bytes | None]]:
+        """``(row address, bytes)`` of each selected row, in the order asked (pylance's
+        ``io_buffer_size`` / ``preserve_order`` tune its reads and are accepted)."""
+        unknown = set(options) - {"io_buffer_size", "preserve_order"}
+        if unknown:
+            raise InvalidArgumentError(f"unknown read_blobs option(s): {sorted(unknown)}")
+        groups, n = self._row_groups(ids, addresses, indices)
+        files = blobs.take_blobs(self, blob_column, groups, n, 0)
+        where = np.empty(n, dtype=np.uint64)
+        for i, pos, offsets in groups:
+            where[pos] = self._fragments[i].row_addresses(offsets)
+        out = []
+        for addr, f in zip(where.tolist(), files, strict=True):
+            out.append((addr, None if f is None else f.readall()))
+            if f is not None:
+                f.close()
+        return out
 
     @functools.cached_property
     def row_id_map(self) -> tuple[np.ndarray, np.ndarray]:
@@ -459,14 +775,12 @@ class Dataset:
         pos = np.searchsorted(keys, ids)
         pos = np.minimum(pos, max(len(keys) - 1, 0))
         if not len(keys) or (keys[pos] != ids).any():
-            raise InvalidArgumentError(f"row ids not in version {self.version}")
+            raise RowOutOfRangeError(f"row ids not in version {self.version}")
         return addrs[pos]
 
     def _gather(self, groups, n: int, columns) -> pa.Table:
         scanner = self.scanner(columns=columns)
         assert isinstance(scanner, Scanner)  # no nearest: a plain scanner
-        if scanner.projection_meta:
-            raise UnsupportedError("take cannot compute expressions over _rowid or _rowaddr")
         fields = scanner.fields
         if not groups:
             return scanner.schema.empty_table()
@@ -480,8 +794,14 @@ class Dataset:
                 continue
             order = np.argsort(offsets, kind="stable")
             uniq, inverse = np.unique(offsets[order], return_inverse=True)
-            table = frag.read(fields, uniq).take(pa.array(inverse))
-            parts.append(table)
+            table = frag.read(fields, uniq)
+            for meta in scanner.projection_meta:  # system columns asked for by name
+                values = pa.array(scanner.meta_column(frag, meta, uniq))
+                if table.num_columns:
+                    table = table.append_column(meta, values)
+                else:
+                    table = pa.table({meta: values})
+            parts.append(table.take(pa.array(inverse)))
             positions.append(where[order])
         table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         where = positions[0] if len(positions) == 1 else np.concatenate(positions)
@@ -492,28 +812,74 @@ class Dataset:
         return table if scanner.projection is None else scanner.projection.apply(table)
 
 
-__all__ = ["ROW_ADDRESS", "ROW_ID", "Dataset", "dataset", "write_dataset", "write_fragments"]
+__all__ = [
+    "ROW_ADDRESS",
+    "ROW_ID",
+    "ROW_OFFSET",
+    "ColumnOrdering",
+    "Dataset",
+    "dataset",
+    "write_dataset",
+    "write_fragments",
+]
 
-# pylance scanner options that change what a scan returns or how, not implemented here
+# pylance scanner options that only tune how a scan runs, never what it returns: accepted
+_PYLANCE_SCAN_HINTS = frozenset(
+    (
+        "batch_size_bytes batch_readahead fragment_readahead scan_in_order use_stats "
+        "io_buffer_size late_materialization use_scalar_index strict_batch_size "
+        "disable_scoring_autoprojection"
+    ).split()
+)
+# pylance scanner options that change what a scan returns, not implemented here (refused
+# when set, so that nothing is silently ignored)
 _PYLANCE_SCAN_OPTIONS = frozenset(
     (
-        "batch_size_bytes batch_readahead fragment_readahead index_segments "
-        "full_text_query use_stats fast_search io_buffer_size late_materialization "
-        "blob_handling use_scalar_index include_deleted_rows scan_stats_callback "
-        "strict_batch_size order_by disable_scoring_autoprojection row_addr_allowlist "
-        "row_addr_blocklist"
+        "index_segments full_text_query fast_search include_deleted_rows "
+        "scan_stats_callback row_addr_allowlist row_addr_blocklist"
     ).split()
 )
 
 
+_BLOB_HANDLING = (None, "blobs_descriptions", "all_descriptions", "all_binary")
+
+
 def _refuse_options(options: dict) -> None:
     """Never ignore an argument: pylance's options are refused when set, others unknown."""
-    unknown = sorted(k for k in options if k not in _PYLANCE_SCAN_OPTIONS)
+    known = _PYLANCE_SCAN_OPTIONS | _PYLANCE_SCAN_HINTS
+    unknown = sorted(k for k in options if k not in known)
     if unknown:
         raise InvalidArgumentError(f"unknown scan option(s): {', '.join(unknown)}")
-    given = sorted(k for k, v in options.items() if v is not None)
+    given = sorted(
+        k
+        for k, v in options.items()
+        if k in _PYLANCE_SCAN_OPTIONS and v is not None and v is not False
+    )
     if given:
         raise UnsupportedError(f"scan option(s) not supported here: {', '.join(given)}")
+
+
+def _without_defaults(ds: Dataset) -> Dataset:
+    """A shallow copy of ``ds`` whose scans take no default options (they are applied)."""
+    import copy
+
+    plain = copy.copy(ds)
+    plain.default_scan_options = {}
+    return plain
+
+
+class _Stats:
+    def __init__(self, ds: Dataset):
+        self._ds = ds
+
+    def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
+        """Deleted rows, fragments, and fragments smaller than ``max_rows_per_group``."""
+        frags = self._ds.get_fragments()
+        return {
+            "num_deleted_rows": sum(f.num_deletions for f in frags),
+            "num_fragments": len(frags),
+            "num_small_files": sum(f.physical_rows < max_rows_per_group for f in frags),
+        }
 
 
 class _Optimize:
@@ -533,12 +899,16 @@ def _exists(root: str) -> bool:
 
 def write_dataset(
     data,
-    uri: str | os.PathLike[str],
+    uri: str | os.PathLike[str] | Dataset,
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int = 1024,
+    max_bytes_per_file: int | None = None,
+    data_cache_bytes: int | None = None,
     data_storage_version: str | LanceFileVersion | None = None,
+    use_legacy_format: bool | None = None,
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
     max_page_bytes: int | None = None,
@@ -556,7 +926,20 @@ def write_dataset(
     and cheaper random access.  A failed write leaves no file behind; a create that loses
     the race to another creator appends to it in ``append`` mode; a write given an
     ``idempotency_key`` that an earlier commit carries commits nothing and returns that
-    version (see :mod:`.dataset_write`)."""
+    version (see :mod:`.dataset_write`).
+
+    As pylance: ``data`` may be a Dataset (its rows are copied), ``uri`` a Dataset (written
+    at its location); ``max_rows_per_group`` only shapes legacy (0.1) files, which are not
+    written here, and ``data_cache_bytes`` only sizes pylance's buffers, so both change
+    nothing; ``max_bytes_per_file`` rolls to a new data file past that size; binary
+    columns marked ``lance-encoding:blob`` and blob-typed ones become blob v2 columns in
+    2.2, as pylance writes them."""
+    if isinstance(uri, Dataset):
+        uri = uri.uri
+    if not isinstance(max_rows_per_group, int) or max_rows_per_group <= 0:
+        raise InvalidArgumentError("max_rows_per_group must be a positive integer")
+    if use_legacy_format:
+        raise UnsupportedError("legacy (0.1) data files are not written here")
     outcome = dataset_write.write_version(
         data,
         uri,
@@ -570,6 +953,7 @@ def write_dataset(
         storage_options=storage_options,
         idempotency_key=idempotency_key,
         transaction_properties=transaction_properties,
+        max_bytes_per_file=max_bytes_per_file,
     )
     return dataset(storage.register(uri, storage_options), outcome.version)
 
@@ -599,9 +983,22 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
 ADD_COLUMNS_ROWS = 128 * 1024  # rows evaluated per step (bounded memory)
 
 
-def _add_columns(ds: Dataset, transforms) -> Dataset:
+def _add_columns(
+    ds: Dataset, transforms, read_columns=None, reader_schema=None, batch_size=None
+) -> Dataset:
     names = {f.name for f in ds.lance_schema.fields}
     first_id = _next_field_id(ds)
+    if isinstance(transforms, pa.Field) or (
+        isinstance(transforms, (list, pa.Schema))
+        and transforms
+        and all(isinstance(f, pa.Field) for f in transforms)
+    ):
+        pass  # all-null columns, below
+    elif not isinstance(transforms, dict):
+        fragments, new_schema = _add_computed_columns(
+            ds, transforms, read_columns, reader_schema, batch_size, names, first_id
+        )
+        return _commit_new_columns(ds, fragments, new_schema)
     if isinstance(transforms, dict):
         arrow_schema = ds.schema
         compiled = {}
@@ -626,6 +1023,37 @@ def _add_columns(ds: Dataset, transforms) -> Dataset:
                 raise SchemaError(f"an added column without data must be nullable ({f.name!r})")
         new_schema = LanceSchema.from_arrow(pa.schema(fields), first_id=first_id)
         fragments = [f.pb for f in ds.get_fragments()]
+    return _commit_new_columns(ds, fragments, new_schema)
+
+
+def _add_computed_columns(ds, transforms, read_columns, reader_schema, batch_size, names, first_id):
+    """New data files for columns a UDF computes or a reader-like value holds."""
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
+        raise InvalidArgumentError("batch_size must be a positive integer")
+    finish = None
+    if isinstance(transforms, udf.BatchUDF) or callable(transforms):
+        schema, values = udf.udf_values(ds, transforms, read_columns, batch_size)
+    else:
+        schema, values, finish = udf.reader_values(transforms, reader_schema)
+    for f in schema:
+        if f.name in names:
+            raise SchemaError(f"column {f.name!r} already exists")
+    new_schema = LanceSchema.from_arrow(schema, first_id)
+    rows = batch_size or ADD_COLUMNS_ROWS
+    fragments = []
+    try:
+        for frag in ds.get_fragments():
+            fragments.append(udf.write_values_file(ds, frag, new_schema, values, rows))
+        if finish is not None:
+            finish()
+    except BaseException:  # nothing is committed: remove the files this call wrote
+        for f in fragments:
+            paths.remove(paths.data_file_path(ds.uri, f.files[-1].path), missing_ok=True)
+        raise
+    return fragments, new_schema
+
+
+def _commit_new_columns(ds: Dataset, fragments, new_schema: LanceSchema) -> Dataset:
     schema = LanceSchema(
         list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
     )

@@ -91,6 +91,7 @@ def write_version(
     storage_options: dict[str, str] | None = None,
     idempotency_key: str | None = None,
     transaction_properties: Mapping[str, str] | None = None,
+    max_bytes_per_file: int | None = None,
 ) -> WriteOutcome:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``; creates a missing dataset) or a new
@@ -119,10 +120,11 @@ def write_version(
         lance_schema = current.schema
         version = writable(current.data_storage_version, "append to a dataset of")
     else:
-        lance_schema = LanceSchema.from_arrow(reader.schema)
         version = writable(
             data_storage_version or (current.data_storage_version if current else DEFAULT_VERSION)
         )
+        # blob columns become pylance's lance.blob.v2 columns in 2.2
+        lance_schema = LanceSchema.from_arrow(write.blob_table_schema(reader.schema, version))
     created_from = storage.outermost_missing(root)
     rows = [0]
 
@@ -139,6 +141,7 @@ def write_version(
             max_rows_per_file=max_rows_per_file,
             data_storage_version=version,
             max_page_bytes=max_page_bytes,
+            max_bytes_per_file=max_bytes_per_file,
         )
     except BaseException:
         remove_created_dirs(root, created_from)

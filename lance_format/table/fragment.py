@@ -23,7 +23,13 @@ from ..errors import CorruptFileError, InvalidArgumentError, LanceError
 from ..extensions import to_dataset_array
 from ..pb import table_pb2
 from ..reader import LanceFileReader
-from ..schema import LanceField, LanceSchema
+from ..schema import (
+    BLOB_V2_DESCRIPTOR,
+    LanceField,
+    LanceSchema,
+    is_blob_v2_column,
+    parse_logical_type,
+)
 from ..version import LanceFileVersion
 from . import deletion, paths, rowids
 from .fragment_metadata import DataFile, FragmentMetadata
@@ -32,6 +38,21 @@ from .lance_operation import create_fragment
 if TYPE_CHECKING:
     from .dataset import Dataset
     from .scanner import Scanner
+
+# what a scan returns for a blob v2 column: each row's descriptor, as pylance's scans do
+BLOB_DESCRIPTOR_TYPE = pa.struct(
+    [pa.field(name, parse_logical_type(lt), nullable=False) for name, lt in BLOB_V2_DESCRIPTOR]
+)
+
+
+is_blob_v2 = is_blob_v2_column  # a table-level blob v2 column: its files hold descriptors
+
+
+def scan_field(f: LanceField) -> pa.Field:
+    """The Arrow field a scan returns for a top-level field of the dataset."""
+    if is_blob_v2(f):
+        return pa.field(f.name, BLOB_DESCRIPTOR_TYPE, f.nullable)
+    return f.to_dataset_arrow()
 
 
 @dataclass(frozen=True)
@@ -242,6 +263,13 @@ class Fragment:
                 raise e.with_context(path=path) from None
         return out
 
+    def data_file_of(self, field: LanceField) -> str | None:
+        """The path of the data file holding top-level ``field`` (None: no file has it)."""
+        src = self._sources.get(field.id)
+        if src is None:
+            return None
+        return paths.data_file_path(self.root, self.pb.files[src.file_index].path)
+
     def readers(self) -> list[LanceFileReader]:
         """The fragment's data-file readers (opened once; e.g. to warm the search cache)."""
         return list(self._readers)
@@ -342,7 +370,7 @@ class Fragment:
         arrays = []
         out_fields = []
         for f in fields:
-            af = f.to_dataset_arrow()
+            af = scan_field(f)
             col = columns.get(f.id)
             if col is None:
                 col = pa.nulls(n, af.type)

@@ -187,27 +187,40 @@ def _update_once(ds: Dataset, values: dict[str, str], where: str | None) -> tupl
     return changes.commit(None, sorted(ids[n] for n in values)), count
 
 
-def update_rows(ds: Dataset, values: pa.Table) -> tuple[Dataset, int]:
+def update_rows(
+    ds: Dataset,
+    values: pa.Table,
+    deleted: np.ndarray | None = None,
+    inserted: pa.Table | None = None,
+) -> tuple[Dataset, int]:
     """Set the rows at the row addresses of ``values``'s ``_rowaddr`` column to its other
     columns (an SQL ``UPDATE`` computes them elsewhere); one Update commit, as
     :func:`update`.  Several new values for one row are refused, as pylance refuses an
-    ambiguous merge."""
+    ambiguous merge.  A MERGE also removes the rows at the addresses ``deleted`` and adds
+    the rows ``inserted`` in the same commit.  Returns the new version and the rows
+    updated, deleted and inserted."""
     if ROW_ADDRESS not in values.column_names:
         raise InvalidArgumentError(f"update_rows needs a {ROW_ADDRESS} column")
     schema = ds.schema
     names = [n for n in values.column_names if n != ROW_ADDRESS]
     unknown = [n for n in names if n not in schema.names]
-    if unknown or not names:
+    if unknown or (not names and values.num_rows):
         raise SchemaError(f"cannot update columns {unknown or names} (has {schema.names})")
     addresses = values.column(ROW_ADDRESS).to_numpy().astype(np.uint64)
     if len(np.unique(addresses)) != len(addresses):
         raise InvalidDataError("several new values for one row: the update is ambiguous")
+    deleted = np.zeros(0, np.uint64) if deleted is None else np.asarray(deleted, np.uint64)
     renamed = values.rename_columns(
         [_SOURCE_INDEX + n if n != ROW_ADDRESS else n for n in values.column_names]
     )
     changes = RowChanges(ds)
     count = 0
     for frag in ds.get_fragments():
+        gone = deleted[(deleted >> np.uint64(32)) == np.uint64(frag.fragment_id)]
+        if len(gone):
+            count += len(gone)
+            gone_offsets = (gone & np.uint64(0xFFFFFFFF)).astype(np.int64)
+            changes.hide(frag, np.sort(np.union1d(gone_offsets, _updated_offsets(frag, addresses))))
         mine = addresses[(addresses >> np.uint64(32)) == np.uint64(frag.fragment_id)]
         if not len(mine):
             continue
@@ -220,10 +233,20 @@ def update_rows(ds: Dataset, values: pa.Table) -> tuple[Dataset, int]:
         changes.moved.append(pa.table(columns).cast(schema))
         if ds.stable_row_ids:
             changes.moved_ids.append(joined.column(ROW_ID).to_numpy())
-        changes.hide(frag, np.sort(offsets_of(joined)))
+        if not len(gone):
+            changes.hide(frag, np.sort(offsets_of(joined)))
         count += joined.num_rows
+    if inserted is not None and inserted.num_rows:
+        count += inserted.num_rows
+        inserted = inserted.select(schema.names).cast(schema)
     ids = {f.name: f.id for f in ds.lance_schema.fields}
-    return changes.commit(None, sorted(ids[n] for n in names)), count
+    return changes.commit(inserted, sorted(ids[n] for n in names)), count
+
+
+def _updated_offsets(frag: Fragment, addresses: np.ndarray) -> np.ndarray:
+    """Physical offsets in ``frag`` of the row addresses ``addresses`` (those it holds)."""
+    mine = addresses[(addresses >> np.uint64(32)) == np.uint64(frag.fragment_id)]
+    return (mine & np.uint64(0xFFFFFFFF)).astype(np.int64)
 
 
 class MergeInsertBuilder:

@@ -992,7 +992,7 @@ class UpdateConfig(Operation):
     as read, for a lossless round trip; :meth:`normalized` gives the map-update view of
     either form, translated as upstream's ``TryFrom<pb::Transaction>`` does (old config
     upserts/deletes become one incremental map, old schema/field metadata a replacing map).
-    Committing one is not supported yet (the manifest has no config support here).
+    Applied to the manifest by :func:`lance_format.table.config.apply_update_config`.
     """
 
     KIND: ClassVar[str] = "update_config"
@@ -1042,6 +1042,11 @@ class UpdateConfig(Operation):
         return bool(
             self.upsert_values or self.delete_keys or self.schema_metadata or self.field_metadata
         )
+
+    def apply(self, change: ManifestChange) -> None:
+        from .config import apply_update_config  # the config module builds on this one
+
+        apply_update_config(change.manifest, self)
 
     def normalized(self) -> UpdateConfig:
         """The same change expressed with the map-update fields only."""

@@ -9,6 +9,7 @@ Deleted rows are dropped before anything else sees them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -19,8 +20,9 @@ import pyarrow.dataset as pads
 
 from ..errors import InvalidArgumentError, SchemaError
 from ..schema import LanceField, LanceSchema
+from .blobs import to_binary
 from .filters import compile_filter
-from .fragment import Fragment
+from .fragment import Fragment, is_blob_v2, scan_field
 from .projection import Projection
 
 DEFAULT_BATCH_SIZE = 8192
@@ -29,8 +31,20 @@ READ_ROWS = 1 << 20  # at most this many physical rows per step
 DEFAULT_READ_ROWS = 128 * 1024  # rows per step when the files cannot tell their sizes
 ROW_ID = "_rowid"
 ROW_ADDRESS = "_rowaddr"
+ROW_OFFSET = "_rowoffset"  # the row's position among the dataset's live rows (take's index)
+SYSTEM_COLUMNS = (ROW_ID, ROW_ADDRESS, ROW_OFFSET)
 # below this share of matching rows, the other columns are taken row by row
 TAKE_SELECTIVITY = 0.25
+
+
+@dataclass(frozen=True)
+class ColumnOrdering:
+    """One sort key of ``order_by`` (pylance's): a column name or nested path, ascending
+    or not, nulls first or last."""
+
+    column_name: str
+    ascending: bool = True
+    nulls_first: bool = False
 
 
 @dataclass
@@ -47,6 +61,11 @@ class ScanOptions:
     # physical row range [start, stop) to scan in some fragments (by fragment id): how a
     # Flight endpoint or a Spark partition reads its share of a large fragment
     ranges: dict[int, tuple[int, int]] | None = None
+    # sort keys (ColumnOrdering, or a column name for ascending): the scan collects every
+    # matching row, sorts, then applies offset and limit
+    order_by: Sequence[ColumnOrdering | str] | None = None
+    # blob v2 columns as their bytes (pylance's blob_handling="all_binary"), not descriptors
+    blob_binary: bool = False
 
 
 class Scanner:
@@ -77,17 +96,25 @@ class Scanner:
         arrow_schema = schema.to_dataset_arrow()
         # filters and projections may name the row id and address (``_rowid IN (...)``)
         # as pylance allows
-        for meta in (ROW_ID, ROW_ADDRESS):
+        for meta in SYSTEM_COLUMNS:
             if meta not in arrow_schema.names:
                 arrow_schema = arrow_schema.append(pa.field(meta, pa.uint64()))
+        self._all_fragments = list(fragments)
+        self.orderings = _orderings(options.order_by)
         self.projection: Projection | None = None
         self.projection_meta: list[str] = []
-        if isinstance(options.columns, Mapping):
-            self.projection = Projection(options.columns, arrow_schema)
+        columns = _as_expressions(options.columns, schema)
+        self._hidden: list[str] = []  # sort keys read only to sort by
+        if self.orderings:
+            columns = _with_sort_keys(columns, schema, self.orderings)
+            self._hidden = [f"{_SORT_KEY}{i}" for i in range(len(self.orderings))]
+        if isinstance(columns, Mapping):
+            self.projection = Projection(columns, arrow_schema)
             self.fields = self._fields_named(self.projection.columns)
             self.projection_meta = self._meta_named(self.projection.columns)
         else:
-            self.fields = self._projection(options.columns)
+            self.fields = self._projection(columns)
+        self._blob_binary = [f for f in self.fields if options.blob_binary and is_blob_v2(f)]
         compiled = compile_filter(options.filter, arrow_schema)
         self.filter = None if compiled is None else compiled.expression
         self.terms = [] if compiled is None else list(compiled.terms)  # for page statistics
@@ -105,7 +132,7 @@ class Scanner:
     def _meta_named(self, names) -> list[str]:
         """``_rowid`` / ``_rowaddr`` among ``names``, unless the dataset has such columns."""
         real = {f.name for f in self.lance_schema.fields}
-        return [m for m in (ROW_ID, ROW_ADDRESS) if m in names and m not in real]
+        return [m for m in SYSTEM_COLUMNS if m in names and m not in real]
 
     def _projection(self, columns: list[str] | None) -> list[LanceField]:
         if columns is None:
@@ -124,17 +151,40 @@ class Scanner:
 
     # -- output schema --------------------------------------------------------------------
 
-    @property
+    @functools.cached_property
     def schema(self) -> pa.Schema:
+        """The output schema (sort keys read only to sort by are not in it)."""
+        schema = self._read_schema
+        if self._hidden:
+            schema = pa.schema([f for f in schema if f.name not in self._hidden])
+        return schema
+
+    @functools.cached_property
+    def _read_schema(self) -> pa.Schema:
         if self.projection is not None:
             fields = list(self.projection.schema)
         else:
-            fields = [f.to_dataset_arrow() for f in self.fields]
-        if self.options.with_row_id:
-            fields.append(pa.field(ROW_ID, pa.uint64()))
-        if self.options.with_row_address:
-            fields.append(pa.field(ROW_ADDRESS, pa.uint64()))
+            fields = [
+                pa.field(f.name, pa.large_binary(), f.nullable)
+                if f in self._blob_binary
+                else scan_field(f)
+                for f in self.fields
+            ]
+        names = {f.name for f in fields}
+        for meta in self._extra_meta():
+            if meta not in names:  # asked for twice (columns and with_row_id): given once
+                fields.append(pa.field(meta, pa.uint64()))
         return pa.schema(fields)
+
+    def _extra_meta(self) -> list[str]:
+        return [
+            m
+            for m, wanted in (
+                (ROW_ID, self.options.with_row_id),
+                (ROW_ADDRESS, self.options.with_row_address),
+            )
+            if wanted
+        ]
 
     # -- running --------------------------------------------------------------------------
 
@@ -144,6 +194,28 @@ class Scanner:
 
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
+
+    @property
+    def projected_schema(self) -> pa.Schema:
+        """pylance's name for :attr:`schema`."""
+        return self.schema
+
+    @property
+    def dataset_schema(self) -> pa.Schema:
+        return self.lance_schema.to_dataset_arrow()
+
+    def head(self, num_rows: int) -> pa.Table:
+        """The first ``num_rows`` rows of the scan."""
+        out, got = [], 0
+        for batch in self.to_batches():
+            if got >= num_rows:
+                break
+            out.append(batch.slice(0, num_rows - got))
+            got += out[-1].num_rows
+        return pa.Table.from_batches(out, schema=self.schema)
+
+    def to_pandas(self, **kwargs):
+        return self.to_table().to_pandas(**kwargs)
 
     def count_rows(self) -> int:
         if (
@@ -156,11 +228,33 @@ class Scanner:
         return sum(b.num_rows for b in self._batches(count_only=True))
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        yield from self._batches(count_only=False)
+        if self.orderings:
+            yield from self._sorted_batches()
+        else:
+            yield from self._batches(count_only=False)
 
-    def _batches(self, count_only: bool) -> Iterator[pa.RecordBatch]:
-        skip = self.options.offset or 0
-        remaining = self.options.limit
+    def _sorted_batches(self) -> Iterator[pa.RecordBatch]:
+        """Every matching row, sorted by the keys, then offset and limit (a sort needs all
+        rows before the first one out, as pylance's does)."""
+        parts = list(self._batches(count_only=False, windowed=False))
+        table = pa.Table.from_batches(parts, schema=self._read_schema)
+        keys = []
+        for name, order in zip(self._hidden, self.orderings, strict=True):
+            values = table.column(name)
+            flag = pc.is_valid(values) if order.nulls_first else pc.is_null(values)
+            table = table.append_column(f"{name}_null", flag)
+            keys.append((f"{name}_null", "ascending"))
+            keys.append((name, "ascending" if order.ascending else "descending"))
+        indices = pc.sort_indices(table, sort_keys=keys)
+        start = self.options.offset or 0
+        stop = None if self.options.limit is None else start + self.options.limit
+        indices = indices[start:stop]
+        out = table.select(self.schema.names).take(indices)
+        yield from out.combine_chunks().to_batches(max_chunksize=self.options.batch_size)
+
+    def _batches(self, count_only: bool, windowed: bool = True) -> Iterator[pa.RecordBatch]:
+        skip = (self.options.offset or 0) if windowed else 0
+        remaining = self.options.limit if windowed else None
         if remaining == 0:
             return
         ranges = self.options.ranges or {}
@@ -233,7 +327,7 @@ class Scanner:
         if self.filter is None or not len(offsets):
             return offsets, None
         rows = (start, stop) if live is None else offsets
-        metas = {m: pa.array(self._meta_column(frag, m, offsets)) for m in self.filter_meta}
+        metas = {m: pa.array(self.meta_column(frag, m, offsets)) for m in self.filter_meta}
         if self.filter_fields or not metas:
             table = frag.read(self.filter_fields, rows)
             for name, values in metas.items():
@@ -283,9 +377,16 @@ class Scanner:
                     ]
                 ),
             )
+        for f in self._blob_binary:
+            i = table.schema.get_field_index(f.name)
+            table = table.set_column(
+                i,
+                pa.field(f.name, pa.large_binary(), f.nullable),
+                to_binary(frag, f, table.column(i)),
+            )
         if self.projection is not None:
             for meta in self.projection_meta:
-                values = pa.array(self._meta_column(frag, meta, offsets))
+                values = pa.array(self.meta_column(frag, meta, offsets))
                 if table.num_columns:
                     table = table.append_column(meta, values)
                 else:  # nothing read from the files: the table has no rows to add to
@@ -293,22 +394,31 @@ class Scanner:
             table = self.projection.apply(table)
         arrays = list(table.columns)
         names = list(table.column_names)
-        for meta, wanted in (
-            (ROW_ID, self.options.with_row_id),
-            (ROW_ADDRESS, self.options.with_row_address),
-        ):
-            if wanted:
-                arrays.append(pa.array(self._meta_column(frag, meta, offsets)))
+        for meta in self._extra_meta():
+            if meta not in names:
+                arrays.append(pa.array(self.meta_column(frag, meta, offsets)))
                 names.append(meta)
-        return pa.Table.from_arrays(arrays, schema=self.schema).combine_chunks()
+        return pa.Table.from_arrays(arrays, schema=self._read_schema).combine_chunks()
 
-    @staticmethod
-    def _meta_column(frag: Fragment, name: str, offsets: np.ndarray) -> np.ndarray:
-        """``_rowid`` (stable ids when the dataset has them, else addresses) or
-        ``_rowaddr`` (fragment id << 32 | offset) of the given physical offsets."""
+    def meta_column(self, frag: Fragment, name: str, offsets: np.ndarray) -> np.ndarray:
+        """``_rowid`` (stable ids when the dataset has them, else addresses), ``_rowaddr``
+        (fragment id << 32 | offset) or ``_rowoffset`` (position among the dataset's live
+        rows) of the given physical offsets."""
+        if name == ROW_OFFSET:
+            before = np.searchsorted(frag.deleted_offsets, offsets)
+            return (self._live_before(frag) + offsets - before).astype(np.uint64)
         if name == ROW_ID and frag.row_ids is not None:
             return frag.row_ids[offsets]
         return frag.row_addresses(offsets)
+
+    def _live_before(self, frag: Fragment) -> int:
+        """Live rows of the dataset's fragments before ``frag`` (the base of its offsets)."""
+        if not hasattr(self, "_bases"):
+            counts = np.cumsum([0] + [f.count_rows() for f in self._all_fragments])
+            self._bases = {
+                f.fragment_id: int(c) for f, c in zip(self._all_fragments, counts[:-1], strict=True)
+            }
+        return self._bases[frag.fragment_id]
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:
@@ -320,3 +430,67 @@ def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:
 
 # the filter evaluation other layers (vector search's post-filter) reuse
 evaluate_filter = _evaluate
+
+
+_SORT_KEY = "__lance_sort_key_"
+
+
+def _quote_path(path: list[str]) -> str:
+    return ".".join("`" + p.replace("`", "``") + "`" for p in path)
+
+
+def _as_expressions(columns, schema: LanceSchema):
+    """A list projection naming system columns or nested paths (``"s.x"``) as the dict
+    projection computing them, each output named as asked; plain lists stay lists."""
+    if columns is None or isinstance(columns, (Mapping, str)):
+        return columns
+    columns = list(columns)
+    top = {f.name for f in schema.fields}
+    if all(c in top for c in columns):
+        return columns
+    out = {}
+    for c in columns:
+        if not isinstance(c, str):
+            raise InvalidArgumentError(f"column names must be strings, got {c!r}")
+        if c in top or c in SYSTEM_COLUMNS:
+            out[c] = _quote_path([c])
+        elif "." in c and c.split(".")[0] in top:
+            out[c] = _quote_path(c.split("."))
+        else:
+            raise SchemaError(f"no column {c!r} in the dataset (has {sorted(top)})")
+    return out
+
+
+def _orderings(order_by) -> list[ColumnOrdering]:
+    if order_by is None:
+        return []
+    if isinstance(order_by, (str, ColumnOrdering)):
+        order_by = [order_by]
+    out = []
+    for o in order_by:
+        if isinstance(o, str):
+            o = ColumnOrdering(o)
+        elif not isinstance(o, ColumnOrdering):
+            raise TypeError(f"orderings must be a list of ColumnOrdering. Got {type(o)} instead.")
+        out.append(o)
+    return out
+
+
+def _with_sort_keys(columns, schema: LanceSchema, orderings) -> dict[str, str]:
+    """The projection plus one hidden output per sort key."""
+    if columns is None:
+        columns = [f.name for f in schema.fields]
+    if not isinstance(columns, Mapping):
+        columns = {c: _quote_path([c]) for c in columns}
+    top = {f.name for f in schema.fields}
+    out = dict(columns)
+    for i, o in enumerate(orderings):
+        name = o.column_name
+        if name in top or name in SYSTEM_COLUMNS:
+            path = [name]
+        elif "." in name and name.split(".")[0] in top:
+            path = name.split(".")
+        else:
+            raise SchemaError(f"cannot order by {name!r}: no such column")
+        out[f"{_SORT_KEY}{i}"] = _quote_path(path)
+    return out

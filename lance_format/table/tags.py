@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .. import storage
-from ..errors import CorruptFileError, InvalidArgumentError, UnsupportedError
+from ..errors import CorruptFileError, InvalidArgumentError, TagNotFoundError, UnsupportedError
 from . import paths
 
 _TS = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)\Z")
@@ -116,7 +116,7 @@ def read_tag(root: str, name: str) -> TagContents:
     check_valid_tag(name)
     path = paths.tag_path(root, name)
     if not paths.exists(path):
-        raise InvalidArgumentError(f"tag {name!r} does not exist in {root}")
+        raise TagNotFoundError(f"tag {name!r} does not exist in {root}")
     return _decode(name, paths.read_bytes(path), path)
 
 
@@ -241,7 +241,7 @@ def delete_tag(root: str, name: str) -> None:
     check_valid_tag(name)
     path = paths.tag_path(root, name)
     if not paths.exists(path):
-        raise InvalidArgumentError(f"tag {name!r} does not exist in {root}")
+        raise TagNotFoundError(f"tag {name!r} does not exist in {root}")
     paths.remove(path)
 
 

@@ -13,11 +13,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
 
-from ..errors import InvalidArgumentError, InvalidDataError, SchemaError
+from ..blob import is_blob_arrow_field
+from ..errors import (
+    InvalidArgumentError,
+    InvalidDataError,
+    SchemaMismatchError,
+    UnsupportedError,
+)
 from ..extensions import json_compatible
 from ..pb import table_pb2
-from ..schema import LanceSchema
+from ..schema import (
+    BLOB_KEY,
+    BLOB_V2_EXT_NAME,
+    EXT_NAME_KEY,
+    LanceSchema,
+    blob_v2_file_schema,
+    blob_v2_leaf_schema,
+    is_blob_v2_column,
+)
 from ..structural.column import leaf_fields
 from ..v2_0.decoder import v20_column_fields
 from ..validation import check_arrays
@@ -26,16 +42,36 @@ from ..writer import DEFAULT_PAGE_BYTES, LanceFileWriter
 from . import paths
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+BYTES_CHECK_ROWS = 64 * 1024  # rows written between checks of max_bytes_per_file
 
 
 def to_reader(data, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
-    """A Table, RecordBatch, RecordBatchReader or iterable of batches as one reader."""
+    """Anything pylance writes as one reader: a Table, RecordBatch, RecordBatchReader, a
+    Lance dataset or scanner (ours), a pyarrow dataset or scanner, a pandas or polars
+    DataFrame, a dict of columns, a list of row dicts, or an iterable of batches."""
     if isinstance(data, pa.RecordBatchReader):
         return data
     if isinstance(data, pa.Table):
         return data.to_reader()
     if isinstance(data, pa.RecordBatch):
         return pa.RecordBatchReader.from_batches(data.schema, [data])
+    if isinstance(data, pads.Dataset):
+        return pads.Scanner.from_dataset(data).to_reader()
+    if isinstance(data, pads.Scanner) or _is_lance_scanner(data):
+        return data.to_reader()
+    if _is_lance_dataset(data):
+        return data.scanner().to_reader()
+    kind = type(data).__module__.split(".")[0]
+    if kind == "pandas" and type(data).__name__ == "DataFrame":
+        return pa.Table.from_pandas(data, schema=schema).to_reader()
+    if kind == "polars" and type(data).__name__ == "DataFrame":
+        return data.to_arrow().to_reader()
+    if isinstance(data, dict):
+        batch = pa.RecordBatch.from_pydict(data, schema=schema)
+        return pa.RecordBatchReader.from_batches(batch.schema, [batch])
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        batch = pa.RecordBatch.from_pylist(data, schema=schema)
+        return pa.RecordBatchReader.from_batches(batch.schema, [batch])
     if isinstance(data, Iterable):
         it = iter(data)
         first = next(it, None)
@@ -61,23 +97,47 @@ def to_reader(data, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
     raise InvalidArgumentError(f"cannot write data of type {type(data).__name__}")
 
 
+def _is_lance_dataset(data) -> bool:
+    """A :class:`~lance_format.table.dataset.Dataset` (by shape: the write layer sits
+    below the dataset class)."""
+    return hasattr(data, "lance_schema") and callable(getattr(data, "scanner", None))
+
+
+def _is_lance_scanner(data) -> bool:
+    return hasattr(data, "lance_schema") and callable(getattr(data, "to_reader", None))
+
+
 def check_schema(expected: pa.Schema, got: pa.Schema) -> bool:
     """Appends must match the dataset's schema (names and types, in order).  As pylance
     allows, nested fields may differ in nullability alone (a fixed-size list's items are
     always nullable once stored) and ``string_view``/``binary_view`` data fills ``string``/
     ``binary`` columns: then the data must be cast, which this returns."""
     if expected.names != got.names:
-        raise SchemaError(
+        raise SchemaMismatchError(
             f"the data's columns {got.names} differ from the dataset's {expected.names}"
         )
     cast = False
     for a, b in zip(expected, got, strict=True):
-        if a.type.equals(b.type) or json_compatible(a.type, b):
+        if a.type.equals(b.type) or json_compatible(a.type, b) or _same_extension(a.type, b.type):
             continue  # JSON text of any string type, or JSONB bytes: the writer stores it
         if not comparable_type(a.type).equals(comparable_type(b.type)):
-            raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
+            raise SchemaMismatchError(
+                f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}"
+            )
         cast = True
     return cast
+
+
+def _same_extension(a: pa.DataType, b: pa.DataType) -> bool:
+    """Two classes of one extension (ours and pylance's ``lance.bfloat16`` when a process
+    loads both): same name, storage and parameters store the same bytes."""
+    return (
+        isinstance(a, pa.BaseExtensionType)
+        and isinstance(b, pa.BaseExtensionType)
+        and a.extension_name == b.extension_name
+        and a.storage_type.equals(b.storage_type)
+        and a.__arrow_ext_serialize__() == b.__arrow_ext_serialize__()
+    )
 
 
 def comparable_type(t: pa.DataType) -> pa.DataType:
@@ -127,6 +187,7 @@ def write_fragments(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     data_storage_version: str | LanceFileVersion = DEFAULT_VERSION,
     max_page_bytes: int | None = None,
+    max_bytes_per_file: int | None = None,
     on_new_file: Callable[[str], None] | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write ``data`` (matching ``schema``, whose field ids are stored) into new data files;
@@ -134,13 +195,26 @@ def write_fragments(
 
     ``on_new_file(name)`` is called before each data file is created, so a caller can record
     the name where a crash cannot lose it (a staging job's registry); if it raises, that
-    file is not created and the write fails as any other."""
+    file is not created and the write fails as any other.  ``max_bytes_per_file`` starts a
+    new file once a file has that many bytes of pages written (buffered data not counted,
+    as in pylance: a small file is never split)."""
     if not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
         raise InvalidArgumentError("max_rows_per_file must be a positive integer")
+    if max_bytes_per_file is not None and (
+        not isinstance(max_bytes_per_file, int) or max_bytes_per_file <= 0
+    ):
+        raise InvalidArgumentError("max_bytes_per_file must be a positive integer")
     version = writable(data_storage_version)
     major, minor = version.numbers
+    blob_v2 = any(is_blob_v2_column(f) for f in schema.fields)
+    if blob_v2:  # blob columns go to the file writer as marked binary leaves
+        if version != LanceFileVersion.V2_2:
+            raise UnsupportedError("blob v2 columns need data storage version 2.2")
+        table_schema, schema = schema, blob_v2_leaf_schema(schema)
     arrow_schema = schema.to_dataset_arrow()
     reader = to_reader(data, arrow_schema)
+    if blob_v2:
+        reader = blob_leaves(reader, arrow_schema)
     if check_schema(arrow_schema, reader.schema):
         target = pa.schema(
             [
@@ -150,7 +224,13 @@ def write_fragments(
             metadata=reader.schema.metadata,
         )
         reader = pa.RecordBatchReader.from_batches(target, _cast_to(reader, target))
-    leaf_ids = column_field_ids(schema.fields, version)
+    if blob_v2:
+        file_fields = blob_v2_file_schema(schema, keep_ids=True).fields
+        if [f.id for f in file_fields] != [f.id for f in table_schema.fields]:
+            raise UnsupportedError("cannot write blob v2 columns into this schema's field ids")
+        leaf_ids = column_field_ids(file_fields, version)
+    else:
+        leaf_ids = column_field_ids(schema.fields, version)
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
     writer: LanceFileWriter | None = None
@@ -193,14 +273,19 @@ def write_fragments(
                         batch.schema,
                         version=version,
                         lance_schema=schema,
+                        blob_v2=blob_v2,
                         max_page_bytes=max_page_bytes or DEFAULT_PAGE_BYTES,
                     )
                     rows = 0
                 take = min(batch.num_rows - pos, max_rows_per_file - rows)
+                if max_bytes_per_file is not None:  # look at the size every few rows
+                    take = min(take, BYTES_CHECK_ROWS)
                 writer.write_batch(batch.slice(pos, take))
                 pos += take
                 rows += take
-                if rows == max_rows_per_file:
+                if rows == max_rows_per_file or (
+                    max_bytes_per_file is not None and writer.bytes_written >= max_bytes_per_file
+                ):
                     finish()
         if writer is not None and rows:
             finish()
@@ -213,6 +298,55 @@ def write_fragments(
             paths.remove(path, missing_ok=True)
         raise
     return fragments
+
+
+def blob_table_schema(schema: pa.Schema, data_storage_version: str | LanceFileVersion) -> pa.Schema:
+    """The table schema of new data: in 2.2, a binary column marked ``lance-encoding:blob``
+    becomes the ``lance.blob.v2`` column ``struct<data, uri>`` pylance makes of it (the
+    blob extension type is kept as it is)."""
+    if writable(data_storage_version) != LanceFileVersion.V2_2:
+        return schema
+    fields = []
+    for f in schema:
+        if is_blob_arrow_field(f) and not isinstance(f.type, pa.BaseExtensionType):
+            md = {k: v for k, v in (f.metadata or {}).items() if k != BLOB_KEY.encode()}
+            md[EXT_NAME_KEY.encode()] = BLOB_V2_EXT_NAME.encode()
+            storage = pa.struct([("data", pa.large_binary()), ("uri", pa.utf8())])
+            f = pa.field(f.name, storage, f.nullable, metadata=md)
+        fields.append(f)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def blob_leaves(reader: pa.RecordBatchReader, target: pa.Schema) -> pa.RecordBatchReader:
+    """Blob columns as the binary the file writer stores: the bytes of a blob-typed column
+    (``data``; external ``uri`` values are not written here), binary as large_binary."""
+    blob_columns = [i for i, f in enumerate(target) if is_blob_arrow_field(f)]
+    fields = list(reader.schema)
+    for i in blob_columns:
+        if i < len(fields):
+            fields[i] = target.field(i)
+    schema = pa.schema(fields, metadata=reader.schema.metadata)
+
+    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+        arrays = list(batch.columns)
+        for i in blob_columns:
+            if i >= len(arrays):
+                continue
+            arr = arrays[i]
+            if isinstance(arr.type, pa.BaseExtensionType):
+                arr = arr.storage
+            if pa.types.is_struct(arr.type):
+                names = [arr.type.field(k).name for k in range(arr.type.num_fields)]
+                if "uri" in names and arr.field("uri").null_count < len(arr):
+                    raise UnsupportedError("external blobs (a uri) are not written here")
+                data = arr.field("data")
+                if arr.null_count:  # a null blob: the struct's validity, not data's
+                    data = pc.if_else(arr.is_valid(), data, pa.nulls(len(arr), data.type))
+                arr = data
+            arrays[i] = arr.cast(pa.large_binary())
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, (convert(b) for b in reader))
 
 
 def remove_fragment_files(root: str, fragments) -> None:

@@ -1,0 +1,30 @@
+"""pylance's ``lance.dataset`` names: ``from lance_format.dataset import LanceDataset``.
+
+The classes live in :mod:`lance_format.table` (one concept per module); this module only
+gives them the names and the place pylance users import them from.
+"""
+
+from __future__ import annotations
+
+from .table.dataset import Dataset, dataset, write_dataset, write_fragments
+from .table.lance_operation import LanceOperation, Transaction
+from .table.mutation import MergeInsertBuilder
+from .table.scanner import ColumnOrdering, Scanner
+from .table.udf import BatchUDF, batch_udf
+
+LanceDataset = Dataset
+LanceScanner = Scanner
+
+__all__ = [
+    "BatchUDF",
+    "batch_udf",
+    "ColumnOrdering",
+    "LanceDataset",
+    "LanceOperation",
+    "LanceScanner",
+    "MergeInsertBuilder",
+    "Transaction",
+    "dataset",
+    "write_dataset",
+    "write_fragments",
+]
