@@ -442,9 +442,9 @@ def _staged_fragments(raw: list[str], root: str, *, must_exist: bool = True) -> 
     return frags
 
 
-@action("cache_stats", "Search-cache hits, misses, entries and bytes.")
+@action("cache_stats", "Search-cache hits, misses, entries and bytes; decoded pages in 'pages'.")
 def cache_stats(ctx: ServiceContext, body: wire.NoBody) -> dict:
-    return ctx.cache.stats()
+    return {**ctx.cache.stats(), "pages": ctx.cache.page_stats()}
 
 
 @action("health", "Liveness: status, datasets, cache, process id.")
@@ -453,6 +453,7 @@ def health(ctx: ServiceContext, body: wire.AnyBody) -> dict:
         "status": "ok",
         "datasets": len(ctx.catalog.names()),
         "cache": ctx.cache.stats(),
+        "page_cache": ctx.cache.page_stats(),
         "pid": os.getpid(),
         "locations": ctx.locations,
     }

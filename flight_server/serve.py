@@ -102,6 +102,14 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="search cache budget (bytes, or with a K/M/G suffix)",
     )
     p.add_argument(
+        "--page-cache-bytes",
+        type=_bytes,
+        default="256M",
+        metavar="SIZE",
+        help="decoded-page cache budget: Arrow arrays of hot pages, so repeated reads skip "
+        "decoding (bytes, or with a K/M/G suffix; 0: off)",
+    )
+    p.add_argument(
         "--workers", type=int, default=1, metavar="N", help="server processes (one core each)"
     )
     p.add_argument(
@@ -365,7 +373,7 @@ def sql_limits(opts: dict) -> SqlLimits:
 def _build(opts: dict, port: int, locations: list[str] | None, secret: str | None, index: int):
 
     from .limits import DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Limits
-    from .server import LanceFlightServer
+    from .server import DEFAULT_PAGE_CACHE_BYTES, LanceFlightServer
 
     authenticator = None
     if opts.get("auth_users") or opts.get("auth_tokens") or opts.get("jwt_jwks"):
@@ -393,6 +401,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         opts["root"],
         f"{scheme}://{opts['host']}:{port}",
         cache_bytes=opts["cache_bytes"],
+        page_cache_bytes=opts.get("page_cache_bytes", DEFAULT_PAGE_CACHE_BYTES),
         locations=locations,
         warm=not opts.get("no_warm"),
         authenticator=authenticator,

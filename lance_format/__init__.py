@@ -13,7 +13,7 @@ column names (:data:`ROW_ID`, :data:`ROW_ADDRESS`).  The layers below (``table``
 
 from . import dataset as _dataset_module  # noqa: F401 - ``lance_format.dataset`` the module
 from .blob import Blob, BlobArray, BlobFile, BlobType, blob_array, blob_field
-from .cache import SearchCache
+from .cache import PageCache, SearchCache
 from .errors import (
     CommitConflictError,
     CorruptFileError,
@@ -119,6 +119,7 @@ __all__ = [
     "LanceScanner",
     "MergeInsertBuilder",
     "ObjectNotFoundError",
+    "PageCache",
     "Scanner",
     "SchemaError",
     "SearchCache",
