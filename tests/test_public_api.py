@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import ast
 import importlib
-import pathlib
+
+from repo_paths import REPO as ROOT
 
 import lance_format
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 PUBLIC = set(lance_format.PUBLIC_MODULES)
 
 
