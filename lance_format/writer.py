@@ -62,6 +62,7 @@ MAX_LEVELS_PER_PAGE = 65535
 MAX_INFLIGHT = 2 * (os.cpu_count() or 2)  # column encodings waiting to be written
 # values this wide or wider are full-zipped (docs/format/structural.md)
 FULLZIP_MIN_VALUE_BYTES = 256
+CONSTANT_SAMPLE = 64  # valid values looked at before gathering them all for a constant check
 _PAD = b"\x48" * 64  # pylance's padding byte between buffers
 
 
@@ -218,10 +219,16 @@ class LanceFileWriter:
 
     def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Append a record batch (or a table); pages are written as they fill."""
+        self._write_batch(batch, arrays_checked=False)
+
+    def _write_batch(self, batch: pa.RecordBatch | pa.Table, *, arrays_checked: bool) -> None:
+        """:meth:`write_batch`; ``arrays_checked`` says the caller has already run Arrow's full
+        validation on this very data (a dataset write checks each batch before casting it),
+        so only the null checks run here: one full validation per write, not two."""
         self._check_open()
         if isinstance(batch, pa.Table):
             for b in batch.to_batches():
-                self.write_batch(b)
+                self._write_batch(b, arrays_checked=arrays_checked)
             return
         if not isinstance(batch, pa.RecordBatch):
             raise InvalidArgumentError(f"expected a pyarrow RecordBatch, got {type(batch)}")
@@ -231,7 +238,8 @@ class LanceFileWriter:
             raise SchemaError(_schema_diff(self._schema, batch.schema))
         if batch.num_rows == 0:
             return
-        check_batch(batch, self._required)  # refused before anything is buffered
+        # refused before anything is buffered
+        check_batch(batch, self._required, arrays=not arrays_checked)
         try:
             full = []
             for i in range(batch.num_columns):
@@ -350,8 +358,15 @@ class LanceFileWriter:
             valid_block = block
             if values.null_count:
                 mask = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-                valid_block = take_block(block, np.flatnonzero(mask))
-            const = constant.constant_value(valid_block, self.version)
+                valid = np.flatnonzero(mask)
+                # a sample of the valid values rules most pages out before the full gather
+                step = max(1, len(valid) // CONSTANT_SAMPLE)
+                sample = take_block(block, valid[::step])
+                varies = constant.constant_value(sample, self.version) is None
+                valid_block = None if varies else take_block(block, valid)
+            const = (
+                None if valid_block is None else constant.constant_value(valid_block, self.version)
+            )
             if const is not None:
                 inline, scalar = const
                 return constant.encode_page(
