@@ -398,7 +398,7 @@ class LanceFileWriter:
             scheme, level = dictionary_encoding.dict_values_compression(leaf.metadata, self.version)
             denc, dbytes = cz.compress_block(items, scheme, level, integer=integer)
             dictionary = (denc, dbytes, items.num_values)
-            idx = np.asarray(indices).astype(f"<u{key_bits // 8}")
+            idx = np.asarray(indices).astype(f"<u{key_bits // 8}", copy=False)
             block = FixedWidthBlock(idx.view(np.uint8), key_bits, len(idx))
             integer = True
         chunked = cz.compress_miniblock(block, opts, integer=integer, fsst_reuse=fsst_reuse)

@@ -287,7 +287,8 @@ def encode(block: Block) -> tuple[np.ndarray, Block]:
         encoded = pc.dictionary_encode(_to_arrow(block))
     else:
         raise UnsupportedError(f"dictionary encoding of a {type(block).__name__}")
-    indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.uint32)
+    # int32 keys from Arrow, never negative: the same bytes as uint32, without a copy
+    indices = encoded.indices.to_numpy(zero_copy_only=False).view(np.uint32)
     return indices, _from_arrow(encoded.dictionary, block)
 
 
