@@ -30,6 +30,7 @@ from . import storage
 from .compression import compress as cz
 from .compression import dictionary as dictionary_encoding
 from .compression.blocks import (
+    Block,
     FixedSizeListBlock,
     FixedWidthBlock,
     StructBlock,
@@ -355,7 +356,7 @@ class LanceFileWriter:
         block = arrow_to_block(values)
         arrow_dict = pa.types.is_dictionary(values.type)
         if self.version >= LanceFileVersion.V2_2 and _constant_candidate(block, rav, arrow_dict):
-            valid_block = block
+            valid_block: Block | None = block
             if values.null_count:
                 mask = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
                 valid = np.flatnonzero(mask)
