@@ -4,7 +4,7 @@ Each kind reaches every client (pyarrow, the ADBC driver, any gRPC client) with 
 status code, a message starting with the kind (``[INVALID_ARGUMENT] unknown key(s) ...``)
 and no server traceback.  What pyarrow 26's server does with an exception raised by a
 ``FlightServerBase`` handler decides how (pinned by
-``tests/test_flight_server.py::test_pyarrow_error_facts``):
+``tests/flight_server/test_flight_server.py::test_pyarrow_error_facts``):
 
 * The Flight classes (``FlightInternalError``, ``FlightUnauthenticatedError``, ...) become an
   Arrow status with a ``FlightStatusDetail``: gRPC INTERNAL, UNAUTHENTICATED,
@@ -28,7 +28,7 @@ or RESOURCE_EXHAUSTED: pyarrow maps no Python class to Arrow's AlreadyExists, Ar
 transport has no code for the other three, and a ``grpc-status-details-bin`` whose code
 differs from the call's status is refused by gRPC clients (grpc-go reports INTERNAL
 "grpc-status-details-bin mismatch"; pinned by
-``tests/test_flight_sql_hardening.py::test_grpc_clients_refuse_a_status_detail_with_another_code``).
+``tests/flight_server/sql/test_flight_sql_hardening.py::test_grpc_clients_refuse_a_status_detail_with_another_code``).
 These kinds travel as ``FlightServerError`` (gRPC UNKNOWN) whose ``extra_info`` carries the
 kind as JSON (``{"kind": "ABORTED", "retryable": true}``), which :func:`error_kind` reads
 back, like the ``[KIND]`` prefix every message has; a retryable RESOURCE_EXHAUSTED (a busy

@@ -45,7 +45,7 @@ LanceDataset = Dataset  # pylance's name for the class
 LanceScanner = Scanner
 
 # The public modules (with the names in ``__all__``); the Flight service imports nothing
-# else from this package (tests/test_public_api.py).
+# else from this package (tests/flight_server/test_public_api.py).
 PUBLIC_MODULES = (
     "lance_format",
     "lance_format.arrow",

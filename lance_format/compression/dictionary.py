@@ -21,7 +21,7 @@ the snapshot under ``/work/.mirror`` is older and uses a HyperLogLog cardinality
    distinct, or when ``ceil(sample_ratio * num_values)`` exceeds the item budget.
 6. The exact encode, abandoned when the items or the encoded size exceed their budgets.
 
-Every step is pinned against pylance's real choice in ``tests/test_dictionary_encode.py``
+Every step is pinned against pylance's real choice in ``tests/lance_format/compression/test_dictionary_encode.py``
 (including both sides of each boundary).  pylance also reads the environment variables
 ``LANCE_ENCODING_DICT_TOO_SMALL``, ``..._DICT_DIVISOR``, ``..._DICT_MAX_CARDINALITY`` and
 ``..._DICT_SIZE_RATIO``; this writer does not.

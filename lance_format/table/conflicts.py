@@ -27,7 +27,7 @@ operation's own rules are its :meth:`~.operations.Operation.check` (upstream's
     anything against a missing transaction or an unknown operation.
 
 The matrix was established from the upstream sources and checked pair by pair against
-pylance 14.0.2's own commits (``tests/test_transactions.py`` runs that comparison): the rules
+pylance 14.0.2's own commits (``tests/lance_format/table/test_transactions.py`` runs that comparison): the rules
 are those of the newest upstream ``check_txn`` (the snapshot's differ for
 Overwrite-vs-Overwrite, which pylance 14 treats as retryable, and lack the nullability and
 metadata preambles), plus one rule only observed on pylance 14: Restore against an

@@ -350,7 +350,7 @@ def test_unknown_footer_version_is_unsupported(api, bases, version, tmp_path) ->
 
 
 def test_legacy_v1_file_is_read(api, legacy_file) -> None:
-    """A v1 file (footer 0.2) goes to the legacy reader (tests/test_legacy.py checks its
+    """A v1 file (footer 0.2) goes to the legacy reader (tests/lance_format/legacy/test_legacy.py checks its
     values against pylance); here: it opens as version 0.1 and reads its rows."""
     with open(legacy_file, "rb") as fh:
         tail = fh.read()[-16:]
