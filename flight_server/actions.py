@@ -121,7 +121,10 @@ def _column_names(reader) -> list[str]:
 @action("versions", 'Every version of a dataset with its timestamp ({"dataset"}).')
 def versions(ctx: ServiceContext, body: wire.DatasetBody) -> dict:
     ds = ctx.catalog.open(body.dataset)
-    out = [{"version": v["version"], "timestamp": str(v["timestamp"])} for v in ds.versions()]
+    out = [
+        {"version": v["version"], "timestamp": str(v["timestamp"].astimezone(dt.UTC))}
+        for v in ds.versions()  # naive local times, as pylance's: sent as UTC
+    ]
     return {"dataset": body.dataset, "latest": ds.version, "versions": out}
 
 

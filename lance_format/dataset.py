@@ -7,7 +7,7 @@ gives them the names and the place pylance users import them from.
 from __future__ import annotations
 
 from .table.dataset import Dataset, dataset, write_dataset, write_fragments
-from .table.lance_operation import LanceOperation, Transaction
+from .table.lance_operation import Index, IndexFile, LanceOperation, Transaction
 from .table.mutation import MergeInsertBuilder
 from .table.scanner import ColumnOrdering, Scanner
 from .table.udf import BatchUDF, batch_udf
@@ -19,6 +19,8 @@ __all__ = [
     "BatchUDF",
     "batch_udf",
     "ColumnOrdering",
+    "Index",
+    "IndexFile",
     "LanceDataset",
     "LanceOperation",
     "LanceScanner",

@@ -268,11 +268,12 @@ class Dataset:
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def versions(self) -> list[dict]:
-        out: list[dict] = []
-        for entry in paths.list_versions(self.uri):
-            m = manifest.read_manifest(entry.path)
-            out.append({"version": m.version, "timestamp": m.timestamp, "metadata": {}})
-        return out
+        """Every version, as pylance gives them: number, naive local commit time, summary."""
+        return [_version_info(manifest.read_manifest(e.path)) for e in paths.list_versions(self.uri)]
+
+    def get_version(self) -> dict:
+        """The checked-out version as :meth:`versions` lists it (pylance's ``get_version``)."""
+        return _version_info(self.manifest)
 
     def list_indices(self) -> list[dict]:
         """The index segments of this version, as pylance's ``list_indices`` gives them."""
@@ -1172,3 +1173,7 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
         file_size_bytes=size,
     )
     return out
+
+
+def _version_info(m: manifest.Manifest) -> dict:
+    return {"version": m.version, "timestamp": m.local_timestamp, "metadata": m.summary()}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -63,17 +63,35 @@ class _Source:
     name: str  # the field's name inside that data file
 
 
+def _of_dataset(ds: Any, fragment_id: Any, fragment: Any) -> tuple:
+    """What a Fragment needs, for fragment ``fragment_id`` (or the one ``fragment``
+    describes) of the dataset ``ds``."""
+    if fragment is not None:
+        fragment_id = getattr(fragment, "fragment_id", getattr(fragment, "id", None))
+    if fragment_id is None:
+        raise InvalidArgumentError("Either fragment or fragment_id must be specified")
+    found = ds.get_fragment(int(fragment_id))
+    if found is None:
+        raise InvalidArgumentError(f"Fragment id does not exist: {fragment_id}")
+    return found.root, found.pb, found.lance_schema, found.cache, ds
+
+
 class Fragment:
     """One fragment of one dataset version (pylance's ``LanceFragment``)."""
 
     def __init__(
         self,
-        root: str,
-        pb: table_pb2.DataFragment,
-        schema: LanceSchema,
+        root: Any,
+        pb: Any = None,
+        schema: LanceSchema | None = None,
         cache: SearchCache | None = None,
         dataset: Dataset | None = None,
+        *,
+        fragment: Any = None,
     ):
+        if not isinstance(root, str):  # pylance's form: LanceFragment(dataset, fragment_id)
+            root, pb, schema, cache, dataset = _of_dataset(root, pb, fragment)
+        assert isinstance(pb, table_pb2.DataFragment) and schema is not None
         self.root = root
         self.pb = pb
         self.lance_schema = schema
