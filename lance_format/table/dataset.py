@@ -53,7 +53,7 @@ from . import (
     write,
 )
 from .fragment import Fragment
-from .fragment_metadata import as_fragment_pb
+from .fragment_metadata import FragmentMetadata, as_fragment_pb
 from .lance_operation import write_fragments
 from .operations import Append, Delete, Merge, Project, Restore
 from .scanner import (
@@ -1105,6 +1105,41 @@ def _replace_field(fields, path: list[str], name, nullable, full: str) -> list:
     if not found:
         raise SchemaError(f"no column {full!r} in the dataset")
     return out
+
+
+def merge_fragment_columns(frag: Fragment, data_obj, left_on: str, right_on: str, schema=None):
+    """:meth:`Fragment.merge`: one new data file with ``data_obj``'s columns (all but
+    ``right_on``) aligned to ``frag``'s rows on ``left_on`` (a column, ``_rowid`` or
+    ``_rowaddr``); the new fragment metadata and the schema with the new columns."""
+    ds = frag.dataset
+    right = write.to_reader(data_obj, schema).read_all()
+    if right_on not in right.column_names:
+        raise InvalidArgumentError(f"the data has no column {right_on!r} to merge on")
+    added = [f for f in right.schema if f.name != right_on]
+    names = {f.name for f in ds.lance_schema.fields}
+    for f in added:
+        if f.name in names:
+            raise SchemaError(f"column {f.name!r} already exists")
+    new_schema = LanceSchema.from_arrow(pa.schema(added), _next_field_id(ds))
+    system = {ROW_ID: "with_row_id", ROW_ADDRESS: "with_row_address"}
+    if left_on in system:
+        keys = frag.to_table(columns=[], **{system[left_on]: True}).column(left_on)
+    else:
+        keys = frag.to_table(columns=[left_on]).column(left_on)
+    right_keys = right.column(right_on).cast(keys.type)
+    values_table = right.select([f.name for f in added])
+    live = frag.live_offsets
+
+    def values(_frag: Fragment, offsets: np.ndarray) -> pa.Table:
+        at = np.searchsorted(live, offsets)
+        found = pc.index_in(keys.take(pa.array(at)), value_set=right_keys)
+        return values_table.take(found)
+
+    out = udf.write_values_file(ds, frag, new_schema, values, ADD_COLUMNS_ROWS)
+    merged = LanceSchema(
+        list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
+    )
+    return FragmentMetadata.from_pb(out), merged
 
 
 def _next_field_id(ds: Dataset) -> int:

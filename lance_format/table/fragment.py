@@ -139,6 +139,15 @@ class Fragment:
     def to_batches(self, columns=None, filter=None, **options):
         return self.scanner(columns=columns, filter=filter, **options).to_batches()
 
+    def merge(self, data_obj, left_on: str, right_on: str | None = None, schema=None):
+        """pylance's ``LanceFragment.merge``: the columns of ``data_obj`` (but its key) as a
+        new data file of this fragment, row ``left_on == right_on``, null where no row
+        matches; the uncommitted FragmentMetadata and the dataset schema with the new
+        columns, for ``LanceOperation.Merge``."""
+        from .dataset import merge_fragment_columns  # the dataset layer depends on this one
+
+        return merge_fragment_columns(self, data_obj, left_on, right_on or left_on, schema)
+
     def head(self, num_rows: int) -> pa.Table:
         return self.to_table(limit=num_rows)
 

@@ -1,0 +1,189 @@
+"""pylance's fragment-level and low-level commit calls, run with ``import lance`` and with
+``import lance_format as lance``: the same script must give the same results.
+
+Covers ``LanceFragment(dataset, id)``, ``LanceFragment.merge`` committed as a Merge,
+``drop_columns`` leaving no data file without fields, ``LanceOperation.UpdateConfig`` and
+``CreateIndex`` with ``lance.dataset.Index`` objects, ``versions()``/``get_version()`` and
+the builtin error classes of batch commits and empty fragments.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import uuid
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from tests.test_pylance_api import LIBS, both, same_errors
+
+
+def _sub(lib, name):
+    return importlib.import_module(f"{lib.__name__}.{name}")
+
+
+def test_fragment_from_dataset_and_id(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(10)}), uri, max_rows_per_file=4)
+        frag = lib.LanceFragment(ds, 1)
+        return frag.fragment_id, frag.count_rows(), frag.to_table().to_pydict()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours == (1, 4, {"a": [4, 5, 6, 7]})
+
+
+def test_fragment_without_an_id_is_refused(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(3)}), uri)
+        lib.LanceFragment(ds, None)
+
+    theirs, ours = same_errors(tmp_path, script)
+    assert isinstance(ours, ValueError)
+
+
+@pytest.mark.parametrize("key", ["id", "_rowid", "_rowaddr"])
+def test_fragment_merge_committed_as_merge(tmp_path, key):
+    def script(lib, uri):
+        table = pa.table({"id": [3, 1, 2, 5, 7], "x": [1, 2, 3, 4, 5]})
+        ds = lib.write_dataset(table, uri, max_rows_per_file=3)
+        ds.delete("x = 2")
+        merged, schema = [], None
+        for frag in ds.get_fragments():
+            if key == "id":
+                right = pa.table({"key": [1, 2, 3, 9, 7], "y": ["a", "b", "c", "z", "g"]})
+                new, schema = frag.merge(right, "id", "key")
+            else:
+                option = "with_row_id" if key == "_rowid" else "with_row_address"
+                rows = frag.scanner(columns=[], **{option: True}).to_table()
+                right = rows.add_column(0, "y", [[str(v) for v in rows.column(0).to_pylist()]])
+                new, schema = frag.merge(right, key)
+            merged.append(new)
+        op = _sub(lib, "dataset").LanceOperation.Merge(merged, schema)
+        ds = lib.LanceDataset.commit(uri, op, read_version=ds.version)
+        return ds.to_table().to_pydict(), ds.schema.names
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_dropped_columns_leave_no_empty_data_file(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(3)}), uri)
+        ds.add_columns({"b": "a + 1"})
+        ds.add_columns({"c": "a + 2"})
+        ds.drop_columns(["b"])
+        kept = [f.fields for f in ds.get_fragments()[0].metadata.files]
+        frag = lib.LanceFragment.create(uri, pa.table({"a": range(3, 6), "c": range(5, 8)}))
+        created = [i for f in frag.files for i in f.fields]
+        op = lib.LanceOperation.Append([frag])
+        ds = lib.LanceDataset.commit(uri, op, read_version=ds.version)
+        return kept, created, ds.to_table().to_pydict()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert theirs[0] == [[0], [2]]
+
+
+def test_update_config_operation(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(3)}), uri)
+        m = lib.LanceOperation.UpdateMap
+        op = lib.LanceOperation.UpdateConfig(
+            config_updates=m({"k": "v", "k2": "w"}),
+            schema_metadata_updates=m({"s": "1"}),
+            field_metadata_updates={0: m({"f": "2"})},
+        )
+        ds = lib.LanceDataset.commit(uri, op, read_version=ds.version)
+        op = lib.LanceOperation.UpdateConfig(config_updates=m({"k2": None}))
+        ds = lib.LanceDataset.commit(uri, op, read_version=ds.version)
+        config = ds.config() if callable(ds.config) else ds.config
+        txn = ds.read_transaction(2)
+        return (
+            dict(config),
+            ds.schema.metadata,
+            ds.schema.field("a").metadata,
+            type(txn.operation).__name__,
+            txn.operation.config_updates.updates,
+            txn.operation.field_metadata_updates[0].updates,
+        )
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert theirs[0] == {"k": "v"}
+
+
+def test_create_index_operation_with_index_objects(tmp_path):
+    index_uuid = str(uuid.uuid4())
+
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(6)}), uri, max_rows_per_file=3)
+        index = _sub(lib, "dataset").Index(
+            uuid=index_uuid,
+            name="a_idx",
+            fields=[0],
+            dataset_version=ds.version,
+            fragment_ids={0, 1},
+            index_version=0,
+        )
+        op = lib.LanceOperation.CreateIndex(new_indices=[index], removed_indices=[])
+        ds = lib.LanceDataset.commit(uri, op, read_version=ds.version)
+        listed = [
+            (i["name"], i["uuid"], i["fields"], i["version"], set(i["fragment_ids"]))
+            for i in ds.list_indices()
+        ]
+        back = ds.read_transaction(ds.version).operation.new_indices[0]
+        return listed, (back.uuid, back.name, back.fields, set(back.fragment_ids))
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert theirs[0] == [("a_idx", index_uuid, ["a"], 1, {0, 1})]
+
+
+def test_versions_and_get_version(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(10)}), uri, max_rows_per_file=4)
+        ds.delete("a < 2")
+        ds.add_columns({"b": "a * 2"})
+        versions = ds.versions()
+        current = ds.get_version()
+        for v in [*versions, current]:
+            assert isinstance(v["timestamp"], dt.datetime) and v["timestamp"].tzinfo is None
+            assert abs(v["timestamp"] - dt.datetime.now()) < dt.timedelta(minutes=5)
+            v["timestamp"] = None
+            v["metadata"].pop("total_files_size")  # the two write different bytes
+        return versions, current
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert theirs[1]["metadata"]["total_rows"] == "8"
+
+
+def test_versions_total_files_size_is_the_data_files(tmp_path):
+    ds = LIBS["ours"].write_dataset(pa.table({"a": range(10)}), str(tmp_path), max_rows_per_file=4)
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "data").iterdir())
+    assert ds.get_version()["metadata"]["total_files_size"] == str(on_disk)
+
+
+def test_lance_schema_from_pyarrow():
+    schema = pa.schema([pa.field("a", pa.int64()), pa.field("s", pa.struct([("x", pa.utf8())]))])
+    for lib in LIBS.values():
+        assert _sub(lib, "schema").LanceSchema.from_pyarrow(schema).to_pyarrow() == schema
+
+
+def test_batch_commit_of_an_overwrite_is_an_os_error(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(3)}), uri)
+        frags = _sub(lib, "fragment").write_fragments(pa.table({"a": range(3)}), uri)
+        txn = lib.Transaction(ds.version, lib.LanceOperation.Overwrite(ds.schema, frags))
+        lib.LanceDataset.commit_batch(uri, [txn])
+
+    theirs, ours = same_errors(tmp_path, script)
+    assert isinstance(theirs, OSError) and isinstance(ours, OSError)
+
+
+@pytest.mark.parametrize("frame", [pd.DataFrame([]), pd.DataFrame([{}])])
+def test_fragment_of_no_columns_is_an_os_error(tmp_path, frame):
+    theirs, ours = same_errors(tmp_path, lambda lib, uri: lib.LanceFragment.create(uri, frame))
+    assert isinstance(ours, OSError)
