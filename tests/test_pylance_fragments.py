@@ -187,3 +187,71 @@ def test_batch_commit_of_an_overwrite_is_an_os_error(tmp_path):
 def test_fragment_of_no_columns_is_an_os_error(tmp_path, frame):
     theirs, ours = same_errors(tmp_path, lambda lib, uri: lib.LanceFragment.create(uri, frame))
     assert isinstance(ours, OSError)
+
+
+@pytest.mark.parametrize("kind", ["expression", "function", "reader"])
+def test_fragment_merge_columns(tmp_path, kind):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(10), "b": range(10)}), uri, max_rows_per_file=4)
+        ds.delete("a = 5")
+        new, schema = [], None
+        for frag in ds.get_fragments():
+            if kind == "expression":
+                meta, schema = frag.merge_columns({"c": "a * 3"})
+            elif kind == "function":
+
+                def triple(batch):
+                    return pa.record_batch([pa.compute.multiply(batch["a"], 3)], ["c"])
+
+                meta, schema = frag.merge_columns(triple, columns=["a"])
+            else:
+                rows = frag.count_rows()
+                batches = [pa.record_batch([pa.array(range(rows))], ["c"])]
+                reader_schema = pa.schema([pa.field("c", pa.int64())])
+                meta, schema = frag.merge_columns(iter(batches), reader_schema=reader_schema)
+            new.append(meta)
+        op = lib.LanceOperation.Merge(new, schema)
+        ds = lib.LanceDataset.commit(uri, op, read_version=ds.version)
+        return ds.to_table().to_pydict(), schema.to_pyarrow()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_dataset_merge_in_place(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"id": range(6), "x": range(6)}), uri, max_rows_per_file=4)
+        ds.merge(pa.table({"key": [5, 0, 2, 9], "y": ["f", "a", "c", "z"]}), "id", "key")
+        ds.merge(pa.table({"id": [1, 3], "z": [1.5, 3.5]}).to_batches()[0], left_on="id")
+        return ds.version, ds.to_table().to_pydict()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_drop_columns_drops_their_indices(tmp_path):
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(range(512 * 8), pa.float32()), 8)
+
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": vectors, "b": range(512), "c": range(512)}), uri)
+        ds.create_index("a", "IVF_FLAT", num_partitions=2)
+        ds.drop_columns(["b"])
+        kept = [i["fields"] for i in ds.list_indices()]
+        ds.drop_columns(["a"])
+        return kept, ds.list_indices(), ds.to_table().to_pydict()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert theirs[0] == [["a"]] and theirs[1] == []
+
+
+@pytest.mark.parametrize("rows", [50, 101])
+def test_add_columns_reader_of_the_wrong_length(tmp_path, rows):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(100)}), uri, max_rows_per_file=25)
+        batches = iter([pa.record_batch([pa.array(range(rows))], ["f"])])
+        ds.add_columns(batches, reader_schema=pa.schema([pa.field("f", pa.int64())]))
+
+    theirs, ours = same_errors(tmp_path, script)
+    expected = "Stream ended before" if rows < 100 else "Stream produced more values"
+    assert expected in str(theirs) and expected in str(ours)

@@ -416,6 +416,31 @@ class Dataset:
         Merge."""
         self._become(_add_columns(self, transforms, read_columns, reader_schema, batch_size))
 
+    def merge(self, data_obj, left_on: str, right_on: str | None = None, schema=None) -> None:
+        """pylance's ``merge``: the columns of ``data_obj`` (but its key) joined on
+        ``left_on == right_on`` as new columns, null where no row matches; committed as a
+        Merge, in place."""
+        if not isinstance(data_obj, pa.Table):  # read once: every fragment joins with it
+            data_obj = write.to_reader(data_obj, schema).read_all()
+        new, merged = [], None
+        try:
+            for frag in self.get_fragments():
+                meta, merged = merge_fragment_columns(frag, data_obj, left_on, right_on)
+                new.append(meta)
+        except BaseException:  # nothing is committed: remove the files this call wrote
+            for meta in new:
+                paths.remove(paths.data_file_path(self.uri, meta.files[-1].path), missing_ok=True)
+            raise
+        if merged is None:
+            raise InvalidArgumentError("cannot merge into a dataset without fragments")
+        op = Merge(
+            fragments=[m.to_pb() for m in new],
+            schema=merged.to_protos(),
+            preserves_nullability=True,
+        )
+        committed = commit.commit(self.uri, new_transaction(self.version, op))
+        self._become(dataset(self.uri, committed.version, cache=self.cache))
+
     @property
     def optimize(self) -> _Optimize:
         """pylance's spelling: ``ds.optimize.compact_files(...)``."""
@@ -976,6 +1001,17 @@ ADD_COLUMNS_ROWS = 128 * 1024  # rows evaluated per step (bounded memory)
 def _add_columns(
     ds: Dataset, transforms, read_columns=None, reader_schema=None, batch_size=None
 ) -> Dataset:
+    fragments, new_schema = new_column_files(
+        ds, ds.get_fragments(), transforms, read_columns, reader_schema, batch_size
+    )
+    return _commit_new_columns(ds, fragments, new_schema)
+
+
+def new_column_files(
+    ds: Dataset, frags, transforms, read_columns=None, reader_schema=None, batch_size=None
+):
+    """The fragments ``frags`` with the new columns ``transforms`` describes (see
+    :meth:`Dataset.add_columns`) and those columns' schema, nothing committed."""
     names = {f.name for f in ds.lance_schema.fields}
     first_id = _next_field_id(ds)
     if isinstance(transforms, pa.Field) or (
@@ -985,10 +1021,9 @@ def _add_columns(
     ):
         pass  # all-null columns, below
     elif not isinstance(transforms, dict):
-        fragments, new_schema = _add_computed_columns(
-            ds, transforms, read_columns, reader_schema, batch_size, names, first_id
+        return _add_computed_columns(
+            ds, frags, transforms, read_columns, reader_schema, batch_size, names, first_id
         )
-        return _commit_new_columns(ds, fragments, new_schema)
     if isinstance(transforms, dict):
         arrow_schema = ds.schema
         compiled = {}
@@ -1000,10 +1035,7 @@ def _add_columns(
         source = [f for f in ds.lance_schema.fields if f.name in used]
         probe = _evaluate_columns(ds.scanner(columns=used).schema.empty_table(), compiled)
         new_schema = LanceSchema.from_arrow(_constant_nullability(probe.schema, compiled), first_id)
-        fragments = [
-            _write_column_file(ds, frag, source, compiled, new_schema)
-            for frag in ds.get_fragments()
-        ]
+        fragments = [_write_column_file(ds, frag, source, compiled, new_schema) for frag in frags]
     else:
         fields = [transforms] if isinstance(transforms, pa.Field) else list(transforms)
         for f in fields:
@@ -1012,11 +1044,13 @@ def _add_columns(
             if not f.nullable:
                 raise SchemaError(f"an added column without data must be nullable ({f.name!r})")
         new_schema = LanceSchema.from_arrow(pa.schema(fields), first_id=first_id)
-        fragments = [f.pb for f in ds.get_fragments()]
-    return _commit_new_columns(ds, fragments, new_schema)
+        fragments = [f.pb for f in frags]
+    return fragments, new_schema
 
 
-def _add_computed_columns(ds, transforms, read_columns, reader_schema, batch_size, names, first_id):
+def _add_computed_columns(
+    ds, frags, transforms, read_columns, reader_schema, batch_size, names, first_id
+):
     """New data files for columns a UDF computes or a reader-like value holds."""
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
         raise InvalidArgumentError("batch_size must be a positive integer")
@@ -1032,7 +1066,7 @@ def _add_computed_columns(ds, transforms, read_columns, reader_schema, batch_siz
     rows = batch_size or ADD_COLUMNS_ROWS
     fragments = []
     try:
-        for frag in ds.get_fragments():
+        for frag in frags:
             fragments.append(udf.write_values_file(ds, frag, new_schema, values, rows))
         if finish is not None:
             finish()
@@ -1107,12 +1141,15 @@ def _replace_field(fields, path: list[str], name, nullable, full: str) -> list:
     return out
 
 
-def merge_fragment_columns(frag: Fragment, data_obj, left_on: str, right_on: str, schema=None):
+def merge_fragment_columns(
+    frag: Fragment, data_obj, left_on: str, right_on: str | None = None, schema=None
+):
     """:meth:`Fragment.merge`: one new data file with ``data_obj``'s columns (all but
     ``right_on``) aligned to ``frag``'s rows on ``left_on`` (a column, ``_rowid`` or
     ``_rowaddr``); the new fragment metadata and the schema with the new columns."""
     ds = frag.dataset
-    right = write.to_reader(data_obj, schema).read_all()
+    right_on = right_on or left_on
+    right = data_obj if isinstance(data_obj, pa.Table) else write.to_reader(data_obj, schema).read_all()
     if right_on not in right.column_names:
         raise InvalidArgumentError(f"the data has no column {right_on!r} to merge on")
     added = [f for f in right.schema if f.name != right_on]

@@ -148,6 +148,23 @@ class Fragment:
 
         return merge_fragment_columns(self, data_obj, left_on, right_on or left_on, schema)
 
+    def merge_columns(
+        self, value_func, columns=None, batch_size=None, reader_schema=None
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """pylance's ``LanceFragment.merge_columns``: ``add_columns`` for this fragment
+        alone, uncommitted; the new fragment metadata and the schema with the new columns
+        (for ``LanceOperation.Merge`` or ``Overwrite``)."""
+        from .dataset import new_column_files  # the dataset layer depends on this one
+
+        ds = self.dataset
+        (pb,), added = new_column_files(
+            ds, [self], value_func, columns, reader_schema, batch_size
+        )
+        schema = LanceSchema(
+            list(ds.lance_schema.fields) + list(added.fields), dict(ds.lance_schema.metadata)
+        )
+        return FragmentMetadata.from_pb(pb), schema
+
     def head(self, num_rows: int) -> pa.Table:
         return self.to_table(limit=num_rows)
 

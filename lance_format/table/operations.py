@@ -841,6 +841,11 @@ class Project(Operation):
             if len(files) != len(frag.files):
                 del frag.files[:]
                 frag.files.extend(files)
+        # and an index over a dropped column goes with it
+        section = change.index_section
+        if section is not None and any(not kept.issuperset(m.fields) for m in section.indices):
+            indices = [m for m in section.indices if kept.issuperset(m.fields)]
+            change.index_section = table_pb2.IndexSection(indices=indices)
 
     def check(self, ctx: CheckContext, theirs: Operation) -> Verdict:
         """``check_project_txn``: fine unless the schema changed under us."""
