@@ -230,10 +230,10 @@ def create_index(ctx: ServiceContext, body: wire.CreateIndexBody) -> dict:
 def drop_index(ctx: ServiceContext, body: wire.DropIndexBody) -> dict:
     ds = ctx.catalog.open_to_change(body.dataset)
     try:
-        new = ds.drop_index(body.name)
+        ds.drop_index(body.name)  # in place
     except IndexNotFoundError as exc:
         raise NotFound(str(exc)) from None
-    return {"dataset": body.dataset, "version": new.version, "dropped": body.name}
+    return {"dataset": body.dataset, "version": ds.version, "dropped": body.name}
 
 
 @action(

@@ -255,3 +255,19 @@ def test_add_columns_reader_of_the_wrong_length(tmp_path, rows):
     theirs, ours = same_errors(tmp_path, script)
     expected = "Stream ended before" if rows < 100 else "Stream produced more values"
     assert expected in str(theirs) and expected in str(ours)
+
+
+def test_create_and_drop_index_in_place(tmp_path):
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(range(256 * 8), pa.float32()), 8)
+
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"v": vectors, "id": range(256)}), uri, max_rows_per_file=128)
+        returned = ds.create_index("v", "IVF_FLAT", num_partitions=2)
+        after_create = (returned is ds, ds.version, [i["name"] for i in ds.list_indices()])
+        ds.optimize.compact_files()  # against the version with the index: no conflict
+        dropped = ds.drop_index("v_idx")
+        return after_create, dropped, ds.version, ds.list_indices(), len(ds.get_fragments())
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert theirs[0] == (True, 2, ["v_idx"])

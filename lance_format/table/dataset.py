@@ -292,7 +292,8 @@ class Dataset:
         num_bits: int = 8,
     ) -> Dataset:
         """Build an IVF_FLAT or IVF_PQ index over a vector column (see
-        :mod:`lance_format.vector.build`) and commit it; returns the new version."""
+        :mod:`lance_format.vector.build`) and commit it; in place, as pylance (which
+        returns the dataset itself)."""
         version = indices.create_index(
             self,
             column,
@@ -304,11 +305,12 @@ class Dataset:
             num_sub_vectors=num_sub_vectors,
             num_bits=num_bits,
         )
-        return dataset(self.uri, version, cache=self.cache)
+        self._become(dataset(self.uri, version, cache=self.cache))
+        return self
 
-    def drop_index(self, name: str) -> Dataset:
-        """Remove the index ``name`` from the next version."""
-        return dataset(self.uri, indices.drop_index(self, name), cache=self.cache)
+    def drop_index(self, name: str) -> None:
+        """Remove the index ``name`` from the next version (in place, as pylance)."""
+        self._become(dataset(self.uri, indices.drop_index(self, name), cache=self.cache))
 
     def describe_indices(self) -> list[dict]:
         """One description per index name, with pylance 14's fields."""
