@@ -271,3 +271,29 @@ def test_create_and_drop_index_in_place(tmp_path):
     theirs, ours = both(tmp_path, script)
     assert theirs == ours
     assert theirs[0] == (True, 2, ["v_idx"])
+
+
+def test_compaction_keeps_blob_v2_bytes(tmp_path):
+    def script(lib, uri):
+        schema = pa.schema([pa.field("id", pa.int64()), lib.blob_field("blob")])
+        parts = [([1, 2], [b"P1", None]), ([3, 4, 5], [b"P3", None, b""])]
+        for i, (ids, values) in enumerate(parts):
+            table = pa.Table.from_arrays([pa.array(ids), lib.blob_array(values)], schema=schema)
+            mode = "create" if i == 0 else "append"
+            lib.write_dataset(table, uri, mode=mode, data_storage_version="2.2")
+        ds = lib.dataset(uri)
+        ds.delete("id = 2")
+        ds.optimize.compact_files(num_threads=1)
+        ids = ds.to_table(columns=["id"]).column("id").to_pylist()
+        blobs = ds.take_blobs("blob", indices=range(len(ids)))
+        taken = {i: None if b is None else b.readall() for i, b in zip(ids, blobs)}
+        binary = ds.to_table(columns=["id", "blob"], blob_handling="all_binary").to_pydict()
+        described = ds.to_table(columns=["blob"]).column("blob").to_pylist()
+        sizes = [None if d is None else d["size"] for d in described]
+        return len(ds.get_fragments()), taken, binary, sizes
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert theirs[1] == {1: b"P1", 3: b"P3", 4: None, 5: b""}
+    reread = LIBS["pylance"].dataset(str(tmp_path / "ours"))
+    assert reread.to_table(blob_handling="all_binary").to_pydict() == theirs[2]
