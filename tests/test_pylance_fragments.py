@@ -297,3 +297,45 @@ def test_compaction_keeps_blob_v2_bytes(tmp_path):
     assert theirs[1] == {1: b"P1", 3: b"P3", 4: None, 5: b""}
     reread = LIBS["pylance"].dataset(str(tmp_path / "ours"))
     assert reread.to_table(blob_handling="all_binary").to_pydict() == theirs[2]
+
+
+def test_version_refs_and_manifest_path_migration(tmp_path):
+    def script(lib, uri):
+        lib.write_dataset(pa.table({"a": [1]}), uri, enable_v2_manifest_paths=False)
+        lib.write_dataset(pa.table({"a": [2]}), uri, mode="append")
+        names = sorted(p.name for p in (tmp_path / uri).joinpath("_versions").iterdir())
+        ds = lib.dataset(uri)
+        ds.migrate_manifest_paths_v2()
+        migrated = sorted(p.name for p in (tmp_path / uri).joinpath("_versions").iterdir())
+        reopened = lib.dataset(uri)
+        return names, migrated, reopened.version_refs(), reopened.to_table().to_pydict()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert theirs[0][:2] == ["1.manifest", "2.manifest"]
+    assert LIBS["pylance"].dataset(str(tmp_path / "ours"), version=1).count_rows() == 1
+
+
+def test_tag_metadata_replaced(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": [1]}), uri)
+        ds.tags.create("t", 1)
+        before = ds.tags.list()["t"]
+        ds.tags.replace_metadata("t", {"owner": "x", "k": "v"})
+        ds.tags.replace_metadata("t", {"owner": "y"})
+        after = ds.tags.list()["t"]
+        assert after["updated_at"] == before["updated_at"]
+        assert after["created_at"] == before["created_at"]
+        return after["metadata"], after["version"]
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours == ({"owner": "y"}, 1)
+    pylance_view = LIBS["pylance"].dataset(str(tmp_path / "ours")).tags.list()["t"]
+    assert pylance_view["metadata"] == {"owner": "y"}
+
+
+def test_replacing_metadata_of_a_missing_tag(tmp_path):
+    def script(lib, uri):
+        lib.write_dataset(pa.table({"a": [1]}), uri).tags.replace_metadata("nope", {})
+
+    same_errors(tmp_path, script)

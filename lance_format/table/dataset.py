@@ -271,6 +271,18 @@ class Dataset:
         """Every version, as pylance gives them: number, naive local commit time, summary."""
         return [_version_info(manifest.read_manifest(e.path)) for e in paths.list_versions(self.uri)]
 
+    def migrate_manifest_paths_v2(self) -> None:
+        """Rename ``{version}.manifest`` files to pylance's V2 names (``u64::MAX -
+        version``, which list newest first), oldest first so the latest stays findable."""
+        for entry in paths.list_versions(self.uri):
+            if entry.naming is paths.ManifestNaming.V1:
+                target = paths.manifest_path(self.uri, entry.version, paths.ManifestNaming.V2)
+                storage.rename(entry.path, target)
+
+    def version_refs(self) -> list[dict]:
+        """``{"version": n}`` for every version, without reading the manifests."""
+        return [{"version": e.version} for e in paths.list_versions(self.uri)]
+
     def get_version(self) -> dict:
         """The checked-out version as :meth:`versions` lists it (pylance's ``get_version``)."""
         return _version_info(self.manifest)
