@@ -339,3 +339,33 @@ def test_replacing_metadata_of_a_missing_tag(tmp_path):
         lib.write_dataset(pa.table({"a": [1]}), uri).tags.replace_metadata("nope", {})
 
     same_errors(tmp_path, script)
+
+
+def test_relative_dataset_paths(tmp_path, monkeypatch):
+    for name, lib in LIBS.items():
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        lib.write_dataset(pa.table({"a": [1, 2]}), "rel.lance")
+        assert lib.dataset("rel.lance").count_rows() == 2
+    assert LIBS["pylance"].dataset(str(tmp_path / "ours" / "rel.lance")).count_rows() == 2
+
+
+@pytest.mark.parametrize("option", ["offset", "limit"])
+def test_negative_offset_or_limit(tmp_path, option):
+    def script(lib, uri):
+        lib.write_dataset(pa.table({"a": range(10)}), uri).to_table(**{option: -1})
+
+    theirs, ours = same_errors(tmp_path, script)
+    expected = f"{option.capitalize()} must be non-negative"
+    assert expected in str(theirs) and expected in str(ours)
+
+
+def test_take_rows_by_row_id_with_a_projection(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(10), "b": list("abcdefghij")}), uri)
+        ds.delete("a = 2")
+        ids = ds.to_table(columns=[], with_row_id=True).column("_rowid").to_pylist()
+        return ds._take_rows([ids[5], ids[0]], columns={"a2": "a * 2", "up": "upper(b)"})
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours

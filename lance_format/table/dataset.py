@@ -717,6 +717,8 @@ class Dataset:
         addr = self._row_id_index(ids) if self.stable_row_ids else ids
         return self.take_addresses(addr, columns)
 
+    _take_rows = take_rows  # pylance's name, which its own tests call
+
     def take_addresses(self, addresses, columns: list[str] | None = None) -> pa.Table:
         """Rows by row address (fragment id << 32 | offset), in the order asked."""
         addr = np.asarray(addresses, dtype=np.uint64).reshape(-1)
