@@ -20,11 +20,9 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel
 
-from lance_format import storage
-from lance_format.container.describe import describe
+from lance_format import layout, staging, storage
 from lance_format.errors import IndexExistsError, IndexNotFoundError, LanceError
 from lance_format.schema import LanceSchema
-from lance_format.table import paths, staging, write
 from lance_format.version import DEFAULT_VERSION, LanceFileVersion
 
 from . import permissions, wire
@@ -80,9 +78,9 @@ def describe_dataset(ds) -> dict:
     encodings: dict[str, Counter] = {}
     for frag in frags:
         for reader in frag.readers():
-            for col, field in zip(reader.metadata.columns, _column_names(reader), strict=False):
-                counter = encodings.setdefault(field, Counter())
-                counter.update(describe(p.encoding) for p in col.pages)
+            for field, pages in reader.page_encodings():
+                if field is not None:
+                    encodings.setdefault(field, Counter()).update(pages)
     return {
         "version": ds.version,
         "latest_version": ds.latest_version,
@@ -103,19 +101,6 @@ def describe_dataset(ds) -> dict:
         "tags": ds.tags.list(),
         "encodings": {k: dict(v.most_common(5)) for k, v in encodings.items()},
     }
-
-
-def _column_names(reader) -> list[str]:
-    from lance_format.structural.column import leaf_fields
-    from lance_format.v2_0.decoder import v20_column_fields
-
-    fields = reader.lance_schema.fields
-    cols = (
-        v20_column_fields(fields)
-        if reader.version == LanceFileVersion.V2_0
-        else leaf_fields(fields)
-    )
-    return [f.name for f in cols]
 
 
 @action("versions", 'Every version of a dataset with its timestamp ({"dataset"}).')
@@ -424,9 +409,9 @@ def discard_staged(ctx: ServiceContext, body: wire.DiscardStagedBody) -> dict:
         removed += job.remove_uncommitted()
         result |= {"job": job.job, "job_state": state or "aborted"}
     removed += sum(
-        storage.exists(paths.data_file_path(root, df.path)) for f in frags for df in f.files
+        storage.exists(layout.data_file_path(root, df.path)) for f in frags for df in f.files
     )
-    write.remove_fragment_files(root, frags)
+    staging.remove_fragment_files(root, frags)
     if not ctx.catalog.exists(name):  # staged into a dataset never created
         _remove_empty_dataset_dirs(ctx.catalog.root, root)
     return {**result, "removed": removed}
@@ -435,7 +420,7 @@ def discard_staged(ctx: ServiceContext, body: wire.DiscardStagedBody) -> dict:
 def _remove_empty_dataset_dirs(catalog_root: str, root: str) -> None:
     """After a discard in a dataset that has no version: its empty ``data/``, then the
     dataset's directory and its parents while empty (a job's marker keeps them)."""
-    storage.prune(root, (paths.DATA_DIR,), stop=catalog_root)
+    storage.prune(root, (layout.DATA_DIR,), stop=catalog_root)
 
 
 _STAGED_FILE = re.compile(r"^[A-Za-z0-9_-]{1,200}\.lance$")
@@ -446,7 +431,7 @@ def _staged_fragments(raw: list[str], root: str, *, must_exist: bool = True) -> 
     exists in the dataset's ``data/`` (a forged path must not make a manifest point
     elsewhere)."""
     try:
-        frags = [write.fragment_from_json(f) for f in raw]
+        frags = [staging.fragment_from_json(f) for f in raw]
     except Exception as exc:  # noqa: BLE001 - any parse failure is the client's input
         raise BadRequest(f"a staged fragment does not parse: {exc}") from None
     for f in frags:
@@ -455,14 +440,14 @@ def _staged_fragments(raw: list[str], root: str, *, must_exist: bool = True) -> 
         for df in f.files:
             if not _STAGED_FILE.match(df.path):
                 raise BadRequest(f"data file {df.path!r} is not a staged file name")
-            if must_exist and not storage.exists(paths.data_file_path(root, df.path)):
+            if must_exist and not storage.exists(layout.data_file_path(root, df.path)):
                 raise NotFound(f"staged data file {df.path!r} does not exist")
     return frags
 
 
-@action("cache_stats", "Search-cache hits, misses, entries and bytes.")
+@action("cache_stats", "Search-cache hits, misses, entries and bytes; decoded pages in 'pages'.")
 def cache_stats(ctx: ServiceContext, body: wire.NoBody) -> dict:
-    return ctx.cache.stats()
+    return {**ctx.cache.stats(), "pages": ctx.cache.page_stats()}
 
 
 @action("health", "Liveness: status, datasets, cache, process id.")
@@ -471,6 +456,7 @@ def health(ctx: ServiceContext, body: wire.AnyBody) -> dict:
         "status": "ok",
         "datasets": len(ctx.catalog.names()),
         "cache": ctx.cache.stats(),
+        "page_cache": ctx.cache.page_stats(),
         "pid": os.getpid(),
         "locations": ctx.locations,
     }

@@ -22,11 +22,9 @@ import re
 import threading
 from collections import OrderedDict
 
-from lance_format import storage
-from lance_format.cache import SearchCache
+from lance_format import Dataset, SearchCache, layout, storage, tags
+from lance_format.dataset import find_entry, open_version
 from lance_format.errors import InvalidArgumentError, LanceError, LanceIOError
-from lance_format.table import paths, tags
-from lance_format.table.dataset import Dataset, find_entry, open_version
 
 from . import permissions
 from .errors import BadRequest, NotFound
@@ -101,7 +99,7 @@ class Catalog:
         return real
 
     def exists(self, name: str) -> bool:
-        return bool(paths.list_versions(self.path_of(name)))
+        return bool(layout.list_versions(self.path_of(name)))
 
     def names(self) -> list[str]:
         """Every dataset under the root (sorted), not following symlinks out of it: one
@@ -111,7 +109,7 @@ class Catalog:
         while pending:
             rel = pending.pop()
             _files, dirs = storage.list_dir(storage.join(self.root, rel) if rel else self.root)
-            if paths.VERSIONS_DIR in dirs:
+            if layout.VERSIONS_DIR in dirs:
                 if rel and _well_formed(rel):  # one no client could name stays hidden
                     out.append(rel)
                 continue  # a dataset's own directories hold no datasets
@@ -121,7 +119,7 @@ class Catalog:
     # -- opening --------------------------------------------------------------------------
 
     def latest_version(self, name: str) -> int:
-        versions = paths.list_versions(self.path_of(name))
+        versions = layout.list_versions(self.path_of(name))
         if not versions:
             raise NotFound(f"no dataset named {name!r}")
         return versions[-1].version
@@ -163,7 +161,7 @@ class Catalog:
         return copy.copy(self.open(name, version))
 
     def _resolve_tag(self, name: str, path: str, tag: str) -> int:
-        if not paths.list_versions(path):
+        if not layout.list_versions(path):
             raise NotFound(f"no dataset named {name!r}")
         try:
             return tags.resolve_tag(path, tag)

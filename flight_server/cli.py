@@ -7,8 +7,7 @@ import os
 import sys
 from collections import Counter
 
-from lance_format import LanceError, LanceFileReader
-from lance_format.container.describe import describe
+from lance_format import LanceError, LanceFileReader, dataset, layout
 
 DESCRIPTION = """\
 Serve Lance datasets over Arrow Flight and Flight SQL, or describe a Lance file or dataset.
@@ -62,8 +61,8 @@ def _inspect_file(args: argparse.Namespace) -> int:
     print(f"columns:  {len(meta.columns)}")
     _print_schema(reader.schema)
     print("encodings (per column: page count x encoding):")
-    for i, col in enumerate(meta.columns):
-        kinds = Counter(describe(p.encoding) for p in col.pages)
+    for i, (_, pages) in enumerate(reader.page_encodings()):
+        kinds = Counter(pages)
         _print_encodings(f"col {i:3d}", kinds, args)
     if args.head:
         _print_head(reader.read_range(0, min(args.head, reader.num_rows)))
@@ -71,12 +70,9 @@ def _inspect_file(args: argparse.Namespace) -> int:
 
 
 def _inspect_dataset(args: argparse.Namespace) -> int:
-    from lance_format.table import paths
-    from lance_format.table.dataset import dataset
-
     from .actions import describe_dataset
 
-    if paths.latest_version(args.path) is None:
+    if layout.latest_version(args.path) is None:
         inside = sorted(
             os.path.relpath(d, args.path)
             for d, subdirs, _ in os.walk(args.path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lance_format.cache import SearchCache
+from lance_format import SearchCache
 
 from .catalog import Catalog
 from .limits import Limits

@@ -13,7 +13,7 @@ its files and fails with FAILED_PRECONDITION, so a writer its driver forgot cann
 files behind.
 
 The write itself, with its cleanup, create-race handling and idempotency keys, is the
-library's (:func:`lance_format.table.dataset_write.write_version`, behind
+library's (:func:`lance_format.service_write.write_version`, behind
 ``lance_format.write_dataset``); this module adapts the wire stream to it (casts to the
 dataset's types, buffer alignment, row counting) and maps its outcome to the PutResult.
 """
@@ -28,10 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lance_format import storage
+from lance_format import service_write, staging, storage
 from lance_format.errors import DatasetExistsError, SchemaError, UnsupportedError
 from lance_format.schema import LanceSchema
-from lance_format.table import dataset_write, staging, write
 from lance_format.validation import check_arrays
 from lance_format.version import DEFAULT_VERSION, LanceFileVersion, writable
 
@@ -41,7 +40,7 @@ from .errors import AlreadyExists, BadRequest, FailedPrecondition
 from .merge_put import MERGE_KEYS, MergeOptions, merge_put, parse_merge
 from .query import non_negative_int
 
-MODES = (*dataset_write.MODES, "merge")
+MODES = (*service_write.MODES, "merge")
 _PUT_KEYS = {"dataset", "mode", "data_storage_version", "max_rows_per_file", "idempotency_key"}
 _PUT_KEYS |= {"stage", "job"} | MERGE_KEYS
 
@@ -51,7 +50,7 @@ class PutOptions:
     dataset: str
     mode: str = "append"
     data_storage_version: str | LanceFileVersion | None = None
-    max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE
+    max_rows_per_file: int = service_write.DEFAULT_MAX_ROWS_PER_FILE
     idempotency_key: str | None = None
     stage: bool = False
     job: str | None = None
@@ -99,7 +98,7 @@ def parse_put(cmd: dict) -> PutOptions:
         if not staging.valid_job_id(job):
             raise BadRequest(f"'job' must be {staging.JOB_ID_RULE}, got {job!r}")
     rows = non_negative_int(cmd, "max_rows_per_file", positive=True)
-    max_rows = rows or write.DEFAULT_MAX_ROWS_PER_FILE
+    max_rows = rows or service_write.DEFAULT_MAX_ROWS_PER_FILE
     return PutOptions(name, mode, version, max_rows, key, stage, job)
 
 
@@ -113,7 +112,7 @@ def check_job_running(job: staging.StagingJob) -> None:
         )
 
 
-def _outcome(outcome: dataset_write.WriteOutcome) -> dict:
+def _outcome(outcome: service_write.WriteOutcome) -> dict:
     out = {"version": outcome.version, "rows_written": outcome.rows_written}
     return {**out, "duplicate": True} if outcome.duplicate else out
 
@@ -149,7 +148,9 @@ def needs_cast(target: pa.Schema, got: pa.Schema) -> bool:
     for a, b in zip(target, got, strict=True):
         if a.type.equals(b.type):
             continue
-        if not _plain(write.comparable_type(a.type)).equals(_plain(write.comparable_type(b.type))):
+        if not _plain(service_write.comparable_type(a.type)).equals(
+            _plain(service_write.comparable_type(b.type))
+        ):
             raise SchemaError(f"column {a.name!r}: the dataset has {a.type}, the data has {b.type}")
         cast = True
     return cast
@@ -220,7 +221,7 @@ def ingest(
     root = catalog.path_of(opts.dataset)
     permissions.check_write(opts.dataset)
     if opts.idempotency_key and not opts.stage:
-        earlier = dataset_write.find_idempotent(root, opts.idempotency_key)
+        earlier = service_write.find_idempotent(root, opts.idempotency_key)
         if earlier is not None:
             for _ in batches:  # drain: the client is still sending
                 pass
@@ -267,7 +268,7 @@ def ingest(
             return {"version": current.version, "rows_written": 0}
         stream = itertools.chain([first], stream)
     try:
-        outcome = dataset_write.write_version(
+        outcome = service_write.write_version(
             pa.RecordBatchReader.from_batches(target, stream),
             root,
             mode=opts.mode,
@@ -312,7 +313,7 @@ def _stage(
 
     fragments: list = []
     try:
-        fragments = write.write_fragments(
+        fragments = staging.write_fragments(
             pa.RecordBatchReader.from_batches(target, counted()),
             root,
             lance_schema,
@@ -326,16 +327,16 @@ def _stage(
             "staged": True,
             "rows_written": rows[0],
             "read_version": read_version,
-            "fragments": [write.fragment_to_json(f) for f in fragments],
+            "fragments": [staging.fragment_to_json(f) for f in fragments],
             "schema": base64.b64encode(target.serialize().to_pybytes()).decode(),
             "data_storage_version": version,
         }
     except BaseException as exc:
-        write.remove_fragment_files(root, fragments)
+        staging.remove_fragment_files(root, fragments)
         if record is not None:
             record.drop()
         job_dirs = (f"{staging.STAGING_DIR}/{job.job}", staging.STAGING_DIR) if job else ()
-        dataset_write.remove_created_dirs(root, created_from, *job_dirs)
+        service_write.remove_created_dirs(root, created_from, *job_dirs)
         if job is not None and not isinstance(exc, FailedPrecondition):
             check_job_running(job)  # the job's end (which removed our files) is the cause
         raise

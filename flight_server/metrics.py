@@ -134,6 +134,16 @@ _CACHE_GAUGES = (
     ("entries", "lance_flight_cache_entries", "Entries in the search cache"),
     ("capacity_bytes", "lance_flight_cache_capacity_bytes", "Cache budget"),
 )
+_PAGE_COUNTERS = (
+    ("hits", "lance_flight_page_cache_hits", "Decoded-page cache hits"),
+    ("misses", "lance_flight_page_cache_misses", "Decoded-page cache misses"),
+    ("evictions", "lance_flight_page_cache_evictions", "Pages evicted to stay within budget"),
+)
+_PAGE_GAUGES = (
+    ("bytes", "lance_flight_page_cache_bytes", "Bytes of decoded pages held"),
+    ("entries", "lance_flight_page_cache_entries", "Pages in the decoded-page cache"),
+    ("capacity_bytes", "lance_flight_page_cache_capacity_bytes", "Decoded-page cache budget"),
+)
 
 
 class _Refresh:
@@ -161,6 +171,7 @@ class ServerMetrics:
         self._cache_stats: Callable[[], Mapping[str, float]] | None = None
         self._cache_seen: dict[str, float] = {}
         self._cache_lock = threading.Lock()
+        self._page_feed: tuple | None = None  # (stats, counters, gauges, last seen)
         r.register(_Refresh(self.refresh))
         self.requests = Counter(
             "lance_flight_requests", "Flight RPCs by method and final gRPC status",
@@ -242,25 +253,41 @@ class ServerMetrics:
         self._cache_stats = stats
         self.refresh()
 
+    def watch_page_cache(self, stats: Callable[[], Mapping[str, float]]) -> None:
+        """Report a ``PageCache.stats``-like callable (decoded pages; read at refresh)."""
+        r = self.registry
+        counters = {key: Counter(name, text, registry=r) for key, name, text in _PAGE_COUNTERS}
+        gauges = {
+            key: Gauge(name, text, multiprocess_mode="livesum", registry=r)
+            for key, name, text in _PAGE_GAUGES
+        }
+        self._page_feed = (stats, counters, gauges, {})
+        self.refresh()
+
     def refresh(self) -> None:
-        """Copy the watched cache's numbers into the metrics: counters advance by what the
+        """Copy the watched caches' numbers into the metrics: counters advance by what the
         cache counted since the last refresh.  A failing callback is logged, never raised
         (a scrape must not break)."""
-        if self._cache_stats is None:
-            return
+        if self._cache_stats is not None:
+            self._copy("search cache", self._cache_stats, self._cache_counters,
+                       self._cache_gauges, self._cache_seen)  # fmt: skip
+        if self._page_feed is not None:
+            self._copy("decoded-page cache", *self._page_feed)
+
+    def _copy(self, what: str, stats_fn, counters, gauges, seen: dict[str, float]) -> None:
         try:
-            stats = self._cache_stats()
+            stats = stats_fn()
         except Exception:  # noqa: BLE001
-            log.exception("reading the search cache's stats for metrics failed")
+            log.exception("reading the %s's stats for metrics failed", what)
             return
         with self._cache_lock:
-            for key, counter in self._cache_counters.items():
+            for key, counter in counters.items():
                 now = float(stats[key])
-                grown = now - self._cache_seen.get(key, 0.0)
+                grown = now - seen.get(key, 0.0)
                 if grown > 0:
                     counter.inc(grown)
-                self._cache_seen[key] = max(now, self._cache_seen.get(key, 0.0))
-            for key, gauge in self._cache_gauges.items():
+                seen[key] = max(now, seen.get(key, 0.0))
+            for key, gauge in gauges.items():
                 gauge.set(float(stats[key]))
 
     def middleware(self) -> MetricsMiddlewareFactory:

@@ -33,11 +33,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from lance_format import Dataset, Scanner
+from lance_format import LanceFragment as Fragment
 from lance_format.errors import InvalidArgumentError, SchemaError
 from lance_format.schema import LanceField
-from lance_format.table.dataset import Dataset
-from lance_format.table.fragment import Fragment
-from lance_format.table.scanner import Scanner
 from lance_format.vector import VectorScanner
 
 from .errors import BadRequest

@@ -31,6 +31,7 @@ import pyarrow.flight as flight
 from flight_server import logs
 from flight_server.logs import REQUEST_ID_HEADER, TRACEPARENT_HEADER
 from flight_server.metrics import method_name, status_name
+from flight_server.tracing import TRACING_KEY
 
 __all__ = [
     "REQUEST_ID_HEADER",
@@ -186,10 +187,19 @@ def _middleware(context: flight.ServerCallContext) -> _RequestLogMiddleware | No
     return context.get_middleware(REQUEST_LOG_KEY)
 
 
+def _span(context: flight.ServerCallContext):
+    """The call's tracing middleware (:mod:`.tracing`), or None when tracing is off."""
+    return context.get_middleware(TRACING_KEY)
+
+
 def annotate(context: flight.ServerCallContext, **fields: Any) -> None:
-    """Attach fields (``dataset=``, ``rows=``, ``bytes=``...) to the call's log line; also
-    records the peer address.  A no-op when the request log is off."""
+    """Attach fields (``dataset=``, ``rows=``, ``bytes=``...) to the call's log line (and its
+    trace span, when tracing is on); also records the peer address.  A no-op when the
+    request log is off."""
+    span = _span(context)
     call = _middleware(context)
+    if span is not None:
+        span.annotate(fields if call is None else {"request_id": call.request_id, **fields})
     if call is None:
         return
     if call.peer is None:
@@ -206,6 +216,9 @@ def accumulate(context: flight.ServerCallContext, **amounts: float) -> None:
     call = _middleware(context)
     if call is not None:
         call.accumulate(amounts)
+    span = _span(context)
+    if span is not None:
+        span.accumulate(amounts)
 
 
 def call_ids(context: flight.ServerCallContext) -> logs.CallIds | None:

@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Any
 
+from . import tracing
 from .sql.limits import DEFAULT_MAX_STATEMENTS, DEFAULT_QUEUE_SECONDS, DEFAULT_TIMEOUT, SqlLimits
 
 log = logging.getLogger("lance_flight")
@@ -99,6 +100,14 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         default="256M",
         metavar="SIZE",
         help="search cache budget (bytes, or with a K/M/G suffix)",
+    )
+    p.add_argument(
+        "--page-cache-bytes",
+        type=_bytes,
+        default="256M",
+        metavar="SIZE",
+        help="decoded-page cache budget: Arrow arrays of hot pages, so repeated reads skip "
+        "decoding (bytes, or with a K/M/G suffix; 0: off)",
     )
     p.add_argument(
         "--workers", type=int, default=1, metavar="N", help="server processes (one core each)"
@@ -254,6 +263,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "lines carry request_id (the client's x-request-id, or a new one) and trace_id (from "
         "a W3C traceparent header) (default: %(default)s)",
     )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="OpenTelemetry tracing: a server span per call, child of the client's W3C "
+        "traceparent, exported as the OTEL_* variables say (needs lance-flight[otel])",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -358,7 +373,7 @@ def sql_limits(opts: dict) -> SqlLimits:
 def _build(opts: dict, port: int, locations: list[str] | None, secret: str | None, index: int):
 
     from .limits import DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Limits
-    from .server import LanceFlightServer
+    from .server import DEFAULT_PAGE_CACHE_BYTES, LanceFlightServer
 
     authenticator = None
     if opts.get("auth_users") or opts.get("auth_tokens") or opts.get("jwt_jwks"):
@@ -386,6 +401,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         opts["root"],
         f"{scheme}://{opts['host']}:{port}",
         cache_bytes=opts["cache_bytes"],
+        page_cache_bytes=opts.get("page_cache_bytes", DEFAULT_PAGE_CACHE_BYTES),
         locations=locations,
         warm=not opts.get("no_warm"),
         authenticator=authenticator,
@@ -399,6 +415,7 @@ def _build(opts: dict, port: int, locations: list[str] | None, secret: str | Non
         ),
         sql_limits=sql_limits(opts),
         storage_options=storage_options(opts.get("storage_option") or []),
+        middleware=tracing.middleware(bool(opts.get("otel"))),
     )
     endpoints: list[Any] = []  # each has close()
     rest_url = None
@@ -485,12 +502,10 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
 def compile_kernels() -> None:
     """Compile the format's kernels (or load them from numba's on-disk cache) before the
     server accepts a request, so that no user pays for compilation."""
-    from lance_format import reader, writer  # noqa: F401 - they import the codecs' kernels
-    from lance_format.jit import warm_up
-    from lance_format.vector import build, ivf, metrics  # noqa: F401 - vector search kernels
+    import lance_format
 
     started = time.perf_counter()
-    count = warm_up()
+    count = lance_format.compile_kernels()
     log.info("%d kernel signatures ready in %.2fs", count, time.perf_counter() - started)
 
 

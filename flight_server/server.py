@@ -28,10 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from lance_format.cache import SearchCache
+from lance_format import ROW_ID, PageCache, SearchCache, prefetch
 from lance_format.errors import CommitConflictError, LanceError
-from lance_format.table.scanner import ROW_ID
-from lance_format.workers import prefetch
 
 from . import auth as auth_mod
 from . import permissions, requestlog, tls, wire
@@ -54,7 +52,7 @@ from .memory import Reclaimer, ReclaimOnRefusal
 from .merge_put import parse_merge
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
-from .streams import batch_stream
+from .streams import batch_stream, message_sized
 from .tickets import Ticket
 
 if TYPE_CHECKING:
@@ -64,6 +62,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lance_flight")
 DEFAULT_CACHE_BYTES = 256 << 20
+DEFAULT_PAGE_CACHE_BYTES = 256 << 20
 
 
 def _entry(fn):
@@ -111,6 +110,7 @@ class LanceFlightServer(flight.FlightServerBase):
         location: str = "grpc://127.0.0.1:8815",
         *,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES,
         locations: list[str] | None = None,
         warm: bool = True,
         authenticator: auth_mod.Authenticator | None = None,
@@ -128,7 +128,11 @@ class LanceFlightServer(flight.FlightServerBase):
         self._ready = threading.Event()
         self.sql: FlightSqlService | None = None
         self.context = ServiceContext(
-            Catalog(root, SearchCache(cache_bytes), storage_options),
+            Catalog(
+                root,
+                SearchCache(cache_bytes, pages=PageCache(page_cache_bytes)),
+                storage_options,
+            ),
             limits=limits or Limits(),
             metrics=metrics,
         )
@@ -140,6 +144,7 @@ class LanceFlightServer(flight.FlightServerBase):
         }
         if metrics is not None:
             metrics.watch_cache(self.cache.stats)
+            metrics.watch_page_cache(self.cache.page_stats)
             observers["metrics"] = metrics.middleware()
         self.reclaimer = Reclaimer()
         observers["reclaim"] = ReclaimOnRefusal(self.reclaimer)
@@ -316,7 +321,7 @@ class LanceFlightServer(flight.FlightServerBase):
                 **_nearest_args(t),
             )
             schema = scanner.schema
-            batches = prefetch(scanner.to_batches())
+            batches = message_sized(prefetch(scanner.to_batches()))
         stream = guarded(self._stream(context, batches), self, context)
         return batch_stream(schema, stream)
 

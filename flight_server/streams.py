@@ -30,6 +30,25 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.flight as flight
 
+# gRPC moves messages of a few MB several times faster than ones of tens or hundreds of MB
+# (measured on loopback: 3 MB batches ~1.4 GB/s, 15-200 MB ones ~0.25 GB/s)
+MESSAGE_BYTES = 4 << 20
+
+
+def message_sized(
+    batches: Iterator[pa.RecordBatch], max_bytes: int = MESSAGE_BYTES
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` cut into zero-copy slices of at most about ``max_bytes`` each (a batch
+    of wide rows, such as vectors, would otherwise travel as one huge message)."""
+    for batch in batches:
+        n, size = batch.num_rows, batch.nbytes
+        if size <= max_bytes or n <= 1:
+            yield batch
+            continue
+        rows = max(1, n * max_bytes // size)
+        for start in range(0, n, rows):
+            yield batch.slice(start, rows)
+
 
 def batch_stream(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight.FlightDataStream:
     """A DoGet stream of ``batches`` (already error-mapped: raise Flight exceptions)."""

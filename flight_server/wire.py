@@ -19,8 +19,8 @@ import pyarrow.flight as flight
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from lance_format import staging
 from lance_format.errors import UnsupportedError
-from lance_format.table import staging
 from lance_format.version import writable
 
 from .errors import BadRequest

@@ -2,11 +2,18 @@
 
 pylance's names are here too (``LanceDataset``, ``lance_format.dataset``, ``.file``,
 ``.arrow``), so that a pylance script runs with ``import lance_format as lance``.
+
+The public API is ``__all__`` plus the modules in :data:`PUBLIC_MODULES`; besides pylance's
+names these carry what a service needs and pylance keeps in Rust: the dataset directory
+layout (:mod:`.layout`), tags by path (:mod:`.tags`), staged writes (:mod:`.staging`),
+versions written safely for concurrent clients (:mod:`.service_write`), and the row id
+column names (:data:`ROW_ID`, :data:`ROW_ADDRESS`).  The layers below (``table``,
+``container``, ``structural``, ``compression``, ...) may change without notice.
 """
 
 from . import dataset as _dataset_module  # noqa: F401 - ``lance_format.dataset`` the module
 from .blob import Blob, BlobArray, BlobFile, BlobType, blob_array, blob_field
-from .cache import SearchCache
+from .cache import PageCache, SearchCache
 from .errors import (
     CommitConflictError,
     CorruptFileError,
@@ -28,13 +35,45 @@ from .table.fragment import Fragment as LanceFragment
 from .table.fragment_metadata import FragmentMetadata
 from .table.lance_operation import LanceOperation, Transaction, write_fragments
 from .table.mutation import MergeInsertBuilder
-from .table.scanner import ColumnOrdering, Scanner
+from .table.scanner import ROW_ADDRESS, ROW_ID, ColumnOrdering, Scanner
 from .table.udf import BatchUDF, batch_udf
 from .version import LanceFileVersion
+from .workers import prefetch
 from .writer import LanceFileWriter, WriteResult
 
 LanceDataset = Dataset  # pylance's name for the class
 LanceScanner = Scanner
+
+# The public modules (with the names in ``__all__``); the Flight service imports nothing
+# else from this package (tests/test_public_api.py).
+PUBLIC_MODULES = (
+    "lance_format",
+    "lance_format.arrow",
+    "lance_format.dataset",
+    "lance_format.errors",
+    "lance_format.file",
+    "lance_format.fragment",
+    "lance_format.layout",
+    "lance_format.schema",
+    "lance_format.service_write",
+    "lance_format.staging",
+    "lance_format.storage",
+    "lance_format.tags",
+    "lance_format.validation",
+    "lance_format.vector",
+    "lance_format.version",
+)
+
+
+def compile_kernels() -> int:
+    """Compile (or load from numba's on-disk cache) every kernel of the codecs and of vector
+    search, so that a server pays for compilation before its first request; returns how
+    many signatures are ready."""
+    from . import reader, writer  # noqa: F401 - they import the codecs' kernels
+    from .jit import warm_up
+    from .vector import build, ivf, metrics  # noqa: F401 - vector search kernels
+
+    return warm_up()
 
 
 def __getattr__(name: str):
@@ -49,6 +88,11 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "PUBLIC_MODULES",
+    "ROW_ADDRESS",
+    "ROW_ID",
+    "compile_kernels",
+    "prefetch",
     "BatchUDF",
     "Blob",
     "BlobArray",
@@ -75,6 +119,8 @@ __all__ = [
     "LanceScanner",
     "MergeInsertBuilder",
     "ObjectNotFoundError",
+    "PageCache",
+    "Scanner",
     "SchemaError",
     "SearchCache",
     "Transaction",

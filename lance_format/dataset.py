@@ -1,14 +1,24 @@
 """pylance's ``lance.dataset`` names: ``from lance_format.dataset import LanceDataset``.
 
 The classes live in :mod:`lance_format.table` (one concept per module); this module only
-gives them the names and the place pylance users import them from.
+gives them the names and the place pylance users import them from, plus the version-level
+calls a service makes that pylance keeps inside its Rust core (``find_entry`` then
+``open_version``: list ``_versions/`` once per request; ``update_rows``: an SQL UPDATE or
+MERGE as one commit).
 """
 
 from __future__ import annotations
 
-from .table.dataset import Dataset, dataset, write_dataset, write_fragments
+from .table.dataset import (
+    Dataset,
+    dataset,
+    find_entry,
+    open_version,
+    write_dataset,
+    write_fragments,
+)
 from .table.lance_operation import Index, IndexFile, LanceOperation, Transaction
-from .table.mutation import MergeInsertBuilder
+from .table.mutation import MergeInsertBuilder, update_rows
 from .table.scanner import ColumnOrdering, Scanner
 from .table.udf import BatchUDF, batch_udf
 
@@ -27,6 +37,9 @@ __all__ = [
     "MergeInsertBuilder",
     "Transaction",
     "dataset",
+    "find_entry",
+    "open_version",
+    "update_rows",
     "write_dataset",
     "write_fragments",
 ]

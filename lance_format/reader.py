@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from . import storage
-from .cache import SearchCache
+from .cache import PageCache, SearchCache
+from .cache import page_cache as process_page_cache
 from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError, check_size
 from .extensions import view_as
@@ -47,7 +48,9 @@ class LanceFileReader:
     ``cache`` keeps per-page metadata for random access; share one :class:`SearchCache`
     between readers to bound the memory of a whole server.  ``field_columns`` maps field ids
     to column indices when a dataset manifest says so (``DataFile.column_indices``);
-    by default columns follow the file's own schema.
+    by default columns follow the file's own schema.  ``page_cache`` keeps decoded pages
+    for repeated reads (default: ``cache.pages``, else the process's, see
+    :func:`lance_format.cache.page_cache`; ``PageCache(0)`` reads without one).
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class LanceFileReader:
         stats: IOStats | None = None,
         field_columns: dict[int, int] | None = None,
         storage_options: dict[str, str] | None = None,
+        page_cache: PageCache | None = None,
     ):
         if isinstance(path, (str, os.PathLike)):
             self._file = open_file(storage.register(path, storage_options), stats)
@@ -65,6 +69,11 @@ class LanceFileReader:
             self._file = path
         self.path = self._file.path
         self.cache = cache
+        if page_cache is None:
+            page_cache = getattr(cache, "pages", None)
+        if page_cache is None:
+            page_cache = process_page_cache()
+        self.page_cache = page_cache
         try:
             self._meta: FileMetadata | LegacyMetadata = read_file_metadata(self._file)
         except LanceError as exc:
@@ -79,6 +88,7 @@ class LanceFileReader:
                 )
         self._leaf_readers: dict[int, LeafColumnReader] = {}
         self._v20_columns: dict = {}  # parsed 2.0 columns, by column index
+        self._schemas: dict[tuple, pa.Schema] = {}  # result schemas, by projection
 
     # -- properties ------------------------------------------------------------------------
 
@@ -86,6 +96,15 @@ class LanceFileReader:
     def schema(self) -> pa.Schema:
         # built once: the Arrow conversion round-trips extension types through IPC
         return self._lance_schema.to_arrow()
+
+    @functools.cached_property
+    def identity(self) -> tuple:
+        """What tells this file from any other that has (or had) the same path: its size,
+        where its column metadata sits, and the store's modification time and inode when
+        it reports them.  Keys of the decoded-page cache start with it."""
+        layout = getattr(self._meta, "layout", None)
+        cols = tuple(layout.column_meta) if layout is not None else ()
+        return (self.path, self._file.size, getattr(self._file, "version_tag", None), cols)
 
     @property
     def lance_schema(self) -> LanceSchema:
@@ -102,6 +121,24 @@ class LanceFileReader:
     @property
     def metadata(self) -> FileMetadata | LegacyMetadata:
         return self._meta
+
+    def page_encodings(self) -> list[tuple[str | None, list[str]]]:
+        """Per physical column: the field it stores (None for a column past the schema's) and
+        a short description of each page's encoding, so that tools report encodings without
+        reading protobufs themselves."""
+        from .container.describe import describe
+        from .v2_0.decoder import v20_column_fields
+
+        fields = self._lance_schema.fields
+        named = (
+            v20_column_fields(fields)
+            if self.version == LanceFileVersion.V2_0
+            else leaf_fields(fields)
+        )
+        return [
+            (named[i].name if i < len(named) else None, [describe(p.encoding) for p in col.pages])
+            for i, col in enumerate(self._meta.columns)
+        ]
 
     @functools.cached_property
     def _legacy(self):
@@ -162,10 +199,10 @@ class LanceFileReader:
             raise InvalidArgumentError(
                 f"row index out of range for a file of {self.num_rows} rows", path=self.path
             )
+        if len(idx) < 2 or (idx[1:] > idx[:-1]).all():  # sorted and unique already
+            return self._read(columns, idx, 0, 0)
         uniq, inverse = np.unique(idx, return_inverse=True)
         table = self._read(columns, uniq, 0, 0)
-        if len(uniq) == len(idx) and (len(idx) < 2 or (np.diff(idx) > 0).all()):
-            return table
         return table.take(pa.array(inverse.astype(np.int64)))
 
     def read_batches(
@@ -281,6 +318,8 @@ class LanceFileReader:
                 self.version,
                 self.cache,
                 (self.path, col),
+                self.page_cache,
+                (self.identity, col, leaf.id),
             )
             self._leaf_readers[leaf.id] = reader
         return reader
@@ -329,13 +368,18 @@ class LanceFileReader:
             else:
                 arr = build_array(f, results)
             arrays.append(view_as(arr, f.arrow_type))  # the decoders build storage arrays
-        schema = pa.schema(
-            [
-                pa.field(f.name, a.type, f.nullable, f.to_arrow().metadata)
-                for f, a in zip(fields, arrays, strict=True)
-            ],
-            metadata=self.schema.metadata,
-        )
+        key = tuple((f.id, a.type) for f, a in zip(fields, arrays, strict=True))
+        schema = self._schemas.get(key)
+        if schema is None:  # built once per projection: a point lookup cannot afford it
+            schema = pa.schema(
+                [
+                    pa.field(f.name, a.type, f.nullable, f.to_arrow().metadata)
+                    for f, a in zip(fields, arrays, strict=True)
+                ],
+                metadata=self.schema.metadata,
+            )
+            if len(self._schemas) < 256:
+                self._schemas[key] = schema
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def _read_v20(self, field: LanceField, rows, start: int, stop: int) -> pa.Array:

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 
 from lance_namespace.errors import ErrorCode
 
-from lance_format import storage
-from lance_format.table import paths
+from lance_format import layout, storage
 
 from .. import permissions
 from ..catalog import Catalog
@@ -176,13 +175,13 @@ def _table_name(folder: str) -> str:
 
 def is_dataset(path: str) -> bool:
     """Whether ``path`` holds a dataset (a ``_versions/`` directory or prefix)."""
-    return paths.VERSIONS_DIR in storage.list_dir(path)[1]
+    return layout.VERSIONS_DIR in storage.list_dir(path)[1]
 
 
 def _is_namespace(path: str) -> bool:
     """A directory (locally) or a non-empty prefix (a marker at least) that is no dataset."""
     files, dirs = storage.list_dir(path)
-    if paths.VERSIONS_DIR in dirs:
+    if layout.VERSIONS_DIR in dirs:
         return False
     return bool(files or dirs) or storage.is_dir(path)
 

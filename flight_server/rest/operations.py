@@ -25,7 +25,7 @@ from typing import IO, Any
 import pyarrow as pa
 from lance_namespace.errors import ErrorCode
 
-from lance_format import storage
+from lance_format import Dataset, layout, storage, tags, write_dataset
 from lance_format.errors import (
     IndexExistsError,
     IndexNotFoundError,
@@ -33,9 +33,7 @@ from lance_format.errors import (
     LanceIOError,
     ObjectNotFoundError,
 )
-from lance_format.table import paths, tags
-from lance_format.table.dataset import Dataset, write_dataset
-from lance_format.vector.ivf import index_metric, vector_details
+from lance_format.vector import index_metric, vector_details
 
 from .. import permissions
 from ..catalog import Catalog
@@ -334,7 +332,7 @@ class Operations:
                     ErrorCode.TABLE_ALREADY_EXISTS, f"table {join_id(target.id)!r} already exists"
                 )
         try:
-            storage.move_tree(ref.path, target.path, last=paths.VERSIONS_DIR)
+            storage.move_tree(ref.path, target.path, last=layout.VERSIONS_DIR)
         except ObjectNotFoundError:
             raise RestError(
                 ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist"
@@ -345,7 +343,7 @@ class Operations:
 
     def list_table_versions(self, call: Call) -> dict:
         ref = self._table(call.ids)
-        entries = paths.list_versions(ref.path)
+        entries = layout.list_versions(ref.path)
         descending = call.flag("descending")
         if descending:
             entries = entries[::-1]
@@ -368,7 +366,7 @@ class Operations:
         ref = self._table(call.ids)
         version = getattr(call.model, "version", None)
         ds = self._open(ref, version)
-        entry = paths.find_version(ref.path, ds.version)
+        entry = layout.find_version(ref.path, ds.version)
         return {"version": _version_entry(entry)}
 
     def restore_table(self, call: Call) -> dict:
@@ -393,14 +391,14 @@ class Operations:
 
     def _tag(self, ref: TableRef, name: str) -> tags.TagContents:
         tags.check_valid_tag(name)
-        if not paths.exists(paths.tag_path(ref.path, name)):
+        if not storage.exists(layout.tag_path(ref.path, name)):
             raise RestError(
                 ErrorCode.TABLE_TAG_NOT_FOUND, f"table {join_id(ref.id)!r} has no tag {name!r}"
             )
         return tags.read_tag(ref.path, name)
 
     def _check_version(self, ref: TableRef, version: int) -> None:
-        if not any(e.version == version for e in paths.list_versions(ref.path)):
+        if not any(e.version == version for e in layout.list_versions(ref.path)):
             raise RestError(
                 ErrorCode.TABLE_VERSION_NOT_FOUND,
                 f"table {join_id(ref.id)!r} has no version {version}",
@@ -410,13 +408,13 @@ class Operations:
         ref = self._table(call.ids, write=True)
         name, version = call.model.tag, call.model.version
         tags.check_valid_tag(name)
-        if paths.exists(paths.tag_path(ref.path, name)):
+        if storage.exists(layout.tag_path(ref.path, name)):
             raise RestError(ErrorCode.TABLE_TAG_ALREADY_EXISTS, f"tag {name!r} already exists")
         self._check_version(ref, version)
         try:
             tags.create_tag(ref.path, name, version)
         except InvalidArgumentError:
-            if paths.exists(paths.tag_path(ref.path, name)):  # lost a race for the name
+            if storage.exists(layout.tag_path(ref.path, name)):  # lost a race for the name
                 raise RestError(
                     ErrorCode.TABLE_TAG_ALREADY_EXISTS, f"tag {name!r} already exists"
                 ) from None
@@ -705,7 +703,7 @@ class Operations:
 def _drop_directory(ref: TableRef) -> None:
     """The manifests first, so the table stops being a dataset at once (no reader finds
     a version whose files are going), then everything else under it."""
-    if not storage.delete_prefix(storage.join(ref.path, paths.VERSIONS_DIR)) and not is_dataset(
+    if not storage.delete_prefix(storage.join(ref.path, layout.VERSIONS_DIR)) and not is_dataset(
         ref.path
     ):
         raise RestError(ErrorCode.TABLE_NOT_FOUND, f"table {join_id(ref.id)!r} does not exist")
@@ -787,7 +785,7 @@ def _stats(ds: Dataset) -> dict[str, str]:
     size = 0
     for f in frags:
         for df in f.files:
-            size += df.file_size_bytes or _size(storage.join(ds.uri, paths.DATA_DIR, df.path))
+            size += df.file_size_bytes or _size(storage.join(ds.uri, layout.DATA_DIR, df.path))
     deletions = [f for f in frags if f.HasField("deletion_file")]
     deleted = sum(f.deletion_file.num_deleted_rows for f in deletions)
     physical = sum(f.physical_rows for f in frags)
@@ -809,7 +807,7 @@ def _size(path: str) -> int:
         return 0
 
 
-def _version_entry(entry: paths.VersionEntry) -> dict:
+def _version_entry(entry: layout.VersionEntry) -> dict:
     """A ``TableVersion`` as pylance lists it, from the manifest file as an object store
     sees it: its key (no leading slash, no scheme or bucket), size, ETag and last-modified
     time, from one HEAD through the storage layer."""

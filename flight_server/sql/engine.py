@@ -49,9 +49,8 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from flight_server.errors import NotFound
+from lance_format import ROW_ADDRESS, Dataset
 from lance_format.errors import InvalidArgumentError, LanceError, UnsupportedError
-from lance_format.table.dataset import Dataset
-from lance_format.table.scanner import ROW_ADDRESS
 
 from .errors import NotFoundError, SqlError
 from .limits import Watch

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
-from lance_format.table.scanner import ROW_ADDRESS
+from lance_format import ROW_ADDRESS
 
 from .errors import SqlError
 

@@ -42,9 +42,9 @@ from flight_server.incoming import decode_stream, read_table
 from flight_server.ingest import aligned
 from flight_server.permissions import check_write
 from flight_server.query import load_json
+from lance_format import ROW_ADDRESS
+from lance_format.dataset import update_rows
 from lance_format.errors import InvalidArgumentError
-from lance_format.table import mutation
-from lance_format.table.scanner import ROW_ADDRESS
 
 from . import flight_sql_pb2 as pb
 from . import merge, protocol
@@ -282,7 +282,7 @@ class Statements:
             return 0  # as a DELETE of nothing: no commit
         _, ds = binding.datasets[statement.target]
         # a private object: the update moves it in place, and ``ds`` may be a shared one
-        _, count = mutation.update_rows(copy.copy(ds), values)
+        _, count = update_rows(copy.copy(ds), values)
         return count
 
     def merge(self, binding: Binding, params: pa.Table | None, watch: Watch | None = None) -> int:
@@ -312,7 +312,7 @@ class Statements:
         ):
             return 0  # nothing changes: no commit
         # a private object: the merge moves it in place, and ``ds`` may be a shared one
-        _, count = mutation.update_rows(copy.copy(ds), updates, deleted, inserted)
+        _, count = update_rows(copy.copy(ds), updates, deleted, inserted)
         return count
 
     def delete(self, binding: Binding, params: pa.Table | None, watch: Watch | None = None) -> int:

@@ -23,7 +23,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from lance_format.table.dataset import Dataset
+from lance_format import Dataset
 
 from .errors import SqlError
 

@@ -35,7 +35,10 @@ class LocalFile:
         self.path = os.fspath(path)
         try:
             self._fd = os.open(self.path, os.O_RDONLY)
-            self.size = os.fstat(self._fd).st_size
+            st = os.fstat(self._fd)
+            self.size = st.st_size
+            # changes when the path is rewritten: caches of decoded pages key on it
+            self.version_tag = (st.st_ino, st.st_mtime_ns)
         except OSError as exc:
             raise LanceIOError(f"cannot open: {exc.strerror}", path=self.path) from exc
         self.stats = stats if stats is not None else IOStats()

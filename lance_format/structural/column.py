@@ -15,17 +15,19 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ..cache import PageCache
 from ..compression.blocks import Block, FixedWidthBlock, StructBlock
 from ..container.metadata import ColumnInfo, PageInfo
 from ..errors import CorruptFileError, LanceError, UnsupportedError
 from ..io import RandomAccessFile
 from ..version import LanceFileVersion
 from .arrow import block_to_arrow, validity_buffer
+from .cached import result_nbytes, select_cached
 from .constant import ConstantPage
 from .fullzip import FullZipPage
 from .leaf import LeafPiece
 from .miniblock import MiniBlockPage
-from .repdef import Layer, unravel
+from .repdef import LIST_LAYERS, Layer, Unraveled, unravel
 
 
 def owns_column(field) -> bool:
@@ -61,6 +63,10 @@ class LeafResult:
     num_rows: int
 
     @property
+    def nbytes(self) -> int:
+        return result_nbytes(self)
+
+    @property
     def array(self) -> pa.Array:
         if len(self.chunks) == 1:
             return self.chunks[0]
@@ -79,6 +85,8 @@ class LeafColumnReader:
         version: LanceFileVersion,
         cache,
         cache_key: tuple,
+        page_cache: PageCache | None = None,
+        page_key: tuple | None = None,
     ):
         self.file = file
         self.column = column
@@ -88,6 +96,9 @@ class LeafColumnReader:
         self.version = version
         self.cache = cache
         self.cache_key = cache_key
+        # decoded whole pages (a PageCache), keyed by page_key + (page index,)
+        self.page_cache = page_cache if page_cache is not None and page_cache.enabled else None
+        self.page_key = page_key
         self.page_starts = column.page_starts()
         self._decoders: dict[int, object] = {}
         # decode cost, for scheduling the slowest leaves first on the thread pool: a guess
@@ -166,8 +177,10 @@ class LeafColumnReader:
         started = time.perf_counter()
         try:
             for page, page_rows in self._pages_for(rows, start, stop):
-                piece = self.decode_page(page, page_rows)
-                pieces.append(self._to_layers(piece))
+                if self.page_cache is not None:
+                    pieces.append(self._cached_page(page, page_rows, rows is not None))
+                else:
+                    pieces.append(self._to_layers(self.decode_page(page, page_rows)))
         except LanceError as exc:
             raise exc.with_context(path=self.file.path, column=self.field.name) from None
         except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
@@ -183,6 +196,27 @@ class LeafColumnReader:
         if n >= 1024:
             self.seconds_per_row = (time.perf_counter() - started) / n
         return concat_results(pieces)
+
+    def _cached_page(self, page: PageInfo, rows: np.ndarray | None, take: bool) -> LeafResult:
+        """A page through the decoded-page cache.  Range reads of an admitted page decode
+        (and keep) the whole page even when they want part of it: the rest is usually read
+        next (a scan's next step, the neighbouring Flight endpoint).  Takes use a cached
+        page but never decode one whole, which would cost far more than the chunks holding
+        their rows; blob pages are never kept (their bytes live outside the page)."""
+        cache: PageCache | None = self.page_cache
+        assert cache is not None and self.page_key is not None
+        key = self.page_key + (page.index,)
+        whole = cache.get(key)
+        if whole is None:
+            # a read counts towards admission where it starts the page, so a scan reading
+            # a page in several steps counts once
+            keep = rows is None or (len(rows) > 0 and rows[0] == 0)
+            keep = keep and not take and not isinstance(self.decoder(page), BlobPage)
+            if not keep or not cache.admits(key):
+                return self._to_layers(self.decode_page(page, rows))
+            whole = self._to_layers(self.decode_page(page, None))
+            cache.put(key, whole)
+        return whole if rows is None else select_cached(whole, rows)
 
     def _pages_for(self, rows, start, stop):
         ps = self.page_starts
@@ -201,16 +235,28 @@ class LeafColumnReader:
                 yield pages[i], None if full else np.arange(a, b, dtype=np.int64)
             return
         page_of = np.searchsorted(ps, rows, side="right") - 1
-        bounds = np.flatnonzero(np.diff(page_of)) + 1
-        for chunk in np.split(np.arange(len(rows)), bounds):
-            if not len(chunk):
-                continue
-            i = int(page_of[chunk[0]])
-            yield pages[i], rows[chunk] - int(ps[i])
+        if not len(rows):
+            return
+        if page_of[0] == page_of[-1]:  # one page (every point lookup)
+            i = int(page_of[0])
+            yield pages[i], rows - int(ps[i])
+            return
+        cuts = (np.flatnonzero(np.diff(page_of)) + 1).tolist()
+        for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True):
+            i = int(page_of[a])
+            yield pages[i], rows[a:b] - int(ps[i])
 
     def _to_layers(self, piece: LeafPiece) -> LeafResult:
         assert piece.layers is not None  # every decoder records its page's layers
-        un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)
+        if piece.rep is None and piece.defs is None and piece.num_levels == piece.num_rows:
+            # no lists and no nulls (most columns): every layer is all valid, one slot a row
+            un = Unraveled(
+                [Layer(False, None) for _ in piece.layers], piece.num_rows, piece.num_rows
+            )
+            if any(kind in LIST_LAYERS for kind in piece.layers):
+                un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)
+        else:
+            un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)
         if un.num_rows != piece.num_rows:
             raise CorruptFileError(f"levels describe {un.num_rows} rows, expected {piece.num_rows}")
         leaf_valid = un.layers[-1].validity

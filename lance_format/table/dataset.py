@@ -67,6 +67,8 @@ from .scanner import (
 )
 from .transaction import new_transaction
 
+DATASET_CACHE_BYTES = 64 << 20  # search cache of a dataset opened without one
+
 
 def dataset(
     uri: str | os.PathLike[str],
@@ -172,7 +174,9 @@ class Dataset:
     def __init__(self, root: str, m: manifest.Manifest, *, cache: SearchCache | None = None):
         self.uri = root
         self.manifest = m
-        self.cache = cache
+        # page metadata for random access, kept with the open dataset (a server passes one
+        # cache shared by all its datasets): without it every take would re-read it
+        self.cache = cache if cache is not None else SearchCache(DATASET_CACHE_BYTES)
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -824,8 +828,13 @@ class Dataset:
             return scanner.schema.empty_table()
         parts, positions = [], []
         for i, where, offsets in groups:
-            order = np.argsort(offsets, kind="stable")
             frag = self._fragments[i]
+            if len(offsets) < 2 or (offsets[1:] > offsets[:-1]).all():
+                # ascending and unique (point lookups, sorted takes): read as asked
+                parts.append(frag.read(fields, offsets))
+                positions.append(where)
+                continue
+            order = np.argsort(offsets, kind="stable")
             uniq, inverse = np.unique(offsets[order], return_inverse=True)
             table = frag.read(fields, uniq)
             for meta in scanner.projection_meta:  # system columns asked for by name
@@ -836,10 +845,12 @@ class Dataset:
                     table = pa.table({meta: values})
             parts.append(table.take(pa.array(inverse)))
             positions.append(where[order])
-        table = pa.concat_tables(parts)
-        back = np.empty(n, dtype=np.int64)
-        back[np.concatenate(positions)] = np.arange(n)
-        table = table.take(pa.array(back))
+        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        where = positions[0] if len(positions) == 1 else np.concatenate(positions)
+        if len(where) >= 2 and not (where[1:] > where[:-1]).all():  # not already in order
+            back = np.empty(n, dtype=np.int64)
+            back[where] = np.arange(n)
+            table = table.take(pa.array(back))
         return table if scanner.projection is None else scanner.projection.apply(table)
 
 

@@ -267,7 +267,7 @@ class Scanner:
                 step = min(step, max(self.options.batch_size, remaining + skip))
             lo, hi = ranges.get(frag.fragment_id, (0, frag.physical_rows))
             for start, stop in self._steps(frag, lo, hi, step, terms):
-                offsets = self._matching(frag, start, stop)
+                offsets, known = self._matching(frag, start, stop)
                 if not len(offsets):
                     continue
                 if skip:
@@ -275,14 +275,16 @@ class Scanner:
                         skip -= len(offsets)
                         continue
                     offsets = offsets[skip:]
+                    known = known.slice(skip) if known is not None else None
                     skip = 0
                 if remaining is not None:
                     offsets = offsets[:remaining]
+                    known = known.slice(0, remaining) if known is not None else None
                     remaining -= len(offsets)
                 if count_only:
                     yield pa.record_batch([pa.nulls(len(offsets))], names=["n"])
                 else:
-                    table = self._materialise(frag, offsets, start, stop)
+                    table = self._materialise(frag, offsets, start, stop, known)
                     yield from table.to_batches(max_chunksize=self.options.batch_size)
                 if remaining == 0:
                     return
@@ -313,14 +315,19 @@ class Scanner:
             for start in range(a, b, step):
                 yield start, min(start + step, b)
 
-    def _matching(self, frag: Fragment, start: int, stop: int) -> np.ndarray:
-        """Physical offsets in [start, stop) that are live and pass the filter."""
+    def _matching(
+        self, frag: Fragment, start: int, stop: int
+    ) -> tuple[np.ndarray, pa.Table | None]:
+        """Physical offsets in [start, stop) that are live and pass the filter, with the
+        projected columns the filter already decoded, for those rows (None: no filter).
+        Late materialisation: the other columns are then read for the matching rows only,
+        and the filter's columns are never decoded twice."""
         offsets = np.arange(start, stop, dtype=np.int64)
         live = frag.live_mask(start, stop)
         if live is not None:
             offsets = offsets[live]
         if self.filter is None or not len(offsets):
-            return offsets
+            return offsets, None
         rows = (start, stop) if live is None else offsets
         metas = {m: pa.array(self.meta_column(frag, m, offsets)) for m in self.filter_meta}
         if self.filter_fields or not metas:
@@ -330,17 +337,48 @@ class Scanner:
         else:  # only row ids or addresses: nothing to read from the data files
             table = pa.table(metas)
         hit = _evaluate(table, self.filter)
-        return offsets[hit]
+        wanted = {f.name for f in self.fields} & {f.name for f in self.filter_fields}
+        known = None
+        if wanted and hit.any():
+            known = table.select([f.name for f in self.filter_fields if f.name in wanted])
+            known = known.filter(pa.array(hit))
+        return offsets[hit], known
 
-    def _materialise(self, frag: Fragment, offsets: np.ndarray, start: int, stop: int) -> pa.Table:
+    def _materialise(
+        self,
+        frag: Fragment,
+        offsets: np.ndarray,
+        start: int,
+        stop: int,
+        known: pa.Table | None = None,
+    ) -> pa.Table:
         n = len(offsets)
-        if n == stop - start:
-            table = frag.read(self.fields, (start, stop))
+        fields = self.fields
+        if known is not None:  # columns the filter decoded: only read the others
+            fields = [f for f in self.fields if f.name not in known.column_names]
+        if not fields:
+            table = pa.table({})
+        elif n == stop - start:
+            table = frag.read(fields, (start, stop))
         elif n < TAKE_SELECTIVITY * (stop - start):
-            table = frag.read(self.fields, offsets)
+            table = frag.read(fields, offsets)
         else:
-            table = frag.read(self.fields, (start, stop))
+            table = frag.read(fields, (start, stop))
             table = table.take(pa.array(offsets - start))
+        if known is not None:
+            have = {name: table.column(name) for name in table.column_names}
+            have.update({name: known.column(name) for name in known.column_names})
+            table = pa.Table.from_arrays(
+                [have[f.name] for f in self.fields],
+                schema=pa.schema(
+                    [
+                        known.schema.field(f.name)
+                        if f.name in known.column_names
+                        else table.schema.field(f.name)
+                        for f in self.fields
+                    ]
+                ),
+            )
         for f in self._blob_binary:
             i = table.schema.get_field_index(f.name)
             table = table.set_column(

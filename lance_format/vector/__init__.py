@@ -4,8 +4,17 @@ This package sits beside the table layer: it reads through the table scanner and
 nearest-neighbour semantics pylance gives ``to_table(nearest=...)``.
 """
 
+from .ivf import index_metric, vector_details
 from .metrics import METRICS, normalise_metric
 from .query import NearestQuery, parse_nearest
 from .search import VectorScanner
 
-__all__ = ["METRICS", "NearestQuery", "VectorScanner", "normalise_metric", "parse_nearest"]
+__all__ = [
+    "METRICS",
+    "NearestQuery",
+    "VectorScanner",
+    "index_metric",
+    "normalise_metric",
+    "parse_nearest",
+    "vector_details",
+]
