@@ -261,7 +261,9 @@ def test_create_and_drop_index_in_place(tmp_path):
     vectors = pa.FixedSizeListArray.from_arrays(pa.array(range(256 * 8), pa.float32()), 8)
 
     def script(lib, uri):
-        ds = lib.write_dataset(pa.table({"v": vectors, "id": range(256)}), uri, max_rows_per_file=128)
+        ds = lib.write_dataset(
+            pa.table({"v": vectors, "id": range(256)}), uri, max_rows_per_file=128
+        )
         returned = ds.create_index("v", "IVF_FLAT", num_partitions=2)
         after_create = (returned is ds, ds.version, [i["name"] for i in ds.list_indices()])
         ds.optimize.compact_files()  # against the version with the index: no conflict
@@ -286,7 +288,7 @@ def test_compaction_keeps_blob_v2_bytes(tmp_path):
         ds.optimize.compact_files(num_threads=1)
         ids = ds.to_table(columns=["id"]).column("id").to_pylist()
         blobs = ds.take_blobs("blob", indices=range(len(ids)))
-        taken = {i: None if b is None else b.readall() for i, b in zip(ids, blobs)}
+        taken = {i: None if b is None else b.readall() for i, b in zip(ids, blobs, strict=True)}
         binary = ds.to_table(columns=["id", "blob"], blob_handling="all_binary").to_pydict()
         described = ds.to_table(columns=["blob"]).column("blob").to_pylist()
         sizes = [None if d is None else d["size"] for d in described]

@@ -273,7 +273,9 @@ class Dataset:
 
     def versions(self) -> list[dict]:
         """Every version, as pylance gives them: number, naive local commit time, summary."""
-        return [_version_info(manifest.read_manifest(e.path)) for e in paths.list_versions(self.uri)]
+        return [
+            _version_info(manifest.read_manifest(e.path)) for e in paths.list_versions(self.uri)
+        ]
 
     def migrate_manifest_paths_v2(self) -> None:
         """Rename ``{version}.manifest`` files to pylance's V2 names (``u64::MAX -
@@ -1176,7 +1178,9 @@ def merge_fragment_columns(
     ``_rowaddr``); the new fragment metadata and the schema with the new columns."""
     ds = frag.dataset
     right_on = right_on or left_on
-    right = data_obj if isinstance(data_obj, pa.Table) else write.to_reader(data_obj, schema).read_all()
+    right = (
+        data_obj if isinstance(data_obj, pa.Table) else write.to_reader(data_obj, schema).read_all()
+    )
     if right_on not in right.column_names:
         raise InvalidArgumentError(f"the data has no column {right_on!r} to merge on")
     added = [f for f in right.schema if f.name != right_on]

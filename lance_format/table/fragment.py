@@ -157,9 +157,7 @@ class Fragment:
         from .dataset import new_column_files  # the dataset layer depends on this one
 
         ds = self.dataset
-        (pb,), added = new_column_files(
-            ds, [self], value_func, columns, reader_schema, batch_size
-        )
+        (pb,), added = new_column_files(ds, [self], value_func, columns, reader_schema, batch_size)
         schema = LanceSchema(
             list(ds.lance_schema.fields) + list(added.fields), dict(ds.lance_schema.metadata)
         )

@@ -150,7 +150,9 @@ class Index:
             created_at=None if created is None else dt.datetime.fromtimestamp(created / 1000),
             base_id=int(pb.base_id) if pb.HasField("base_id") else None,
             files=[IndexFile(f.path, int(f.size_bytes)) for f in pb.files] or None,
-            index_details=(details.type_url, details.value) if pb.HasField("index_details") else None,
+            index_details=(details.type_url, details.value)
+            if pb.HasField("index_details")
+            else None,
             covering_fields=list(pb.covering_fields),
         )
 

@@ -96,7 +96,9 @@ class Manifest:
         of fragments, files and rows, from the manifest alone."""
         frags = self.pb.fragments
         data_rows = sum(f.physical_rows for f in frags)
-        deleted = sum(f.deletion_file.num_deleted_rows for f in frags if f.HasField("deletion_file"))
+        deleted = sum(
+            f.deletion_file.num_deleted_rows for f in frags if f.HasField("deletion_file")
+        )
         counts = {
             "total_data_file_rows": data_rows,
             "total_data_files": sum(len(f.files) for f in frags),
