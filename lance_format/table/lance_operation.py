@@ -439,6 +439,10 @@ class LanceOperation:
         schema_metadata_updates: LanceOperation.UpdateMap | None = None
         field_metadata_updates: dict[int, LanceOperation.UpdateMap] | None = None
 
+        @staticmethod
+        def _map(m: operations.UpdateMap) -> LanceOperation.UpdateMap:
+            return LanceOperation.UpdateMap(dict(m.entries), m.replace)
+
         @classmethod
         def _from_operation(cls, op: Any) -> LanceOperation.UpdateConfig:
             op = op.normalized()
@@ -447,7 +451,7 @@ class LanceOperation:
                 conv(op.config_updates),
                 conv(op.table_metadata_updates),
                 conv(op.schema_metadata_updates),
-                {k: conv(v) for k, v in op.field_metadata_updates.items()} or None,
+                {k: cls._map(v) for k, v in op.field_metadata_updates.items()} or None,
             )
 
         def _to_operation(self, target: _Target) -> operations.Operation:
@@ -463,7 +467,7 @@ class LanceOperation:
                 table_metadata_updates=conv(self.table_metadata_updates),
                 schema_metadata_updates=conv(self.schema_metadata_updates),
                 field_metadata_updates={
-                    int(k): conv(v) for k, v in (self.field_metadata_updates or {}).items()
+                    int(k): v._to_map() for k, v in (self.field_metadata_updates or {}).items()
                 },
             )
 
