@@ -24,11 +24,13 @@ from .errors import InvalidDataError
 __all__ = ["check_arrays", "check_batch", "has_required_field"]
 
 
-def check_batch(batch: pa.RecordBatch, required: Sequence[bool]) -> None:
+def check_batch(batch: pa.RecordBatch, required: Sequence[bool], *, arrays: bool = True) -> None:
     """Refuse ``batch`` if it is not valid Arrow data or has nulls where the schema forbids
     them; ``required[i]`` says the target schema declares top-level column ``i`` non-nullable
-    (a dataset's own nullability, which an append's data may not repeat)."""
-    check_arrays(batch)
+    (a dataset's own nullability, which an append's data may not repeat).  ``arrays=False``
+    skips Arrow's full validation, for data the caller has just validated itself."""
+    if arrays:
+        check_arrays(batch)
     for i, f in enumerate(batch.schema):
         _check_nulls(batch.column(i), not required[i] and f.nullable, f.name, None)
 

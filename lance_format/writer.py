@@ -30,6 +30,7 @@ from . import storage
 from .compression import compress as cz
 from .compression import dictionary as dictionary_encoding
 from .compression.blocks import (
+    Block,
     FixedSizeListBlock,
     FixedWidthBlock,
     StructBlock,
@@ -62,6 +63,7 @@ MAX_LEVELS_PER_PAGE = 65535
 MAX_INFLIGHT = 2 * (os.cpu_count() or 2)  # column encodings waiting to be written
 # values this wide or wider are full-zipped (docs/format/structural.md)
 FULLZIP_MIN_VALUE_BYTES = 256
+CONSTANT_SAMPLE = 64  # valid values looked at before gathering them all for a constant check
 _PAD = b"\x48" * 64  # pylance's padding byte between buffers
 
 
@@ -218,10 +220,16 @@ class LanceFileWriter:
 
     def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Append a record batch (or a table); pages are written as they fill."""
+        self._write_batch(batch, arrays_checked=False)
+
+    def _write_batch(self, batch: pa.RecordBatch | pa.Table, *, arrays_checked: bool) -> None:
+        """:meth:`write_batch`; ``arrays_checked`` says the caller has already run Arrow's full
+        validation on this very data (a dataset write checks each batch before casting it),
+        so only the null checks run here: one full validation per write, not two."""
         self._check_open()
         if isinstance(batch, pa.Table):
             for b in batch.to_batches():
-                self.write_batch(b)
+                self._write_batch(b, arrays_checked=arrays_checked)
             return
         if not isinstance(batch, pa.RecordBatch):
             raise InvalidArgumentError(f"expected a pyarrow RecordBatch, got {type(batch)}")
@@ -231,7 +239,8 @@ class LanceFileWriter:
             raise SchemaError(_schema_diff(self._schema, batch.schema))
         if batch.num_rows == 0:
             return
-        check_batch(batch, self._required)  # refused before anything is buffered
+        # refused before anything is buffered
+        check_batch(batch, self._required, arrays=not arrays_checked)
         try:
             full = []
             for i in range(batch.num_columns):
@@ -347,11 +356,18 @@ class LanceFileWriter:
         block = arrow_to_block(values)
         arrow_dict = pa.types.is_dictionary(values.type)
         if self.version >= LanceFileVersion.V2_2 and _constant_candidate(block, rav, arrow_dict):
-            valid_block = block
+            valid_block: Block | None = block
             if values.null_count:
                 mask = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-                valid_block = take_block(block, np.flatnonzero(mask))
-            const = constant.constant_value(valid_block, self.version)
+                valid = np.flatnonzero(mask)
+                # a sample of the valid values rules most pages out before the full gather
+                step = max(1, len(valid) // CONSTANT_SAMPLE)
+                sample = take_block(block, valid[::step])
+                varies = constant.constant_value(sample, self.version) is None
+                valid_block = None if varies else take_block(block, valid)
+            const = (
+                None if valid_block is None else constant.constant_value(valid_block, self.version)
+            )
             if const is not None:
                 inline, scalar = const
                 return constant.encode_page(
@@ -383,7 +399,7 @@ class LanceFileWriter:
             scheme, level = dictionary_encoding.dict_values_compression(leaf.metadata, self.version)
             denc, dbytes = cz.compress_block(items, scheme, level, integer=integer)
             dictionary = (denc, dbytes, items.num_values)
-            idx = np.asarray(indices).astype(f"<u{key_bits // 8}")
+            idx = np.asarray(indices).astype(f"<u{key_bits // 8}", copy=False)
             block = FixedWidthBlock(idx.view(np.uint8), key_bits, len(idx))
             integer = True
         chunked = cz.compress_miniblock(block, opts, integer=integer, fsst_reuse=fsst_reuse)

@@ -481,6 +481,24 @@ def test_block_rle_digest_example():
         decompress_levels(e_rle(16), data, 1025)
 
 
+def test_block_rle_of_many_chunks_decodes_per_chunk():
+    """A page's level blocks encoded in one pass: each block decodes to its own levels,
+    and is the same bytes as encoding that chunk alone (runs never cross a chunk)."""
+    rng = np.random.default_rng(RNG_SEED)
+    levels = np.repeat(rng.integers(0, 3, 400), rng.integers(1, 600, 400)).astype("<u2")
+    counts = np.array([0, 1, 700, 4096, 3, 0, len(levels) - 4800], dtype=np.int64)
+    data, sizes = rle.encode_blocks(FixedWidthBlock(levels.view(np.uint8), 16, len(levels)), counts)
+    assert sizes.sum() == len(data)
+    got = decompress_levels_chunks(
+        e_rle(16), ChunkRanges(data, np.cumsum(sizes) - sizes, sizes), counts
+    )
+    assert got.tolist() == levels.tolist()
+    starts = np.cumsum(counts) - counts
+    for s, c, at, n in zip(starts, counts, np.cumsum(sizes) - sizes, sizes, strict=True):
+        alone = rle.encode_block(FixedWidthBlock(levels[s : s + c].view(np.uint8), 16, int(c)))
+        assert data[at : at + n].tobytes() == alone.tobytes()
+
+
 def test_rle_miniblock_roundtrip_and_truncation():
     rng = np.random.default_rng(RNG_SEED)
     vals = np.repeat(rng.integers(-5, 5, 60), rng.integers(1, 700, 60)).astype("<i4")

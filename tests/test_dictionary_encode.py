@@ -250,6 +250,9 @@ def _decision_cases():
     yield "divisor-junk", pa.array(four), "2.2", {"lance-encoding:dict-divisor": "1.5"}, True
     yield "ratio-0.01", pa.array(four), "2.2", {"lance-encoding:dict-size-ratio": "0.01"}, False
     yield "ratio-junk", pa.array(four), "2.2", {"lance-encoding:dict-size-ratio": "abc"}, True
+    # the indices alone: one-byte strings (4 bytes of offset each) never fit, two-byte do
+    yield "str1-3-distinct", pa.array(rng.choice(["N", "O", "R"], 3000)), "2.2", None, False
+    yield "str2-3-distinct", pa.array(rng.choice(["NN", "OO", "RR"], 3000)), "2.2", None, True
     yield "99-values", pa.array(rng.choice(["a", "bb"], 99)), "2.2", None, False
     yield "100-values", pa.array(rng.choice(["a", "bb"], 100)), "2.2", None, True
     # sample traps: only the sampled positions (first 128 of 32 blocks of 512) vary

@@ -605,18 +605,14 @@ def compress_levels(
     width = int(levels.max()).bit_length() if n else 0
     if n < TINY_LEVELS or width == 0:
         return flat_enc(16), levels.view(np.uint8), chunk_levels * 2
-    starts = np.cumsum(chunk_levels) - chunk_levels
     if version >= LanceFileVersion.V2_2:
         # block RLE when it beats bitpacking (long runs of the same level)
         block = FixedWidthBlock(levels.view(np.uint8), 16, n)
         runs = run_count(block)
         if runs * 3 + 8 * len(chunk_levels) < n * width // 8:
-            parts = [
-                rle.encode_block(FixedWidthBlock(levels[s : s + c].view(np.uint8), 16, c))
-                for s, c in zip(starts.tolist(), chunk_levels.tolist(), strict=True)
-            ]
+            data, sizes = rle.encode_blocks(block, chunk_levels)
             enc = pb.CompressiveEncoding(rle=pb.Rle(values=flat_enc(16), run_lengths=flat_enc(8)))
-            return enc, _join(parts), np.array([len(p) for p in parts], dtype=np.int64)
+            return enc, data, sizes
     data, sizes = bitpacking.encode_out_of_line_chunks(levels, chunk_levels, width, 16)
     enc = pb.CompressiveEncoding(
         out_of_line_bitpacking=pb.OutOfLineBitpacking(
@@ -624,12 +620,6 @@ def compress_levels(
         )
     )
     return enc, data, sizes
-
-
-def _join(parts: list[np.ndarray]) -> np.ndarray:
-    if not parts:
-        return np.zeros(0, dtype=np.uint8)
-    return np.concatenate([np.asarray(p, dtype=np.uint8) for p in parts])
 
 
 __all__ = [

@@ -14,6 +14,8 @@ the snapshot under ``/work/.mirror`` is older and uses a HyperLogLog cardinality
 4. A size budget: ``int(raw_size * dict-size-ratio)`` (ratio 0.8), where the raw size is the
    value bytes (plus the offsets for variable width) and the encoded size is the items, four
    bytes per index, plus the items' offsets for variable width.
+   No dictionary can fit when one item and the indices already exceed it, so such a
+   page is ruled out before any hashing (the exact encode would abandon it).
 5. A cheap gate on a deterministic sample (32 blocks of consecutive values, up to 4096 in
    all, only when at least 1024 are sampled): skip the page when the sample is at least 98%
    distinct, or when ``ceil(sample_ratio * num_values)`` exceeds the item budget.
@@ -137,6 +139,10 @@ def dictionary_budget(
     if size == 0:
         return None
     max_encoded = 0 if math.isnan(ratio) else int(size * ratio)  # Rust `as u64` truncation
+    if encoded_size(block, 1, 0) > max_encoded:
+        # the indices alone pass the size budget (short strings: one-byte flags cost 4 bytes
+        # of offsets and 4 of index), so the exact encode would be abandoned
+        return None
     sample_ratio = _sample_unique_ratio(block)
     if sample_ratio is not None:
         if sample_ratio >= SAMPLE_UNIQUE_RATIO:
@@ -281,7 +287,8 @@ def encode(block: Block) -> tuple[np.ndarray, Block]:
         encoded = pc.dictionary_encode(_to_arrow(block))
     else:
         raise UnsupportedError(f"dictionary encoding of a {type(block).__name__}")
-    indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.uint32)
+    # int32 keys from Arrow, never negative: the same bytes as uint32, without a copy
+    indices = encoded.indices.to_numpy(zero_copy_only=False).view(np.uint32)
     return indices, _from_arrow(encoded.dictionary, block)
 
 

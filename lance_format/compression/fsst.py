@@ -222,13 +222,11 @@ _MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtyp
 
 def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> VariableWidthBlock:
     """Greedy longest-match parse and encoding of every string, compiled."""
-    padded = np.zeros(len(data) + MAX_SYMBOL_LEN, dtype=np.uint8)  # 8-byte loads at the end
-    padded[: len(data)] = data
     out = np.empty(2 * len(data), dtype=np.uint8)  # at worst every byte is escaped
     new_offsets = np.empty(len(offsets), dtype=np.int64)
     m = matcher
     total = _parse(
-        readonly(padded),
+        readonly(np.ascontiguousarray(data, dtype=np.uint8)),
         readonly(np.ascontiguousarray(offsets, dtype=np.int64)),
         readonly(m.single),
         readonly(m.pair),
@@ -251,8 +249,9 @@ def _parse(
     data, offsets, single, pair, bucket, long_val, long_len, long_code, masks, out_offsets, out
 ):  # pragma: no cover - compiled
     """At each position, the longest symbol that matches within the string (the next 8
-    bytes read as one little-endian word); a byte no symbol covers is written as the
-    escape 255 and the byte.  Returns the encoded size."""
+    bytes read as one little-endian word, fewer at the end of the data, so the input needs
+    no padded copy); a byte no symbol covers is written as the escape 255 and the byte.
+    Returns the encoded size."""
     o = 0
     out_offsets[0] = 0
     for s in range(len(offsets) - 1):
@@ -263,8 +262,12 @@ def _parse(
             size = 1
             if room >= 2:
                 word = np.uint64(0)
-                for k in range(8):
-                    word |= np.uint64(data[i + k]) << np.uint64(8 * k)
+                if i + 8 <= len(data):  # the usual case, kept a fixed-length loop
+                    for k in range(8):
+                        word |= np.uint64(data[i + k]) << np.uint64(8 * k)
+                else:
+                    for k in range(len(data) - i):
+                        word |= np.uint64(data[i + k]) << np.uint64(8 * k)
                 p = np.int64(word & np.uint64(0xFFFF))
                 for k in range(bucket[p], bucket[p + 1]):
                     n = long_len[k]

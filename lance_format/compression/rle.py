@@ -158,8 +158,7 @@ def encode_runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(rows)
     if n == 0:
         return rows[:0], np.zeros(0, dtype=np.uint8)
-    change = np.ones(n, dtype=bool)
-    change[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    change = _changes(rows)
     starts = np.flatnonzero(change)
     lengths = np.diff(np.append(starts, n))
     pieces = -(-lengths // MAX_RUN)
@@ -174,16 +173,23 @@ def _rows(block: FixedWidthBlock) -> np.ndarray:
     return np.asarray(block.data[: block.num_values * width]).reshape(-1, width)
 
 
+def _changes(rows: np.ndarray) -> np.ndarray:
+    """Where each row differs from the one before (the first row always counts)."""
+    n, width = rows.shape
+    change = np.ones(n, dtype=bool)
+    if n > 1 and width in (1, 2, 4, 8):  # compare whole values, not byte columns
+        vals = np.ascontiguousarray(rows).view(f"<u{width}").reshape(-1)
+        np.not_equal(vals[1:], vals[:-1], out=change[1:])
+    elif n > 1:
+        change[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    return change
+
+
 def _run_bounds(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start of every run of equal rows, and the cumulative number of 255-value pieces of
     the runs before it (``n_runs + 1`` entries), computed once per page."""
     n, width = rows.shape
-    change = np.ones(n, dtype=bool)
-    if width in (1, 2, 4, 8):  # compare whole values, not byte columns
-        vals = np.ascontiguousarray(rows).view(f"<u{width}").reshape(-1)
-        np.not_equal(vals[1:], vals[:-1], out=change[1:])
-    else:
-        change[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    change = _changes(rows)
     starts = np.flatnonzero(change)
     lengths = np.diff(np.append(starts, n))
     pieces = np.zeros(len(starts) + 1, dtype=np.int64)
@@ -260,9 +266,9 @@ def encode_chunks(
     counts = np.asarray(counts, dtype=np.int64)
     n = len(rows)
     chunk_of = np.repeat(np.arange(len(counts)), counts)
-    change = np.ones(n, dtype=bool)
+    change = _changes(rows)
     if n:
-        change[1:] = (rows[1:] != rows[:-1]).any(axis=1) | (chunk_of[1:] != chunk_of[:-1])
+        change[1:] |= chunk_of[1:] != chunk_of[:-1]
     starts = np.flatnonzero(change)
     lengths = np.diff(np.append(starts, n))
     pieces = -(-lengths // MAX_RUN)
@@ -281,3 +287,30 @@ def encode_block(block: FixedWidthBlock) -> np.ndarray:
     vbytes = run_vals.reshape(-1)
     prefix = np.array([len(vbytes)], dtype="<u8").view(np.uint8)
     return np.concatenate([prefix, vbytes, run_lens])
+
+
+def encode_blocks(block: FixedWidthBlock, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 2.2 block form of each run of ``counts[i]`` values, back to back, in one pass
+    (a page's levels have one block per chunk: a Python loop per chunk cost more than the
+    encoding).  Returns ``(bytes, size of each block)``; each block is what
+    :func:`encode_block` makes of its values."""
+    counts = np.asarray(counts, dtype=np.int64)
+    width = _bytes_per_value(block.bits_per_value)
+    values, run_lens, value_bytes, runs = encode_chunks(block, counts)
+    sizes = 8 + value_bytes + runs
+    ends = np.cumsum(sizes)
+    base = ends - sizes
+    out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
+    if len(sizes) == 0:
+        return out, sizes
+    # u64 prefix: the bytes of run values in the block
+    prefix = np.ascontiguousarray(value_bytes, dtype="<u8").view(np.uint8).reshape(-1, 8)
+    out[base[:, None] + np.arange(8)] = prefix
+    # value bytes of run r go after its block's prefix; run lengths after its values
+    run_block = np.repeat(np.arange(len(runs)), runs)
+    run_first = np.cumsum(runs) - runs  # first run of each block
+    rank = np.arange(len(run_block)) - run_first[run_block]
+    value_at = base[run_block] + 8 + rank * width
+    out[(value_at[:, None] + np.arange(width)).reshape(-1)] = values
+    out[base[run_block] + 8 + value_bytes[run_block] + rank] = run_lens
+    return out, sizes

@@ -215,7 +215,8 @@ def write_fragments(
     reader = to_reader(data, arrow_schema)
     if blob_v2:
         reader = blob_leaves(reader, arrow_schema)
-    if check_schema(arrow_schema, reader.schema):
+    cast = check_schema(arrow_schema, reader.schema)
+    if cast:
         target = pa.schema(
             [
                 f if json_compatible(e.type, f) else f.with_type(e.type)
@@ -280,7 +281,8 @@ def write_fragments(
                 take = min(batch.num_rows - pos, max_rows_per_file - rows)
                 if max_bytes_per_file is not None:  # look at the size every few rows
                     take = min(take, BYTES_CHECK_ROWS)
-                writer.write_batch(batch.slice(pos, take))
+                # batches that were cast were validated in full before the cast
+                writer._write_batch(batch.slice(pos, take), arrays_checked=cast)
                 pos += take
                 rows += take
                 if rows == max_rows_per_file or (
