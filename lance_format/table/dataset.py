@@ -828,24 +828,27 @@ class Dataset:
         fields = scanner.fields
         if not groups:
             return scanner.schema.empty_table()
+        def read(frag: Fragment, offsets: np.ndarray) -> pa.Table:
+            table = frag.read(fields, offsets)
+            for meta in scanner.projection_meta:  # system columns asked for by name
+                values = pa.array(scanner.meta_column(frag, meta, offsets))
+                if table.num_columns:
+                    table = table.append_column(meta, values)
+                else:
+                    table = pa.table({meta: values})
+            return table
+
         parts, positions = [], []
         for i, where, offsets in groups:
             frag = self._fragments[i]
             if len(offsets) < 2 or (offsets[1:] > offsets[:-1]).all():
                 # ascending and unique (point lookups, sorted takes): read as asked
-                parts.append(frag.read(fields, offsets))
+                parts.append(read(frag, offsets))
                 positions.append(where)
                 continue
             order = np.argsort(offsets, kind="stable")
             uniq, inverse = np.unique(offsets[order], return_inverse=True)
-            table = frag.read(fields, uniq)
-            for meta in scanner.projection_meta:  # system columns asked for by name
-                values = pa.array(scanner.meta_column(frag, meta, uniq))
-                if table.num_columns:
-                    table = table.append_column(meta, values)
-                else:
-                    table = pa.table({meta: values})
-            parts.append(table.take(pa.array(inverse)))
+            parts.append(read(frag, uniq).take(pa.array(inverse)))
             positions.append(where[order])
         table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         where = positions[0] if len(positions) == 1 else np.concatenate(positions)
