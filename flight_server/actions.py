@@ -106,7 +106,10 @@ def describe_dataset(ds) -> dict:
 @action("versions", 'Every version of a dataset with its timestamp ({"dataset"}).')
 def versions(ctx: ServiceContext, body: wire.DatasetBody) -> dict:
     ds = ctx.catalog.open(body.dataset)
-    out = [{"version": v["version"], "timestamp": str(v["timestamp"])} for v in ds.versions()]
+    out = [
+        {"version": v["version"], "timestamp": str(v["timestamp"].astimezone(dt.UTC))}
+        for v in ds.versions()  # naive local times, as pylance's: sent as UTC
+    ]
     return {"dataset": body.dataset, "latest": ds.version, "versions": out}
 
 
@@ -212,10 +215,10 @@ def create_index(ctx: ServiceContext, body: wire.CreateIndexBody) -> dict:
 def drop_index(ctx: ServiceContext, body: wire.DropIndexBody) -> dict:
     ds = ctx.catalog.open_to_change(body.dataset)
     try:
-        new = ds.drop_index(body.name)
+        ds.drop_index(body.name)  # in place
     except IndexNotFoundError as exc:
         raise NotFound(str(exc)) from None
-    return {"dataset": body.dataset, "version": new.version, "dropped": body.name}
+    return {"dataset": body.dataset, "version": ds.version, "dropped": body.name}
 
 
 @action(

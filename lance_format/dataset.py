@@ -17,7 +17,7 @@ from .table.dataset import (
     write_dataset,
     write_fragments,
 )
-from .table.lance_operation import LanceOperation, Transaction
+from .table.lance_operation import Index, IndexFile, LanceOperation, Transaction
 from .table.mutation import MergeInsertBuilder, update_rows
 from .table.scanner import ColumnOrdering, Scanner
 from .table.udf import BatchUDF, batch_udf
@@ -29,6 +29,8 @@ __all__ = [
     "BatchUDF",
     "batch_udf",
     "ColumnOrdering",
+    "Index",
+    "IndexFile",
     "LanceDataset",
     "LanceOperation",
     "LanceScanner",

@@ -58,6 +58,11 @@ class UnsupportedError(LanceError):
     """Valid but not supported here: unknown version, encoding or feature flag."""
 
 
+class NotSupportedError(UnsupportedError, OSError):
+    """A request pylance's API refuses as "Not supported" (an ``OSError`` there), e.g. a
+    batch commit of anything but appends."""
+
+
 class InvalidArgumentError(LanceError, ValueError):
     """The caller asked for something impossible: unknown column, row out of range."""
 

@@ -368,8 +368,12 @@ class LanceFileReader:
             else:
                 arr = build_array(f, results)
             arrays.append(view_as(arr, f.arrow_type))  # the decoders build storage arrays
-        key = tuple((f.id, a.type) for f, a in zip(fields, arrays, strict=True))
-        schema = self._schemas.get(key)
+        key: tuple | None = tuple((f.id, a.type) for f, a in zip(fields, arrays, strict=True))
+        try:
+            hash(key)
+        except TypeError:  # an extension type defined in Python may not be hashable
+            key = None
+        schema = self._schemas.get(key) if key is not None else None
         if schema is None:  # built once per projection: a point lookup cannot afford it
             schema = pa.schema(
                 [
@@ -378,7 +382,7 @@ class LanceFileReader:
                 ],
                 metadata=self.schema.metadata,
             )
-            if len(self._schemas) < 256:
+            if key is not None and len(self._schemas) < 256:
                 self._schemas[key] = schema
         return pa.Table.from_arrays(arrays, schema=schema)
 

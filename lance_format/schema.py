@@ -688,6 +688,15 @@ class LanceSchema:
         md = {k.encode(): v for k, v in self.metadata.items()} or None
         return pa.schema([f.to_arrow() for f in self.fields], metadata=md)
 
+    @classmethod
+    def from_pyarrow(cls, schema: pa.Schema) -> LanceSchema:
+        """pylance's name for :meth:`from_arrow`."""
+        return cls.from_arrow(schema)
+
+    def to_pyarrow(self) -> pa.Schema:
+        """pylance's name for :meth:`to_arrow`."""
+        return self.to_arrow()
+
     def to_dataset_arrow(self) -> pa.Schema:
         """The schema a dataset read returns (see :meth:`LanceField.to_dataset_arrow`)."""
         md = {k.encode(): v for k, v in self.metadata.items()} or None

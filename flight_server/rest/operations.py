@@ -651,10 +651,10 @@ class Operations:
         ds = self._open(ref, to_change=True)
         assert call.index_name is not None  # the route's {index_name}
         try:
-            new = ds.drop_index(call.index_name)
+            ds.drop_index(call.index_name)  # in place
         except IndexNotFoundError as exc:
             raise RestError(ErrorCode.TABLE_INDEX_NOT_FOUND, str(exc)) from None
-        return {"transaction_id": _transaction_id(new)}
+        return {"transaction_id": _transaction_id(ds)}
 
     # -- schema -----------------------------------------------------------------------------
 

@@ -306,7 +306,7 @@ class LocalStore(ObjectStore):
     def outermost_missing(self, path: str) -> str | None:
         """The outermost directory of ``path`` that does not exist yet (None: it exists)."""
         missing = None
-        while not os.path.exists(path):
+        while path and not os.path.exists(path):  # a relative path ends in "", not "/"
             missing, path = path, os.path.dirname(path)
         return missing
 

@@ -213,8 +213,10 @@ def _rows_per_file(group: list[Fragment], target: int) -> int:
 
 
 def _live_rows(ds, group: list[Fragment], batch_size: int) -> Iterator[pa.RecordBatch]:
-    """The group's live rows in order, every column, streamed in batches."""
-    return ds.scanner(fragments=group, batch_size=batch_size).to_batches()
+    """The group's live rows in order, every column (blobs as their bytes, not their
+    descriptors), streamed in batches."""
+    scan = ds.scanner(fragments=group, batch_size=batch_size, blob_handling="all_binary")
+    return scan.to_batches()
 
 
 def _default(value, default):

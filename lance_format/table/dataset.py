@@ -53,7 +53,7 @@ from . import (
     write,
 )
 from .fragment import Fragment
-from .fragment_metadata import as_fragment_pb
+from .fragment_metadata import FragmentMetadata, as_fragment_pb
 from .lance_operation import write_fragments
 from .operations import Append, Delete, Merge, Project, Restore
 from .scanner import (
@@ -272,11 +272,26 @@ class Dataset:
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def versions(self) -> list[dict]:
-        out: list[dict] = []
+        """Every version, as pylance gives them: number, naive local commit time, summary."""
+        return [
+            _version_info(manifest.read_manifest(e.path)) for e in paths.list_versions(self.uri)
+        ]
+
+    def migrate_manifest_paths_v2(self) -> None:
+        """Rename ``{version}.manifest`` files to pylance's V2 names (``u64::MAX -
+        version``, which list newest first), oldest first so the latest stays findable."""
         for entry in paths.list_versions(self.uri):
-            m = manifest.read_manifest(entry.path)
-            out.append({"version": m.version, "timestamp": m.timestamp, "metadata": {}})
-        return out
+            if entry.naming is paths.ManifestNaming.V1:
+                target = paths.manifest_path(self.uri, entry.version, paths.ManifestNaming.V2)
+                storage.rename(entry.path, target)
+
+    def version_refs(self) -> list[dict]:
+        """``{"version": n}`` for every version, without reading the manifests."""
+        return [{"version": e.version} for e in paths.list_versions(self.uri)]
+
+    def get_version(self) -> dict:
+        """The checked-out version as :meth:`versions` lists it (pylance's ``get_version``)."""
+        return _version_info(self.manifest)
 
     def list_indices(self) -> list[dict]:
         """The index segments of this version, as pylance's ``list_indices`` gives them."""
@@ -295,7 +310,8 @@ class Dataset:
         num_bits: int = 8,
     ) -> Dataset:
         """Build an IVF_FLAT or IVF_PQ index over a vector column (see
-        :mod:`lance_format.vector.build`) and commit it; returns the new version."""
+        :mod:`lance_format.vector.build`) and commit it; in place, as pylance (which
+        returns the dataset itself)."""
         version = indices.create_index(
             self,
             column,
@@ -307,11 +323,12 @@ class Dataset:
             num_sub_vectors=num_sub_vectors,
             num_bits=num_bits,
         )
-        return dataset(self.uri, version, cache=self.cache)
+        self._become(dataset(self.uri, version, cache=self.cache))
+        return self
 
-    def drop_index(self, name: str) -> Dataset:
-        """Remove the index ``name`` from the next version."""
-        return dataset(self.uri, indices.drop_index(self, name), cache=self.cache)
+    def drop_index(self, name: str) -> None:
+        """Remove the index ``name`` from the next version (in place, as pylance)."""
+        self._become(dataset(self.uri, indices.drop_index(self, name), cache=self.cache))
 
     def describe_indices(self) -> list[dict]:
         """One description per index name, with pylance 14's fields."""
@@ -418,6 +435,31 @@ class Dataset:
         values, row for row (``reader_schema`` for an iterable of batches).  Committed as a
         Merge."""
         self._become(_add_columns(self, transforms, read_columns, reader_schema, batch_size))
+
+    def merge(self, data_obj, left_on: str, right_on: str | None = None, schema=None) -> None:
+        """pylance's ``merge``: the columns of ``data_obj`` (but its key) joined on
+        ``left_on == right_on`` as new columns, null where no row matches; committed as a
+        Merge, in place."""
+        if not isinstance(data_obj, pa.Table):  # read once: every fragment joins with it
+            data_obj = write.to_reader(data_obj, schema).read_all()
+        new, merged = [], None
+        try:
+            for frag in self.get_fragments():
+                meta, merged = merge_fragment_columns(frag, data_obj, left_on, right_on)
+                new.append(meta)
+        except BaseException:  # nothing is committed: remove the files this call wrote
+            for meta in new:
+                paths.remove(paths.data_file_path(self.uri, meta.files[-1].path), missing_ok=True)
+            raise
+        if merged is None:
+            raise InvalidArgumentError("cannot merge into a dataset without fragments")
+        op = Merge(
+            fragments=[m.to_pb() for m in new],
+            schema=merged.to_protos(),
+            preserves_nullability=True,
+        )
+        committed = commit.commit(self.uri, new_transaction(self.version, op))
+        self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     @property
     def optimize(self) -> _Optimize:
@@ -681,6 +723,8 @@ class Dataset:
         addr = self._row_id_index(ids) if self.stable_row_ids else ids
         return self.take_addresses(addr, columns)
 
+    _take_rows = take_rows  # pylance's name, which its own tests call
+
     def take_addresses(self, addresses, columns: list[str] | None = None) -> pa.Table:
         """Rows by row address (fragment id << 32 | offset), in the order asked."""
         addr = np.asarray(addresses, dtype=np.uint64).reshape(-1)
@@ -784,24 +828,27 @@ class Dataset:
         fields = scanner.fields
         if not groups:
             return scanner.schema.empty_table()
+        def read(frag: Fragment, offsets: np.ndarray) -> pa.Table:
+            table = frag.read(fields, offsets)
+            for meta in scanner.projection_meta:  # system columns asked for by name
+                values = pa.array(scanner.meta_column(frag, meta, offsets))
+                if table.num_columns:
+                    table = table.append_column(meta, values)
+                else:
+                    table = pa.table({meta: values})
+            return table
+
         parts, positions = [], []
         for i, where, offsets in groups:
             frag = self._fragments[i]
             if len(offsets) < 2 or (offsets[1:] > offsets[:-1]).all():
                 # ascending and unique (point lookups, sorted takes): read as asked
-                parts.append(frag.read(fields, offsets))
+                parts.append(read(frag, offsets))
                 positions.append(where)
                 continue
             order = np.argsort(offsets, kind="stable")
             uniq, inverse = np.unique(offsets[order], return_inverse=True)
-            table = frag.read(fields, uniq)
-            for meta in scanner.projection_meta:  # system columns asked for by name
-                values = pa.array(scanner.meta_column(frag, meta, uniq))
-                if table.num_columns:
-                    table = table.append_column(meta, values)
-                else:
-                    table = pa.table({meta: values})
-            parts.append(table.take(pa.array(inverse)))
+            parts.append(read(frag, uniq).take(pa.array(inverse)))
             positions.append(where[order])
         table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         where = positions[0] if len(positions) == 1 else np.concatenate(positions)
@@ -986,6 +1033,17 @@ ADD_COLUMNS_ROWS = 128 * 1024  # rows evaluated per step (bounded memory)
 def _add_columns(
     ds: Dataset, transforms, read_columns=None, reader_schema=None, batch_size=None
 ) -> Dataset:
+    fragments, new_schema = new_column_files(
+        ds, ds.get_fragments(), transforms, read_columns, reader_schema, batch_size
+    )
+    return _commit_new_columns(ds, fragments, new_schema)
+
+
+def new_column_files(
+    ds: Dataset, frags, transforms, read_columns=None, reader_schema=None, batch_size=None
+):
+    """The fragments ``frags`` with the new columns ``transforms`` describes (see
+    :meth:`Dataset.add_columns`) and those columns' schema, nothing committed."""
     names = {f.name for f in ds.lance_schema.fields}
     first_id = _next_field_id(ds)
     if isinstance(transforms, pa.Field) or (
@@ -995,10 +1053,9 @@ def _add_columns(
     ):
         pass  # all-null columns, below
     elif not isinstance(transforms, dict):
-        fragments, new_schema = _add_computed_columns(
-            ds, transforms, read_columns, reader_schema, batch_size, names, first_id
+        return _add_computed_columns(
+            ds, frags, transforms, read_columns, reader_schema, batch_size, names, first_id
         )
-        return _commit_new_columns(ds, fragments, new_schema)
     if isinstance(transforms, dict):
         arrow_schema = ds.schema
         compiled = {}
@@ -1010,10 +1067,7 @@ def _add_columns(
         source = [f for f in ds.lance_schema.fields if f.name in used]
         probe = _evaluate_columns(ds.scanner(columns=used).schema.empty_table(), compiled)
         new_schema = LanceSchema.from_arrow(_constant_nullability(probe.schema, compiled), first_id)
-        fragments = [
-            _write_column_file(ds, frag, source, compiled, new_schema)
-            for frag in ds.get_fragments()
-        ]
+        fragments = [_write_column_file(ds, frag, source, compiled, new_schema) for frag in frags]
     else:
         fields = [transforms] if isinstance(transforms, pa.Field) else list(transforms)
         for f in fields:
@@ -1022,11 +1076,13 @@ def _add_columns(
             if not f.nullable:
                 raise SchemaError(f"an added column without data must be nullable ({f.name!r})")
         new_schema = LanceSchema.from_arrow(pa.schema(fields), first_id=first_id)
-        fragments = [f.pb for f in ds.get_fragments()]
-    return _commit_new_columns(ds, fragments, new_schema)
+        fragments = [f.pb for f in frags]
+    return fragments, new_schema
 
 
-def _add_computed_columns(ds, transforms, read_columns, reader_schema, batch_size, names, first_id):
+def _add_computed_columns(
+    ds, frags, transforms, read_columns, reader_schema, batch_size, names, first_id
+):
     """New data files for columns a UDF computes or a reader-like value holds."""
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
         raise InvalidArgumentError("batch_size must be a positive integer")
@@ -1042,7 +1098,7 @@ def _add_computed_columns(ds, transforms, read_columns, reader_schema, batch_siz
     rows = batch_size or ADD_COLUMNS_ROWS
     fragments = []
     try:
-        for frag in ds.get_fragments():
+        for frag in frags:
             fragments.append(udf.write_values_file(ds, frag, new_schema, values, rows))
         if finish is not None:
             finish()
@@ -1117,6 +1173,46 @@ def _replace_field(fields, path: list[str], name, nullable, full: str) -> list:
     return out
 
 
+def merge_fragment_columns(
+    frag: Fragment, data_obj, left_on: str, right_on: str | None = None, schema=None
+):
+    """:meth:`Fragment.merge`: one new data file with ``data_obj``'s columns (all but
+    ``right_on``) aligned to ``frag``'s rows on ``left_on`` (a column, ``_rowid`` or
+    ``_rowaddr``); the new fragment metadata and the schema with the new columns."""
+    ds = frag.dataset
+    right_on = right_on or left_on
+    right = (
+        data_obj if isinstance(data_obj, pa.Table) else write.to_reader(data_obj, schema).read_all()
+    )
+    if right_on not in right.column_names:
+        raise InvalidArgumentError(f"the data has no column {right_on!r} to merge on")
+    added = [f for f in right.schema if f.name != right_on]
+    names = {f.name for f in ds.lance_schema.fields}
+    for f in added:
+        if f.name in names:
+            raise SchemaError(f"column {f.name!r} already exists")
+    new_schema = LanceSchema.from_arrow(pa.schema(added), _next_field_id(ds))
+    system = {ROW_ID: "with_row_id", ROW_ADDRESS: "with_row_address"}
+    if left_on in system:
+        keys = frag.to_table(columns=[], **{system[left_on]: True}).column(left_on)
+    else:
+        keys = frag.to_table(columns=[left_on]).column(left_on)
+    right_keys = right.column(right_on).cast(keys.type)
+    values_table = right.select([f.name for f in added])
+    live = frag.live_offsets
+
+    def values(_frag: Fragment, offsets: np.ndarray) -> pa.Table:
+        at = np.searchsorted(live, offsets)
+        found = pc.index_in(keys.take(pa.array(at)), value_set=right_keys)
+        return values_table.take(found)
+
+    out = udf.write_values_file(ds, frag, new_schema, values, ADD_COLUMNS_ROWS)
+    merged = LanceSchema(
+        list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
+    )
+    return FragmentMetadata.from_pb(out), merged
+
+
 def _next_field_id(ds: Dataset) -> int:
     """Field ids are never reused: after every id in the schema and in any data file."""
     ids = [f.id for f in ds.lance_schema.walk()]
@@ -1183,3 +1279,7 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
         file_size_bytes=size,
     )
     return out
+
+
+def _version_info(m: manifest.Manifest) -> dict:
+    return {"version": m.version, "timestamp": m.local_timestamp, "metadata": m.summary()}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -63,17 +63,35 @@ class _Source:
     name: str  # the field's name inside that data file
 
 
+def _of_dataset(ds: Any, fragment_id: Any, fragment: Any) -> tuple:
+    """What a Fragment needs, for fragment ``fragment_id`` (or the one ``fragment``
+    describes) of the dataset ``ds``."""
+    if fragment is not None:
+        fragment_id = getattr(fragment, "fragment_id", getattr(fragment, "id", None))
+    if fragment_id is None:
+        raise InvalidArgumentError("Either fragment or fragment_id must be specified")
+    found = ds.get_fragment(int(fragment_id))
+    if found is None:
+        raise InvalidArgumentError(f"Fragment id does not exist: {fragment_id}")
+    return found.root, found.pb, found.lance_schema, found.cache, ds
+
+
 class Fragment:
     """One fragment of one dataset version (pylance's ``LanceFragment``)."""
 
     def __init__(
         self,
-        root: str,
-        pb: table_pb2.DataFragment,
-        schema: LanceSchema,
+        root: Any,
+        pb: Any = None,
+        schema: LanceSchema | None = None,
         cache: SearchCache | None = None,
         dataset: Dataset | None = None,
+        *,
+        fragment: Any = None,
     ):
+        if not isinstance(root, str):  # pylance's form: LanceFragment(dataset, fragment_id)
+            root, pb, schema, cache, dataset = _of_dataset(root, pb, fragment)
+        assert isinstance(pb, table_pb2.DataFragment) and schema is not None
         self.root = root
         self.pb = pb
         self.lance_schema = schema
@@ -120,6 +138,30 @@ class Fragment:
 
     def to_batches(self, columns=None, filter=None, **options):
         return self.scanner(columns=columns, filter=filter, **options).to_batches()
+
+    def merge(self, data_obj, left_on: str, right_on: str | None = None, schema=None):
+        """pylance's ``LanceFragment.merge``: the columns of ``data_obj`` (but its key) as a
+        new data file of this fragment, row ``left_on == right_on``, null where no row
+        matches; the uncommitted FragmentMetadata and the dataset schema with the new
+        columns, for ``LanceOperation.Merge``."""
+        from .dataset import merge_fragment_columns  # the dataset layer depends on this one
+
+        return merge_fragment_columns(self, data_obj, left_on, right_on or left_on, schema)
+
+    def merge_columns(
+        self, value_func, columns=None, batch_size=None, reader_schema=None
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """pylance's ``LanceFragment.merge_columns``: ``add_columns`` for this fragment
+        alone, uncommitted; the new fragment metadata and the schema with the new columns
+        (for ``LanceOperation.Merge`` or ``Overwrite``)."""
+        from .dataset import new_column_files  # the dataset layer depends on this one
+
+        ds = self.dataset
+        (pb,), added = new_column_files(ds, [self], value_func, columns, reader_schema, batch_size)
+        schema = LanceSchema(
+            list(ds.lance_schema.fields) + list(added.fields), dict(ds.lance_schema.metadata)
+        )
+        return FragmentMetadata.from_pb(pb), schema
 
     def head(self, num_rows: int) -> pa.Table:
         return self.to_table(limit=num_rows)

@@ -12,16 +12,25 @@ a concurrent change to the same fragment is a retryable conflict rather than a m
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import uuid as uuidlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyroaring
 
 from .. import storage
-from ..errors import InvalidArgumentError, ObjectNotFoundError, UnsupportedError
+from ..errors import (
+    InvalidArgumentError,
+    InvalidDataError,
+    NotSupportedError,
+    ObjectNotFoundError,
+    UnsupportedError,
+)
 from ..pb import table_pb2
 from ..schema import LanceSchema
 from ..version import DEFAULT_VERSION, writable
@@ -78,6 +87,83 @@ def _lance_schema(schema: Any, target: _Target) -> LanceSchema:
             fields.append(new)
     metadata = {k.decode(): v for k, v in (schema.metadata or {}).items()}
     return LanceSchema(fields, metadata)
+
+
+@dataclass
+class IndexFile:
+    """pylance's ``IndexFile``: one file of an index segment and its size."""
+
+    path: str
+    size_bytes: int
+
+
+@dataclass
+class Index:
+    """pylance's ``Index``: one index segment as ``LanceOperation.CreateIndex`` takes it
+    (the manifest's ``IndexMetadata`` with Python types)."""
+
+    uuid: str
+    name: str
+    fields: list[int]
+    dataset_version: int
+    fragment_ids: Any  # a set or list of fragment ids (pylance: a Bitmap)
+    index_version: int
+    created_at: dt.datetime | None = None
+    base_id: int | None = None
+    files: list[IndexFile] | None = None
+    index_details: tuple[str, bytes] | None = None
+    covering_fields: list[int] = field(default_factory=list)
+
+    def to_pb(self) -> table_pb2.IndexMetadata:
+        pb = table_pb2.IndexMetadata(
+            uuid=table_pb2.UUID(uuid=uuidlib.UUID(str(self.uuid)).bytes),
+            fields=[int(f) for f in self.fields],
+            name=self.name,
+            dataset_version=int(self.dataset_version),
+            fragment_bitmap=pyroaring.BitMap(int(i) for i in self.fragment_ids).serialize(),
+            index_version=int(self.index_version),
+            covering_fields=[int(f) for f in self.covering_fields],
+        )
+        if self.created_at is not None:
+            pb.created_at = int(self.created_at.timestamp() * 1000)
+        if self.base_id is not None:
+            pb.base_id = int(self.base_id)
+        for f in self.files or []:
+            pb.files.add(path=f.path, size_bytes=int(f.size_bytes))
+        if self.index_details is not None:
+            pb.index_details.type_url, pb.index_details.value = self.index_details
+        return pb
+
+    @classmethod
+    def from_pb(cls, pb: table_pb2.IndexMetadata) -> Index:
+        created = pb.created_at if pb.HasField("created_at") else None
+        details = pb.index_details
+        return cls(
+            uuid=str(uuidlib.UUID(bytes=pb.uuid.uuid)),
+            name=pb.name,
+            fields=list(pb.fields),
+            dataset_version=int(pb.dataset_version),
+            fragment_ids=set(pyroaring.BitMap.deserialize(pb.fragment_bitmap))
+            if pb.fragment_bitmap
+            else set(),
+            index_version=int(pb.index_version),
+            created_at=None if created is None else dt.datetime.fromtimestamp(created / 1000),
+            base_id=int(pb.base_id) if pb.HasField("base_id") else None,
+            files=[IndexFile(f.path, int(f.size_bytes)) for f in pb.files] or None,
+            index_details=(details.type_url, details.value)
+            if pb.HasField("index_details")
+            else None,
+            covering_fields=list(pb.covering_fields),
+        )
+
+
+def _index_pb(index: Any) -> table_pb2.IndexMetadata:
+    """An index segment given as pylance's ``Index`` (or as the protobuf itself)."""
+    if isinstance(index, table_pb2.IndexMetadata):
+        return index
+    if isinstance(index, Index):
+        return index.to_pb()
+    raise TypeError(f"indices must be lance.dataset.Index objects, got {type(index)}")
 
 
 class LanceOperation:
@@ -310,21 +396,79 @@ class LanceOperation:
 
     @dataclass
     class CreateIndex(BaseOperation):
-        """Index segments added and removed (as ``IndexMetadata`` protobufs)."""
+        """Index segments added and removed (pylance's ``Index`` objects)."""
 
-        new_indices: list[table_pb2.IndexMetadata]
-        removed_indices: list[table_pb2.IndexMetadata]
+        new_indices: list[Index]
+        removed_indices: list[Index]
 
         @classmethod
         def _from_operation(cls, op: Any) -> LanceOperation.CreateIndex:
-            return cls(list(op.new_indices), list(op.removed_indices))
+            return cls(
+                [Index.from_pb(i) for i in op.new_indices],
+                [Index.from_pb(i) for i in op.removed_indices],
+            )
 
         def _to_operation(self, target: _Target) -> operations.Operation:
-            for i in [*self.new_indices, *self.removed_indices]:
-                if not isinstance(i, table_pb2.IndexMetadata):
-                    raise UnsupportedError("indices must be given as IndexMetadata protobufs")
             return operations.CreateIndex(
-                new_indices=list(self.new_indices), removed_indices=list(self.removed_indices)
+                new_indices=[_index_pb(i) for i in self.new_indices],
+                removed_indices=[_index_pb(i) for i in self.removed_indices],
+            )
+
+    @dataclass
+    class UpdateMap:
+        """Changes to a string map: ``updates`` set keys (None removes one), or with
+        ``replace`` become the whole map."""
+
+        updates: dict[str, str | None]
+        replace: bool = False
+
+        def _to_map(self) -> operations.UpdateMap:
+            return operations.UpdateMap(list(self.updates.items()), bool(self.replace))
+
+        @classmethod
+        def _from_map(cls, m: operations.UpdateMap | None) -> LanceOperation.UpdateMap | None:
+            return None if m is None else cls(dict(m.entries), m.replace)
+
+    @dataclass
+    class UpdateConfig(BaseOperation):
+        """Config, table-metadata, schema-metadata or per-field (by field id) metadata
+        changes, each a ``LanceOperation.UpdateMap``."""
+
+        config_updates: LanceOperation.UpdateMap | None = None
+        table_metadata_updates: LanceOperation.UpdateMap | None = None
+        schema_metadata_updates: LanceOperation.UpdateMap | None = None
+        field_metadata_updates: dict[int, LanceOperation.UpdateMap] | None = None
+
+        @staticmethod
+        def _map(m: operations.UpdateMap) -> LanceOperation.UpdateMap:
+            return LanceOperation.UpdateMap(dict(m.entries), m.replace)
+
+        @classmethod
+        def _from_operation(cls, op: Any) -> LanceOperation.UpdateConfig:
+            op = op.normalized()
+            conv = LanceOperation.UpdateMap._from_map
+            return cls(
+                conv(op.config_updates),
+                conv(op.table_metadata_updates),
+                conv(op.schema_metadata_updates),
+                {k: cls._map(v) for k, v in op.field_metadata_updates.items()} or None,
+            )
+
+        def _to_operation(self, target: _Target) -> operations.Operation:
+            def conv(m: Any) -> operations.UpdateMap | None:
+                if m is None:
+                    return None
+                if not isinstance(m, LanceOperation.UpdateMap):
+                    raise TypeError(f"expected a LanceOperation.UpdateMap, got {type(m)}")
+                return m._to_map()
+
+            return operations.UpdateConfig(
+                config_updates=conv(self.config_updates),
+                table_metadata_updates=conv(self.table_metadata_updates),
+                schema_metadata_updates=conv(self.schema_metadata_updates),
+                field_metadata_updates={
+                    int(k): v._to_map() for k, v in (self.field_metadata_updates or {}).items()
+                },
             )
 
     @dataclass
@@ -370,6 +514,7 @@ _BY_KIND: dict[type, Any] = {
     operations.Rewrite: LanceOperation.Rewrite,
     operations.CreateIndex: LanceOperation.CreateIndex,
     operations.DataReplacement: LanceOperation.DataReplacement,
+    operations.UpdateConfig: LanceOperation.UpdateConfig,
 }
 
 
@@ -512,7 +657,7 @@ def commit_batch(
         if not isinstance(t, Transaction):
             raise TypeError(f"transactions must be Transaction objects, got {type(t)}")
         if not isinstance(t.operation, LanceOperation.Append):
-            raise UnsupportedError("only append transactions are supported in batch commits")
+            raise NotSupportedError("only append transactions are supported in batch commits")
         appended.extend(t.operation.fragments)
     merged = Transaction(
         read_version=min(t.read_version for t in transactions),
@@ -598,6 +743,8 @@ def create_fragment(
     if progress is not None:
         raise UnsupportedError("progress callbacks are not supported")
     reader = write.to_reader(data, schema)
+    if not reader.schema.names:
+        raise InvalidDataError("cannot write with an empty schema")
     frags = write_fragments(
         reader,
         dataset_uri,
@@ -608,7 +755,7 @@ def create_fragment(
     )
     assert isinstance(frags, list)  # no return_transaction: the fragments themselves
     if len(frags) != 1:
-        raise InvalidArgumentError("cannot create a fragment without rows")
+        raise InvalidDataError("cannot create a fragment without rows")
     (frag,) = frags
     frag.id = int(fragment_id or 0)
     return frag
@@ -625,6 +772,8 @@ def _file_version(op: operations.Overwrite) -> str | None:
 
 
 __all__ = [
+    "Index",
+    "IndexFile",
     "LANCE_COMMIT_MESSAGE_KEY",
     "LanceOperation",
     "Transaction",

@@ -82,6 +82,35 @@ class Manifest:
         return epoch + dt.timedelta(microseconds=ns // 1000)
 
     @property
+    def local_timestamp(self) -> dt.datetime | None:
+        """Commit time as pylance's ``versions()`` gives it: a naive datetime in local time."""
+        ns = self.timestamp_ns
+        if ns is None:
+            return None
+        return dt.datetime.fromtimestamp(ns // 1_000_000_000) + dt.timedelta(
+            microseconds=(ns % 1_000_000_000) // 1000
+        )
+
+    def summary(self) -> dict[str, str]:
+        """pylance's version summary (``versions()``/``get_version()`` ``metadata``): counts
+        of fragments, files and rows, from the manifest alone."""
+        frags = self.pb.fragments
+        data_rows = sum(f.physical_rows for f in frags)
+        deleted = sum(
+            f.deletion_file.num_deleted_rows for f in frags if f.HasField("deletion_file")
+        )
+        counts = {
+            "total_data_file_rows": data_rows,
+            "total_data_files": sum(len(f.files) for f in frags),
+            "total_deletion_file_rows": deleted,
+            "total_deletion_files": sum(1 for f in frags if f.HasField("deletion_file")),
+            "total_files_size": sum(d.file_size_bytes for f in frags for d in f.files),
+            "total_fragments": len(frags),
+            "total_rows": data_rows - deleted,
+        }
+        return {k: str(v) for k, v in counts.items()}
+
+    @property
     def tag(self) -> str:
         return self.pb.tag
 

@@ -834,6 +834,18 @@ class Project(Operation):
 
     def apply(self, change: ManifestChange) -> None:
         _set_fields(change.manifest, self.schema)
+        # as pylance: a data file left with none of the schema's fields is no longer listed
+        kept = {f.id for f in self.schema}
+        for frag in change.manifest.fragments:
+            files = [d for d in frag.files if any(i in kept for i in d.fields)]
+            if len(files) != len(frag.files):
+                del frag.files[:]
+                frag.files.extend(files)
+        # and an index over a dropped column goes with it
+        section = change.index_section
+        if section is not None and any(not kept.issuperset(m.fields) for m in section.indices):
+            indices = [m for m in section.indices if kept.issuperset(m.fields)]
+            change.index_section = table_pb2.IndexSection(indices=indices)
 
     def check(self, ctx: CheckContext, theirs: Operation) -> Verdict:
         """``check_project_txn``: fine unless the schema changed under us."""

@@ -92,7 +92,9 @@ class Scanner:
                 )
         for name, value in (("limit", options.limit), ("offset", options.offset)):
             if value is not None and (not isinstance(value, int) or value < 0):
-                raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")
+                raise InvalidArgumentError(  # pylance's wording
+                    f"{name.capitalize()} must be non-negative (an integer), got {value!r}"
+                )
         arrow_schema = schema.to_dataset_arrow()
         # filters and projections may name the row id and address (``_rowid IN (...)``)
         # as pylance allows

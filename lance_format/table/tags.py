@@ -232,6 +232,21 @@ def update_tag(root: str, name: str, version: int) -> TagContents:
     return _decode(name, _encode(contents), path)
 
 
+def replace_tag_metadata(root: str, name: str, metadata: Mapping[str, str]) -> TagContents:
+    """Replace a tag's whole metadata map; its reference and ``updatedAt`` stay, as pylance
+    keeps them."""
+    read_tag(root, name)  # TagNotFoundError when missing, CorruptFileError when unreadable
+    if not isinstance(metadata, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise InvalidArgumentError("tag metadata must be a dict of str to str")
+    path = paths.tag_path(root, name)
+    contents = json.loads(paths.read_bytes(path))
+    contents["metadata"] = dict(metadata)
+    paths.write_atomic(path, _encode(contents))
+    return _decode(name, _encode(contents), path)
+
+
 def _to_ns(t: dt.datetime) -> int:
     delta = t - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
@@ -304,3 +319,7 @@ class Tags:
 
     def delete(self, tag: str) -> None:
         delete_tag(self.root, tag)
+
+    def replace_metadata(self, tag: str, metadata: dict[str, str]) -> None:
+        """The tag's metadata becomes ``metadata`` (not merged); nothing else changes."""
+        replace_tag_metadata(self.root, tag, metadata)

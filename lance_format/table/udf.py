@@ -140,7 +140,9 @@ def reader_values(data, reader_schema: pa.Schema | None):
         while have < need:
             batch = pending.pop(0) if pending else next(batches, None)
             if batch is None:
-                raise InvalidDataError("the new columns have fewer rows than the dataset")
+                raise InvalidDataError(
+                    "Stream ended before producing values for all rows in dataset"
+                )
             if have + batch.num_rows > need:
                 pending.insert(0, batch.slice(need - have))
                 batch = batch.slice(0, need - have)
@@ -153,7 +155,7 @@ def reader_values(data, reader_schema: pa.Schema | None):
             b for b in iter(lambda: next(batches, None), None) if b.num_rows
         ][:1]
         if rest:
-            raise InvalidDataError("the new columns have more rows than the dataset")
+            raise InvalidDataError("Stream produced more values than expected for dataset")
 
     return reader.schema, values, finish
 

@@ -111,8 +111,15 @@ def test_writer_killed_during_commits(tmp_path):
     rng = random.Random(7)
     for run in range(3):
         p = ctx.Process(target=_committing_writer, args=(uri, run))
+        before = open_dataset(uri).version
         p.start()
-        time.sleep(2.0 + rng.random() * 1.5)  # the interpreter starts in ~1 s, then commits
+        # kill it mid-stream: once it is committing (its start-up time depends on the load),
+        # at a random moment among its next commits
+        deadline = time.monotonic() + 120
+        while open_dataset(uri).version < before + 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert p.is_alive(), "the writer ended before it could be killed"
+        time.sleep(rng.random() * 0.5)
         os.kill(p.pid, signal.SIGKILL)
         p.join()
         ours = open_dataset(uri)

@@ -184,14 +184,17 @@ def test_describe_drop_and_errors_as_pylance(tmp_path):
         ds.create_index("vec", "IVF_PQ", num_partitions=4, num_sub_vectors=3, name="x")
     with pytest.raises(InvalidArgumentError):
         ds.create_index("id", "IVF_FLAT", num_partitions=4, name="x")
+    old_uuid = ds.list_indices()[0]["uuid"]
     replaced = ds.create_index("vec", "IVF_FLAT", num_partitions=2, name="vi", replace=True)
+    assert replaced is ds  # in place, as pylance
     assert [i["name"] for i in lance.dataset(uri).list_indices()] == ["vi"]
-    assert lance.dataset(uri).list_indices()[0]["uuid"] != ds.list_indices()[0]["uuid"]
-    dropped = replaced.drop_index("vi")
+    assert lance.dataset(uri).list_indices()[0]["uuid"] != old_uuid
+    assert ds.list_indices()[0]["uuid"] == lance.dataset(uri).list_indices()[0]["uuid"]
+    assert ds.drop_index("vi") is None  # in place, as pylance
     assert lance.dataset(uri).list_indices() == []
-    assert dropped.list_indices() == []
+    assert ds.list_indices() == []
     with pytest.raises(IndexNotFoundError):
-        dropped.drop_index("vi")
+        ds.drop_index("vi")
     # pylance still reads every row and can index again after our drop
     assert lance.dataset(uri).count_rows() == N
     lance.dataset(uri).create_index("vec", "IVF_FLAT", num_partitions=2, name="vi")
