@@ -16,8 +16,7 @@ import uuid
 import pandas as pd
 import pyarrow as pa
 import pytest
-
-from tests.test_pylance_api import LIBS, both, same_errors
+from test_pylance_api import LIBS, both, same_errors
 
 
 def _sub(lib, name):
