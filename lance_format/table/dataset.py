@@ -828,6 +828,7 @@ class Dataset:
         fields = scanner.fields
         if not groups:
             return scanner.schema.empty_table()
+
         def read(frag: Fragment, offsets: np.ndarray) -> pa.Table:
             table = frag.read(fields, offsets)
             for meta in scanner.projection_meta:  # system columns asked for by name
