@@ -1251,7 +1251,6 @@ def _rows_without_columns(n: int) -> pa.Table:
 def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema: LanceSchema):
     """One new data file holding the computed columns for every physical row of ``frag``."""
     version = writable(ds.data_storage_version, "add columns to a dataset of")
-    major, minor = version.numbers
     name = paths.new_data_file_name()
     path = paths.data_file_path(ds.uri, name)
     arrow_schema = new_schema.to_dataset_arrow()
@@ -1268,18 +1267,7 @@ def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema
     except BaseException:
         writer.abort()
         raise
-    leaf_ids = write.column_field_ids(new_schema.fields, version)
-    out = type(frag.pb)()
-    out.CopyFrom(frag.pb)
-    out.files.add(
-        path=name,
-        fields=leaf_ids,
-        column_indices=list(range(len(leaf_ids))),
-        file_major_version=major,
-        file_minor_version=minor,
-        file_size_bytes=size,
-    )
-    return out
+    return write.with_data_file(frag.pb, name, new_schema.fields, version, size)
 
 
 def _version_info(m: manifest.Manifest) -> dict:

@@ -165,7 +165,6 @@ def write_values_file(ds, frag: Fragment, new_schema: LanceSchema, values, rows:
     values of its live rows (``values(frag, offsets)``), deleted slots filled with a live
     row's value."""
     version = writable(ds.data_storage_version, "add columns to a dataset of")
-    major, minor = version.numbers
     name = paths.new_data_file_name()
     path = paths.data_file_path(ds.uri, name)
     arrow_schema = new_schema.to_dataset_arrow()
@@ -191,15 +190,4 @@ def write_values_file(ds, frag: Fragment, new_schema: LanceSchema, values, rows:
     except BaseException:
         writer.abort()
         raise
-    leaf_ids = write.column_field_ids(new_schema.fields, version)
-    out = type(frag.pb)()
-    out.CopyFrom(frag.pb)
-    out.files.add(
-        path=name,
-        fields=leaf_ids,
-        column_indices=list(range(len(leaf_ids))),
-        file_major_version=major,
-        file_minor_version=minor,
-        file_size_bytes=size,
-    )
-    return out
+    return write.with_data_file(frag.pb, name, new_schema.fields, version, size)

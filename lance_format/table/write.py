@@ -359,6 +359,30 @@ def remove_fragment_files(root: str, fragments) -> None:
             paths.remove(paths.data_file_path(root, f.path), missing_ok=True)
 
 
+def with_data_file(
+    fragment: table_pb2.DataFragment,
+    name: str,
+    fields: list,
+    version: LanceFileVersion,
+    size: int,
+) -> table_pb2.DataFragment:
+    """A copy of ``fragment`` with one more data file, ``name``, holding the columns of
+    ``fields`` (how new columns join existing rows: add_columns, UDF and value columns)."""
+    leaf_ids = column_field_ids(fields, version)
+    major, minor = version.numbers
+    out = table_pb2.DataFragment()
+    out.CopyFrom(fragment)
+    out.files.add(
+        path=name,
+        fields=leaf_ids,
+        column_indices=list(range(len(leaf_ids))),
+        file_major_version=major,
+        file_minor_version=minor,
+        file_size_bytes=size,
+    )
+    return out
+
+
 def column_field_ids(fields, version: LanceFileVersion) -> list[int]:
     """The field ids a data file's columns hold, in column order (``DataFile.fields``): the
     leaves in 2.1+, every field (parents too) in 2.0."""
