@@ -59,6 +59,29 @@ def indexed(request, tmp_path_factory) -> str:
     return str(path)
 
 
+def assert_same_neighbours(got: pa.Table, want: pa.Table, candidates: pa.Table | None = None):
+    """The same rows in the same order with the same distances, except which rows tied at
+    the k-th candidate's distance are kept. pylance picks those with an unstable partial
+    selection, which we do not reproduce (we keep the lowest row ids). Such ties are common
+    with IVF_SQ: its distances are integer code distances times one scale. ``candidates``
+    is pylance's search before a filter applied after it (its last row is the k-th
+    candidate); without one, both sides return as many rows."""
+    if candidates is None:
+        assert got.num_rows == want.num_rows
+        candidates = want
+    gd, wd = got["_distance"].to_numpy(), want["_distance"].to_numpy()
+    gi, wi = np.asarray(got["_rowid"].to_pylist()), np.asarray(want["_rowid"].to_pylist())
+    last = candidates["_distance"].to_numpy()[-1:]
+    boundary = float(last[0]) if len(last) else 0.0
+    tol = 2e-5 * abs(boundary) + 1e-5
+    inner_g, inner_w = gd < boundary - tol, wd < boundary - tol
+    assert gi[inner_g].tolist() == wi[inner_w].tolist()
+    np.testing.assert_allclose(gd[inner_g], wd[inner_w], rtol=2e-5, atol=1e-5)
+    # the rest sit at the k-th candidate's distance on both sides
+    np.testing.assert_allclose(gd[~inner_g], boundary, rtol=2e-5, atol=1e-5)
+    np.testing.assert_allclose(wd[~inner_w], boundary, rtol=2e-5, atol=1e-5)
+
+
 def test_index_metadata_matches_pylance_statistics(indexed):
     ds = open_dataset(indexed)
     (meta,) = vector_indices(ds, "vec")
@@ -91,10 +114,9 @@ def test_same_rows_as_pylance_through_the_index(indexed, nprobes, refine_factor,
         }
         want = theirs.to_table(nearest=nearest, with_row_id=True, **kw)
         got = ours.to_table(nearest=nearest, with_row_id=True, **kw)
-        assert got["_rowid"].to_pylist() == want["_rowid"].to_pylist()
-        np.testing.assert_allclose(
-            got["_distance"].to_numpy(), want["_distance"].to_numpy(), rtol=2e-5, atol=1e-5
-        )
+        postfilter = "filter" in kw and not kw.get("prefilter")
+        candidates = theirs.to_table(nearest=nearest, with_row_id=True) if postfilter else None
+        assert_same_neighbours(got, want, candidates)
         exact = theirs.to_table(nearest={**nearest, "use_index": False}, with_row_id=True, **kw)
         approximate += exact["_rowid"].to_pylist() != got["_rowid"].to_pylist()
     if nprobes == 1:
@@ -116,7 +138,7 @@ def test_index_read_through_the_storage_layer(indexed):
     nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 2, "metric": metric}
     want = theirs.to_table(nearest=nearest, with_row_id=True)
     got = ours.to_table(nearest=nearest, with_row_id=True)
-    assert got["_rowid"].to_pylist() == want["_rowid"].to_pylist()
+    assert_same_neighbours(got, want)
 
 
 @pytest.mark.filterwarnings("ignore:The 'list_indices' method is deprecated:DeprecationWarning")
@@ -175,7 +197,4 @@ def test_default_metric_and_fast_search_as_pylance(indexed):
         nearest = {"column": "vec", "q": q, "k": 10, "nprobes": 3}
         want = theirs.to_table(nearest=nearest, with_row_id=True, **kw)
         got = ours.to_table(nearest=nearest, with_row_id=True, **kw)
-        assert got["_rowid"].to_pylist() == want["_rowid"].to_pylist(), kw
-        np.testing.assert_allclose(
-            got["_distance"].to_numpy(), want["_distance"].to_numpy(), rtol=2e-5, atol=1e-5
-        )
+        assert_same_neighbours(got, want)
