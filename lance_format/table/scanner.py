@@ -191,8 +191,13 @@ class Scanner:
     # -- running --------------------------------------------------------------------------
 
     def to_table(self) -> pa.Table:
-        batches = list(self.to_batches())
-        return pa.Table.from_batches(batches, schema=self.schema)
+        if self.orderings:
+            return pa.Table.from_batches(list(self._sorted_batches()), schema=self.schema)
+        # the decoded steps as they are: no cut into batches, no copy
+        parts = list(self._tables(count_only=False))
+        if not parts:
+            return self.schema.empty_table()
+        return pa.concat_tables(parts)
 
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
@@ -227,19 +232,20 @@ class Scanner:
             and not self.options.ranges
         ):
             return sum(f.count_rows() for f in self.fragments)
-        return sum(b.num_rows for b in self._batches(count_only=True))
+        return sum(t.num_rows for t in self._tables(count_only=True))
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         if self.orderings:
             yield from self._sorted_batches()
         else:
-            yield from self._batches(count_only=False)
+            for table in self._tables(count_only=False):
+                yield from _batches_of(table, self.options.batch_size)
 
     def _sorted_batches(self) -> Iterator[pa.RecordBatch]:
         """Every matching row, sorted by the keys, then offset and limit (a sort needs all
         rows before the first one out, as pylance's does)."""
-        parts = list(self._batches(count_only=False, windowed=False))
-        table = pa.Table.from_batches(parts, schema=self._read_schema)
+        parts = list(self._tables(count_only=False, windowed=False))
+        table = pa.concat_tables(parts) if parts else self._read_schema.empty_table()
         keys = []
         for name, order in zip(self._hidden, self.orderings, strict=True):
             values = table.column(name)
@@ -254,7 +260,8 @@ class Scanner:
         out = table.select(self.schema.names).take(indices)
         yield from out.combine_chunks().to_batches(max_chunksize=self.options.batch_size)
 
-    def _batches(self, count_only: bool, windowed: bool = True) -> Iterator[pa.RecordBatch]:
+    def _tables(self, count_only: bool, windowed: bool = True) -> Iterator[pa.Table]:
+        """The scan's rows, one table per decoded step (columns chunked as decoded)."""
         skip = (self.options.offset or 0) if windowed else 0
         remaining = self.options.limit if windowed else None
         if remaining == 0:
@@ -282,10 +289,9 @@ class Scanner:
                     known = known.slice(0, remaining) if known is not None else None
                     remaining -= len(offsets)
                 if count_only:
-                    yield pa.record_batch([pa.nulls(len(offsets))], names=["n"])
+                    yield pa.table({"n": pa.nulls(len(offsets))})
                 else:
-                    table = self._materialise(frag, offsets, start, stop, known)
-                    yield from table.to_batches(max_chunksize=self.options.batch_size)
+                    yield self._materialise(frag, offsets, start, stop, known)
                 if remaining == 0:
                     return
 
@@ -400,7 +406,7 @@ class Scanner:
             if meta not in names:
                 arrays.append(pa.array(self.meta_column(frag, meta, offsets)))
                 names.append(meta)
-        return pa.Table.from_arrays(arrays, schema=self._read_schema).combine_chunks()
+        return pa.Table.from_arrays(arrays, schema=self._read_schema)
 
     def meta_column(self, frag: Fragment, name: str, offsets: np.ndarray) -> np.ndarray:
         """``_rowid`` (stable ids when the dataset has them, else addresses), ``_rowaddr``
@@ -421,6 +427,13 @@ class Scanner:
                 f.fragment_id: int(c) for f, c in zip(self._all_fragments, counts[:-1], strict=True)
             }
         return self._bases[frag.fragment_id]
+
+
+def _batches_of(table: pa.Table, size: int) -> Iterator[pa.RecordBatch]:
+    """``table`` in batches of ``size`` rows (the last may be shorter): zero-copy slices,
+    except that a batch straddling a decoded page of some column is joined into one."""
+    for start in range(0, table.num_rows, size):
+        yield from table.slice(start, size).combine_chunks().to_batches()
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:
