@@ -269,7 +269,11 @@ class Scanner:
         ranges = self.options.ranges or {}
         terms = self.terms
         for frag in self.fragments:
-            step = self._step(frag)
+            # a filtered scan reads its filter's columns in steps sized by their bytes, and
+            # the projected columns of the matching rows in parts sized by theirs
+            fields = self.fields + [f for f in self.filter_fields if f not in self.fields]
+            part = self._step(frag, fields)
+            step = part if self.filter is None else self._step(frag, self.filter_fields)
             if remaining is not None:
                 step = min(step, max(self.options.batch_size, remaining + skip))
             lo, hi = ranges.get(frag.fragment_id, (0, frag.physical_rows))
@@ -290,18 +294,22 @@ class Scanner:
                     remaining -= len(offsets)
                 if count_only:
                     yield pa.table({"n": pa.nulls(len(offsets))})
-                else:
+                elif len(offsets) <= part:
                     yield self._materialise(frag, offsets, start, stop, known)
+                else:
+                    for a in range(0, len(offsets), part):
+                        rows = offsets[a : a + part]
+                        have = known.slice(a, part) if known is not None else None
+                        yield self._materialise(frag, rows, int(rows[0]), int(rows[-1]) + 1, have)
                 if remaining == 0:
                     return
 
-    def _step(self, frag: Fragment) -> int:
-        """Rows decoded per step: about READ_BYTES of stored pages (one pass over many
-        pages is far cheaper than many small ranges, and threads share a big range well;
-        memory stays bounded whatever the row width), a whole number of batches, at least
-        one batch and at most READ_ROWS."""
+    def _step(self, frag: Fragment, fields: list[LanceField]) -> int:
+        """Rows of ``fields`` decoded per step: about READ_BYTES of stored pages (one pass
+        over many pages is far cheaper than many small ranges, and threads share a big
+        range well; memory stays bounded whatever the row width), a whole number of
+        batches, at least one batch and at most READ_ROWS."""
         batch = self.options.batch_size
-        fields = self.fields + [f for f in self.filter_fields if f not in self.fields]
         per_row = frag.stored_bytes_per_row(fields) if fields else None
         if not per_row:
             return max(batch, DEFAULT_READ_ROWS)
