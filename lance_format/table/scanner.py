@@ -27,6 +27,9 @@ from .projection import Projection
 
 DEFAULT_BATCH_SIZE = 8192
 READ_BYTES = 16 << 20  # stored bytes decoded per step (see Scanner._step)
+# to_table keeps every row anyway, so its steps may be this many times larger: fewer steps
+# cut fewer pages, and a page decoded in parts costs more than one decoded whole
+TABLE_STEP_FACTOR = 16
 READ_ROWS = 1 << 20  # at most this many physical rows per step
 DEFAULT_READ_ROWS = 128 * 1024  # rows per step when the files cannot tell their sizes
 ROW_ID = "_rowid"
@@ -194,7 +197,7 @@ class Scanner:
         if self.orderings:
             return pa.Table.from_batches(list(self._sorted_batches()), schema=self.schema)
         # the decoded steps as they are: no cut into batches, no copy
-        parts = list(self._tables(count_only=False))
+        parts = list(self._tables(count_only=False, budget=READ_BYTES * TABLE_STEP_FACTOR))
         if not parts:
             return self.schema.empty_table()
         return pa.concat_tables(parts)
@@ -244,7 +247,9 @@ class Scanner:
     def _sorted_batches(self) -> Iterator[pa.RecordBatch]:
         """Every matching row, sorted by the keys, then offset and limit (a sort needs all
         rows before the first one out, as pylance's does)."""
-        parts = list(self._tables(count_only=False, windowed=False))
+        parts = list(
+            self._tables(count_only=False, windowed=False, budget=READ_BYTES * TABLE_STEP_FACTOR)
+        )
         table = pa.concat_tables(parts) if parts else self._read_schema.empty_table()
         keys = []
         for name, order in zip(self._hidden, self.orderings, strict=True):
@@ -260,8 +265,12 @@ class Scanner:
         out = table.select(self.schema.names).take(indices)
         yield from out.combine_chunks().to_batches(max_chunksize=self.options.batch_size)
 
-    def _tables(self, count_only: bool, windowed: bool = True) -> Iterator[pa.Table]:
-        """The scan's rows, one table per decoded step (columns chunked as decoded)."""
+    def _tables(
+        self, count_only: bool, windowed: bool = True, budget: int | None = None
+    ) -> Iterator[pa.Table]:
+        """The scan's rows, one table per decoded step (columns chunked as decoded); a step
+        decodes about ``budget`` stored bytes (READ_BYTES by default)."""
+        budget = READ_BYTES if budget is None else budget
         skip = (self.options.offset or 0) if windowed else 0
         remaining = self.options.limit if windowed else None
         if remaining == 0:
@@ -272,8 +281,8 @@ class Scanner:
             # a filtered scan reads its filter's columns in steps sized by their bytes, and
             # the projected columns of the matching rows in parts sized by theirs
             fields = self.fields + [f for f in self.filter_fields if f not in self.fields]
-            part = self._step(frag, fields)
-            step = part if self.filter is None else self._step(frag, self.filter_fields)
+            part = self._step(frag, fields, budget)
+            step = part if self.filter is None else self._step(frag, self.filter_fields, budget)
             if remaining is not None:
                 step = min(step, max(self.options.batch_size, remaining + skip))
             lo, hi = ranges.get(frag.fragment_id, (0, frag.physical_rows))
@@ -304,8 +313,8 @@ class Scanner:
                 if remaining == 0:
                     return
 
-    def _step(self, frag: Fragment, fields: list[LanceField]) -> int:
-        """Rows of ``fields`` decoded per step: about READ_BYTES of stored pages (one pass
+    def _step(self, frag: Fragment, fields: list[LanceField], budget: int) -> int:
+        """Rows of ``fields`` decoded per step: about ``budget`` stored bytes (one pass
         over many pages is far cheaper than many small ranges, and threads share a big
         range well; memory stays bounded whatever the row width), a whole number of
         batches, at least one batch and at most READ_ROWS."""
@@ -313,7 +322,7 @@ class Scanner:
         per_row = frag.stored_bytes_per_row(fields) if fields else None
         if not per_row:
             return max(batch, DEFAULT_READ_ROWS)
-        rows = min(READ_ROWS, int(READ_BYTES / per_row))
+        rows = min(READ_ROWS, int(budget / per_row))
         return max(batch, rows // batch * batch)
 
     @staticmethod

@@ -148,7 +148,7 @@ def test_tiny_steps_cut_fragments_into_parts(uri: str, monkeypatch: pytest.Monke
     scan = dataset(uri).scanner(columns=["comment", "vec"], filter="q >= 3", batch_size=16)
     steps = list(
         scan._steps(
-            scan.fragments[0], 0, 1100, scan._step(scan.fragments[0], scan.filter_fields), []
+            scan.fragments[0], 0, 1100, scan._step(scan.fragments[0], scan.filter_fields, 200), []
         )
     )
     assert len(steps) > 1
