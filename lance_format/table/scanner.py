@@ -10,7 +10,9 @@ Deleted rows are dropped before anything else sees them.
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +40,7 @@ ROW_OFFSET = "_rowoffset"  # the row's position among the dataset's live rows (t
 SYSTEM_COLUMNS = (ROW_ID, ROW_ADDRESS, ROW_OFFSET)
 # below this share of matching rows, the other columns are taken row by row
 TAKE_SELECTIVITY = 0.25
+PIPELINE = 2  # steps of a scan decoding at once (see Scanner._pipelined)
 
 
 @dataclass(frozen=True)
@@ -275,43 +278,100 @@ class Scanner:
         remaining = self.options.limit if windowed else None
         if remaining == 0:
             return
+        if not skip and remaining is None and not count_only:
+            yield from self._pipelined(budget)
+            return
+        for frag, start, stop, part in self._units(budget, remaining, skip):
+            offsets, known = self._matching(frag, start, stop)
+            if not len(offsets):
+                continue
+            if skip:
+                if skip >= len(offsets):
+                    skip -= len(offsets)
+                    continue
+                offsets = offsets[skip:]
+                known = known.slice(skip) if known is not None else None
+                skip = 0
+            if remaining is not None:
+                offsets = offsets[:remaining]
+                known = known.slice(0, remaining) if known is not None else None
+                remaining -= len(offsets)
+            if count_only:
+                yield pa.table({"n": pa.nulls(len(offsets))})
+            else:
+                yield from self._parts(frag, offsets, known, start, stop, part)
+            if remaining == 0:
+                return
+
+    def _units(
+        self, budget: int, remaining: int | None = None, skip: int = 0
+    ) -> Iterator[tuple[Fragment, int, int, int]]:
+        """The steps of the scan: (fragment, start, stop, rows per materialised part).
+        A filtered scan reads its filter's columns in steps sized by their bytes, and the
+        projected columns of the matching rows in parts sized by theirs.  With a limit,
+        steps shrink to what the limit (as it stands when the fragment starts) needs."""
         ranges = self.options.ranges or {}
-        terms = self.terms
+        fields = self.fields + [f for f in self.filter_fields if f not in self.fields]
         for frag in self.fragments:
-            # a filtered scan reads its filter's columns in steps sized by their bytes, and
-            # the projected columns of the matching rows in parts sized by theirs
-            fields = self.fields + [f for f in self.filter_fields if f not in self.fields]
             part = self._step(frag, fields, budget)
             step = part if self.filter is None else self._step(frag, self.filter_fields, budget)
             if remaining is not None:
                 step = min(step, max(self.options.batch_size, remaining + skip))
             lo, hi = ranges.get(frag.fragment_id, (0, frag.physical_rows))
-            for start, stop in self._steps(frag, lo, hi, step, terms):
-                offsets, known = self._matching(frag, start, stop)
-                if not len(offsets):
-                    continue
-                if skip:
-                    if skip >= len(offsets):
-                        skip -= len(offsets)
-                        continue
-                    offsets = offsets[skip:]
-                    known = known.slice(skip) if known is not None else None
-                    skip = 0
-                if remaining is not None:
-                    offsets = offsets[:remaining]
-                    known = known.slice(0, remaining) if known is not None else None
-                    remaining -= len(offsets)
-                if count_only:
-                    yield pa.table({"n": pa.nulls(len(offsets))})
-                elif len(offsets) <= part:
-                    yield self._materialise(frag, offsets, start, stop, known)
-                else:
-                    for a in range(0, len(offsets), part):
-                        rows = offsets[a : a + part]
-                        have = known.slice(a, part) if known is not None else None
-                        yield self._materialise(frag, rows, int(rows[0]), int(rows[-1]) + 1, have)
-                if remaining == 0:
-                    return
+            for start, stop in self._steps(frag, lo, hi, step, self.terms):
+                yield frag, start, stop, part
+
+    def _parts(
+        self,
+        frag: Fragment,
+        offsets: np.ndarray,
+        known: pa.Table | None,
+        start: int,
+        stop: int,
+        part: int,
+    ) -> Iterator[pa.Table]:
+        """The projected columns of physical ``offsets`` (of [start, stop)), in tables of
+        at most ``part`` rows."""
+        if not len(offsets):
+            return
+        if len(offsets) <= part:
+            yield self._materialise(frag, offsets, start, stop, known)
+            return
+        for a in range(0, len(offsets), part):
+            rows = offsets[a : a + part]
+            have = known.slice(a, part) if known is not None else None
+            yield self._materialise(frag, rows, int(rows[0]), int(rows[-1]) + 1, have)
+
+    def _run_unit(self, frag: Fragment, start: int, stop: int, part: int) -> list[pa.Table]:
+        offsets, known = self._matching(frag, start, stop)
+        return list(self._parts(frag, offsets, known, start, stop, part))
+
+    def _pipelined(self, budget: int) -> Iterator[pa.Table]:
+        """The steps of a scan without offset or limit, PIPELINE steps decoding at once
+        (each on a thread of its own, its columns on the shared decode pool): the pool
+        starts on the next step's columns while the last ones of this step finish, rather
+        than idling at every step's end, and a consumer's work on this step's rows
+        overlaps the next steps' decoding."""
+        units = self._units(budget)
+        first = next(units, None)
+        second = next(units, None) if first is not None else None
+        if second is None:  # one step (or none): nothing to overlap
+            if first is not None:
+                yield from self._run_unit(*first)
+            return
+        with ThreadPoolExecutor(PIPELINE, thread_name_prefix="lance-scan") as steps:
+            pending = deque([steps.submit(self._run_unit, *first)])
+            pending.append(steps.submit(self._run_unit, *second))
+            try:
+                for unit in units:  # planned here: fragments open their files on this thread
+                    done = pending.popleft().result()
+                    pending.append(steps.submit(self._run_unit, *unit))
+                    yield from done
+                while pending:
+                    yield from pending.popleft().result()
+            finally:  # a consumer that stops early: no new step starts
+                for fut in pending:
+                    fut.cancel()
 
     def _step(self, frag: Fragment, fields: list[LanceField], budget: int) -> int:
         """Rows of ``fields`` decoded per step: about ``budget`` stored bytes (one pass

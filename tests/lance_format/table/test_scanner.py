@@ -154,3 +154,17 @@ def test_tiny_steps_cut_fragments_into_parts(uri: str, monkeypatch: pytest.Monke
     assert len(steps) > 1
     assert scan.to_table().num_rows == lance.dataset(uri).count_rows(filter="q >= 3")
     assert len(calls) > len(steps) * len(scan.fragments)
+
+
+def test_stopping_early_leaves_no_step_running(uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer that takes one batch of a many-step scan and stops: the steps decoding
+    ahead finish or are cancelled, and the scan's threads are gone."""
+    import threading
+
+    monkeypatch.setattr(scanner_module, "READ_BYTES", 200)
+    batches = dataset(uri).to_batches(columns=["id", "comment"], batch_size=16)
+    first = next(iter(batches))
+    ids = lance.dataset(uri).to_table(columns=["id"]).column("id").to_pylist()
+    assert first.column("id").to_pylist() == ids[: first.num_rows]
+    batches.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("lance-scan")]
