@@ -86,7 +86,7 @@ def _reject_legacy(tail: bytes) -> None:
         if major == 0 and minor in (0, 1, 2):
             raise UnsupportedError(
                 f"this is a legacy (v1, footer version 0.{minor}) Lance file, not a v2 "
-                "container: read it with read_file_metadata (lance_format.legacy)"
+                "container: read it with LanceFileReader or lance_format.legacy"
             )
 
 
