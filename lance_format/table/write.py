@@ -359,6 +359,32 @@ def remove_fragment_files(root: str, fragments) -> None:
             paths.remove(paths.data_file_path(root, f.path), missing_ok=True)
 
 
+def write_column_file(
+    uri: str,
+    fragment: table_pb2.DataFragment,
+    schema: LanceSchema,
+    data_storage_version: str | LanceFileVersion,
+    tables: Iterable[pa.Table],
+) -> table_pb2.DataFragment:
+    """Write one new data file holding ``schema``'s columns for every physical row of
+    ``fragment`` (``tables`` yields them in row order) and return ``fragment`` with that file
+    added: how new columns (SQL, UDF and value columns) join existing rows.  A failure
+    removes the file; the caller removes the files of fragments already returned."""
+    version = writable(data_storage_version, "add columns to a dataset of")
+    name = paths.new_data_file_name()
+    arrow_schema = schema.to_dataset_arrow()
+    path = paths.data_file_path(uri, name)
+    writer = LanceFileWriter(path, arrow_schema, version=version, lance_schema=schema)
+    try:
+        for table in tables:
+            writer.write_table(table.cast(arrow_schema))
+        size = writer.close().num_bytes
+    except BaseException:
+        writer.abort()
+        raise
+    return with_data_file(fragment, name, schema.fields, version, size)
+
+
 def with_data_file(
     fragment: table_pb2.DataFragment,
     name: str,
