@@ -67,6 +67,7 @@ from .. import logs, permissions
 from ..auth import Authenticator, Identity
 from ..context import ServiceContext
 from ..logs import REQUEST_ID_HEADER, TRACEPARENT_HEADER, CallIds
+from ..metrics import ServerMetrics
 from ..permissions import Grants
 from .errors import RestError, from_exception, unsupported
 from .naming import parse_id
@@ -581,7 +582,7 @@ class _Chunks(io.RawIOBase):
         return out
 
 
-def _ipc_file(result: ArrowResult, metrics: Any = None) -> Iterator[bytes]:
+def _ipc_file(result: ArrowResult, metrics: ServerMetrics | None = None) -> Iterator[bytes]:
     """The Arrow IPC file of a query, produced batch by batch (run on a worker thread)."""
     sink = _Chunks()
     rows = 0

@@ -306,7 +306,7 @@ def blob_table_schema(schema: pa.Schema, data_storage_version: str | LanceFileVe
     """The table schema of new data: in 2.2, a binary column marked ``lance-encoding:blob``
     becomes the ``lance.blob.v2`` column ``struct<data, uri>`` pylance makes of it (the
     blob extension type is kept as it is)."""
-    if writable(data_storage_version) != LanceFileVersion.V2_2:
+    if writable(data_storage_version) < LanceFileVersion.V2_2:
         return schema
     fields = []
     for f in schema:
