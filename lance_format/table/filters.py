@@ -41,7 +41,7 @@ from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 
-from ..errors import InvalidArgumentError, SchemaError
+from ..errors import InvalidArgumentError, SchemaError, first_line
 from . import filter_text
 from .filter_text import LiteralList
 from .sql_functions import FUNCTIONS
@@ -559,7 +559,7 @@ class _Translator:
         try:
             return _bind(expr, self.bind_schema())
         except ARROW_ERRORS as e:
-            raise self.invalid(f"cannot evaluate ({_short(e)})", node) from None
+            raise self.invalid(f"cannot evaluate ({first_line(e)})", node) from None
 
     def bind_schema(self) -> pa.Schema:
         tops = dict.fromkeys(p[0] for p in self.paths)
@@ -1121,7 +1121,7 @@ class _Translator:
         try:
             value = pads.dataset(pa.table({"_": [0]})).to_table(columns={"v": expr})
         except ARROW_ERRORS as e:
-            raise self.invalid(f"cannot evaluate ({_short(e)})", node) from None
+            raise self.invalid(f"cannot evaluate ({first_line(e)})", node) from None
         return constant(value.column("v")[0])
 
     def modulo(self, left: Term, right: Term, node: exp.Expr) -> pc.Expression:
@@ -1230,7 +1230,7 @@ class _Translator:
         try:
             return constant(value.cast(target))
         except ARROW_ERRORS as e:
-            problem = f"cannot cast {value.as_py()!r} to {target}: {_short(e)}"
+            problem = f"cannot cast {value.as_py()!r} to {target}: {first_line(e)}"
             raise self.invalid(problem, node) from None
 
     def function(self, node: exp.Func) -> Term:
@@ -1265,10 +1265,6 @@ class _Translator:
 
 
 _PARAM_OK = {"VARCHAR", "NVARCHAR", "CHAR", "NCHAR", "BINARY", "VARBINARY"}
-
-
-def _short(error: Exception) -> str:
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def _reescape(pattern: str, escape: str) -> str:

@@ -22,6 +22,7 @@ from ..errors import (
     InvalidDataError,
     SchemaMismatchError,
     UnsupportedError,
+    first_line,
 )
 from ..extensions import json_compatible
 from ..pb import table_pb2
@@ -172,7 +173,7 @@ def _cast_to(batches: Iterable[pa.RecordBatch], target: pa.Schema) -> Iterator[p
         try:
             arrays = [c.cast(f.type) for c, f in zip(batch.columns, target, strict=True)]
         except pa.ArrowInvalid as e:
-            problem = str(e).strip().splitlines()[0]
+            problem = first_line(e)
             raise InvalidDataError(
                 f"the data does not fit the dataset's types: {problem}"
             ) from None
