@@ -17,12 +17,12 @@ import pyarrow as pa
 from . import storage
 from .cache import PageCache, SearchCache
 from .cache import page_cache as process_page_cache
-from .container.footer import Tail
+from .container.footer import Tail, is_legacy_footer
 from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError, check_size
 from .extensions import view_as
 from .io import IOStats, RandomAccessFile, open_file
-from .legacy.container import LegacyMetadata, is_legacy_footer, read_legacy_metadata
+from .legacy.container import LegacyMetadata, read_legacy_metadata
 from .schema import LanceField, LanceSchema
 from .storage.base import io_pool
 from .structural.column import (

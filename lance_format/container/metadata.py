@@ -133,7 +133,7 @@ def read_file_metadata(file, tail: Tail | None = None) -> FileMetadata:
     """Read everything but the data of a v2 file: footer, schema, column and page metadata.
 
     A legacy (v1) file is refused here: the legacy layer builds on this one, so the reader
-    above both tells them apart (``legacy.is_legacy_footer``)."""
+    above both tells them apart (:func:`.footer.is_legacy_footer`)."""
     tail = tail or Tail(file)
     layout = read_layout(file, tail)
     gb_pos, gb_size = layout.global_buffers[0]
