@@ -1,8 +1,9 @@
 """What a client asks for: descriptors parsed into a validated :class:`Query`.
 
 ``FlightDescriptor.for_path(name)`` is the whole dataset at its latest version;
-``for_command(json)`` carries a :class:`.wire.Query`.  Every key is checked for type and
-range here, so a bad request fails before anything is opened, with a message naming the key.
+``for_command(json)`` carries a :class:`.wire.Query`, whose model checks every key for type
+and range, so a bad request fails before anything is opened, with a message naming the key.
+The JSON itself is bounded here (size, nesting) before it is parsed.
 """
 
 from __future__ import annotations
