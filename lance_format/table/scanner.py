@@ -355,7 +355,7 @@ class Scanner:
         units = self._units(budget)
         first = next(units, None)
         second = next(units, None) if first is not None else None
-        if second is None:  # one step (or none): nothing to overlap
+        if first is None or second is None:  # one step (or none): nothing to overlap
             if first is not None:
                 yield from self._run_unit(*first)
             return
