@@ -1,10 +1,12 @@
 """Scanning a dataset version: projection, filter, limit/offset and row ids, in batches.
 
-A scan walks the fragments in order and each fragment in ranges of ``batch_size`` physical
-rows, so memory stays bounded by a batch whatever the dataset size.  With a filter, the
-filter's columns are read first; the other columns are then read only for the matching rows
+A scan walks the fragments in order and each fragment in steps of about READ_BYTES stored
+bytes, so memory stays bounded by a few steps whatever the dataset size; without offset or
+limit two steps decode at once.  With a filter, the filter's columns are read first (in
+steps sized by their own bytes); the other columns are then read only for the matching rows
 (a ``take`` of those offsets) when few rows match, or for the whole range when many do.
-Deleted rows are dropped before anything else sees them.
+Deleted rows are dropped before anything else sees them.  ``to_table`` keeps the decoded
+steps as they are (no copy); ``to_batches`` cuts them into ``batch_size`` slices.
 """
 
 from __future__ import annotations
