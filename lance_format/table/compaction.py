@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..version import LanceFileVersion, writable
-from . import commit, rowids, write
+from . import commit, row_versions, rowids, write
 from .fragment import Fragment
 from .operations import ReserveFragments, Rewrite, RewriteGroup
 from .transaction import new_transaction
@@ -175,6 +175,8 @@ def compact_files(
                 sequences = rowids.rechunk_row_ids(sources, [f.physical_rows for f in new])
                 for f, seq in zip(new, sequences, strict=True):
                     f.inline_row_ids = seq
+                if any(row_versions.has_sequences(f.pb) for f in group):
+                    _carry_versions(ds.uri, group, new)
             rewritten.append((group, new))
         total_new = sum(len(new) for _, new in rewritten)
         reserve = ReserveFragments(num_fragments=total_new)
@@ -201,6 +203,18 @@ def compact_files(
         write.remove_fragment_files(ds.uri, [f for _, new in rewritten for f in new])
         raise
     return metrics, int(done.version)
+
+
+def _carry_versions(root: str, group: list[Fragment], new: list) -> None:
+    """The rows keep their creation and last-update versions (the runs of the sources,
+    deleted rows masked out, cut at the new fragments' sizes)."""
+    sources = [(f.pb, f.live_offsets) for f in group]
+    sizes = [f.physical_rows for f in new]
+    created = row_versions.rechunk(root, sources, sizes, row_versions.CREATED_AT)
+    updated = row_versions.rechunk(root, sources, sizes, row_versions.LAST_UPDATED_AT)
+    for f, c, u in zip(new, created, updated, strict=True):
+        f.inline_created_at_versions = c
+        f.inline_last_updated_at_versions = u
 
 
 def _rows_per_file(group: list[Fragment], target: int) -> int:

@@ -31,7 +31,7 @@ from ..schema import (
     parse_logical_type,
 )
 from ..version import LanceFileVersion
-from . import deletion, paths, rowids
+from . import deletion, paths, row_versions, rowids
 from .fragment_metadata import DataFile, FragmentMetadata
 from .lance_operation import create_fragment
 
@@ -274,6 +274,14 @@ class Fragment:
                 f"{self.physical_rows} physical rows"
             )
         return ids
+
+    def row_versions(self, column: str) -> np.ndarray:
+        """``_row_created_at_version`` or ``_row_last_updated_at_version`` by physical
+        offset (decoded once per fragment object)."""
+        cache = self.__dict__.setdefault("_row_versions", {})
+        if column not in cache:
+            cache[column] = row_versions.fragment_versions(self.root, self.pb, column)
+        return cache[column]
 
     def row_addresses(self, offsets: np.ndarray) -> np.ndarray:
         return (np.uint64(self.fragment_id) << np.uint64(32)) | np.asarray(offsets, np.uint64)

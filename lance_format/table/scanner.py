@@ -24,6 +24,7 @@ from .blobs import to_binary
 from .filters import compile_filter
 from .fragment import Fragment, is_blob_v2, scan_field
 from .projection import Projection
+from .row_versions import VERSION_COLUMNS
 
 DEFAULT_BATCH_SIZE = 8192
 READ_BYTES = 16 << 20  # stored bytes decoded per step (see Scanner._step)
@@ -32,7 +33,7 @@ DEFAULT_READ_ROWS = 128 * 1024  # rows per step when the files cannot tell their
 ROW_ID = "_rowid"
 ROW_ADDRESS = "_rowaddr"
 ROW_OFFSET = "_rowoffset"  # the row's position among the dataset's live rows (take's index)
-SYSTEM_COLUMNS = (ROW_ID, ROW_ADDRESS, ROW_OFFSET)
+SYSTEM_COLUMNS = (ROW_ID, ROW_ADDRESS, ROW_OFFSET, *VERSION_COLUMNS)
 # below this share of matching rows, the other columns are taken row by row
 TAKE_SELECTIVITY = 0.25
 
@@ -404,11 +405,13 @@ class Scanner:
 
     def meta_column(self, frag: Fragment, name: str, offsets: np.ndarray) -> np.ndarray:
         """``_rowid`` (stable ids when the dataset has them, else addresses), ``_rowaddr``
-        (fragment id << 32 | offset) or ``_rowoffset`` (position among the dataset's live
-        rows) of the given physical offsets."""
+        (fragment id << 32 | offset), ``_rowoffset`` (position among the dataset's live
+        rows) or a row version column of the given physical offsets."""
         if name == ROW_OFFSET:
             before = np.searchsorted(frag.deleted_offsets, offsets)
             return (self._live_before(frag) + offsets - before).astype(np.uint64)
+        if name in VERSION_COLUMNS:
+            return frag.row_versions(name)[offsets]
         if name == ROW_ID and frag.row_ids is not None:
             return frag.row_ids[offsets]
         return frag.row_addresses(offsets)
