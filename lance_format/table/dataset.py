@@ -26,6 +26,7 @@ from ..cache import SearchCache
 from ..errors import (
     DatasetNotFoundError,
     InvalidArgumentError,
+    InvalidDataError,
     RowOutOfRangeError,
     SchemaError,
     UnsupportedError,
@@ -414,10 +415,12 @@ class Dataset:
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def alter_columns(self, *alterations: dict) -> None:
-        """Rename columns or change their nullability, as pylance's ``alter_columns``: each
-        alteration is ``{"path": "a" or "a.b", "name": new name, "nullable": bool}``.  Only
-        the schema changes (a Project, no data rewritten); making a column non-nullable
-        checks that it holds no null.  Changing a type (``data_type``) is unsupported."""
+        """Rename columns, change their nullability or their type, as pylance's
+        ``alter_columns``: each alteration is ``{"path": "a" or "a.b", "name": new name,
+        "nullable": bool, "data_type": pyarrow type}``.  Without a type change only the
+        schema changes (a Project, no data rewritten); making a column non-nullable checks
+        that it holds no null.  A type change rewrites the column into new data files
+        (a Merge; see :mod:`.cast` for the casts allowed)."""
         self._become(_alter_columns(self, alterations))
 
     def add_columns(
@@ -1114,13 +1117,36 @@ def _commit_new_columns(ds: Dataset, fragments, new_schema: LanceSchema) -> Data
     schema = LanceSchema(
         list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
     )
+    return _commit_merge(ds, fragments, schema)
+
+
+def _commit_merge(ds: Dataset, fragments, schema: LanceSchema) -> Dataset:
+    """Commit fragments that gained data files and the schema with their columns."""
     op = Merge(fragments=fragments, schema=schema.to_protos(), preserves_nullability=True)
     committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
+def _check_castable(ds: Dataset, alterations, casts: dict[int, pa.DataType]) -> None:
+    """pylance refuses a cast with a nullability tightening in the same call, and a cast
+    of an indexed column (the cast would silently invalidate the index)."""
+    if any(alt.get("nullable") is False for alt in alterations):
+        raise InvalidDataError(
+            "cannot make a column non-nullable and cast columns in the same call: apply "
+            "the cast first, then the nullability change"
+        )
+    indexed = [i["name"] for i in ds.describe_indices() if set(i["fields"]) & set(casts)]
+    if indexed:
+        raise InvalidDataError(
+            f"cannot cast columns with indexes attached: {indexed}; drop the indexes first"
+        )
+
+
 def _alter_columns(ds: Dataset, alterations) -> Dataset:
+    from . import cast
+
     fields = list(ds.lance_schema.fields)
+    casts: dict[int, pa.DataType] = {}
     for alt in alterations:
         if not isinstance(alt, dict) or not isinstance(alt.get("path"), str):
             raise InvalidArgumentError("each alteration must be a dict with a 'path'")
@@ -1128,7 +1154,12 @@ def _alter_columns(ds: Dataset, alterations) -> Dataset:
         if unknown:
             raise InvalidArgumentError(f"unknown alteration keys {sorted(unknown)}")
         if alt.get("data_type") is not None:
-            raise UnsupportedError("changing a column's type is not supported")
+            dst = alt["data_type"]
+            if not isinstance(dst, pa.DataType):
+                raise InvalidArgumentError("data_type must be a pyarrow.DataType")
+            src = ds.lance_schema.field_by_path(alt["path"])
+            cast.check_cast(alt["path"], src.to_dataset_arrow().type, dst)
+            casts[src.id] = dst
         path = alt["path"].split(".")
         name, nullable = alt.get("name"), alt.get("nullable")
         if name is not None and (not isinstance(name, str) or not name or "." in name):
@@ -1138,6 +1169,10 @@ def _alter_columns(ds: Dataset, alterations) -> Dataset:
                 f"column {alt['path']!r} holds nulls and cannot be made non-nullable"
             )
         fields = _replace_field(fields, path, name, nullable, alt["path"])
+    if casts:
+        _check_castable(ds, alterations, casts)
+        fragments, schema = cast.cast_columns(ds, fields, casts, _next_field_id(ds))
+        return _commit_merge(ds, fragments, schema)
     schema = LanceSchema(fields, dict(ds.lance_schema.metadata))
     op = Project(schema=schema.to_protos(), preserves_nullability=False)
     committed = commit.commit(ds.uri, new_transaction(ds.version, op))

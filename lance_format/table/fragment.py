@@ -385,6 +385,34 @@ class Fragment:
             total += size
         return total / max(1, self.physical_rows)
 
+    @functools.cached_property
+    def _split(self) -> dict[int, list[tuple[int, LanceField]]]:
+        """Top-level struct field id -> every (data file, its field) holding part of it,
+        in file order, when more than one does (a cast of a field inside a struct writes
+        the new child to a file of its own; the others stay where they were)."""
+        holders: dict[int, list[tuple[int, LanceField]]] = {}
+        for i, reader in enumerate(self._readers):
+            for f in reader.lance_schema.fields:
+                if f.logical_type == "struct":
+                    holders.setdefault(f.id, []).append((i, f))
+        return {fid: parts for fid, parts in holders.items() if len(parts) > 1}
+
+    def _read_split(self, field: LanceField, rows, n: int) -> pa.Array:
+        """A struct whose children live in several data files, put together by field id
+        (a child found in several files is read from the last)."""
+        parts = []
+        for file_index, file_field in self._split[field.id]:
+            reader = self._readers[file_index]
+            if isinstance(rows, tuple):
+                table = reader.read_range(rows[0], rows[1], [file_field.name])
+            else:
+                table = reader.take(rows, [file_field.name])
+            col = table.column(file_field.name)
+            parts.append(
+                (file_field, col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+            )
+        return _assemble(field, parts, n)
+
     def _names_by_file(self, fields: list[LanceField]) -> dict[int, list[str]]:
         """Data file index -> the names ``fields`` have in that file (absent fields skipped)."""
         out: dict[int, list[str]] = {}
@@ -403,11 +431,13 @@ class Fragment:
             rows = (0, self.physical_rows)
         n = rows[1] - rows[0] if isinstance(rows, tuple) else len(rows)
         by_file: dict[int, list[LanceField]] = {}
+        columns: dict[int, pa.Array | pa.ChunkedArray] = {}
         for f in fields:
             src = self._sources.get(f.id)
-            if src is not None:
+            if f.id in self._split and n:
+                columns[f.id] = self._read_split(f, rows, n)
+            elif src is not None:
                 by_file.setdefault(src.file_index, []).append(f)
-        columns: dict[int, pa.Array | pa.ChunkedArray] = {}
         for file_index, wanted in by_file.items():
             reader = self._readers[file_index]
             names = [self._sources[f.id].name for f in wanted]
@@ -431,6 +461,29 @@ class Fragment:
             arrays.append(col)
             out_fields.append(af)
         return pa.Table.from_arrays(arrays, schema=pa.schema(out_fields))
+
+
+def _assemble(field: LanceField, parts: list[tuple[LanceField, pa.Array]], n: int) -> pa.Array:
+    """``field``'s values from the ``parts`` (a file's field with the same id, and its
+    values) that hold pieces of it: a struct takes each child from the parts holding it
+    and its validity from the first part; anything else comes whole from the last part."""
+    if not parts:
+        return pa.nulls(n, field.to_arrow().type)
+    if field.logical_type != "struct":
+        return parts[-1][1]
+    kids = []
+    for child in field.children:
+        sub = [
+            (fc, arr.field(i))
+            for ff, arr in parts
+            for i, fc in enumerate(ff.children)
+            if fc.id == child.id
+        ]
+        kids.append(_assemble(child, sub, n))
+    first = parts[0][1]
+    mask = first.is_null() if first.null_count else None
+    names = [c.name for c in field.children]
+    return pa.StructArray.from_arrays(kids, names=names, mask=mask)
 
 
 def _fits(t: pa.DataType, op: str, value: object) -> bool:
