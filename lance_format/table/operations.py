@@ -734,9 +734,9 @@ class Rewrite(Operation):
         return frozenset(self.old_fragment_ids)
 
     def apply(self, change: ManifestChange) -> None:
-        """New fragments whose ids were reserved beforehand (ReserveFragments; they carry
-        their row ids over) take the place of their group's first old fragment; new
-        fragments without ids get them now and go to the end, as pylance places them."""
+        """The groups' old fragments go and their new ones come (with ids reserved
+        beforehand by ReserveFragments, or given now); the fragments end up in id order,
+        as pylance 14 lists them after a rewrite (so the new ones follow the others)."""
         m = change.manifest
         replace_at: dict[int, list] = {}
         appended: list[DataFragment] = []
@@ -756,8 +756,8 @@ class Rewrite(Operation):
                 out.extend(replace_at[f.id])
             if f.id not in removed:
                 out.append(f)
-        _set_fragments(m, out)
-        m.fragments.extend(assign_ids(m, appended))
+        out.extend(assign_ids(m, appended))
+        _set_fragments(m, sorted(out, key=lambda f: f.id))
 
     def check(self, ctx: CheckContext, theirs: Operation) -> Verdict:
         """``check_rewrite_txn``.  A transaction file never carries a fragment-reuse index,
