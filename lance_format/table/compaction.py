@@ -15,7 +15,7 @@ therefore conflicts, whichever commits first.  With stable row ids the rows keep
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -232,13 +232,17 @@ def compact_files(
 
 
 CONFIG_PREFIX = "lance.compaction."
-_CONFIG_TYPES = {
+def _flag(value: str) -> bool:
+    return value.strip().lower() == "true"
+
+
+_CONFIG_TYPES: dict[str, Callable[[str], object]] = {
     "target_rows_per_fragment": int,
     "max_rows_per_group": int,
     "max_bytes_per_file": int,
-    "materialize_deletions": lambda v: v.strip().lower() == "true",
+    "materialize_deletions": _flag,
     "materialize_deletions_threshold": float,
-    "defer_index_remap": lambda v: v.strip().lower() == "true",
+    "defer_index_remap": _flag,
     "batch_size": int,
     "compaction_mode": str,
     "binary_copy_read_batch_bytes": int,

@@ -477,6 +477,27 @@ class Dataset:
             self._become(dataset(self.uri, version, cache=self.cache))
         return metrics
 
+    def optimize_indices(
+        self,
+        *,
+        num_indices_to_merge: int | None = None,
+        index_names: list[str] | None = None,
+        retrain: bool = False,
+        **_hints,
+    ) -> None:
+        """Add the rows of fragments no index segment covers to the vector indexes (see
+        :func:`.indices.optimize_indices`); in place, as pylance.  Other keyword arguments
+        (pylance's index-specific tuning) are accepted and change nothing, as pylance
+        ignores the ones an index type does not use."""
+        version = indices.optimize_indices(
+            self,
+            num_indices_to_merge=num_indices_to_merge,
+            index_names=index_names,
+            retrain=retrain,
+        )
+        if version is not None:
+            self._become(dataset(self.uri, version, cache=self.cache))
+
     def cleanup_old_versions(
         self,
         older_than=cleanup.DEFAULT_OLDER_THAN,
@@ -939,6 +960,9 @@ class _Optimize:
 
     def compact_files(self, **options) -> compaction.CompactionMetrics:
         return self._ds.compact_files(**options)
+
+    def optimize_indices(self, **options) -> None:
+        self._ds.optimize_indices(**options)
 
 
 # -- writing ---------------------------------------------------------------------------------

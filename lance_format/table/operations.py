@@ -609,15 +609,13 @@ class CreateIndex(Operation):
     removed_indices: list[IndexMetadata] = field(default_factory=list)
 
     def apply(self, change: ManifestChange) -> None:
-        """The fragments stay; as pylance, existing segments named like a new one or listed
-        as removed go, and the new ones are appended to the index section."""
-        new_names = {m.name for m in self.new_indices}
-        removed = {m.uuid.uuid for m in self.removed_indices}
+        """The fragments stay; as pylance, existing segments listed as removed (or with a
+        new one's uuid) go, and the new ones are appended to the index section (a new
+        segment of an existing name is a delta segment beside the others)."""
+        gone = {m.uuid.uuid for m in self.removed_indices} | {m.uuid.uuid for m in self.new_indices}
         section = change.index_section
         kept = [
-            m
-            for m in (section.indices if section is not None else [])
-            if m.name not in new_names and m.uuid.uuid not in removed
+            m for m in (section.indices if section is not None else []) if m.uuid.uuid not in gone
         ]
         change.index_section = table_pb2.IndexSection(indices=[*kept, *self.new_indices])
 
