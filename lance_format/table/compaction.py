@@ -232,6 +232,8 @@ def compact_files(
 
 
 CONFIG_PREFIX = "lance.compaction."
+
+
 def _flag(value: str) -> bool:
     return value.strip().lower() == "true"
 

@@ -25,9 +25,11 @@ from ..pb import table_pb2
 from ..reader import LanceFileReader
 from ..schema import (
     BLOB_V2_DESCRIPTOR,
+    LEGACY_BLOB_DESCRIPTOR,
     LanceField,
     LanceSchema,
     is_blob_v2_column,
+    is_legacy_blob,
     parse_logical_type,
 )
 from ..version import LanceFileVersion
@@ -52,6 +54,8 @@ def scan_field(f: LanceField) -> pa.Field:
     """The Arrow field a scan returns for a top-level field of the dataset."""
     if is_blob_v2(f):
         return pa.field(f.name, BLOB_DESCRIPTOR_TYPE, f.nullable)
+    if is_legacy_blob(f):  # 2.0/2.1 blobs: (position, size) in the data file, as pylance
+        return pa.field(f.name, LEGACY_BLOB_DESCRIPTOR, f.nullable, f.to_arrow().metadata)
     return f.to_dataset_arrow()
 
 
@@ -303,7 +307,14 @@ class Fragment:
             try:
                 # the manifest knows the size: no HEAD request on object stores
                 source = storage.open_file(path, size=f.file_size_bytes or None)
-                out.append(LanceFileReader(source, cache=self.cache, field_columns=field_columns))
+                out.append(
+                    LanceFileReader(
+                        source,
+                        cache=self.cache,
+                        field_columns=field_columns,
+                        blob_descriptors=True,
+                    )
+                )
             except LanceError as e:
                 if not storage.exists(path):  # the manifest names a file that is gone
                     raise CorruptFileError(

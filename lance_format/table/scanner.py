@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from ..errors import InvalidArgumentError, SchemaError
-from ..schema import LanceField, LanceSchema
+from ..schema import LanceField, LanceSchema, is_legacy_blob
 from .blobs import to_binary
 from .filters import compile_filter
 from .fragment import Fragment, is_blob_v2, scan_field
@@ -117,7 +117,9 @@ class Scanner:
             self.projection_meta = self._meta_named(self.projection.columns)
         else:
             self.fields = self._projection(columns)
-        self._blob_binary = [f for f in self.fields if options.blob_binary and is_blob_v2(f)]
+        self._blob_binary = [
+            f for f in self.fields if options.blob_binary and (is_blob_v2(f) or is_legacy_blob(f))
+        ]
         compiled = compile_filter(options.filter, arrow_schema)
         self.filter = None if compiled is None else compiled.expression
         self.terms = [] if compiled is None else list(compiled.terms)  # for page statistics
