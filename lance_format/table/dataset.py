@@ -65,6 +65,7 @@ from .scanner import (
     Scanner,
     ScanOptions,
 )
+from .sql import SqlQueryBuilder
 from .transaction import new_transaction
 
 DATASET_CACHE_BYTES = 64 << 20  # search cache of a dataset opened without one
@@ -475,6 +476,11 @@ class Dataset:
         if version is not None:
             self._become(dataset(self.uri, version, cache=self.cache))
         return metrics
+
+    def sql(self, sql: str) -> SqlQueryBuilder:
+        """pylance's SQL over this version (``FROM dataset``, or the name given to the
+        builder's ``table_name``), run by DuckDB (see :mod:`.sql`)."""
+        return SqlQueryBuilder(self, sql)
 
     def optimize_indices(
         self,
