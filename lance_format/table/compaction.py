@@ -303,7 +303,7 @@ def _output_version(ds, requested: str | None) -> LanceFileVersion:
     the same family (pylance refuses to mix legacy 0.1 files with 2.x ones)."""
     current = ds.data_storage_version
     if requested is None:
-        return writable(current, "compact a dataset of")
+        return writable(current, "compact a dataset of", legacy=True)
     asked = LanceFileVersion.parse(requested)
     if (asked == LanceFileVersion.LEGACY) != (current == LanceFileVersion.LEGACY):
         raise InvalidDataError(

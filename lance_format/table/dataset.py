@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -1009,23 +1010,29 @@ def write_dataset(
     version (see :mod:`.dataset_write`).
 
     As pylance: ``data`` may be a Dataset (its rows are copied), ``uri`` a Dataset (written
-    at its location); ``max_rows_per_group`` only shapes legacy (0.1) files, which are not
-    written here, and ``data_cache_bytes`` only sizes pylance's buffers, so both change
-    nothing; ``max_bytes_per_file`` rolls to a new data file past that size; binary
+    at its location); ``max_rows_per_group`` only shapes legacy (0.1) files (written
+    with ``data_storage_version="legacy"``, see :mod:`lance_format.legacy.writer`), and
+    ``data_cache_bytes`` only sizes pylance's buffers; ``max_bytes_per_file`` rolls to a new data file past that size; binary
     columns marked ``lance-encoding:blob`` and blob-typed ones become blob v2 columns in
     2.2, as pylance writes them."""
     if isinstance(uri, Dataset):
         uri = uri.uri
     if not isinstance(max_rows_per_group, int) or max_rows_per_group <= 0:
         raise InvalidArgumentError("max_rows_per_group must be a positive integer")
-    if use_legacy_format:
-        raise UnsupportedError("legacy (0.1) data files are not written here")
+    if use_legacy_format is not None:  # pylance's deprecated spelling
+        warnings.warn(
+            "use_legacy_format is deprecated, use data_storage_version instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        data_storage_version = "legacy" if use_legacy_format else "stable"
     outcome = dataset_write.write_version(
         data,
         uri,
         schema,
         mode,
         max_rows_per_file=max_rows_per_file,
+        max_rows_per_group=max_rows_per_group,
         data_storage_version=data_storage_version,
         enable_stable_row_ids=enable_stable_row_ids,
         enable_v2_manifest_paths=enable_v2_manifest_paths,

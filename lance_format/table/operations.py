@@ -572,7 +572,7 @@ class Overwrite(Operation):
     def apply(self, change: ManifestChange) -> None:
         m = change.manifest
         if change.creating or change.data_storage_version is not None:
-            fmt = writable(change.data_storage_version or DEFAULT_VERSION)
+            fmt = writable(change.data_storage_version or DEFAULT_VERSION, legacy=True)
             m.data_format.file_format = "lance"
             m.data_format.version = str(fmt)
         del m.fragments[:]
