@@ -111,3 +111,20 @@ def test_sequence_encoding_round_trips(versions):
         v for i, v in enumerate(versions) if i == 0 or versions[i - 1] != v
     ]
     assert len(runs) == changes
+
+
+def test_fragment_metadata_json_carries_the_sequences_as_pylance(tmp_path):
+    import json
+
+    from lance_format.fragment import FragmentMetadata
+
+    uri = str(tmp_path / "ds")
+    for _ in _history(lance, uri):
+        pass
+    for ours, theirs in zip(
+        lance_format.dataset(uri).get_fragments(), lance.dataset(uri).get_fragments(), strict=True
+    ):
+        expected = theirs.metadata.to_json()
+        assert ours.metadata.to_json() == expected
+        back = FragmentMetadata.from_json(json.dumps(expected))
+        assert back.to_pb() == ours.metadata.to_pb()
