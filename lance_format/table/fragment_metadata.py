@@ -199,7 +199,7 @@ class FragmentMetadata:
 
     def _versions_json(self, name: str) -> dict | None:
         """A row-version sequence in pylance's JSON shape (``{"inline": [bytes...]}``)."""
-        if self._extra is None or not self._extra.HasField(name):  # type: ignore[arg-type]
+        if self._extra is None or not self._extra.HasField(name):
             return None
         return {"inline": list(getattr(self._extra, name))}
 
