@@ -74,8 +74,15 @@ def _cast(lib, uri: str, version: str, path: str, data_type: pa.DataType):
     return ds
 
 
-@pytest.mark.parametrize("version", ["2.1", "2.2"])
-@pytest.mark.parametrize(("path", "data_type"), CASTS, ids=[f"{p}-{t}" for p, t in CASTS])
+# every cast in 2.2; in 2.1 (other encodings) those that rewrite differently shaped data
+CASES = [("2.2", p, t) for p, t in CASTS] + [
+    ("2.1", p, t) for p, t in CASTS if p in ("i", "s", "l", "st.x", "fsl") and t != pa.string()
+]
+
+
+@pytest.mark.parametrize(
+    ("version", "path", "data_type"), CASES, ids=[f"{v}-{p}-{t}" for v, p, t in CASES]
+)
 def test_cast_matches_pylance(tmp_path, version, path, data_type):
     theirs = _cast(lance, str(tmp_path / "pylance"), version, path, data_type)
     ours = _cast(lance_format, str(tmp_path / "ours"), version, path, data_type)
