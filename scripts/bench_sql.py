@@ -60,7 +60,6 @@ WHERE l_shipdate >= date '1994-01-01' AND l_shipdate < date '1994-01-01' + inter
 def serve(root: str, threads: int, page_cache: str) -> None:
     """Run the Flight server (Flight SQL on) over ``root`` until stdin closes; print its port
     first."""
-    from flight_server.serve import _bytes
     from flight_server.server import LanceFlightServer
     from flight_server.sql.limits import SqlLimits
 
@@ -70,12 +69,19 @@ def serve(root: str, threads: int, page_cache: str) -> None:
         "grpc://127.0.0.1:0",
         sql=True,
         sql_limits=limits,
-        page_cache_bytes=_bytes(page_cache),
+        page_cache_bytes=size_bytes(page_cache),
     )
     print(server.port, flush=True)
     sys.stdin.read()  # the parent closes stdin to stop us
     server.shutdown()
     server.sql.close()
+
+
+def size_bytes(text: str) -> int:
+    """``2G``, ``256M``, ``64k`` or a plain number of bytes."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower()
+    return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
 
 
 # -- data ------------------------------------------------------------------------------------
