@@ -238,6 +238,15 @@ class Scanner:
         else:
             yield from self._batches(count_only=False)
 
+    def to_ranges(self) -> Iterator[pa.Table]:
+        """The scan as whole decoded ranges: one table per step, its columns chunked as the
+        pages decoded (no copy joining them), for a consumer that cuts its own batches
+        (``Table.to_batches`` cuts at chunk boundaries, zero-copy): a Flight stream."""
+        if self.orderings:
+            yield from (pa.Table.from_batches([b]) for b in self._sorted_batches())
+        else:
+            yield from self._batches(count_only=False, whole=True)
+
     def _sorted_batches(self) -> Iterator[pa.RecordBatch]:
         """Every matching row, sorted by the keys, then offset and limit (a sort needs all
         rows before the first one out, as pylance's does)."""
@@ -257,7 +266,9 @@ class Scanner:
         out = table.select(self.schema.names).take(indices)
         yield from out.combine_chunks().to_batches(max_chunksize=self.options.batch_size)
 
-    def _batches(self, count_only: bool, windowed: bool = True) -> Iterator[pa.RecordBatch]:
+    def _batches(
+        self, count_only: bool, windowed: bool = True, whole: bool = False
+    ) -> Iterator[pa.RecordBatch | pa.Table]:
         skip = (self.options.offset or 0) if windowed else 0
         remaining = self.options.limit if windowed else None
         if remaining == 0:
@@ -286,6 +297,8 @@ class Scanner:
                     remaining -= len(offsets)
                 if count_only:
                     yield pa.record_batch([pa.nulls(len(offsets))], names=["n"])
+                elif whole:
+                    yield self._materialise(frag, offsets, start, stop, known, combine=False)
                 else:
                     table = self._materialise(frag, offsets, start, stop, known)
                     yield from table.to_batches(max_chunksize=self.options.batch_size)
@@ -354,6 +367,7 @@ class Scanner:
         start: int,
         stop: int,
         known: pa.Table | None = None,
+        combine: bool = True,
     ) -> pa.Table:
         n = len(offsets)
         fields = self.fields
@@ -403,7 +417,8 @@ class Scanner:
             if meta not in names:
                 arrays.append(pa.array(self.meta_column(frag, meta, offsets)))
                 names.append(meta)
-        return pa.Table.from_arrays(arrays, schema=self._read_schema).combine_chunks()
+        table = pa.Table.from_arrays(arrays, schema=self._read_schema)
+        return table.combine_chunks() if combine else table
 
     def meta_column(self, frag: Fragment, name: str, offsets: np.ndarray) -> np.ndarray:
         """``_rowid`` (stable ids when the dataset has them, else addresses), ``_rowaddr``
