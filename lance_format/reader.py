@@ -39,6 +39,8 @@ DEFAULT_BATCH_SIZE = 8192
 # reads (ranges / takes) of at least this many rows decode their columns on a thread pool
 PARALLEL_MIN_ROWS = 65536
 PARALLEL_MIN_TAKE = 64
+# takes of at most this many rows decode only the wanted values of each chunk
+POINT_MAX_ROWS = 1 << 16
 MIN_SPLIT_ROWS = 32768  # a leaf's range is cut into parts of at least this many rows
 
 
@@ -347,7 +349,9 @@ class LanceFileReader:
             # a range pays off from many rows; a take from a few (each row is a chunk decode)
             big = n >= (PARALLEL_MIN_TAKE if rows is not None else PARALLEL_MIN_ROWS)
             remote = getattr(self._file, "remote", False)
-            if big and (len(readers) > 1 or rows is None):
+            if rows is not None and n <= POINT_MAX_ROWS:
+                decoded = self._take_leaves(readers, rows)
+            elif big and (len(readers) > 1 or rows is None):
                 decoded = _decode_in_parallel(readers, rows, start, stop)
             elif len(readers) > 1 and remote:
                 # small reads on an object store wait on the network: overlap the columns
@@ -385,6 +389,25 @@ class LanceFileReader:
             if key is not None and len(self._schemas) < 256:
                 self._schemas[key] = schema
         return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _take_leaves(self, readers: list[LeafColumnReader], rows: np.ndarray) -> list[LeafResult]:
+        """A take decoding only the wanted values: every leaf plans which chunks it needs,
+        the chunks of all leaves are read in one request set (the store coalesces
+        neighbours), then each leaf decodes its values.  Leaves with pages the point
+        decoders cannot read take the general path."""
+        plans = [r.take_plan(rows) for r in readers]
+        ranges = [rng for p in plans if p is not None for rng in p.ranges]
+        data = self._file.read_ranges(ranges) if ranges else []
+        out = []
+        at = 0
+        for reader, plan in zip(readers, plans, strict=True):
+            if plan is None:
+                out.append(reader.read(rows))
+                continue
+            k = len(plan.ranges)
+            out.append(reader.take_finish(plan, data[at : at + k]))
+            at += k
+        return out
 
     def _read_v20(self, field: LanceField, rows, start: int, stop: int) -> pa.Array:
         from .v2_0.decoder import decode_v20_field, take_v20_field

@@ -10,6 +10,8 @@ leaf below it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +29,7 @@ from .constant import ConstantPage
 from .fullzip import FullZipPage
 from .leaf import LeafPiece
 from .miniblock import MiniBlockPage
+from .point import PointPlan, point_plan
 from .repdef import LIST_LAYERS, Layer, Unraveled, unravel
 
 
@@ -101,6 +104,7 @@ class LeafColumnReader:
         self.page_key = page_key
         self.page_starts = column.page_starts()
         self._decoders: dict[int, object] = {}
+        self._points: dict[int, PointPlan | None] = {}  # point plans, without a search cache
         # decode cost, for scheduling the slowest leaves first on the thread pool: a guess
         # from the stored bytes per row until a read has been timed
         rows = max(1, int(self.page_starts[-1]))
@@ -175,18 +179,12 @@ class LeafColumnReader:
         """Rows of the column: either sorted unique ``rows`` or the range [start, stop)."""
         pieces = []
         started = time.perf_counter()
-        try:
+        with self._decoding():
             for page, page_rows in self._pages_for(rows, start, stop):
                 if self.page_cache is not None:
                     pieces.append(self._cached_page(page, page_rows, rows is not None))
                 else:
                     pieces.append(self._to_layers(self.decode_page(page, page_rows)))
-        except LanceError as exc:
-            raise exc.with_context(path=self.file.path, column=self.field.name) from None
-        except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
-            raise CorruptFileError(
-                f"cannot decode: {exc}", path=self.file.path, column=self.field.name
-            ) from exc
         if not pieces:
             raise CorruptFileError(
                 f"no pages hold the requested rows of column {self.column_index}"
@@ -196,6 +194,78 @@ class LeafColumnReader:
         if n >= 1024:
             self.seconds_per_row = (time.perf_counter() - started) / n
         return concat_results(pieces)
+
+    @contextmanager
+    def _decoding(self) -> Iterator[None]:
+        """Errors of a decode, named with the file and column (bad bytes surface as numpy
+        or Arrow errors: they are corruption)."""
+        try:
+            yield
+        except LanceError as exc:
+            raise exc.with_context(path=self.file.path, column=self.field.name) from None
+        except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
+            raise CorruptFileError(
+                f"cannot decode: {exc}", path=self.file.path, column=self.field.name
+            ) from exc
+
+    # -- point lookups -------------------------------------------------------------------
+
+    def point(self, page: PageInfo) -> PointPlan | None:
+        """The page's point-lookup plan (None: the page needs the general path), made
+        once and kept beside the page's metadata."""
+        if self.cache is None:
+            if page.index not in self._points:
+                self._points[page.index] = self._make_point(page)
+            return self._points[page.index]
+        return self.cache.get_or_load(
+            self.cache_key + (page.index, "point"), lambda: self._make_point(page)
+        )
+
+    def _make_point(self, page: PageInfo) -> PointPlan | None:
+        dec = self.decoder(page)
+        return point_plan(dec, self.meta(page)) if type(dec) is MiniBlockPage else None
+
+    def take_plan(self, rows: np.ndarray) -> TakePlan | None:
+        """Plan a take of sorted unique ``rows`` without reading: per page, the chunks
+        holding the rows and their byte ranges, so that a file reader fetches the chunks
+        of all its columns in one request set.  None when a page needs the general path."""
+        with self._decoding():
+            steps: list[tuple] = []
+            ranges: list[tuple[int, int]] = []
+            for page, page_rows in self._pages_for(rows, 0, None):
+                if self.page_cache is not None:
+                    assert self.page_key is not None
+                    whole = self.page_cache.get(self.page_key + (page.index,))
+                    if whole is not None:
+                        steps.append((None, whole, page_rows, 0))
+                        continue
+                plan = self.point(page)
+                if plan is None:
+                    return None
+                chunks, row_chunk, within = plan.locate(page_rows)
+                page_ranges = plan.ranges(chunks)
+                steps.append((plan, (chunks, row_chunk, within), page, len(page_ranges)))
+                ranges += page_ranges
+        return TakePlan(steps, ranges)
+
+    def take_finish(self, plan: TakePlan, data: list[bytes]) -> LeafResult:
+        """Decode a planned take from the bytes of its ranges, in order."""
+        pieces = []
+        at = 0
+        with self._decoding():
+            for point, where, page, count in plan.steps:
+                if point is None:  # a page in the decoded-page cache
+                    pieces.append(select_cached(where, page))
+                    continue
+                piece = point.decode(*where, data[at : at + count], point.meta.dictionary)
+                at += count
+                piece.layers = self.decoder(page).layers
+                pieces.append(self._to_layers(piece))
+            if not pieces:
+                raise CorruptFileError(
+                    f"no pages hold the requested rows of column {self.column_index}"
+                )
+            return concat_results(pieces)
 
     def _cached_page(self, page: PageInfo, rows: np.ndarray | None, take: bool) -> LeafResult:
         """A page through the decoded-page cache.  Range reads of an admitted page decode
@@ -276,6 +346,16 @@ class LeafColumnReader:
         if len(arr) != un.num_leaf_slots:
             raise CorruptFileError(f"{len(arr)} values for {un.num_leaf_slots} slots in the levels")
         return LeafResult(un.layers, [arr], un.num_rows)
+
+
+@dataclass
+class TakePlan:
+    """A leaf's planned take: per page (point plan, where the rows are, page, number of
+    ranges) or, for a page in the decoded-page cache, (None, cached page, rows, 0); and
+    the byte ranges to read for all its pages."""
+
+    steps: list[tuple]
+    ranges: list[tuple[int, int]]
 
 
 def read_miniblock(file: RandomAccessFile, dec: MiniBlockPage, meta, rows) -> LeafPiece:
