@@ -38,7 +38,7 @@ def _inverse_fastlanes(t: int) -> tuple[np.ndarray, np.ndarray]:
         o = FL_ORDER[r // 8] * 16 + (r % 8) * 128
         rows[o : o + lanes] = r
         lane_of[o : o + lanes] = np.arange(lanes)
-    return rows, lane_of
+    return readonly(rows), readonly(lane_of)
 
 
 _INVERSE = {t: _inverse_fastlanes(t) for t in (8, 16, 32, 64)}
@@ -92,67 +92,42 @@ class PointPlan:
         dictionary,
     ) -> LeafPiece:
         """The wanted values (and def levels) out of the chunks' bytes (``data[i]`` holds
-        chunk ``chunks[i]``)."""
+        chunk ``chunks[i]``), in one compiled pass."""
         base = readonly(np.frombuffer(data[0] if len(data) == 1 else b"".join(data), np.uint8))
-        sizes = self.meta.chunk_sizes[chunks]
-        pos = np.cumsum(sizes) - sizes
-        nfields = self.level_fields + self.num_buffers
-        bufs = np.empty((len(chunks), 2 * nfields), dtype=np.int64)
-        if not _chunk_buffers(
+        n = len(within)
+        variable = self.kind == VARIABLE
+        # values of distinct rows are distinct bytes of the chunks: len(base) bounds them
+        out = np.empty(len(base) if variable else n * self.width, dtype=np.uint8)
+        offsets = np.empty(n + 1 if variable else 1, dtype=np.int64)
+        defs = np.empty(n if self.has_def else 0, dtype=np.uint16)
+        rows, lanes = _INVERSE[8 * self.width if self.kind == BITPACK else 8]
+        total = _take_values(
             base,
-            readonly(pos),
-            readonly(sizes),
+            self.meta.chunk_sizes[chunks],
             self.level_fields,
             self.num_buffers,
             self.size_word,
-            bufs,
-        ):
-            raise CorruptFileError("mini-block chunk buffers overflow their chunk")
-        n = len(within)
-        row_chunk, within = readonly(row_chunk), readonly(within)
-        defs = None
-        if self.has_def:  # the def buffer follows the rep buffer, when there is one
-            d = 2 * (self.level_fields - 1)
-            out = np.empty(2 * n, dtype=np.uint8)
-            self._fixed(self.def_kind, 2, base, bufs, d, row_chunk, within, out)
-            defs = out.view("<u2")
-        v = 2 * self.level_fields
+            row_chunk,
+            within,
+            self.kind,
+            self.width,
+            self.def_kind if self.has_def else -1,
+            rows,
+            lanes,
+            out,
+            offsets,
+            defs,
+        )
+        if total < 0:
+            raise CorruptFileError("a mini-block value lies outside its chunk")
         values: Block
-        if self.kind == VARIABLE:
-            starts = readonly(np.ascontiguousarray(bufs[:, v]))
-            lens = readonly(np.ascontiguousarray(bufs[:, v + 1]))
-            offsets = np.empty(n + 1, dtype=np.int64)
-            total = _variable_offsets(base, starts, lens, row_chunk, within, self.width, offsets)
-            if total < 0:
-                raise CorruptFileError("Variable mini-block offsets run past their chunk")
-            out = np.empty(total, dtype=np.uint8)
-            _variable_bytes(base, starts, row_chunk, within, self.width, readonly(offsets), out)
-            values = VariableWidthBlock(offsets, out, self.bits)
+        if variable:
+            values = VariableWidthBlock(offsets, out[:total], self.bits)
             if self.table is not None:
                 values = fsst.decompress(values, self.table)
         else:
-            out = np.empty(n * self.width, dtype=np.uint8)
-            self._fixed(self.kind, self.width, base, bufs, v, row_chunk, within, out)
             values = FixedWidthBlock(out, self.bits, n)
-        return LeafPiece(None, defs, n, values, n, dictionary)
-
-    @staticmethod
-    def _fixed(kind, width, base, bufs, col, row_chunk, within, out) -> None:
-        starts = readonly(np.ascontiguousarray(bufs[:, col]))
-        lens = readonly(np.ascontiguousarray(bufs[:, col + 1]))
-        if kind == FLAT:
-            ok = _take_flat(base, starts, lens, row_chunk, within, width, out)
-        elif kind == BITPACK:
-            rows, lanes = _INVERSE[8 * width]
-            ok = _take_bitpacked(base, starts, lens, row_chunk, within, width, rows, lanes, out)
-        elif kind == RLE:  # run lengths in the next buffer
-            runs = readonly(np.ascontiguousarray(bufs[:, col + 2]))
-            run_lens = readonly(np.ascontiguousarray(bufs[:, col + 3]))
-            ok = _take_rle(base, starts, lens, runs, run_lens, row_chunk, within, width, out)
-        else:  # block-form RLE (def levels): u64 values size, values, run lengths
-            ok = _take_rle(base, starts, lens, starts, lens, row_chunk, within, -width, out)
-        if not ok:
-            raise CorruptFileError("a mini-block value lies outside its chunk")
+        return LeafPiece(None, defs if self.has_def else None, n, values, n, dictionary)
 
 
 def point_plan(dec: MiniBlockPage, meta: MiniBlockMeta) -> PointPlan | None:
@@ -233,144 +208,166 @@ def _uint_at(base, pos, width):  # pragma: no cover - compiled
     return value
 
 
-@kernel("b1(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), i8, i8, i8, i8[:, ::1])")
-def _chunk_buffers(base, pos, sizes, level_fields, nbuf, size_word, out):  # pragma: no cover
-    """Parse each chunk's header: ``out[c]`` gets (start, size) of its level buffers, then
-    of its value buffers, each padded to 8 bytes as the layout stores them.  False when a
-    buffer runs past its chunk."""
+@kernel()
+def _buffer(base, p, end, level_fields, nbuf, size_word, f):  # pragma: no cover - compiled
+    """(start, size) of buffer ``f`` (level buffers first, then value buffers) of the chunk
+    at ``base[p:end]``, from its header; (-1, 0) when the header or buffer overflows."""
     header = 2 + 2 * level_fields + size_word * nbuf
-    for c in range(len(pos)):
-        p = pos[c]
-        end = p + sizes[c]
-        if p + header > end or end > len(base):
-            return False
-        at = p + ((header + 7) & ~7)
-        for f in range(level_fields + nbuf):
-            if f < level_fields:
-                size = np.int64(_uint_at(base, p + 2 + 2 * f, 2))
-            else:
-                off = p + 2 + 2 * level_fields + size_word * (f - level_fields)
-                size = np.int64(_uint_at(base, off, size_word))
-            out[c, 2 * f] = at
-            out[c, 2 * f + 1] = size
+    if p + header > end:
+        return -1, 0
+    at = p + ((header + 7) & ~7)
+    for k in range(f + 1):
+        if k < level_fields:
+            size = np.int64(_uint_at(base, p + 2 + 2 * k, 2))
+        else:
+            off = p + 2 + 2 * level_fields + size_word * (k - level_fields)
+            size = np.int64(_uint_at(base, off, size_word))
+        if k == f:
             if at + size > end:
-                return False
-            at += (size + 7) & ~7
-    return True
+                return -1, 0
+            return at, size
+        at += (size + 7) & ~7
+    return -1, 0
 
 
-@kernel("b1(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8, u1[::1])")
-def _take_flat(base, starts, lens, row_chunk, within, width, out):  # pragma: no cover
-    """Flat: value ``j`` of a chunk is ``width`` bytes at ``j * width``."""
-    for i in range(len(row_chunk)):
-        c = row_chunk[i]
-        off = within[i] * width
-        if off + width > lens[c]:
-            return False
-        p = starts[c] + off
-        out[i * width : (i + 1) * width] = base[p : p + width]
-    return True
-
-
-@kernel(
-    "b1(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8, "
-    "ro(i8[::1]), ro(i8[::1]), u1[::1])"
-)
-def _take_bitpacked(base, starts, lens, row_chunk, within, word, rows, lanes_of, out):  # pragma: no cover
-    """InlineBitpacking: a chunk is ``[W][1024 values packed to W bits, FastLanes order]``;
-    value ``j`` is row ``rows[j]`` of lane ``lanes_of[j]``, whose bits start in word
-    ``(r * W // T) * LANES + lane`` and may run into the same lane's next word."""
-    t = 8 * word
-    lanes = 1024 // t
-    for i in range(len(row_chunk)):
-        c = row_chunk[i]
-        j = within[i]
-        p = starts[c]
-        if lens[c] < word or j >= 1024:
-            return False
-        width = np.int64(_uint_at(base, p, word))
-        if width > t or lens[c] < word + 128 * width:
-            return False
-        v = np.uint64(0)
-        if width:
-            bit = rows[j] * width
-            shift = bit % t
-            at = p + word + ((bit // t) * lanes + lanes_of[j]) * word
-            v = _uint_at(base, at, word) >> np.uint64(shift)
-            if shift + width > t:
-                v |= _uint_at(base, at + lanes * word, word) << np.uint64(t - shift)
-            v &= np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - width)
-        for k in range(word):
-            out[i * word + k] = (v >> np.uint64(8 * k)) & np.uint64(0xFF)
-    return True
+@kernel()
+def _run_of(base, lstart, nruns, run, seen, j):  # pragma: no cover - compiled
+    """Advance (run, values before it) to the run holding value ``j``; run == nruns when
+    the runs end first."""
+    while run < nruns and seen + np.int64(base[lstart + run]) <= j:
+        seen += np.int64(base[lstart + run])
+        run += 1
+    return run, seen
 
 
 @kernel(
-    "b1(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), "
-    "ro(i8[::1]), i8, u1[::1])"
+    "i8(ro(u1[::1]), i8[::1], i8, i8, i8, i8[::1], i8[::1], i8, i8, i8, ro(i8[::1]), "
+    "ro(i8[::1]), u1[::1], i8[::1], u2[::1])"
 )
-def _take_rle(base, starts, lens, runs, run_lens, row_chunk, within, width, out):  # pragma: no cover
-    """RLE: run values, and one u8 length per run in the next buffer (``runs``); a
-    negative ``width`` marks the block form, one buffer of a u64 values size, the values
-    and the run lengths.  Rows of a chunk come in order: its runs are walked once."""
-    block = width < 0
-    width = -width if block else width
+def _take_values(
+    base,
+    sizes,
+    level_fields,
+    nbuf,
+    size_word,
+    row_chunk,
+    within,
+    kind,
+    width,
+    def_kind,
+    fl_rows,
+    fl_lanes,
+    out,
+    offsets,
+    defs,
+):  # pragma: no cover - compiled
+    """Value ``within[i]`` of chunk ``row_chunk[i]`` for every wanted row (the chunks lie
+    end to end in ``base``, ``sizes`` bytes each; rows come in order), and its def level
+    when ``def_kind >= 0``.  Fixed kinds write ``width`` bytes per row to ``out``;
+    VARIABLE writes the bytes end to end with ``offsets``.  Returns the bytes written, or
+    -1 when a value or buffer lies outside its chunk.
+
+    * FLAT: value ``j`` is ``width`` bytes at ``j * width``;
+    * BITPACK: ``[W][1024 values packed to W bits, FastLanes order]``; value ``j`` is row
+      ``fl_rows[j]`` of lane ``fl_lanes[j]``, whose bits start in word
+      ``(r * W // T) * LANES + lane`` and may run into the lane's next word;
+    * RLE: run values, one u8 length per run in the next buffer (def levels: the block
+      form, a u64 values size, the values, the lengths); a chunk's runs are walked once;
+    * VARIABLE: the chunk starts with its values' offsets, relative to the chunk.
+    """
+    pos = np.empty(len(sizes) + 1, dtype=np.int64)
+    pos[0] = 0
+    for c in range(len(sizes)):
+        pos[c + 1] = pos[c] + sizes[c]
+    if pos[len(sizes)] > len(base):
+        return -1
     prev = -1
-    run = seen = vstart = lstart = nruns = 0  # ``seen``: values in the runs before ``run``
+    vstart = vsize = lstart = nruns = run = seen = 0
+    dstart = dsize = dlstart = dnruns = drun = dseen = 0
+    written = 0
+    t = 8 * width
+    lanes = 1024 // t if kind == BITPACK else 0
+    offsets[0] = 0
     for i in range(len(row_chunk)):
         c = row_chunk[i]
         j = within[i]
         if c != prev:
             prev = c
-            run = 0
-            seen = 0
-            if block:
-                if lens[c] < 8:
-                    return False
-                vbytes = np.int64(_uint_at(base, starts[c], 8))
-                vstart = starts[c] + 8
-                lstart = vstart + vbytes
-                if vbytes < 0 or vbytes % width or lens[c] - 8 - vbytes != vbytes // width:
-                    return False
-            else:
-                vbytes = lens[c]
-                vstart = starts[c]
-                lstart = runs[c]
-                if vbytes % width or run_lens[c] != vbytes // width:
-                    return False
-            nruns = vbytes // width
-        while run < nruns and seen + np.int64(base[lstart + run]) <= j:
-            seen += np.int64(base[lstart + run])
-            run += 1
-        if run >= nruns:
-            return False
-        p = vstart + run * width
-        out[i * width : (i + 1) * width] = base[p : p + width]
-    return True
-
-
-@kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8, i8[::1])")
-def _variable_offsets(base, starts, lens, row_chunk, within, width, out):  # pragma: no cover
-    """Variable: a chunk starts with its values' offsets (relative to the chunk); the
-    wanted values' offsets end to end, or -1 when an offset leaves its chunk."""
-    out[0] = 0
-    for i in range(len(row_chunk)):
-        c = row_chunk[i]
-        j = within[i]
-        if (j + 2) * width > lens[c]:
-            return -1
-        a = np.int64(_uint_at(base, starts[c] + j * width, width))
-        b = np.int64(_uint_at(base, starts[c] + (j + 1) * width, width))
-        if b < a or b > lens[c]:
-            return -1
-        out[i + 1] = out[i] + b - a
-    return out[len(row_chunk)]
-
-
-@kernel("void(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8, ro(i8[::1]), u1[::1])")
-def _variable_bytes(base, starts, row_chunk, within, width, offsets, out):  # pragma: no cover
-    """Copy the wanted values' bytes (checked by :func:`_variable_offsets`)."""
-    for i in range(len(row_chunk)):
-        c = row_chunk[i]
-        a = starts[c] + np.int64(_uint_at(base, starts[c] + within[i] * width, width))
-        out[offsets[i] : offsets[i + 1]] = base[a : a + offsets[i + 1] - offsets[i]]
+            p, end = pos[c], pos[c + 1]
+            vstart, vsize = _buffer(base, p, end, level_fields, nbuf, size_word, level_fields)
+            if vstart < 0:
+                return -1
+            if kind == RLE:
+                lstart, lsize = _buffer(
+                    base, p, end, level_fields, nbuf, size_word, level_fields + 1
+                )
+                if lstart < 0 or vsize % width or lsize != vsize // width:
+                    return -1
+                nruns, run, seen = vsize // width, 0, 0
+            if def_kind >= 0:  # the def buffer is the last level buffer
+                dstart, dsize = _buffer(
+                    base, p, end, level_fields, nbuf, size_word, level_fields - 1
+                )
+                if dstart < 0:
+                    return -1
+                if def_kind == RLE_BLOCK:
+                    if dsize < 8:
+                        return -1
+                    vbytes = np.int64(_uint_at(base, dstart, 8))
+                    dnruns = vbytes // 2
+                    dlstart = dstart + 8 + vbytes
+                    if vbytes < 0 or vbytes % 2 or dsize - 8 - vbytes != dnruns:
+                        return -1
+                    dstart += 8
+                    drun = dseen = 0
+        if def_kind == FLAT:
+            if 2 * j + 2 > dsize:
+                return -1
+            defs[i] = np.uint16(_uint_at(base, dstart + 2 * j, 2))
+        elif def_kind == RLE_BLOCK:
+            drun, dseen = _run_of(base, dlstart, dnruns, drun, dseen, j)
+            if drun >= dnruns:
+                return -1
+            defs[i] = np.uint16(_uint_at(base, dstart + 2 * drun, 2))
+        if kind == VARIABLE:
+            if (j + 2) * width > vsize:
+                return -1
+            a = np.int64(_uint_at(base, vstart + j * width, width))
+            b = np.int64(_uint_at(base, vstart + (j + 1) * width, width))
+            if b < a or b > vsize or written + b - a > len(out):
+                return -1
+            out[written : written + b - a] = base[vstart + a : vstart + b]
+            written += b - a
+            offsets[i + 1] = written
+            continue
+        src = -1
+        if kind == FLAT:
+            if (j + 1) * width > vsize:
+                return -1
+            src = vstart + j * width
+        elif kind == RLE:
+            run, seen = _run_of(base, lstart, nruns, run, seen, j)
+            if run >= nruns:
+                return -1
+            src = vstart + run * width
+        if src >= 0:
+            out[i * width : (i + 1) * width] = base[src : src + width]
+        else:  # BITPACK
+            if j >= 1024 or vsize < width:
+                return -1
+            w = np.int64(_uint_at(base, vstart, width))
+            if w > t or vsize < width + 128 * w:
+                return -1
+            v = np.uint64(0)
+            if w:
+                bit = fl_rows[j] * w
+                shift = bit % t
+                at = vstart + width + ((bit // t) * lanes + fl_lanes[j]) * width
+                v = _uint_at(base, at, width) >> np.uint64(shift)
+                if shift + w > t:
+                    v |= _uint_at(base, at + lanes * width, width) << np.uint64(t - shift)
+                v &= np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - w)
+            for k in range(width):
+                out[i * width + k] = (v >> np.uint64(8 * k)) & np.uint64(0xFF)
+        written += width
+    return written
