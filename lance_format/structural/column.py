@@ -243,8 +243,8 @@ class LeafColumnReader:
                 if plan is None:
                     return None
                 chunks, row_chunk, within = plan.locate(page_rows)
-                page_ranges = plan.ranges(chunks)
-                steps.append((plan, (chunks, row_chunk, within), page, len(page_ranges)))
+                page_ranges, pos = plan.ranges(chunks)
+                steps.append((plan, (chunks, pos, row_chunk, within), page, len(page_ranges)))
                 ranges += page_ranges
         return TakePlan(steps, ranges)
 

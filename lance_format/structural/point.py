@@ -24,6 +24,7 @@ from ..jit import kernel, readonly
 from .leaf import LeafPiece
 from .miniblock import MiniBlockMeta, MiniBlockPage
 
+GAP = 4096  # chunks of a column closer than this are read in one range, gap included
 # value codecs with a point decoder, and RLE's block form (def levels: a u64 size first)
 FLAT, BITPACK, RLE, VARIABLE, RLE_BLOCK = 0, 1, 2, 3, 4
 
@@ -79,20 +80,37 @@ class PointPlan:
     def nbytes(self) -> int:
         return self.meta.nbytes + self.chunk_first_row.nbytes + 200
 
-    def ranges(self, chunks: np.ndarray) -> list[tuple[int, int]]:
-        starts = (self.meta.chunk_starts[chunks] + self.data_start).tolist()
-        return list(zip(starts, self.meta.chunk_sizes[chunks].tolist(), strict=True))
+    def ranges(self, chunks: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
+        """Byte ranges holding the chunks (chunks closer than GAP bytes share one, gap
+        included) and where each chunk starts in the ranges' bytes laid end to end."""
+        starts = self.meta.chunk_starts[chunks]
+        if len(chunks) == 1:
+            size = int(self.meta.chunk_sizes[chunks[0]])
+            return [(int(starts[0]) + self.data_start, size)], np.zeros(1, dtype=np.int64)
+        ends = starts + self.meta.chunk_sizes[chunks]
+        new = np.empty(len(chunks), dtype=bool)
+        new[0] = True
+        np.greater(starts[1:], ends[:-1] + GAP, out=new[1:])
+        first = np.flatnonzero(new)
+        g_start = starts[first]
+        g_len = np.append(ends[first[1:] - 1], ends[-1]) - g_start
+        group = np.cumsum(new) - 1
+        pos = (np.cumsum(g_len) - g_len - g_start)[group] + starts
+        offsets = (g_start + self.data_start).tolist()
+        return list(zip(offsets, g_len.tolist(), strict=True)), pos
 
     def decode(
         self,
         chunks: np.ndarray,
+        pos: np.ndarray,
         row_chunk: np.ndarray,
         within: np.ndarray,
         data: list[bytes],
         dictionary,
     ) -> LeafPiece:
-        """The wanted values (and def levels) out of the chunks' bytes (``data[i]`` holds
-        chunk ``chunks[i]``), in one compiled pass."""
+        """The wanted values (and def levels) out of the chunks' bytes (``data``: the
+        ranges of :meth:`ranges`; chunk ``chunks[i]`` starts at ``pos[i]`` of their bytes
+        laid end to end), in one compiled pass."""
         base = readonly(np.frombuffer(data[0] if len(data) == 1 else b"".join(data), np.uint8))
         n = len(within)
         variable = self.kind == VARIABLE
@@ -103,6 +121,7 @@ class PointPlan:
         rows, lanes = _INVERSE[8 * self.width if self.kind == BITPACK else 8]
         total = _take_values(
             base,
+            pos,
             self.meta.chunk_sizes[chunks],
             self.level_fields,
             self.num_buffers,
@@ -241,11 +260,12 @@ def _run_of(base, lstart, nruns, run, seen, j):  # pragma: no cover - compiled
 
 
 @kernel(
-    "i8(ro(u1[::1]), i8[::1], i8, i8, i8, i8[::1], i8[::1], i8, i8, i8, ro(i8[::1]), "
+    "i8(ro(u1[::1]), i8[::1], i8[::1], i8, i8, i8, i8[::1], i8[::1], i8, i8, i8, ro(i8[::1]), "
     "ro(i8[::1]), u1[::1], i8[::1], u2[::1])"
 )
 def _take_values(
     base,
+    pos,
     sizes,
     level_fields,
     nbuf,
@@ -261,8 +281,8 @@ def _take_values(
     offsets,
     defs,
 ):  # pragma: no cover - compiled
-    """Value ``within[i]`` of chunk ``row_chunk[i]`` for every wanted row (the chunks lie
-    end to end in ``base``, ``sizes`` bytes each; rows come in order), and its def level
+    """Value ``within[i]`` of chunk ``row_chunk[i]`` for every wanted row (chunk ``c`` is
+    ``base[pos[c]:][:sizes[c]]``; rows come in order), and its def level
     when ``def_kind >= 0``.  Fixed kinds write ``width`` bytes per row to ``out``;
     VARIABLE writes the bytes end to end with ``offsets``.  Returns the bytes written, or
     -1 when a value or buffer lies outside its chunk.
@@ -275,12 +295,6 @@ def _take_values(
       form, a u64 values size, the values, the lengths); a chunk's runs are walked once;
     * VARIABLE: the chunk starts with its values' offsets, relative to the chunk.
     """
-    pos = np.empty(len(sizes) + 1, dtype=np.int64)
-    pos[0] = 0
-    for c in range(len(sizes)):
-        pos[c + 1] = pos[c] + sizes[c]
-    if pos[len(sizes)] > len(base):
-        return -1
     prev = -1
     vstart = vsize = lstart = nruns = run = seen = 0
     dstart = dsize = dlstart = dnruns = drun = dseen = 0
@@ -293,7 +307,10 @@ def _take_values(
         j = within[i]
         if c != prev:
             prev = c
-            p, end = pos[c], pos[c + 1]
+            p = pos[c]
+            end = p + sizes[c]
+            if p < 0 or end > len(base):
+                return -1
             vstart, vsize = _buffer(base, p, end, level_fields, nbuf, size_word, level_fields)
             if vstart < 0:
                 return -1
