@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from ..compression import fsst
 from ..compression.bitpacking import FL_ORDER
-from ..compression.blocks import Block, FixedWidthBlock, VariableWidthBlock
+from ..compression.blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges
 from ..errors import CorruptFileError
 from ..jit import kernel, readonly
 from .leaf import LeafPiece
@@ -61,6 +62,8 @@ class PointPlan:
     width: int  # bytes per value (FLAT, RLE), word bytes (BITPACK), offset bytes (VARIABLE)
     bits: int  # bits per decoded value (fixed kinds) or per offset (VARIABLE)
     table: fsst.SymbolTable | None  # FSST symbols applied after VARIABLE
+    # the dictionary's items as numpy (see _dictionary_items), made on first use
+    _items: tuple | bool | None = None
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Chunks holding the (sorted, unique, page-relative) rows: the distinct chunk
@@ -106,7 +109,7 @@ class PointPlan:
         row_chunk: np.ndarray,
         within: np.ndarray,
         data: list[bytes],
-        dictionary,
+        dictionary: pa.Array | None,
     ) -> LeafPiece:
         """The wanted values (and def levels) out of the chunks' bytes (``data``: the
         ranges of :meth:`ranges`; chunk ``chunks[i]`` starts at ``pos[i]`` of their bytes
@@ -146,7 +149,55 @@ class PointPlan:
                 values = fsst.decompress(values, self.table)
         else:
             values = FixedWidthBlock(out, self.bits, n)
+            if dictionary is not None:
+                looked_up = self._lookup(dictionary, values)
+                if looked_up is not None:
+                    values, dictionary = looked_up, None
         return LeafPiece(None, defs if self.has_def else None, n, values, n, dictionary)
+
+    def _lookup(self, dictionary: pa.Array, indices: FixedWidthBlock) -> Block | None:
+        """The dictionary items of ``indices`` as a block, by numpy indexing of the
+        dictionary's buffers (Arrow's take costs more than a point lookup's whole decode);
+        None for a dictionary kept as Arrow (with nulls, booleans, nested)."""
+        if self._items is None:
+            self._items = _dictionary_items(dictionary)
+        if self._items is False or indices.bits_per_value not in (8, 16, 32, 64):
+            return None
+        idx = indices.data.view(f"<u{indices.bits_per_value // 8}")
+        if len(idx) and int(idx.max()) >= len(dictionary):
+            raise CorruptFileError("dictionary index out of range")
+        items = self._items
+        if len(items) == 1:  # fixed-width items, one row of bytes each
+            picked = items[0][idx]
+            return FixedWidthBlock(picked.reshape(-1), 8 * items[0].shape[1], len(idx))
+        offsets, data, bits = items
+        starts = offsets[idx]
+        lengths = offsets[idx + 1] - starts
+        out = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=out[1:])
+        return VariableWidthBlock(out, gather_ranges(data, starts, lengths), bits)
+
+
+def _dictionary_items(dictionary: pa.Array) -> tuple | bool:
+    """A dictionary's items as numpy: ``(items x width bytes,)`` for fixed-width items,
+    ``(offsets, data, offset bits)`` for strings and binaries; False for others."""
+    if dictionary.null_count:
+        return False
+    t = dictionary.type
+    bufs = dictionary.buffers()
+    off, n = dictionary.offset, len(dictionary)
+    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or (
+        pa.types.is_large_binary(t)
+    ):
+        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        offsets = np.frombuffer(bufs[1], np.int64 if large else np.int32)[off : off + n + 1]
+        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        return offsets.astype(np.int64), data, 64 if large else 32
+    if len(bufs) != 2 or pa.types.is_boolean(t) or t.bit_width % 8:
+        return False
+    width = t.bit_width // 8
+    data = np.frombuffer(bufs[1], np.uint8)[off * width : (off + n) * width]
+    return (data.reshape(n, width),)
 
 
 def point_plan(dec: MiniBlockPage, meta: MiniBlockMeta) -> PointPlan | None:
