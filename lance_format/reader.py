@@ -91,6 +91,8 @@ class LanceFileReader:
         self._leaf_readers: dict[int, LeafColumnReader] = {}
         self._v20_columns: dict = {}  # parsed 2.0 columns, by column index
         self._schemas: dict[tuple, pa.Schema] = {}  # result schemas, by projection
+        self._projections: dict[tuple, list[LanceField]] = {}  # fields, by column names
+        self._leaf_lists: dict[tuple, tuple] = {}  # (fields, their leaves), by field ids
 
     # -- properties ------------------------------------------------------------------------
 
@@ -299,10 +301,16 @@ class LanceFileReader:
             return list(self._lance_schema.fields)
         if isinstance(columns, str):
             columns = [columns]
-        try:
-            return list(self._lance_schema.project(list(columns)).fields)
-        except LanceError as exc:
-            raise InvalidArgumentError(str(exc.problem), path=self.path) from exc
+        key = tuple(columns)
+        fields = self._projections.get(key)
+        if fields is None:  # made once per projection: point lookups repeat them
+            try:
+                fields = list(self._lance_schema.project(list(columns)).fields)
+            except LanceError as exc:
+                raise InvalidArgumentError(str(exc.problem), path=self.path) from exc
+            if len(self._projections) < 256:
+                self._projections[key] = fields
+        return list(fields)
 
     def _leaf_reader(self, leaf: LanceField) -> LeafColumnReader:
         reader = self._leaf_readers.get(leaf.id)
@@ -343,7 +351,15 @@ class LanceFileReader:
             return self._legacy.read_table(fields, rows, start, stop, self.cache, meta)
         results = {}
         if n and self.version >= LanceFileVersion.V2_1:
-            leaves = [leaf for f in fields for leaf in _leaves(f)]
+            # by the fields' identities (a projection's fields are made once, see
+            # _project); the entry holds the fields, so no id is reused while it exists
+            key = tuple(id(f) for f in fields)
+            entry = self._leaf_lists.get(key)
+            if entry is None:
+                entry = (tuple(fields), [leaf for f in fields for leaf in _leaves(f)])
+                if len(self._leaf_lists) < 256:
+                    self._leaf_lists[key] = entry
+            leaves = entry[1]
             readers = [self._leaf_reader(leaf) for leaf in leaves]  # created on this thread
 
             # a range pays off from many rows; a take from a few (each row is a chunk decode)
@@ -393,17 +409,14 @@ class LanceFileReader:
     def _take_leaves(self, readers: list[LeafColumnReader], rows: np.ndarray) -> list[LeafResult]:
         """A take decoding only the wanted values: every leaf plans which chunks it needs,
         the chunks of all leaves are read in one request set (the store coalesces
-        neighbours), then each leaf decodes its values.  Leaves with pages the point
-        decoders cannot read take the general path."""
+        neighbours), then each leaf decodes its values (pages without a point plan
+        through the general path)."""
         plans = [r.take_plan(rows) for r in readers]
-        ranges = [rng for p in plans if p is not None for rng in p.ranges]
+        ranges = [rng for p in plans for rng in p.ranges]
         data = self._file.read_ranges(ranges) if ranges else []
         out = []
         at = 0
         for reader, plan in zip(readers, plans, strict=True):
-            if plan is None:
-                out.append(reader.read(rows))
-                continue
             k = len(plan.ranges)
             out.append(reader.take_finish(plan, data[at : at + k]))
             at += k

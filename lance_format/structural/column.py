@@ -10,8 +10,6 @@ leaf below it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +74,28 @@ class LeafResult:
         return pa.concat_arrays(self.chunks)
 
 
+class _DecodeErrors:
+    """Names decode errors with the file and column; bad bytes surface as numpy or Arrow
+    errors, which are corruption.  A class rather than a generator context manager: it
+    wraps every leaf of every point lookup."""
+
+    def __init__(self, reader: LeafColumnReader):
+        self.reader = reader
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None:
+            return False
+        path, column = self.reader.file.path, self.reader.field.name
+        if isinstance(exc, LanceError):
+            raise exc.with_context(path=path, column=column) from None
+        if isinstance(exc, (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException)):
+            raise CorruptFileError(f"cannot decode: {exc}", path=path, column=column) from exc
+        return False
+
+
 class LeafColumnReader:
     """One leaf column: page decoders, cached page metadata, row selection."""
 
@@ -105,6 +125,7 @@ class LeafColumnReader:
         self.page_starts = column.page_starts()
         self._decoders: dict[int, object] = {}
         self._points: dict[int, PointPlan | None] = {}  # point plans, without a search cache
+        self._errors = _DecodeErrors(self)
         # decode cost, for scheduling the slowest leaves first on the thread pool: a guess
         # from the stored bytes per row until a read has been timed
         rows = max(1, int(self.page_starts[-1]))
@@ -179,7 +200,7 @@ class LeafColumnReader:
         """Rows of the column: either sorted unique ``rows`` or the range [start, stop)."""
         pieces = []
         started = time.perf_counter()
-        with self._decoding():
+        with self._errors:
             for page, page_rows in self._pages_for(rows, start, stop):
                 if self.page_cache is not None:
                     pieces.append(self._cached_page(page, page_rows, rows is not None))
@@ -194,19 +215,6 @@ class LeafColumnReader:
         if n >= 1024:
             self.seconds_per_row = (time.perf_counter() - started) / n
         return concat_results(pieces)
-
-    @contextmanager
-    def _decoding(self) -> Iterator[None]:
-        """Errors of a decode, named with the file and column (bad bytes surface as numpy
-        or Arrow errors: they are corruption)."""
-        try:
-            yield
-        except LanceError as exc:
-            raise exc.with_context(path=self.file.path, column=self.field.name) from None
-        except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
-            raise CorruptFileError(
-                f"cannot decode: {exc}", path=self.file.path, column=self.field.name
-            ) from exc
 
     # -- point lookups -------------------------------------------------------------------
 
@@ -225,26 +233,30 @@ class LeafColumnReader:
         dec = self.decoder(page)
         return point_plan(dec, self.meta(page)) if type(dec) is MiniBlockPage else None
 
-    def take_plan(self, rows: np.ndarray) -> TakePlan | None:
+    def take_plan(self, rows: np.ndarray) -> TakePlan:
         """Plan a take of sorted unique ``rows`` without reading: per page, the chunks
         holding the rows and their byte ranges, so that a file reader fetches the chunks
-        of all its columns in one request set.  None when a page needs the general path."""
-        with self._decoding():
-            steps: list[tuple] = []
-            ranges: list[tuple[int, int]] = []
+        of all its columns in one request set.  Pages in the decoded-page cache are cut
+        from it; pages without a point plan (constant, full-zip, lists...) are decoded by
+        the general path, which reads for itself."""
+        steps: list[tuple] = []
+        ranges: list[tuple[int, int]] = []
+        with self._errors:
             for page, page_rows in self._pages_for(rows, 0, None):
                 if self.page_cache is not None:
                     assert self.page_key is not None
                     whole = self.page_cache.get(self.page_key + (page.index,))
                     if whole is not None:
-                        steps.append((None, whole, page_rows, 0))
+                        steps.append((_CACHED, whole, page_rows))
                         continue
                 plan = self.point(page)
                 if plan is None:
-                    return None
+                    steps.append((_PAGE, page, page_rows))
+                    continue
                 chunks, row_chunk, within = plan.locate(page_rows)
                 page_ranges, pos = plan.ranges(chunks)
-                steps.append((plan, (chunks, pos, row_chunk, within), page, len(page_ranges)))
+                where = (chunks, pos, row_chunk, within)
+                steps.append((_POINT, plan, where, page, len(page_ranges)))
                 ranges += page_ranges
         return TakePlan(steps, ranges)
 
@@ -252,15 +264,18 @@ class LeafColumnReader:
         """Decode a planned take from the bytes of its ranges, in order."""
         pieces = []
         at = 0
-        with self._decoding():
-            for point, where, page, count in plan.steps:
-                if point is None:  # a page in the decoded-page cache
-                    pieces.append(select_cached(where, page))
-                    continue
-                piece = point.decode(*where, data[at : at + count], point.meta.dictionary)
-                at += count
-                piece.layers = self.decoder(page).layers
-                pieces.append(self._to_layers(piece))
+        with self._errors:
+            for step in plan.steps:
+                if step[0] == _CACHED:
+                    pieces.append(select_cached(step[1], step[2]))
+                elif step[0] == _PAGE:
+                    pieces.append(self._to_layers(self.decode_page(step[1], step[2])))
+                else:
+                    _, point, where, page, count = step
+                    piece = point.decode(*where, data[at : at + count], point.meta.dictionary)
+                    at += count
+                    piece.layers = self.decoder(page).layers
+                    pieces.append(self._to_layers(piece))
             if not pieces:
                 raise CorruptFileError(
                     f"no pages hold the requested rows of column {self.column_index}"
@@ -348,11 +363,16 @@ class LeafColumnReader:
         return LeafResult(un.layers, [arr], un.num_rows)
 
 
+# steps of a planned take: a page cut from the decoded-page cache, (_CACHED, page, rows);
+# a page decoded by the general path, (_PAGE, page, rows); a point lookup,
+# (_POINT, plan, where the rows are, page, number of byte ranges)
+_CACHED, _PAGE, _POINT = 0, 1, 2
+
+
 @dataclass
 class TakePlan:
-    """A leaf's planned take: per page (point plan, where the rows are, page, number of
-    ranges) or, for a page in the decoded-page cache, (None, cached page, rows, 0); and
-    the byte ranges to read for all its pages."""
+    """A leaf's planned take: its steps, one a page, and the byte ranges its point
+    lookups read."""
 
     steps: list[tuple]
     ranges: list[tuple[int, int]]
