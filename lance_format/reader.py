@@ -226,7 +226,8 @@ class LanceFileReader:
             yield from table.combine_chunks().to_batches()
 
     def warm(self, columns: Sequence[str] | None = None) -> None:
-        """Load the random-access metadata of every page into the cache (initialization)."""
+        """Load the random-access metadata and point-lookup plan of every page into the
+        cache (initialization)."""
         if self.cache is None:
             self.cache = SearchCache()
         if self.version == LanceFileVersion.LEGACY:
@@ -238,6 +239,7 @@ class LanceFileReader:
                 reader = self._leaf_reader(leaf)
                 for page in reader.column.pages:
                     reader.meta(page)
+                    reader.point(page)  # the point-lookup plan, beside the metadata
 
     def page_boundaries(self, columns: Sequence[str] | None = None) -> np.ndarray:
         """Row numbers where a page of the heaviest projected column starts, plus the total.
