@@ -25,7 +25,9 @@ from ..jit import kernel, readonly
 from .leaf import LeafPiece
 from .miniblock import MiniBlockMeta, MiniBlockPage
 
-GAP = 4096  # chunks of a column closer than this are read in one range, gap included
+# chunks of a column closer than this are read in one range, gap included: copying 16 KiB
+# costs less than one more request (a system call locally, a round trip remotely)
+GAP = 16 * 1024
 # value codecs with a point decoder, and RLE's block form (def levels: a u64 size first)
 FLAT, BITPACK, RLE, VARIABLE, RLE_BLOCK = 0, 1, 2, 3, 4
 
