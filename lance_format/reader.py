@@ -355,12 +355,12 @@ class LanceFileReader:
         if n and self.version >= LanceFileVersion.V2_1:
             # by the fields' identities (a projection's fields are made once, see
             # _project); the entry holds the fields, so no id is reused while it exists
-            key = tuple(id(f) for f in fields)
-            entry = self._leaf_lists.get(key)
+            leaf_key = tuple(id(f) for f in fields)
+            entry = self._leaf_lists.get(leaf_key)
             if entry is None:
                 entry = (tuple(fields), [leaf for f in fields for leaf in _leaves(f)])
                 if len(self._leaf_lists) < 256:
-                    self._leaf_lists[key] = entry
+                    self._leaf_lists[leaf_key] = entry
             leaves = entry[1]
             readers = [self._leaf_reader(leaf) for leaf in leaves]  # created on this thread
 

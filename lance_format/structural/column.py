@@ -85,15 +85,14 @@ class _DecodeErrors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, exc, tb) -> bool:
+    def __exit__(self, kind, exc, tb) -> None:
         if exc is None:
-            return False
+            return
         path, column = self.reader.file.path, self.reader.field.name
         if isinstance(exc, LanceError):
             raise exc.with_context(path=path, column=column) from None
         if isinstance(exc, (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException)):
             raise CorruptFileError(f"cannot decode: {exc}", path=path, column=column) from exc
-        return False
 
 
 class LeafColumnReader:

@@ -65,7 +65,7 @@ class PointPlan:
     bits: int  # bits per decoded value (fixed kinds) or per offset (VARIABLE)
     table: fsst.SymbolTable | None  # FSST symbols applied after VARIABLE
     # the dictionary's items as numpy (see _dictionary_items), made on first use
-    _items: tuple | bool | None = None
+    _items: tuple | None = None
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Chunks holding the (sorted, unique, page-relative) rows: the distinct chunk
@@ -163,12 +163,12 @@ class PointPlan:
         None for a dictionary kept as Arrow (with nulls, booleans, nested)."""
         if self._items is None:
             self._items = _dictionary_items(dictionary)
-        if self._items is False or indices.bits_per_value not in (8, 16, 32, 64):
+        items = self._items
+        if not items or indices.bits_per_value not in (8, 16, 32, 64):
             return None
         idx = indices.data.view(f"<u{indices.bits_per_value // 8}")
         if len(idx) and int(idx.max()) >= len(dictionary):
             raise CorruptFileError("dictionary index out of range")
-        items = self._items
         if len(items) == 1:  # fixed-width items, one row of bytes each
             picked = items[0][idx]
             return FixedWidthBlock(picked.reshape(-1), 8 * items[0].shape[1], len(idx))
@@ -180,24 +180,31 @@ class PointPlan:
         return VariableWidthBlock(out, gather_ranges(data, starts, lengths), bits)
 
 
-def _dictionary_items(dictionary: pa.Array) -> tuple | bool:
+def _dictionary_items(dictionary: pa.Array) -> tuple:
     """A dictionary's items as numpy: ``(items x width bytes,)`` for fixed-width items,
-    ``(offsets, data, offset bits)`` for strings and binaries; False for others."""
+    ``(offsets, data, offset bits)`` for strings and binaries; ``()`` for others."""
     if dictionary.null_count:
-        return False
+        return ()
     t = dictionary.type
     bufs = dictionary.buffers()
     off, n = dictionary.offset, len(dictionary)
-    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or (
-        pa.types.is_large_binary(t)
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or (pa.types.is_large_binary(t))
     ):
         large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
         offsets = np.frombuffer(bufs[1], np.int64 if large else np.int32)[off : off + n + 1]
         data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
         return offsets.astype(np.int64), data, 64 if large else 32
-    if len(bufs) != 2 or pa.types.is_boolean(t) or t.bit_width % 8:
-        return False
-    width = t.bit_width // 8
+    try:
+        bits = t.bit_width
+    except ValueError:  # not a fixed-width type
+        return ()
+    if len(bufs) != 2 or pa.types.is_boolean(t) or bits % 8:
+        return ()
+    width = bits // 8
     data = np.frombuffer(bufs[1], np.uint8)[off * width : (off + n) * width]
     return (data.reshape(n, width),)
 
@@ -213,7 +220,9 @@ def point_plan(dec: MiniBlockPage, meta: MiniBlockMeta) -> PointPlan | None:
         k = enc.WhichOneof("compression")
         if k == "flat" and enc.flat.bits_per_value == 16:
             def_kind = FLAT
-        elif k == "rle" and _flat_bits(enc.rle.values) == 16 and _flat_bits(enc.rle.run_lengths) == 8:
+        elif (
+            k == "rle" and _flat_bits(enc.rle.values) == 16 and _flat_bits(enc.rle.run_lengths) == 8
+        ):
             def_kind = RLE_BLOCK
         else:
             return None
