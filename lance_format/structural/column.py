@@ -27,7 +27,7 @@ from .constant import ConstantPage
 from .fullzip import FullZipPage
 from .leaf import LeafPiece
 from .miniblock import MiniBlockPage
-from .point import PointPlan, point_plan
+from .point import FullZipPoint, PointPlan, point_plan
 from .repdef import LIST_LAYERS, Layer, Unraveled, unravel
 
 
@@ -123,7 +123,9 @@ class LeafColumnReader:
         self.page_key = page_key
         self.page_starts = column.page_starts()
         self._decoders: dict[int, object] = {}
-        self._points: dict[int, PointPlan | None] = {}  # point plans, without a search cache
+        self._points: dict[
+            int, PointPlan | FullZipPoint | None
+        ] = {}  # point plans, without a search cache
         self._errors = _DecodeErrors(self)
         # decode cost, for scheduling the slowest leaves first on the thread pool: a guess
         # from the stored bytes per row until a read has been timed
@@ -217,7 +219,7 @@ class LeafColumnReader:
 
     # -- point lookups -------------------------------------------------------------------
 
-    def point(self, page: PageInfo) -> PointPlan | None:
+    def point(self, page: PageInfo) -> PointPlan | FullZipPoint | None:
         """The page's point-lookup plan (None: the page needs the general path), made
         once and kept beside the page's metadata."""
         if self.cache is None:
@@ -228,9 +230,8 @@ class LeafColumnReader:
             self.cache_key + (page.index, "point"), lambda: self._make_point(page)
         )
 
-    def _make_point(self, page: PageInfo) -> PointPlan | None:
-        dec = self.decoder(page)
-        return point_plan(dec, self.meta(page)) if type(dec) is MiniBlockPage else None
+    def _make_point(self, page: PageInfo) -> PointPlan | FullZipPoint | None:
+        return point_plan(self.decoder(page), self.meta(page))
 
     def take_plan(self, rows: np.ndarray) -> TakePlan:
         """Plan a take of sorted unique ``rows`` without reading: per page, the chunks
@@ -252,9 +253,7 @@ class LeafColumnReader:
                 if plan is None:
                     steps.append((_PAGE, page, page_rows))
                     continue
-                chunks, row_chunk, within = plan.locate(page_rows)
-                page_ranges, pos = plan.ranges(chunks)
-                where = (chunks, pos, row_chunk, within)
+                page_ranges, where = plan.plan(page_rows)
                 steps.append((_POINT, plan, where, page, len(page_ranges)))
                 ranges += page_ranges
         return TakePlan(steps, ranges)
@@ -271,7 +270,7 @@ class LeafColumnReader:
                     pieces.append(self._to_layers(self.decode_page(step[1], step[2])))
                 else:
                     _, point, where, page, count = step
-                    piece = point.decode(*where, data[at : at + count], point.meta.dictionary)
+                    piece = point.decode(where, data[at : at + count])
                     at += count
                     piece.layers = self.decoder(page).layers
                     pieces.append(self._to_layers(piece))

@@ -22,6 +22,7 @@ from ..compression.bitpacking import FL_ORDER
 from ..compression.blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges
 from ..errors import CorruptFileError
 from ..jit import kernel, readonly
+from .fullzip import FullZipPage
 from .leaf import LeafPiece
 from .miniblock import MiniBlockMeta, MiniBlockPage
 
@@ -85,37 +86,21 @@ class PointPlan:
     def nbytes(self) -> int:
         return self.meta.nbytes + self.chunk_first_row.nbytes + 200
 
-    def ranges(self, chunks: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
-        """Byte ranges holding the chunks (chunks closer than GAP bytes share one, gap
-        included) and where each chunk starts in the ranges' bytes laid end to end."""
+    def plan(self, rows: np.ndarray) -> tuple[list[tuple[int, int]], tuple]:
+        """The byte ranges a take of ``rows`` (sorted, unique, page-relative) reads, and
+        what :meth:`decode` needs to find the rows in their bytes."""
+        chunks, row_chunk, within = self.locate(rows)
         starts = self.meta.chunk_starts[chunks]
-        if len(chunks) == 1:
-            size = int(self.meta.chunk_sizes[chunks[0]])
-            return [(int(starts[0]) + self.data_start, size)], np.zeros(1, dtype=np.int64)
-        ends = starts + self.meta.chunk_sizes[chunks]
-        new = np.empty(len(chunks), dtype=bool)
-        new[0] = True
-        np.greater(starts[1:], ends[:-1] + GAP, out=new[1:])
-        first = np.flatnonzero(new)
-        g_start = starts[first]
-        g_len = np.append(ends[first[1:] - 1], ends[-1]) - g_start
-        group = np.cumsum(new) - 1
-        pos = (np.cumsum(g_len) - g_len - g_start)[group] + starts
-        offsets = (g_start + self.data_start).tolist()
-        return list(zip(offsets, g_len.tolist(), strict=True)), pos
+        sizes = self.meta.chunk_sizes[chunks]
+        ranges, pos = merge_ranges(starts, sizes, self.data_start)
+        return ranges, (sizes, pos, row_chunk, within)
 
-    def decode(
-        self,
-        chunks: np.ndarray,
-        pos: np.ndarray,
-        row_chunk: np.ndarray,
-        within: np.ndarray,
-        data: list[bytes],
-        dictionary: pa.Array | None,
-    ) -> LeafPiece:
+    def decode(self, where: tuple, data: list[bytes]) -> LeafPiece:
         """The wanted values (and def levels) out of the chunks' bytes (``data``: the
-        ranges of :meth:`ranges`; chunk ``chunks[i]`` starts at ``pos[i]`` of their bytes
-        laid end to end), in one compiled pass."""
+        ranges of :meth:`plan`, whose chunks start at ``pos`` of their bytes laid end to
+        end), in one compiled pass."""
+        sizes, pos, row_chunk, within = where
+        dictionary = self.meta.dictionary
         base = readonly(np.frombuffer(data[0] if len(data) == 1 else b"".join(data), np.uint8))
         n = len(within)
         variable = self.kind == VARIABLE
@@ -127,7 +112,7 @@ class PointPlan:
         total = _take_values(
             base,
             pos,
-            self.meta.chunk_sizes[chunks],
+            sizes,
             self.level_fields,
             self.num_buffers,
             self.size_word,
@@ -180,6 +165,53 @@ class PointPlan:
         return VariableWidthBlock(out, gather_ranges(data, starts, lengths), bits)
 
 
+def merge_ranges(
+    starts: np.ndarray, sizes: np.ndarray, data_start: int
+) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """File byte ranges holding the pieces ``[starts, starts + sizes)`` of a buffer at
+    ``data_start`` (ascending; pieces closer than GAP bytes share a range, gap included),
+    and where each piece starts in the ranges' bytes laid end to end."""
+    if len(starts) == 1:
+        return [(int(starts[0]) + data_start, int(sizes[0]))], np.zeros(1, dtype=np.int64)
+    ends = starts + sizes
+    new = np.empty(len(starts), dtype=bool)
+    new[0] = True
+    np.greater(starts[1:], ends[:-1] + GAP, out=new[1:])
+    first = np.flatnonzero(new)
+    g_start = starts[first]
+    g_len = np.append(ends[first[1:] - 1], ends[-1]) - g_start
+    group = np.cumsum(new) - 1
+    pos = (np.cumsum(g_len) - g_len - g_start)[group] + starts
+    offsets = (g_start + data_start).tolist()
+    return list(zip(offsets, g_len.tolist(), strict=True)), pos
+
+
+@dataclass
+class FullZipPoint:
+    """Point lookups in a full-zip page of fixed-width values without lists: row ``r`` is
+    the ``stride`` bytes at ``r * stride`` (its control word, then its value), so a take
+    reads exactly its rows, neighbours sharing a read."""
+
+    page: FullZipPage
+
+    nbytes = 100
+
+    def plan(self, rows: np.ndarray) -> tuple[list[tuple[int, int]], tuple]:
+        stride = self.page.stride
+        assert stride is not None  # a page without a repetition index
+        sizes = np.full(len(rows), stride, dtype=np.int64)
+        ranges, pos = merge_ranges(rows * stride, sizes, int(self.page.page.buffers[0][0]))
+        return ranges, (pos, sizes)
+
+    def decode(self, where: tuple, data: list[bytes]) -> LeafPiece:
+        pos, sizes = where
+        base = np.frombuffer(data[0] if len(data) == 1 else b"".join(data), np.uint8)
+        n = len(pos)
+        if len(base) != n * self.page.stride:  # neighbours read with the gaps between them
+            base = gather_ranges(base, pos, sizes)
+        return self.page.fixed_rows_piece(base.reshape(n, -1))
+
+
 def _dictionary_items(dictionary: pa.Array) -> tuple:
     """A dictionary's items as numpy: ``(items x width bytes,)`` for fixed-width items,
     ``(offsets, data, offset bits)`` for strings and binaries; ``()`` for others."""
@@ -209,9 +241,13 @@ def _dictionary_items(dictionary: pa.Array) -> tuple:
     return (data.reshape(n, width),)
 
 
-def point_plan(dec: MiniBlockPage, meta: MiniBlockMeta) -> PointPlan | None:
-    """The point-lookup plan of a mini-block page, or None when it has lists or a codec
-    without a point decoder."""
+def point_plan(dec, meta) -> PointPlan | FullZipPoint | None:
+    """The point-lookup plan of a page, or None when the page needs the general path (a
+    layout or codec without a point decoder, lists)."""
+    if type(dec) is FullZipPage:
+        return FullZipPoint(dec) if dec.max_rep == 0 and dec.stride is not None else None
+    if type(dec) is not MiniBlockPage:
+        return None
     if dec.max_rep or dec.has_rep or dec.rep_index_depth:
         return None
     def_kind = 0

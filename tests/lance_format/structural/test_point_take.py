@@ -42,7 +42,7 @@ def _leaves(reader: LanceFileReader):
     return out
 
 
-def _edges(reader: LanceFileReader) -> tuple[list[int], list[point.PointPlan]]:
+def _edges(reader: LanceFileReader) -> tuple[list[int], list]:
     """Rows at the first and last row of every page and every point-planned chunk, and the
     point plans of the file's pages."""
     n = reader.num_rows
@@ -54,6 +54,8 @@ def _edges(reader: LanceFileReader) -> tuple[list[int], list[point.PointPlan]]:
             if plan is None:
                 continue
             plans.append(plan)
+            if isinstance(plan, point.FullZipPoint):  # no chunks: every row is its own
+                continue
             first = plan.chunk_first_row + start
             chunks.update(first.tolist())
             chunks.update((first + plan.meta.chunk_values - 1).tolist())
@@ -93,13 +95,17 @@ def test_point_take_of_many_rows_across_pages(fixture_store) -> None:
 
 
 def test_fixtures_drive_every_point_decoder(fixture_store) -> None:
-    """Value codecs, def-level codecs, FSST and both kinds of dictionary all appear among
-    the point plans of the fixture files (so the tests above run every kernel branch)."""
-    kinds, defs, fsst, dictionaries = set(), set(), False, set()
+    """Value codecs, def-level codecs, FSST, both kinds of dictionary and full-zip pages
+    all appear among the point plans of the fixture files (so the tests above run every
+    kernel branch)."""
+    kinds, defs, fsst, dictionaries, full_zip = set(), set(), False, set(), False
     for t, v in POINT_IDS:
         r = LanceFileReader(fixture_store.get(t, v).path)
         assert r.version >= LanceFileVersion.V2_1
         for plan in _edges(r)[1]:
+            if isinstance(plan, point.FullZipPoint):
+                full_zip = True
+                continue
             kinds.add(plan.kind)
             if plan.has_def:
                 defs.add(plan.def_kind)
@@ -112,3 +118,4 @@ def test_fixtures_drive_every_point_decoder(fixture_store) -> None:
     assert point.RLE_BLOCK in defs
     assert fsst
     assert dictionaries == {"fixed", "variable"}
+    assert full_zip
