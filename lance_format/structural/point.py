@@ -1,13 +1,17 @@
-"""Point lookups in mini-block pages without lists: decode only the wanted values.
+"""Point lookups that decode only what they need: the wanted values of the chunks or rows
+holding them, for pages without lists.
 
-A take of a few rows needs one value per row out of chunks of ~1,000.  The general
-mini-block path decodes whole chunks through the codec pipeline, a few dozen numpy calls
-per column and page, which is most of a point lookup's time.  Here a plan made once per
-page (where the chunks are, the chunk header layout, the value codec and its parameters)
-drives compiled kernels that read each wanted value straight out of the chunk bytes: the
-header fields, the bit-unpacking of one value, the run holding a row, the bytes of one
-string.  Pages whose codecs have no plan (general compression, byte-stream split,
-fixed-size lists, packed structs, booleans, lists) keep the general path.
+A take of a few rows needs one value per row out of mini-block chunks of ~1,000.  The
+general mini-block path decodes whole chunks through the codec pipeline, a few dozen numpy
+calls per column and page, which is most of a point lookup's time.  Here a plan made once
+per page (where the chunks are, the chunk header layout, the value codec and its
+parameters) drives one compiled pass that reads each wanted value straight out of the chunk
+bytes: the header fields, the bit-unpacking of one value, the run holding a row, the bytes
+of one string, the def level of a nullable row.  Full-zip pages of fixed-width values read
+exactly the wanted rows.  Plans also say which byte ranges a take needs, so that a file
+reader fetches the chunks of all its columns in one request set.  Pages without a plan
+(general compression, byte-stream split, fixed-size lists or booleans in mini-blocks,
+packed structs, lists, constant pages) keep the general path.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ class PointPlan:
     data_start: int  # file offset of the chunk buffer
     meta: MiniBlockMeta
     chunk_first_row: np.ndarray  # page row of each chunk's first value
-    level_fields: int  # u16 level-size fields in the chunk header (rep and def)
+    level_fields: int  # u16 level-size fields in the chunk header (1: the def levels')
     has_def: bool
     def_kind: int  # RLE (block form) or FLAT (u16), when has_def
     num_buffers: int
