@@ -23,7 +23,7 @@ from .errors import CorruptFileError, InvalidArgumentError, LanceError, check_si
 from .extensions import view_as
 from .io import IOStats, RandomAccessFile, open_file
 from .legacy.container import LegacyMetadata, read_legacy_metadata
-from .schema import LanceField, LanceSchema
+from .schema import LEGACY_BLOB_DESCRIPTOR, LanceField, LanceSchema, is_legacy_blob
 from .storage.base import io_pool
 from .structural.column import (
     LeafColumnReader,
@@ -73,7 +73,11 @@ class LanceFileReader:
         field_columns: dict[int, int] | None = None,
         storage_options: dict[str, str] | None = None,
         page_cache: PageCache | None = None,
+        blob_descriptors: bool = False,
     ):
+        # 2.0/2.1 blob columns as their (position, size) descriptors, not their bytes (as a
+        # dataset scan returns them; the bytes are read through BlobFile)
+        self.blob_descriptors = blob_descriptors
         if isinstance(path, (str, os.PathLike)):
             self._file = open_file(storage.register(path, storage_options), stats)
         else:
@@ -342,6 +346,7 @@ class LanceFileReader:
                 self.page_cache,
                 (self.identity, col, leaf.id),
             )
+            reader.blob_descriptors = self.blob_descriptors
             self._leaf_readers[leaf.id] = reader
         return reader
 
@@ -389,8 +394,11 @@ class LanceFileReader:
             results = {leaf.id: res for leaf, res in zip(leaves, decoded, strict=True)}
         arrays = []
         for f in fields:
+            descriptors = self.blob_descriptors and is_legacy_blob(f)
             if n == 0:
-                arrays.append(pa.array([], type=f.arrow_type))
+                arrays.append(
+                    pa.array([], type=LEGACY_BLOB_DESCRIPTOR if descriptors else f.arrow_type)
+                )
                 continue
             if self.version == LanceFileVersion.V2_0:
                 arr = self._read_v20(f, rows, start, stop)
@@ -398,7 +406,9 @@ class LanceFileReader:
                 arr = pa.chunked_array(results[f.id].chunks)
             else:
                 arr = build_array(f, results)
-            arrays.append(view_as(arr, f.arrow_type))  # the decoders build storage arrays
+            if not descriptors:
+                arr = view_as(arr, f.arrow_type)  # the decoders build storage arrays
+            arrays.append(arr)
         key: tuple | None = tuple((f.id, a.type) for f, a in zip(fields, arrays, strict=True))
         try:
             hash(key)
@@ -448,9 +458,16 @@ class LanceFileReader:
                     start,
                     stop,
                     self._v20_columns,
+                    self.blob_descriptors,
                 )
             return take_v20_field(
-                field, self._field_columns, columns, self._file.read_ranges, rows, self._v20_columns
+                field,
+                self._field_columns,
+                columns,
+                self._file.read_ranges,
+                rows,
+                self._v20_columns,
+                self.blob_descriptors,
             )
         except LanceError as exc:
             raise exc.with_context(path=self.path, column=field.name) from None

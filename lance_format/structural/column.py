@@ -20,6 +20,7 @@ from ..compression.blocks import Block, FixedWidthBlock, StructBlock
 from ..container.metadata import ColumnInfo, PageInfo
 from ..errors import CorruptFileError, LanceError, UnsupportedError
 from ..io import RandomAccessFile
+from ..schema import LEGACY_BLOB_DESCRIPTOR
 from ..version import LanceFileVersion
 from .arrow import block_to_arrow, validity_buffer
 from .cached import result_nbytes, select_cached
@@ -121,6 +122,8 @@ class LeafColumnReader:
         # decoded whole pages (a PageCache), keyed by page_key + (page index,)
         self.page_cache = page_cache if page_cache is not None and page_cache.enabled else None
         self.page_key = page_key
+        # blob pages give their (position, size) descriptors rather than the bytes
+        self.blob_descriptors = False
         self.page_starts = column.page_starts()
         self._decoders: dict[int, object] = {}
         self._points: dict[
@@ -452,8 +455,21 @@ class BlobPage:
         size = size_b.data.view("<u8")[: desc.num_values].astype(np.int64)
         null = (size == 0) & (pos != 0)
         defs = np.where(null, pos >> 16, 0).astype(np.uint16)
+        if self.reader.blob_descriptors:
+            child_mask = null if null.any() else None
+            desc_arr = pa.StructArray.from_arrays(
+                [
+                    pa.array(np.where(null, 0, pos).astype(np.uint64), mask=child_mask),
+                    pa.array(np.where(null, 0, size).astype(np.uint64), mask=child_mask),
+                ],
+                fields=list(LEGACY_BLOB_DESCRIPTOR),
+                mask=None if child_mask is None else pa.array(child_mask),
+            )
+            return LeafPiece(
+                None, defs if null.any() else None, len(defs), desc_arr, piece.num_rows
+            )
         file_size = self.reader.file.size
-        if ((pos + size) > file_size).any():
+        if (((pos + size) > file_size) & ~null).any():
             raise CorruptFileError("blob position is outside the file")
         want = np.flatnonzero(size > 0)
         blobs = self.reader.file.read_ranges(
