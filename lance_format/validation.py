@@ -14,14 +14,17 @@ every value in a list's or fixed-size list's range counts, whether or not its sl
 from __future__ import annotations
 
 import functools
+import threading
+import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import InvalidDataError
 
-__all__ = ["check_arrays", "check_batch", "has_required_field"]
+__all__ = ["check_arrays", "check_batch", "forget_checked", "has_required_field"]
 
 
 def check_batch(batch: pa.RecordBatch, required: Sequence[bool], *, arrays: bool = True) -> None:
@@ -37,7 +40,14 @@ def check_batch(batch: pa.RecordBatch, required: Sequence[bool], *, arrays: bool
 
 def check_arrays(batch: pa.RecordBatch) -> None:
     """Refuse ``batch`` unless every column is valid Arrow data (offsets, UTF-8, dictionary
-    keys): what must hold before any kernel (a cast, a copy) reads it."""
+    keys): what must hold before any kernel (a cast, a copy) reads it.
+
+    Data passes several layers on its way to a file (a Flight stream's reader, the ingest,
+    the file writer), each of which must know it is valid; a batch whose very buffers, in a
+    range already checked, were validated moments ago on this thread is not validated again
+    (see :func:`_checked_before`)."""
+    if _checked_before(batch):
+        return
     for i, f in enumerate(batch.schema):
         column = batch.column(i)
         try:
@@ -46,6 +56,7 @@ def check_arrays(batch: pa.RecordBatch) -> None:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             problem = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise InvalidDataError(f"invalid Arrow data: {problem}", column=f.name) from None
+    _remember(batch)
 
 
 def _check_nulls(arr: pa.Array, nullable: bool, path: str, visible: pa.Array | None) -> None:
@@ -153,3 +164,80 @@ def has_required_field(t: pa.DataType) -> bool:
     else:
         return False
     return any(not f.nullable or has_required_field(f.type) for f in fields)
+
+
+# -- batches validated moments ago -----------------------------------------------------------
+
+_RECENT = 4  # batches remembered per thread
+_recent = threading.local()
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A validated batch, held weakly: while it lives, so do its buffers, so their
+    addresses name the same (immutable) bytes; once it is gone the entry is ignored."""
+
+    batch: weakref.ref
+    types: tuple[pa.DataType, ...]
+    buffers: tuple[tuple[tuple[int, int] | None, ...], ...]
+    ranges: tuple[tuple[int, int], ...]  # (offset, length) of each column
+
+
+def forget_checked() -> None:
+    """Start a new write: nothing validated before counts (Arrow data is immutable by
+    contract, but a caller may still rewrite the memory under an array between writes)."""
+    _recent.entries = []
+
+
+def _buffer_key(arr: pa.Array) -> tuple[tuple[int, int] | None, ...] | None:
+    """The addresses and sizes of every buffer under ``arr``; None when the type holds a
+    dictionary (whose values ``buffers()`` does not list)."""
+    if _has_dictionary(arr.type):
+        return None
+    return tuple(None if b is None else (b.address, b.size) for b in arr.buffers())
+
+
+def _remember(batch: pa.RecordBatch) -> None:
+    columns = batch.columns
+    keys = [_buffer_key(c) for c in columns]
+    if any(k is None for k in keys):
+        return
+    entry = _Checked(
+        weakref.ref(batch),
+        tuple(c.type for c in columns),
+        tuple(k for k in keys if k is not None),
+        tuple((c.offset, len(c)) for c in columns),
+    )
+    recent = getattr(_recent, "entries", None)
+    if recent is None:
+        recent = _recent.entries = []
+    recent.insert(0, entry)
+    del recent[_RECENT:]
+
+
+def _checked_before(batch: pa.RecordBatch) -> bool:
+    """Whether ``batch`` is (a slice of) a batch this thread validated and that is still
+    alive: the same types, the same buffers, each column within the validated range."""
+    recent = getattr(_recent, "entries", None)
+    if not recent:
+        return False
+    columns = batch.columns
+    types = tuple(c.type for c in columns)
+    for entry in recent:
+        if entry.batch() is None or entry.types != types:
+            continue
+        if all(
+            start <= c.offset and c.offset + len(c) <= start + length and _buffer_key(c) == key
+            for c, key, (start, length) in zip(columns, entry.buffers, entry.ranges, strict=True)
+        ):
+            return True
+    return False
+
+
+@_cached_per_type
+def _has_dictionary(t: pa.DataType) -> bool:
+    if isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    if pa.types.is_dictionary(t):
+        return True
+    return any(_has_dictionary(t.field(k).type) for k in range(t.num_fields))

@@ -36,7 +36,7 @@ from ..schema import (
 )
 from ..structural.column import leaf_fields
 from ..v2_0.decoder import v20_column_fields
-from ..validation import check_arrays
+from ..validation import check_arrays, forget_checked
 from ..version import DEFAULT_VERSION, LanceFileVersion, writable
 from ..writer import DEFAULT_PAGE_BYTES, LanceFileWriter
 from . import paths
@@ -206,6 +206,7 @@ def write_fragments(
         raise InvalidArgumentError("max_bytes_per_file must be a positive integer")
     version = writable(data_storage_version)
     major, minor = version.numbers
+    forget_checked()  # a new write: only its own batches count as validated
     blob_v2 = any(is_blob_v2_column(f) for f in schema.fields)
     if blob_v2:  # blob columns go to the file writer as marked binary leaves
         if version != LanceFileVersion.V2_2:
