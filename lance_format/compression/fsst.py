@@ -241,8 +241,11 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
     out = np.empty(2 * len(data), dtype=np.uint8)  # at worst every byte is escaped
     new_offsets = np.empty(len(offsets), dtype=np.int64)
     m = matcher
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    words = _words(data)
     total = _parse(
-        readonly(np.ascontiguousarray(data, dtype=np.uint8)),
+        readonly(data),
+        readonly(words),
         readonly(np.ascontiguousarray(offsets, dtype=np.int64)),
         readonly(m.single),
         readonly(m.short_code),
@@ -258,12 +261,24 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
     return VariableWidthBlock(new_offsets, out[:total])
 
 
+def _words(data: np.ndarray) -> np.ndarray:
+    """The 8 bytes from every position of ``data`` on, as one (unaligned) little-endian
+    word each: a strided view, no copy.  Short inputs are padded so that the view always
+    has the one (non-contiguous) layout the kernel is compiled for."""
+    if len(data) < 16:
+        padded = np.zeros(16, dtype=np.uint8)
+        padded[: len(data)] = data
+        data = padded
+    return np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+
+
 @kernel(
-    "i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]),"
-    " ro(u8[::1]), ro(i8[::1]), ro(i8[::1]), ro(u8[::1]), i8[::1], u1[::1])"
+    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]),"
+    " ro(i8[::1]), ro(u8[::1]), ro(i8[::1]), ro(i8[::1]), ro(u8[::1]), i8[::1], u1[::1])"
 )
 def _parse(
     data,
+    words,
     offsets,
     single,
     short_code,
@@ -277,9 +292,9 @@ def _parse(
     out,
 ):  # pragma: no cover - compiled
     """At each position, the longest symbol that matches within the string (the next 8
-    bytes read as one little-endian word, fewer at the end of the data, so the input needs
-    no padded copy); a byte no symbol covers is written as the escape 255 and the byte.
-    Returns the encoded size."""
+    bytes read as one little-endian word, ``words[i]``, fewer at the end of the data, so
+    the input needs no padded copy); a byte no symbol covers is written as the escape 255
+    and the byte.  Returns the encoded size."""
     o = 0
     out_offsets[0] = 0
     shift = 32 - _HASH_BITS
@@ -288,11 +303,10 @@ def _parse(
         while i < end:
             room = end - i
             if room >= 2:
-                word = np.uint64(0)
-                if i + 8 <= len(data):  # the usual case, kept a fixed-length loop
-                    for k in range(8):
-                        word |= np.uint64(data[i + k]) << np.uint64(8 * k)
+                if i + 8 <= len(data):  # the usual case
+                    word = words[i]
                 else:
+                    word = np.uint64(0)
                     for k in range(len(data) - i):
                         word |= np.uint64(data[i + k]) << np.uint64(8 * k)
                 p = np.int64(word & np.uint64(0xFFFF))
