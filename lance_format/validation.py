@@ -17,7 +17,6 @@ import functools
 import threading
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -172,21 +171,51 @@ _RECENT = 4  # batches remembered per thread
 _recent = threading.local()
 
 
-@dataclass(frozen=True)
-class _Checked:
-    """A validated batch, held weakly: while it lives, so do its buffers, so their
-    addresses name the same (immutable) bytes; once it is gone the entry is ignored."""
-
-    batch: weakref.ref
-    types: tuple[pa.DataType, ...]
-    buffers: tuple[tuple[tuple[int, int] | None, ...], ...]
-    ranges: tuple[tuple[int, int], ...]  # (offset, length) of each column
-
-
 def forget_checked() -> None:
     """Start a new write: nothing validated before counts (Arrow data is immutable by
     contract, but a caller may still rewrite the memory under an array between writes)."""
     _recent.entries = []
+
+
+def _remember(batch: pa.RecordBatch) -> None:
+    """Note a validated batch, weakly: while it lives, so do its buffers, so their
+    addresses name the same bytes; once it is gone the entry is ignored.  Nothing is
+    computed here (most batches are never looked up again)."""
+    recent = getattr(_recent, "entries", None)
+    if recent is None:
+        recent = _recent.entries = []
+    recent.insert(0, weakref.ref(batch))
+    del recent[_RECENT:]
+
+
+def _checked_before(batch: pa.RecordBatch) -> bool:
+    """Whether ``batch`` is (a slice of) a batch this thread validated and that is still
+    alive: the same object, or the same types and buffers with each column within the
+    validated range."""
+    recent = getattr(_recent, "entries", None)
+    if not recent:
+        return False
+    live = [b for b in (ref() for ref in recent) if b is not None]
+    if any(b is batch for b in live):
+        return True
+    columns = batch.columns
+    mine: list | None = None
+    for old in live:
+        if old.num_columns != len(columns):
+            continue
+        theirs = old.columns
+        if any(a.type != b.type for a, b in zip(columns, theirs, strict=True)):
+            continue
+        if mine is None:
+            mine = [_buffer_key(c) for c in columns]
+            if any(k is None for k in mine):
+                return False  # dictionaries: always validated
+        if all(
+            b.offset <= a.offset and a.offset + len(a) <= b.offset + len(b) and k == _buffer_key(b)
+            for a, b, k in zip(columns, theirs, mine, strict=True)
+        ):
+            return True
+    return False
 
 
 def _buffer_key(arr: pa.Array) -> tuple[tuple[int, int] | None, ...] | None:
@@ -195,43 +224,6 @@ def _buffer_key(arr: pa.Array) -> tuple[tuple[int, int] | None, ...] | None:
     if _has_dictionary(arr.type):
         return None
     return tuple(None if b is None else (b.address, b.size) for b in arr.buffers())
-
-
-def _remember(batch: pa.RecordBatch) -> None:
-    columns = batch.columns
-    keys = [_buffer_key(c) for c in columns]
-    if any(k is None for k in keys):
-        return
-    entry = _Checked(
-        weakref.ref(batch),
-        tuple(c.type for c in columns),
-        tuple(k for k in keys if k is not None),
-        tuple((c.offset, len(c)) for c in columns),
-    )
-    recent = getattr(_recent, "entries", None)
-    if recent is None:
-        recent = _recent.entries = []
-    recent.insert(0, entry)
-    del recent[_RECENT:]
-
-
-def _checked_before(batch: pa.RecordBatch) -> bool:
-    """Whether ``batch`` is (a slice of) a batch this thread validated and that is still
-    alive: the same types, the same buffers, each column within the validated range."""
-    recent = getattr(_recent, "entries", None)
-    if not recent:
-        return False
-    columns = batch.columns
-    types = tuple(c.type for c in columns)
-    for entry in recent:
-        if entry.batch() is None or entry.types != types:
-            continue
-        if all(
-            start <= c.offset and c.offset + len(c) <= start + length and _buffer_key(c) == key
-            for c, key, (start, length) in zip(columns, entry.buffers, entry.ranges, strict=True)
-        ):
-            return True
-    return False
 
 
 @_cached_per_type

@@ -275,12 +275,11 @@ class LanceFileWriter:
                 continue
             self._pending[i] = []
             self._pending_bytes[i] = 0
-            arr = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
             reuse = []
             for leaf in self._leaves[i]:  # each job's tables chained to the previous job's
                 leaf.fsst = cz.FsstReuse(leaf.fsst)
                 reuse.append(leaf.fsst)
-            job = pool().submit(self._encode_field, i, arr, reuse)
+            job = pool().submit(self._encode_field, i, arrays, reuse)
             job.add_done_callback(functools.partial(_close_all, reuse))
             self._inflight.append(job)
         while self._inflight and (
@@ -300,10 +299,13 @@ class LanceFileWriter:
             self._write_page(leaf, page)
 
     def _encode_field(
-        self, i: int, arr: pa.Array, reuse: list[cz.FsstReuse]
+        self, i: int, arrays: list[pa.Array], reuse: list[cz.FsstReuse]
     ) -> list[tuple[_Leaf, EncodedPage]]:
+        """Encode the buffered arrays of top-level column ``i`` (joined here, on the pool,
+        not on the thread that feeds the writer)."""
         assert self._schema is not None  # set before any batch is encoded
         top = self._schema.field(i)
+        arr = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
         out: list = []
         for piece in _split_rows(arr, self.max_page_bytes):
             self._encode_field_pages(i, piece, top, out, reuse)
