@@ -79,8 +79,14 @@ class WriteResult:
     num_rows: int
     num_bytes: int
     version: LanceFileVersion
-    encodings: dict[str, list[str]] = field(default_factory=dict)  # leaf path -> per page
+    layouts: dict[str, list] = field(default_factory=dict, repr=False)  # leaf path -> pages
     sidecars: list[str] = field(default_factory=list)  # blob v2 sidecar files written
+
+    @functools.cached_property
+    def encodings(self) -> dict[str, list[str]]:
+        """Leaf path -> a description of each page's encoding (made when first asked for:
+        most writers never look)."""
+        return {leaf: [describe(x) for x in pages] for leaf, pages in self.layouts.items()}
 
 
 @dataclass
@@ -93,7 +99,7 @@ class _Leaf:
     metadata: dict[str, str]  # the field's Arrow metadata (dictionary settings read it)
     pages: list = dataclasses.field(default_factory=list)
     rows: int = 0
-    encodings: list[str] = dataclasses.field(default_factory=list)
+    layouts: list = dataclasses.field(default_factory=list)  # each page's layout
     fsst: cz.FsstReuse | None = None  # the FSST table of the column's latest encoding job
 
 
@@ -490,7 +496,7 @@ class LanceFileWriter:
         else:
             leaf.pages.append(page_entry(page.layout, locs, page.num_rows, leaf.rows))
         leaf.rows += page.num_rows
-        leaf.encodings.append(describe(page.layout))
+        leaf.layouts.append(page.layout)
 
     # -- finishing ------------------------------------------------------------------------
 
@@ -538,7 +544,7 @@ class LanceFileWriter:
             self._rows,
             self._pos,
             self.version,
-            {leaf.path: leaf.encodings for leaves in self._leaves for leaf in leaves},
+            {leaf.path: leaf.layouts for leaves in self._leaves for leaf in leaves},
             sidecars,
         )
 
