@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from .errors import InvalidDataError, first_line
 
-__all__ = ["check_arrays", "check_batch", "forget_checked", "has_required_field"]
+__all__ = ["check_arrays", "check_batch", "forget_checked", "has_required_field", "vouch"]
 
 
 def check_batch(batch: pa.RecordBatch, required: Sequence[bool], *, arrays: bool = True) -> None:
@@ -175,6 +175,12 @@ def forget_checked() -> None:
     """Start a new write: nothing validated before counts (Arrow data is immutable by
     contract, but a caller may still rewrite the memory under an array between writes)."""
     _recent.entries = []
+
+
+def vouch(batch: pa.RecordBatch) -> None:
+    """Count ``batch`` as validated: Arrow made it from validated data (a cast, aligned
+    copies of its buffers), so validating it again would only repeat the work."""
+    _remember(batch)
 
 
 def _remember(batch: pa.RecordBatch) -> None:
