@@ -278,7 +278,10 @@ class LanceFileWriter:
         single writer use more than one core); finished pages are written in submission
         order.  At most :data:`MAX_INFLIGHT` encodings wait at a time, which bounds memory.
         ``wait`` writes everything still in flight (used by :meth:`close`).  The oldest job
-        is needed first: when no pool thread has started it, this thread encodes it.
+        is needed first: when no pool thread has started it, this thread encodes it; while
+        a pool thread does, this thread encodes the next jobs nobody has started (as one
+        more worker, in submission order, so every job still has its predecessors done or
+        running).
         """
         for i in columns:
             arrays = self._pending[i]
@@ -302,6 +305,10 @@ class LanceFileWriter:
         ):
             job = self._inflight.popleft()
             job.run()  # a job no pool thread has started yet is encoded here, not awaited
+            for later in self._inflight:  # while a pool thread finishes it, take the next
+                if job.future.done():
+                    break
+                later.run()
             self._write_pages(job.future.result())
 
     def _write_pages(self, pages: list) -> None:
