@@ -20,6 +20,7 @@ from .table.dataset import (
 from .table.lance_operation import Index, IndexFile, LanceOperation, Transaction
 from .table.mutation import MergeInsertBuilder, update_rows
 from .table.scanner import ColumnOrdering, Scanner
+from .table.sql import SqlQuery, SqlQueryBuilder
 from .table.udf import BatchUDF, batch_udf
 
 LanceDataset = Dataset
@@ -35,6 +36,8 @@ __all__ = [
     "LanceOperation",
     "LanceScanner",
     "MergeInsertBuilder",
+    "SqlQuery",
+    "SqlQueryBuilder",
     "Transaction",
     "dataset",
     "find_entry",
