@@ -31,7 +31,7 @@ import pyarrow as pa
 from lance_format import service_write, staging, storage
 from lance_format.errors import DatasetExistsError, SchemaError, UnsupportedError
 from lance_format.schema import LanceSchema
-from lance_format.validation import check_arrays
+from lance_format.validation import check_arrays, vouch
 from lance_format.version import DEFAULT_VERSION, LanceFileVersion, writable
 
 from . import permissions
@@ -217,7 +217,9 @@ def ingest(
             check_arrays(b)  # before a cast or a copy reads its offsets
             if must_cast:  # first: a cast makes new (aligned) buffers of its own
                 b = conform(b, target)
-            yield aligned(b)
+            b = aligned(b)
+            vouch(b)  # made by Arrow from checked data: the file writer need not check it
+            yield b
 
     stream = adapted()
     if opts.stage:

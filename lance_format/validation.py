@@ -14,6 +14,8 @@ every value in a list's or fixed-size list's range counts, whether or not its sl
 from __future__ import annotations
 
 import functools
+import threading
+import weakref
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -21,7 +23,7 @@ import pyarrow.compute as pc
 
 from .errors import InvalidDataError, first_line
 
-__all__ = ["check_arrays", "check_batch", "has_required_field"]
+__all__ = ["check_arrays", "check_batch", "forget_checked", "has_required_field", "vouch"]
 
 
 def check_batch(batch: pa.RecordBatch, required: Sequence[bool], *, arrays: bool = True) -> None:
@@ -37,7 +39,14 @@ def check_batch(batch: pa.RecordBatch, required: Sequence[bool], *, arrays: bool
 
 def check_arrays(batch: pa.RecordBatch) -> None:
     """Refuse ``batch`` unless every column is valid Arrow data (offsets, UTF-8, dictionary
-    keys): what must hold before any kernel (a cast, a copy) reads it."""
+    keys): what must hold before any kernel (a cast, a copy) reads it.
+
+    Data passes several layers on its way to a file (a Flight stream's reader, the ingest,
+    the file writer), each of which must know it is valid; a batch whose very buffers, in a
+    range already checked, were validated moments ago on this thread is not validated again
+    (see :func:`_checked_before`)."""
+    if _checked_before(batch):
+        return
     for i, f in enumerate(batch.schema):
         column = batch.column(i)
         try:
@@ -46,6 +55,7 @@ def check_arrays(batch: pa.RecordBatch) -> None:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             problem = first_line(e)
             raise InvalidDataError(f"invalid Arrow data: {problem}", column=f.name) from None
+    _remember(batch)
 
 
 def _check_nulls(arr: pa.Array, nullable: bool, path: str, visible: pa.Array | None) -> None:
@@ -153,3 +163,79 @@ def has_required_field(t: pa.DataType) -> bool:
     else:
         return False
     return any(not f.nullable or has_required_field(f.type) for f in fields)
+
+
+# -- batches validated moments ago -----------------------------------------------------------
+
+_RECENT = 4  # batches remembered per thread
+_recent = threading.local()
+
+
+def forget_checked() -> None:
+    """Start a new write: nothing validated before counts (Arrow data is immutable by
+    contract, but a caller may still rewrite the memory under an array between writes)."""
+    _recent.entries = []
+
+
+def vouch(batch: pa.RecordBatch) -> None:
+    """Count ``batch`` as validated: Arrow made it from validated data (a cast, aligned
+    copies of its buffers), so validating it again would only repeat the work."""
+    _remember(batch)
+
+
+def _remember(batch: pa.RecordBatch) -> None:
+    """Note a validated batch, weakly: while it lives, so do its buffers, so their
+    addresses name the same bytes; once it is gone the entry is ignored.  Nothing is
+    computed here (most batches are never looked up again)."""
+    recent = getattr(_recent, "entries", None)
+    if recent is None:
+        recent = _recent.entries = []
+    recent.insert(0, weakref.ref(batch))
+    del recent[_RECENT:]
+
+
+def _checked_before(batch: pa.RecordBatch) -> bool:
+    """Whether ``batch`` is (a slice of) a batch this thread validated and that is still
+    alive: the same object, or the same types and buffers with each column within the
+    validated range."""
+    recent = getattr(_recent, "entries", None)
+    if not recent:
+        return False
+    live = [b for b in (ref() for ref in recent) if b is not None]
+    if any(b is batch for b in live):
+        return True
+    columns = batch.columns
+    mine: list | None = None
+    for old in live:
+        if old.num_columns != len(columns):
+            continue
+        theirs = old.columns
+        if any(a.type != b.type for a, b in zip(columns, theirs, strict=True)):
+            continue
+        if mine is None:
+            mine = [_buffer_key(c) for c in columns]
+            if any(k is None for k in mine):
+                return False  # dictionaries: always validated
+        if all(
+            b.offset <= a.offset and a.offset + len(a) <= b.offset + len(b) and k == _buffer_key(b)
+            for a, b, k in zip(columns, theirs, mine, strict=True)
+        ):
+            return True
+    return False
+
+
+def _buffer_key(arr: pa.Array) -> tuple[tuple[int, int] | None, ...] | None:
+    """The addresses and sizes of every buffer under ``arr``; None when the type holds a
+    dictionary (whose values ``buffers()`` does not list)."""
+    if _has_dictionary(arr.type):
+        return None
+    return tuple(None if b is None else (b.address, b.size) for b in arr.buffers())
+
+
+@_cached_per_type
+def _has_dictionary(t: pa.DataType) -> bool:
+    if isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    if pa.types.is_dictionary(t):
+        return True
+    return any(_has_dictionary(t.field(k).type) for k in range(t.num_fields))

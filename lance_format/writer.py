@@ -19,6 +19,7 @@ import collections
 import dataclasses
 import functools
 import os
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -61,6 +62,9 @@ DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
 # pages with repetition stay under the u16 level count of a chunk header (pylance does too)
 MAX_LEVELS_PER_PAGE = 65535
 MAX_INFLIGHT = 2 * (os.cpu_count() or 2)  # column encodings waiting to be written
+# smaller encodings run on the thread feeding the writer: they are mostly Python that holds
+# the GIL, so a pool thread would only add a hand-over (slow on a busy machine)
+POOL_MIN_BYTES = 1 << 20
 # values this wide or wider are full-zipped (docs/format/structural.md)
 FULLZIP_MIN_VALUE_BYTES = 256
 CONSTANT_SAMPLE = 64  # valid values looked at before gathering them all for a constant check
@@ -75,8 +79,14 @@ class WriteResult:
     num_rows: int
     num_bytes: int
     version: LanceFileVersion
-    encodings: dict[str, list[str]] = field(default_factory=dict)  # leaf path -> per page
+    layouts: dict[str, list] = field(default_factory=dict, repr=False)  # leaf path -> pages
     sidecars: list[str] = field(default_factory=list)  # blob v2 sidecar files written
+
+    @functools.cached_property
+    def encodings(self) -> dict[str, list[str]]:
+        """Leaf path -> a description of each page's encoding (made when first asked for:
+        most writers never look)."""
+        return {leaf: [describe(x) for x in pages] for leaf, pages in self.layouts.items()}
 
 
 @dataclass
@@ -89,7 +99,7 @@ class _Leaf:
     metadata: dict[str, str]  # the field's Arrow metadata (dictionary settings read it)
     pages: list = dataclasses.field(default_factory=list)
     rows: int = 0
-    encodings: list[str] = dataclasses.field(default_factory=list)
+    layouts: list = dataclasses.field(default_factory=list)  # each page's layout
     fsst: cz.FsstReuse | None = None  # the FSST table of the column's latest encoding job
 
 
@@ -142,7 +152,7 @@ class LanceFileWriter:
         self._pending: list[list[pa.Array]] = []
         self._pending_bytes: list[int] = []
         self._global_buffers: list[bytes] = []  # after the file descriptor (buffer 0)
-        self._inflight: collections.deque[Future] = collections.deque()
+        self._inflight: collections.deque[_Job] = collections.deque()
         if schema is not None:
             self._init_schema(schema)
 
@@ -267,26 +277,39 @@ class LanceFileWriter:
         Encoding runs in the background while more batches arrive (that is what lets a
         single writer use more than one core); finished pages are written in submission
         order.  At most :data:`MAX_INFLIGHT` encodings wait at a time, which bounds memory.
-        ``wait`` writes everything still in flight (used by :meth:`close`).
+        ``wait`` writes everything still in flight (used by :meth:`close`).  The oldest job
+        is needed first: when no pool thread has started it, this thread encodes it; while
+        a pool thread does, this thread encodes the next jobs nobody has started (as one
+        more worker, in submission order, so every job still has its predecessors done or
+        running).
         """
         for i in columns:
             arrays = self._pending[i]
             if not arrays:
                 continue
+            nbytes = self._pending_bytes[i]
             self._pending[i] = []
             self._pending_bytes[i] = 0
-            arr = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
             reuse = []
             for leaf in self._leaves[i]:  # each job's tables chained to the previous job's
                 leaf.fsst = cz.FsstReuse(leaf.fsst)
                 reuse.append(leaf.fsst)
-            job = pool().submit(self._encode_field, i, arr, reuse)
-            job.add_done_callback(functools.partial(_close_all, reuse))
+            job = _Job(functools.partial(self._encode_field, i, arrays, reuse), reuse)
+            if nbytes < POOL_MIN_BYTES:
+                job.run()
+            else:
+                pool().submit(job.run)
             self._inflight.append(job)
         while self._inflight and (
-            wait or self._inflight[0].done() or len(self._inflight) > MAX_INFLIGHT
+            wait or self._inflight[0].future.done() or len(self._inflight) > MAX_INFLIGHT
         ):
-            self._write_pages(self._inflight.popleft().result())
+            job = self._inflight.popleft()
+            job.run()  # a job no pool thread has started yet is encoded here, not awaited
+            for later in self._inflight:  # while a pool thread finishes it, take the next
+                if job.future.done():
+                    break
+                later.run()
+            self._write_pages(job.future.result())
 
     def _write_pages(self, pages: list) -> None:
         for leaf, page in pages:
@@ -300,10 +323,13 @@ class LanceFileWriter:
             self._write_page(leaf, page)
 
     def _encode_field(
-        self, i: int, arr: pa.Array, reuse: list[cz.FsstReuse]
+        self, i: int, arrays: list[pa.Array], reuse: list[cz.FsstReuse]
     ) -> list[tuple[_Leaf, EncodedPage]]:
+        """Encode the buffered arrays of top-level column ``i`` (joined here, on the pool,
+        not on the thread that feeds the writer)."""
         assert self._schema is not None  # set before any batch is encoded
         top = self._schema.field(i)
+        arr = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
         out: list = []
         for piece in _split_rows(arr, self.max_page_bytes):
             self._encode_field_pages(i, piece, top, out, reuse)
@@ -477,7 +503,7 @@ class LanceFileWriter:
         else:
             leaf.pages.append(page_entry(page.layout, locs, page.num_rows, leaf.rows))
         leaf.rows += page.num_rows
-        leaf.encodings.append(describe(page.layout))
+        leaf.layouts.append(page.layout)
 
     # -- finishing ------------------------------------------------------------------------
 
@@ -525,7 +551,7 @@ class LanceFileWriter:
             self._rows,
             self._pos,
             self.version,
-            {leaf.path: leaf.encodings for leaves in self._leaves for leaf in leaves},
+            {leaf.path: leaf.layouts for leaves in self._leaves for leaf in leaves},
             sidecars,
         )
 
@@ -643,10 +669,43 @@ def _is_integer(t: pa.DataType) -> bool:
     )
 
 
-def _close_all(reuse: list[cz.FsstReuse], _job: object) -> None:
-    """Release the FSST tables an encoding job chained (its done-callback)."""
-    for r in reuse:
-        r.close()
+class _Job:
+    """One column's encoding, run by whichever comes first: a pool thread, or the thread
+    feeding the writer when it needs the result (it would only wait otherwise, and on a
+    busy machine a pool thread may be slow to get a core).  The FSST tables the job
+    chained are released as it ends, whoever ran it, or when it is cancelled."""
+
+    def __init__(self, work: functools.partial, reuse: list[cz.FsstReuse]):
+        self._work = work
+        self._reuse = reuse
+        self._lock = threading.Lock()
+        self._claimed = False
+        self.future: Future = Future()
+
+    def _claim(self) -> bool:
+        with self._lock:
+            if self._claimed:
+                return False
+            self._claimed = True
+            return True
+
+    def run(self) -> None:
+        if not self._claim():
+            return
+        try:
+            self.future.set_result(self._work())
+        except BaseException as exc:
+            self.future.set_exception(exc)
+        finally:
+            for r in self._reuse:
+                r.close()
+
+    def cancel(self) -> None:
+        """Never run it (a running job finishes; its result is not used)."""
+        if self._claim():
+            self.future.cancel()
+            for r in self._reuse:
+                r.close()
 
 
 def _unstorable(t: pa.DataType, version: LanceFileVersion) -> str | None:

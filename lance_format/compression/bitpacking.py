@@ -184,10 +184,9 @@ def _pack(values, widths, starts, words):  # pragma: no cover - compiled
 def bit_widths(values: np.ndarray, t: int) -> np.ndarray:
     """Bit length of the maximum of each row of ``values`` (shape ``blocks x n``)."""
     maxes = values.max(axis=1) if values.shape[1] else np.zeros(len(values), values.dtype)
-    widths = np.zeros(len(maxes), dtype=np.int64)
-    for k in range(t):
-        widths += (maxes >> maxes.dtype.type(k)) != 0
-    return widths
+    # the bit length of m is the number of powers of two at most m (one search, exact)
+    powers = np.left_shift(np.ones(t, dtype=maxes.dtype), np.arange(t, dtype=maxes.dtype))
+    return np.searchsorted(powers, maxes, side="right").astype(np.int64)
 
 
 def _block_words(

@@ -230,9 +230,12 @@ def _sample_indices(n: int) -> np.ndarray | None:
     starts = b * n // blocks
     ends = np.minimum((b + 1) * n // blocks, n)
     take = np.minimum(per_block, np.maximum(ends - starts, 0))
-    if int(take.sum()) < SAMPLE_MIN_RELIABLE:
+    total = int(take.sum())
+    if total < SAMPLE_MIN_RELIABLE:
         return None
-    return gather_ranges(np.arange(n, dtype=np.int64), starts, take)
+    # the ranges [starts[b], starts[b] + take[b]) end to end, without a page-long arange
+    before = np.cumsum(take) - take
+    return np.repeat(starts - before, take) + np.arange(total, dtype=np.int64)
 
 
 def _sample_unique_ratio(block: FixedWidthBlock | VariableWidthBlock) -> float | None:

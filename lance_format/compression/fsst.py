@@ -12,8 +12,8 @@ the decoder stores each code's whole 8-byte symbol word and lets the next code o
 the excess, like FSST's reference decoder.
 
 Encoding (:func:`compress`) is a greedy longest-match parse: at each position the kernel
-tries the few long symbols that share the next two bytes, longest first, then the 2- and
-1-byte symbols (see :class:`_Matcher`).
+tries the few long symbols that share the next three bytes (a hashed bucket), longest
+first, then the best 2- or 1-byte symbol of the next two bytes (see :class:`_Matcher`).
 
 Training (:func:`train`) follows upstream's FSST: rounds over a sample that count code and
 code-pair frequencies and keep the 255 candidates of best ``count x length`` gain (single
@@ -187,13 +187,18 @@ def _flat(block: VariableWidthBlock) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(block.data[start:end], dtype=np.uint8), offsets - start
 
 
+_HASH_BITS = 12  # slots of the long-symbol index (at most 255 symbols: few collisions)
+_HASH_MUL = 0x9E3779B1
+
+
 class _Matcher:
     """The symbol table arranged for the greedy longest-match parse.
 
-    Symbols of 3..8 bytes sit in buckets by their first two bytes, longest first (lowest
-    code first among duplicates), so a position tries only the few long symbols sharing
-    its first two bytes, then the 2-byte symbol of those bytes, then the 1-byte one;
-    none is an escape.  Symbols of length 0 (never useful) are left out.
+    Symbols of 3..8 bytes sit in buckets by a hash of their first three bytes, longest
+    first (lowest code first among duplicates), so a position tries only the long symbols
+    that can match (usually none or one), then the best short code of its first two bytes:
+    the 2-byte symbol of those bytes, else the 1-byte one, else an escape (-1).  Symbols
+    of length 0 (never useful) are left out.
     """
 
     def __init__(self, vals: np.ndarray, lens: np.ndarray):
@@ -202,19 +207,30 @@ class _Matcher:
         codes = np.arange(len(lens), dtype=np.int64)
         # lowest code wins among duplicates: assign in descending code order
         self.single = np.full(256, -1, dtype=np.int64)
-        self.pair = np.full(1 << 16, -1, dtype=np.int64)
+        pair = np.full(1 << 16, -1, dtype=np.int64)
         down = codes[::-1]
         one, two = down[lens[down] == 1], down[lens[down] == 2]
         self.single[(vals[one] & _U64(0xFF)).astype(np.int64)] = one
-        self.pair[(vals[two] & _U64(0xFFFF)).astype(np.int64)] = two
+        pair[(vals[two] & _U64(0xFFFF)).astype(np.int64)] = two
+        # the best code of at most two bytes for each 2-byte prefix
+        self.short_code = self.single[np.arange(1 << 16) & 0xFF]
+        self.short_len = np.ones(1 << 16, dtype=np.int64)
+        has_pair = pair >= 0
+        self.short_code[has_pair] = pair[has_pair]
+        self.short_len[has_pair] = 2
         long_ = codes[(lens >= 3) & (lens <= MAX_SYMBOL_LEN)]
-        prefix = (vals[long_] & _U64(0xFFFF)).astype(np.int64)
-        order = np.lexsort((long_, -lens[long_], prefix))
+        slot = _slot((vals[long_] & _U64(0xFFFFFF)).astype(np.int64))
+        order = np.lexsort((long_, -lens[long_], slot))
         self.long_code = long_[order]
         self.long_len = lens[self.long_code]
         self.long_val = vals[self.long_code]
-        self.bucket = np.zeros((1 << 16) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(prefix, minlength=1 << 16), out=self.bucket[1:])
+        self.bucket = np.zeros((1 << _HASH_BITS) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(slot, minlength=1 << _HASH_BITS), out=self.bucket[1:])
+
+
+def _slot(prefix3: np.ndarray) -> np.ndarray:
+    """The bucket of 3-byte prefixes (the kernel computes the same inline)."""
+    return ((prefix3 * _HASH_MUL) & 0xFFFFFFFF) >> (32 - _HASH_BITS)
 
 
 _MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=_U64)
@@ -225,11 +241,15 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
     out = np.empty(2 * len(data), dtype=np.uint8)  # at worst every byte is escaped
     new_offsets = np.empty(len(offsets), dtype=np.int64)
     m = matcher
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    words = _words(data)
     total = _parse(
-        readonly(np.ascontiguousarray(data, dtype=np.uint8)),
+        readonly(data),
+        readonly(words),
         readonly(np.ascontiguousarray(offsets, dtype=np.int64)),
         readonly(m.single),
-        readonly(m.pair),
+        readonly(m.short_code),
+        readonly(m.short_len),
         readonly(m.bucket),
         readonly(m.long_val),
         readonly(m.long_len),
@@ -241,43 +261,67 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
     return VariableWidthBlock(new_offsets, out[:total])
 
 
+def _words(data: np.ndarray) -> np.ndarray:
+    """The 8 bytes from every position of ``data`` on, as one (unaligned) little-endian
+    word each: a strided view, no copy.  Short inputs are padded so that the view always
+    has the one (non-contiguous) layout the kernel is compiled for."""
+    if len(data) < 16:
+        padded = np.zeros(16, dtype=np.uint8)
+        padded[: len(data)] = data
+        data = padded
+    return np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+
+
 @kernel(
-    "i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(u8[::1]),"
-    " ro(i8[::1]), ro(i8[::1]), ro(u8[::1]), i8[::1], u1[::1])"
+    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]),"
+    " ro(i8[::1]), ro(u8[::1]), ro(i8[::1]), ro(i8[::1]), ro(u8[::1]), i8[::1], u1[::1])"
 )
 def _parse(
-    data, offsets, single, pair, bucket, long_val, long_len, long_code, masks, out_offsets, out
+    data,
+    words,
+    offsets,
+    single,
+    short_code,
+    short_len,
+    bucket,
+    long_val,
+    long_len,
+    long_code,
+    masks,
+    out_offsets,
+    out,
 ):  # pragma: no cover - compiled
     """At each position, the longest symbol that matches within the string (the next 8
-    bytes read as one little-endian word, fewer at the end of the data, so the input needs
-    no padded copy); a byte no symbol covers is written as the escape 255 and the byte.
-    Returns the encoded size."""
+    bytes read as one little-endian word, ``words[i]``, fewer at the end of the data, so
+    the input needs no padded copy); a byte no symbol covers is written as the escape 255
+    and the byte.  Returns the encoded size."""
     o = 0
     out_offsets[0] = 0
+    shift = 32 - _HASH_BITS
     for s in range(len(offsets) - 1):
         i, end = offsets[s], offsets[s + 1]
         while i < end:
             room = end - i
-            code = -1
-            size = 1
             if room >= 2:
-                word = np.uint64(0)
-                if i + 8 <= len(data):  # the usual case, kept a fixed-length loop
-                    for k in range(8):
-                        word |= np.uint64(data[i + k]) << np.uint64(8 * k)
+                if i + 8 <= len(data):  # the usual case
+                    word = words[i]
                 else:
+                    word = np.uint64(0)
                     for k in range(len(data) - i):
                         word |= np.uint64(data[i + k]) << np.uint64(8 * k)
                 p = np.int64(word & np.uint64(0xFFFF))
-                for k in range(bucket[p], bucket[p + 1]):
-                    n = long_len[k]
-                    if n <= room and (word & masks[n]) == long_val[k]:
-                        code, size = long_code[k], n
-                        break
-                if code < 0 and pair[p] >= 0:
-                    code, size = pair[p], 2
-            if code < 0:
+                code = short_code[p]
+                size = short_len[p]
+                if room >= 3:
+                    h = ((np.int64(word & np.uint64(0xFFFFFF)) * _HASH_MUL) & 0xFFFFFFFF) >> shift
+                    for k in range(bucket[h], bucket[h + 1]):
+                        n = long_len[k]
+                        if n <= room and (word & masks[n]) == long_val[k]:
+                            code, size = long_code[k], n
+                            break
+            else:
                 code = single[data[i]]
+                size = 1
             if code < 0:
                 out[o] = 255
                 out[o + 1] = data[i]

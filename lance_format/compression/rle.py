@@ -11,8 +11,6 @@ Decoding runs in one compiled kernel over all runs of all chunks.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
@@ -214,44 +212,74 @@ def plan_chunks(block: FixedWidthBlock, max_bytes: int = MAX_CHUNK_BYTES) -> np.
         return np.zeros(0, dtype=np.int64)
     max_pieces = max_bytes // (width + 1)  # cost <= max_bytes  <=>  pieces <= max_pieces
     run_starts, run_pieces = _run_bounds(rows)
-    # memoryviews index to Python ints and bisect accepts them, without a list copy
-    starts = run_starts.data
-    ends = np.append(run_starts[1:], n).data
-    cum = run_pieces.data
+    out = np.empty(n, dtype=np.int64)
+    count = _plan(
+        readonly(np.ascontiguousarray(run_starts, dtype=np.int64)),
+        readonly(run_pieces),
+        n,
+        max_pieces,
+        out,
+    )
+    return out[:count].copy()
 
-    def pieces(a: int, b: int) -> int:
-        """Run pieces (runs split at 255) of values ``[a, b)``, ``a < b``."""
-        ra = bisect_right(starts, a) - 1
-        rb = bisect_right(starts, b - 1, ra) - 1
-        if ra == rb:
-            return -(-(b - a) // MAX_RUN)
-        head = -(-(ends[ra] - a) // MAX_RUN)
-        tail = -(-(b - starts[rb]) // MAX_RUN)
-        return head + cum[rb] - cum[ra + 1] + tail
 
-    out: list[int] = []
+@kernel()
+def _last_at_most(starts, value, lo):  # pragma: no cover - compiled
+    """The last index ``i >= lo`` with ``starts[i] <= value`` (``starts`` ascending and
+    ``starts[lo] <= value``): ``bisect_right(starts, value, lo) - 1``."""
+    hi = len(starts)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if starts[mid] <= value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+@kernel()
+def _pieces(starts, cum, n, a, b):  # pragma: no cover - compiled
+    """Run pieces (runs split at 255) of values ``[a, b)``, ``a < b``."""
+    ra = _last_at_most(starts, a, 0)
+    rb = _last_at_most(starts, b - 1, ra)
+    if ra == rb:
+        return (b - a + MAX_RUN - 1) // MAX_RUN
+    end_a = starts[ra + 1] if ra + 1 < len(starts) else n
+    head = (end_a - a + MAX_RUN - 1) // MAX_RUN
+    tail = (b - starts[rb] + MAX_RUN - 1) // MAX_RUN
+    return head + cum[rb] - cum[ra + 1] + tail
+
+
+@kernel("i8(ro(i8[::1]), ro(i8[::1]), i8, i8, i8[::1])")
+def _plan(starts, cum, n, max_pieces, out):  # pragma: no cover - compiled
+    """The greedy walk of :func:`plan_chunks`; returns the number of chunks."""
+    count = 0
     pos = 0
     k = 1
     while pos < n:
         rest = n - pos
-        if rest <= MAX_CHUNK_VALUES and pieces(pos, n) <= max_pieces:
-            out.append(rest)
+        if rest <= MAX_CHUNK_VALUES and _pieces(starts, cum, n, pos, n) <= max_pieces:
+            out[count] = rest
+            count += 1
             break
         # a non-last chunk leaves at least one value behind (the reference loop's `2k < rest`)
         limit = min(rest - 1, MAX_CHUNK_VALUES)
-        top = 1 << (limit.bit_length() - 1) if limit >= 1 else 1
+        top = 1
+        while top * 2 <= limit:
+            top *= 2
         k = min(k, top)
-        if pieces(pos, pos + k) <= max_pieces:
-            while k < top and pieces(pos, pos + 2 * k) <= max_pieces:
+        if _pieces(starts, cum, n, pos, pos + k) <= max_pieces:
+            while k < top and _pieces(starts, cum, n, pos, pos + 2 * k) <= max_pieces:
                 k *= 2
         else:
             while k > 1:
                 k >>= 1
-                if pieces(pos, pos + k) <= max_pieces:
+                if _pieces(starts, cum, n, pos, pos + k) <= max_pieces:
                     break
-        out.append(k)
+        out[count] = k
+        count += 1
         pos += k
-    return np.array(out, dtype=np.int64)
+    return count
 
 
 def encode_chunks(

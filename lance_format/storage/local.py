@@ -1,8 +1,14 @@
 """The local file system backend: keys are absolute paths.
 
-Atomic writes go through a temporary file in the same directory, fsynced, then renamed;
+Atomic writes go through a temporary file in the same directory, then renamed;
 put-if-not-exists is ``link(2)`` of the temporary file, which refuses an existing name, so
-the bytes appear complete or not at all."""
+the bytes appear complete or not at all, to every process, whenever a writer stops.
+
+Durability matches pylance's local store (object_store's ``LocalFileSystem``), which never
+fsyncs: a commit survives any crash of the writing process, and the operating system
+writes it to disk in its own time.  A store made with ``durable=True`` also fsyncs every
+file before it becomes visible (data files, then the manifest that names them), so a
+commit survives a power loss too, at one disk flush per file."""
 
 from __future__ import annotations
 
@@ -116,12 +122,14 @@ class _LocalWriter(ObjectWriter):
         self._store.count(requests=0, written=len(data))
 
     def finish(self) -> None:
-        """Flush, fsync and close the temporary file (many sidecars stay within fd limits)."""
+        """Flush and close the temporary file (many sidecars stay within fd limits); fsync
+        it first on a durable store."""
         if self._f.closed:
             return
         try:
             self._f.flush()
-            os.fsync(self._f.fileno())
+            if self._store.durable:
+                os.fsync(self._f.fileno())
             self._f.close()
         except OSError as exc:
             self.abort()
@@ -148,6 +156,10 @@ class _LocalWriter(ObjectWriter):
 
 class LocalStore(ObjectStore):
     scheme = "file"
+
+    def __init__(self, durable: bool = False):
+        super().__init__()
+        self.durable = durable  # fsync each file before it becomes visible (module docstring)
 
     def open(self, key: str, stats: IOStats | None = None) -> LocalFile:
         self.count()
@@ -214,8 +226,9 @@ class LocalStore(ObjectStore):
         tmp = _temp_name(path)
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if self.durable:
+                f.flush()
+                os.fsync(f.fileno())
         return tmp
 
     def put(self, key: str, data: bytes) -> None:

@@ -21,12 +21,12 @@ from ..compression.blocks import (
     Block,
     FixedWidthBlock,
     VariableWidthBlock,
-    gather_ranges,
     take_block,
 )
-from ..compression.compress import flat_enc, value_changes
+from ..compression.compress import flat_enc
 from ..compression.decompress import decompress_levels
 from ..errors import CorruptFileError
+from ..jit import kernel, readonly
 from ..pb import encodings_v2_1_pb2 as pb
 from ..version import LanceFileVersion
 from . import repdef
@@ -230,24 +230,48 @@ def constant_value(
         if bits % 8 or bits // 8 > MAX_INLINE_BYTES:
             return None
         w = bits // 8
-        if value_changes(block).any():
+        data = np.ascontiguousarray(block.data[: block.num_values * w], dtype=np.uint8)
+        if not _repeats(readonly(data), w):
             return None
-        return np.asarray(block.data[:w]).tobytes(), None
+        return data[:w].tobytes(), None
     if isinstance(block, VariableWidthBlock):
-        off = np.asarray(block.offsets, dtype=np.int64)
-        lengths = np.diff(off)
-        if (lengths != lengths[0]).any():
+        off = np.ascontiguousarray(block.offsets, dtype=np.int64)
+        w = int(off[1] - off[0])
+        if not _equal_steps(readonly(off)):
             return None
-        first = np.asarray(block.data[off[0] : off[0] + lengths[0]])
-        w = int(lengths[0])
-        if w:
-            rows = gather_ranges(np.asarray(block.data), off[:-1], lengths).reshape(-1, w)
-            if not (rows == first).all():
-                return None
+        # equal lengths: the values lie end to end from the first offset
+        start = int(off[0])
+        data = np.ascontiguousarray(
+            block.data[start : start + block.num_values * w], dtype=np.uint8
+        )
+        if w and not _repeats(readonly(data), w):
+            return None
         odt = "<i4" if block.bits_per_offset == 32 else "<i8"
         offsets = np.array([0, w], dtype=odt).tobytes()
-        return None, scalar_buffer([offsets, first.tobytes()])
+        return None, scalar_buffer([offsets, data[:w].tobytes()])
     return None
+
+
+@kernel("b1(ro(u1[::1]), i8)")
+def _repeats(data, width):  # pragma: no cover - compiled
+    """Whether ``data`` is its first ``width`` bytes repeated; stops at the first
+    difference, so a varying page (the usual case) costs a few comparisons."""
+    for i in range(width, len(data)):
+        if data[i] != data[i - width]:
+            return False
+    return True
+
+
+@kernel("b1(ro(i8[::1]))")
+def _equal_steps(offsets):  # pragma: no cover - compiled
+    """Whether all values between ``offsets`` have the same length (stops early)."""
+    if len(offsets) < 2:
+        return True
+    step = offsets[1] - offsets[0]
+    for i in range(2, len(offsets)):
+        if offsets[i] - offsets[i - 1] != step:
+            return False
+    return True
 
 
 def encode_page(

@@ -38,7 +38,7 @@ from ..schema import (
 )
 from ..structural.column import leaf_fields
 from ..v2_0.decoder import v20_column_fields
-from ..validation import check_arrays
+from ..validation import check_arrays, forget_checked
 from ..version import DEFAULT_VERSION, LanceFileVersion, writable
 from ..writer import DEFAULT_PAGE_BYTES, LanceFileWriter
 from . import paths
@@ -210,6 +210,7 @@ def write_fragments(
     version = writable(data_storage_version, legacy=True)
     legacy = version == LanceFileVersion.LEGACY
     major, minor = version.numbers
+    forget_checked()  # a new write: only its own batches count as validated
     group = min(max_rows_per_group or DEFAULT_ROWS_PER_GROUP, max_rows_per_file)
     if legacy:  # as pylance: a legacy file ends after the row group that reaches the limit
         max_rows_per_file = -(-max_rows_per_file // group) * group

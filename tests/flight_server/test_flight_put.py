@@ -812,3 +812,43 @@ def test_staging_commits_written_fragments(tmp_path):
         staging.staged_transaction(frags, mode="merge", read_version=2)
     with pytest.raises(InvalidArgumentError):
         staging.staged_transaction(frags, mode="overwrite", read_version=2)
+
+
+def test_a_put_validates_each_batch_once(tmp_path, monkeypatch):
+    """The stream's reader, the ingest and the file writer each need valid data; Arrow's
+    full validation runs once per batch and column (what the ingest makes of checked data,
+    a cast or aligned copies, counts as checked), and pylance reads what was committed."""
+    from flight_server.server import LanceFlightServer
+    from lance_format import validation
+
+    runs: list[pa.DataType] = []
+    layout = validation._layout_type
+    monkeypatch.setattr(validation, "_layout_type", lambda t: runs.append(t) or layout(t))
+    n = 40_000
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(n)),
+            "s": [f"row {i}" for i in range(n)],
+            "d": pa.array(np.arange(n), pa.int32()).cast(pa.decimal128(15, 2)),
+        }
+    )
+    # appended as large_string: the ingest casts it to the dataset's string
+    narrow = table.set_column(1, "s", table.column("s").cast(pa.large_string()))
+    server = LanceFlightServer(str(tmp_path), "grpc://127.0.0.1:0", warm=False)
+    try:
+        client = fl.connect(f"grpc://127.0.0.1:{server.port}")
+        for mode, data in (("create", table), ("append", narrow)):
+            runs.clear()
+            desc = fl.FlightDescriptor.for_command(json.dumps({"dataset": "v", "mode": mode}))
+            writer, reader = client.do_put(desc, data.schema)
+            writer.write_table(data, max_chunksize=10_000)
+            writer.done_writing()
+            reader.read()
+            writer.close()
+            # 4 batches of 3 columns; an append reads its first batch before the write starts
+            assert len(runs) == 3 * (4 if mode == "create" else 5)
+        client.close()
+    finally:
+        server.shutdown()
+    got = lance.dataset(str(tmp_path / "v")).to_table()
+    assert got.equals(pa.concat_tables([table, table]))

@@ -44,6 +44,51 @@ def test_local_store_refuses_put_if_not_exists_overwrite(tmp_path):
     assert os.listdir(tmp_path / "v") == ["1.manifest"]  # no temporary file left behind
 
 
+def _fsync_spy(monkeypatch) -> list[tuple[str, bool]]:
+    """Every fsync as (the file's path, whether its final name existed at that moment)."""
+    calls: list[tuple[str, bool]] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        final = path.rsplit(".", 2)[0]  # <final>.<uuid>.partial
+        calls.append((path, os.path.exists(final)))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return calls
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to name fds")
+def test_durable_local_store_fsyncs_each_file_before_it_becomes_visible(tmp_path, monkeypatch):
+    calls = _fsync_spy(monkeypatch)
+    store = LocalStore(durable=True)
+    store.put(str(tmp_path / "a"), b"a")
+    assert store.put_if_not_exists(str(tmp_path / "b"), b"b")
+    w = store.create(str(tmp_path / "c"))
+    w.write(b"c")
+    w.commit()
+    assert [os.path.basename(p).split(".")[0] for p, _ in calls] == ["a", "b", "c"]
+    assert all(p.endswith(".partial") and not visible for p, visible in calls)
+    assert [store.get(str(tmp_path / k)) for k in "abc"] == [b"a", b"b", b"c"]
+    assert sorted(os.listdir(tmp_path)) == ["a", "b", "c"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to name fds")
+def test_default_local_store_is_atomic_without_fsync_like_pylance(tmp_path, monkeypatch):
+    """pylance's local store never fsyncs; ours neither, by default, and a dataset written
+    and appended this way is complete for pylance, with no temporary file left behind."""
+    calls = _fsync_spy(monkeypatch)
+    uri = str(tmp_path / "ds")
+    lf.write_dataset(_table(100), uri)
+    lf.write_dataset(_table(50, 100), uri, mode="append")
+    assert calls == []
+    got = lance.dataset(uri).to_table()
+    assert got.column("id").to_pylist() == list(range(150))
+    leftovers = [n for _, _, files in os.walk(uri) for n in files if n.endswith(".partial")]
+    assert leftovers == []
+
+
 def test_memory_store_refuses_put_if_not_exists_overwrite():
     _refuses_overwrite(MemoryStore(), "ds/_versions/1.manifest")
 

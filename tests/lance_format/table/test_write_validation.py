@@ -386,3 +386,49 @@ def test_view_types_are_stored_as_plain_types_as_in_pylance(tmp_path):
     assert results[1].equals(results[0])
     assert results[1].schema.types == [pa.string(), pa.binary()]
     assert results[1].column("s").to_pylist() == ["a", None, "ccc"] * 2
+
+
+def _bad_utf8_strings(n: int) -> pa.Array:
+    """``n`` one-byte strings, the last of which is not UTF-8."""
+    data = b"a" * (n - 1) + b"\xff"
+    offsets = pa.array(np.arange(n + 1, dtype=np.int32)).buffers()[1]
+    return pa.Array.from_buffers(pa.string(), n, [None, offsets, pa.py_buffer(data)])
+
+
+def test_a_batch_is_validated_once_on_its_way_through_the_layers(monkeypatch):
+    """A Flight stream's reader, the ingest and the file writer each check the same batch;
+    Arrow's full validation runs once while the batch lives, slices included."""
+    from lance_format import validation
+
+    runs: list[pa.DataType] = []
+    layout = validation._layout_type
+    monkeypatch.setattr(validation, "_layout_type", lambda t: runs.append(t) or layout(t))
+    validation.forget_checked()
+    batch = pa.record_batch({"a": pa.array(np.arange(100)), "s": [f"v{i}" for i in range(100)]})
+    validation.check_arrays(batch)
+    validation.check_arrays(batch)
+    validation.check_arrays(batch.slice(10, 50))
+    assert len(runs) == 2  # one validation of the two columns
+    # the same values in other buffers are another batch
+    validation.check_arrays(pa.record_batch({"s": pa.array(batch.column(1).to_pylist())}))
+    assert len(runs) == 3
+
+
+def test_what_was_not_validated_is_validated_however_it_shares_buffers():
+    """Only the validated range of the same live buffers counts: the whole of a batch whose
+    slice passed, a dictionary over other values, and a new write are checked afresh."""
+    from lance_format import validation
+
+    validation.forget_checked()
+    strings = _bad_utf8_strings(10)
+    ok = pa.record_batch({"s": strings.slice(0, 9)})
+    validation.check_arrays(ok)
+    with pytest.raises(InvalidDataError):
+        validation.check_arrays(pa.record_batch({"s": strings}))
+
+    indices = pa.array([0, 1, 2], pa.int8())
+    good = pa.DictionaryArray.from_arrays(indices, pa.array(["x", "y", "z"]))
+    validation.check_arrays(pa.record_batch({"d": good}))
+    short = pa.DictionaryArray.from_arrays(indices, pa.array(["x"]), safe=False)
+    with pytest.raises(InvalidDataError):
+        validation.check_arrays(pa.record_batch({"d": short}))
