@@ -126,6 +126,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="skip warming the search cache and compiling the decode kernels at start "
         "(they then compile on first use)",
     )
+    p.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="do not fsync local data files and manifests before a commit is acknowledged "
+        "(as pylance's local store: faster writes; a commit still survives a crash of the "
+        "server, but not a power loss)",
+    )
     p.add_argument("--no-sql", action="store_true", help="do not answer Flight SQL commands")
     p.add_argument(
         "--sql-timeout",
@@ -476,6 +483,9 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
     signal.signal(signal.SIGINT, stop)
     if not opts.get("no_warm"):
         compile_kernels()
+    from lance_format import storage
+
+    storage.local_durability(not opts.get("no_fsync"))
     try:
         server, endpoints, rest_url = _build(opts, port, locations, secret, index)
     except (LanceError, OSError, pa.ArrowException) as exc:  # bad root, port taken, TLS files

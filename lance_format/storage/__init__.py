@@ -37,6 +37,7 @@ __all__ = [
     "list_files",
     "list_dir",
     "list_names",
+    "local_durability",
     "move_tree",
     "outermost_missing",
     "prune",
@@ -52,6 +53,15 @@ __all__ = [
     "scheme_of",
     "stats",
 ]
+
+
+def local_durability(durable: bool) -> None:
+    """Whether local writes fsync each file before it becomes visible (see
+    :mod:`.local`): off by default, as pylance's local store; a server that acknowledges
+    commits to clients turns it on so an acknowledged commit survives a power loss."""
+    from .registry import LOCAL
+
+    LOCAL.durable = bool(durable)
 
 
 def join(base: str, *parts: str) -> str:

@@ -89,6 +89,28 @@ def test_default_local_store_is_atomic_without_fsync_like_pylance(tmp_path, monk
     assert leftovers == []
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to name fds")
+def test_local_durability_switch_fsyncs_data_before_the_manifest(tmp_path, monkeypatch):
+    """``storage.local_durability(True)`` (the server's default) makes dataset writes fsync
+    every data file before the manifest that names them, and the manifest before it is
+    visible; switching it off again restores pylance's behaviour."""
+    calls = _fsync_spy(monkeypatch)
+    uri = str(tmp_path / "ds")
+    storage.local_durability(True)
+    try:
+        lf.write_dataset(_table(100), uri)
+    finally:
+        storage.local_durability(False)
+    kinds = [os.path.basename(os.path.dirname(p)) for p, _ in calls]
+    assert "data" in kinds and kinds[-1] == "_versions"
+    assert kinds.index("data") < kinds.index("_versions")
+    assert not any(visible for _, visible in calls)
+    calls.clear()
+    lf.write_dataset(_table(50, 100), uri, mode="append")
+    assert calls == []
+    assert lance.dataset(uri).count_rows() == 150
+
+
 def test_memory_store_refuses_put_if_not_exists_overwrite():
     _refuses_overwrite(MemoryStore(), "ds/_versions/1.manifest")
 
