@@ -320,10 +320,12 @@ class LanceField:
     def to_dataset_arrow(self) -> pa.Field:
         """The Arrow field a dataset read returns: :meth:`to_arrow` with ``lance.json``
         columns as ``arrow.json`` text, as pylance presents them."""
-        if not self.has_json():
-            return self.to_arrow()
-        if self._dataset_arrow is None:
-            self._dataset_arrow = self._resolved(self._raw_arrow(json_text=True))
+        if self._dataset_arrow is None:  # once per field: every take and scan asks
+            self._dataset_arrow = (
+                self._resolved(self._raw_arrow(json_text=True))
+                if self.has_json()
+                else self.to_arrow()
+            )
         return self._dataset_arrow
 
     def _resolved(self, f: pa.Field) -> pa.Field:
