@@ -54,6 +54,7 @@ PUBLIC_MODULES = (
     "lance_format.file",
     "lance_format.fragment",
     "lance_format.layout",
+    "lance_format.progress",
     "lance_format.schema",
     "lance_format.service_write",
     "lance_format.staging",

@@ -28,8 +28,10 @@ from ..errors import (
     InvalidArgumentError,
     RowOutOfRangeError,
     SchemaError,
+    SchemaMismatchError,
     UnsupportedError,
 )
+from ..reader import LanceFileReader
 from ..schema import LanceSchema
 from ..vector.search import VectorScanner
 from ..version import LanceFileVersion, writable
@@ -41,6 +43,7 @@ from . import (
     compaction,
     config,
     dataset_write,
+    deletion,
     features,
     filters,
     indices,
@@ -53,7 +56,7 @@ from . import (
     write,
 )
 from .fragment import Fragment
-from .fragment_metadata import FragmentMetadata, as_fragment_pb
+from .fragment_metadata import DataFile, FragmentMetadata, as_fragment_pb
 from .lance_operation import write_fragments
 from .operations import Append, Delete, Merge, Project, Restore
 from .scanner import (
@@ -61,6 +64,7 @@ from .scanner import (
     ROW_ADDRESS,
     ROW_ID,
     ROW_OFFSET,
+    SYSTEM_COLUMNS,
     ColumnOrdering,
     Scanner,
     ScanOptions,
@@ -1212,6 +1216,86 @@ def merge_fragment_columns(
         list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
     )
     return FragmentMetadata.from_pb(out), merged
+
+
+def update_fragment_columns(
+    frag: Fragment, data_obj, left_on: str = ROW_ID, right_on: str | None = None, schema=None
+) -> tuple[FragmentMetadata, list[int], bytes]:
+    """:meth:`Fragment.update_columns`: new values for existing columns of ``frag``'s rows
+    whose ``left_on`` matches ``data_obj``'s ``right_on`` (other rows keep theirs), as one
+    new data file; the old files keep their bytes, the columns' ids there become
+    tombstones (-2).  Returns the uncommitted fragment, the modified field ids and the
+    matched physical offsets as a portable roaring bitmap."""
+    ds = frag.dataset
+    right_on = right_on or left_on
+    right = (
+        data_obj if isinstance(data_obj, pa.Table) else write.to_reader(data_obj, schema).read_all()
+    )
+    if right_on not in right.column_names:
+        raise InvalidArgumentError(f"the data has no column {right_on!r} to join on")
+    names = [n for n in right.column_names if n not in (right_on, left_on)]
+    by_name = {f.name: f for f in ds.lance_schema.fields}
+    fields = []
+    for name in names:
+        if name in SYSTEM_COLUMNS:
+            raise InvalidArgumentError(
+                f"column {name} is a reserved metadata column and cannot be updated"
+            )
+        if name not in by_name:
+            raise InvalidArgumentError(f"column {name} does not exist in the fragment")
+        fields.append(by_name[name])
+    if not fields:
+        raise InvalidArgumentError("the data has no column to update")
+    system = {ROW_ID: "with_row_id", ROW_ADDRESS: "with_row_address"}
+    if left_on in system:
+        keys = frag.to_table(columns=[], **{system[left_on]: True}).column(left_on)
+    else:
+        keys = frag.to_table(columns=[left_on]).column(left_on)
+    found = pc.index_in(keys, value_set=right.column(right_on).cast(keys.type))
+    matched = frag.live_offsets[np.flatnonzero(found.is_valid().to_numpy(zero_copy_only=False))]
+    new_schema = LanceSchema(fields, {})
+    live = frag.live_offsets
+    updates = right.select(names).cast(new_schema.to_dataset_arrow())
+
+    def values(_frag: Fragment, offsets: np.ndarray) -> pa.Table:
+        at = np.searchsorted(live, offsets)
+        current = frag.read(fields, offsets)
+        hit = found.take(pa.array(at)).to_numpy(zero_copy_only=False)
+        hit = np.where(np.isnan(hit.astype(np.float64)), -1, hit).astype(np.int64)
+        both = pa.concat_tables([current.cast(updates.schema), updates])
+        rows = np.where(hit >= 0, len(current) + hit, np.arange(len(current)))
+        return both.take(pa.array(rows))
+
+    out = udf.write_values_file(ds, frag, new_schema, values, ADD_COLUMNS_ROWS)
+    replaced = {f.id for field in fields for f in field.walk()}
+    for old in out.files[:-1]:
+        old.fields[:] = [-2 if fid in replaced else fid for fid in old.fields]
+    modified = list(out.files[-1].fields)
+    return FragmentMetadata.from_pb(out), modified, deletion.encode_bitmap_deletions(matched)
+
+
+def fragment_from_file(filename: str, ds: Dataset, fragment_id: int) -> FragmentMetadata:
+    """:meth:`Fragment.create_from_file`: one data file already under ``data/``, written
+    with the dataset's schema, as an uncommitted fragment.  Its field list is the whole
+    schema's ids, as pylance records it for such a file."""
+    path = paths.data_file_path(ds.uri, filename)
+    reader = LanceFileReader(storage.open_file(path))
+    theirs = [f.name for f in reader.lance_schema.fields]
+    ours = [f.name for f in ds.lance_schema.fields]
+    if theirs != ours:
+        raise SchemaMismatchError(
+            f"Append with different schema: the file has columns {theirs}, the dataset {ours}"
+        )
+    major, minor = reader.version.numbers
+    columns = len(reader.metadata.columns)
+    file = DataFile(
+        path=filename,
+        fields=[f.id for f in ds.lance_schema.walk()],
+        column_indices=list(range(columns)),
+        file_major_version=major,
+        file_minor_version=minor,
+    )
+    return FragmentMetadata(id=int(fragment_id), files=[file], physical_rows=reader.num_rows)
 
 
 def _next_field_id(ds: Dataset) -> int:

@@ -163,6 +163,34 @@ class Fragment:
         )
         return FragmentMetadata.from_pb(pb), schema
 
+    def update_columns(
+        self,
+        data_obj,
+        left_on: str = "_rowid",
+        right_on: str | None = None,
+        schema=None,
+        *,
+        with_offsets: bool = False,
+    ):
+        """pylance's ``LanceFragment.update_columns``: ``data_obj``'s values for existing
+        columns, on the rows whose ``left_on`` matches its ``right_on``, as a new data file
+        (uncommitted); the fragment metadata and the modified field ids (and, with
+        ``with_offsets``, the matched offsets as a roaring bitmap), for
+        ``LanceOperation.Update``."""
+        from .dataset import update_fragment_columns  # the dataset layer depends on this one
+
+        meta, modified, offsets = update_fragment_columns(self, data_obj, left_on, right_on, schema)
+        return (meta, modified, offsets) if with_offsets else (meta, modified)
+
+    @staticmethod
+    def create_from_file(filename: str, dataset: Dataset, fragment_id: int) -> FragmentMetadata:
+        """pylance's ``LanceFragment.create_from_file``: the metadata of a fragment made of
+        one existing data file of ``dataset`` (under ``data/``), e.g. to re-attach a file
+        a manifest lost."""
+        from .dataset import fragment_from_file  # the dataset layer depends on this one
+
+        return fragment_from_file(filename, dataset, fragment_id)
+
     def head(self, num_rows: int) -> pa.Table:
         return self.to_table(limit=num_rows)
 

@@ -142,6 +142,19 @@ class FragmentMetadata:
     def data_files(self) -> list[DataFile]:
         return self.files
 
+    def __getstate__(self) -> dict:
+        # the protobuf class pickles by a module path that only resolves inside this package
+        state = dict(self.__dict__)
+        if self._extra is not None:
+            state["_extra"] = self._extra.SerializeToString()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        extra = state.get("_extra")
+        if isinstance(extra, bytes):
+            state = {**state, "_extra": table_pb2.DataFragment.FromString(extra)}
+        self.__dict__.update(state)
+
     # -- protobuf -------------------------------------------------------------------------
 
     @classmethod
