@@ -158,7 +158,9 @@ def pytest_runtest_logreport(report: Any) -> None:
 # --------------------------------------------------------------------------- the runner side
 
 
-def run_file(src: str, out: str, name: str, impl: str, timeout: int, total: int) -> dict:
+def run_file(
+    src: str, out: str, name: str, impl: str, timeout: int, total: int, repo: str = REPO
+) -> dict:
     """One test file under one implementation, in its own pytest process; nodeid -> outcome."""
     run_dir = os.path.join(out, impl, name.removesuffix(".py"))
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -172,7 +174,7 @@ def run_file(src: str, out: str, name: str, impl: str, timeout: int, total: int)
     results = os.path.join(run_dir, "results.json")
     env = dict(os.environ, COLUMNS="300")
     scripts = os.path.dirname(os.path.abspath(__file__))
-    env["PYTHONPATH"] = os.pathsep.join([REPO, scripts, run_dir])
+    env["PYTHONPATH"] = os.pathsep.join([repo, scripts, run_dir])
     env.update(
         PYLANCE_SUITE_IMPL=impl, PYLANCE_SUITE_RESULTS=results, PYLANCE_SUITE_TIMEOUT=str(timeout)
     )
@@ -180,7 +182,9 @@ def run_file(src: str, out: str, name: str, impl: str, timeout: int, total: int)
     cmd += ["--rootdir", run_dir, "--basetemp", os.path.join(run_dir, "tmp"), name]
     with open(os.path.join(run_dir, "log.txt"), "w") as log:
         try:
-            subprocess.run(cmd, cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=total)
+            subprocess.run(
+                cmd, cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=total
+            )
         except subprocess.TimeoutExpired:
             log.write("\n*** whole run timed out\n")
     if not os.path.exists(results):
@@ -190,15 +194,28 @@ def run_file(src: str, out: str, name: str, impl: str, timeout: int, total: int)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("src", help="directory holding pylance's test files (and conftest.py, helper.py)")
-    parser.add_argument("files", nargs="*", help="test files to run (default: every test_*.py in src)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "src", help="directory holding pylance's test files (and conftest.py, helper.py)"
+    )
+    parser.add_argument(
+        "files", nargs="*", help="test files to run (default: every test_*.py in src)"
+    )
     parser.add_argument("--out", default="/tmp/pylance_suite", help="work directory for the runs")
     parser.add_argument("--timeout", type=int, default=60, help="seconds per test")
-    parser.add_argument("--total", type=int, default=1800, help="seconds per file and implementation")
-    parser.add_argument("--impl", choices=IMPLS, action="append", help="run only these (reuse the other's results)")
+    parser.add_argument(
+        "--total", type=int, default=1800, help="seconds per file and implementation"
+    )
+    parser.add_argument("--repo", default=REPO, help="checkout whose lance_format is measured")
+    parser.add_argument(
+        "--impl", choices=IMPLS, action="append", help="run only these (reuse the other's results)"
+    )
     args = parser.parse_intermixed_args()
-    files = args.files or sorted(f for f in os.listdir(args.src) if f.startswith("test_") and f.endswith(".py"))
+    files = args.files or sorted(
+        f for f in os.listdir(args.src) if f.startswith("test_") and f.endswith(".py")
+    )
     impls = args.impl or list(IMPLS)
     rows = []
     for name in files:
@@ -206,7 +223,9 @@ def main() -> None:
         for impl in IMPLS:
             saved = os.path.join(args.out, impl, name.removesuffix(".py"), "results.json")
             if impl in impls:
-                outcomes[impl] = run_file(args.src, args.out, name, impl, args.timeout, args.total)
+                outcomes[impl] = run_file(
+                    args.src, args.out, name, impl, args.timeout, args.total, args.repo
+                )
             elif os.path.exists(saved):
                 with open(saved) as f:
                     outcomes[impl] = json.load(f)

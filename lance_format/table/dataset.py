@@ -24,6 +24,7 @@ from .. import storage
 from ..blob import DEFAULT_BLOB_BUFFER_SIZE, BlobFile
 from ..cache import SearchCache
 from ..errors import (
+    CorruptFileError,
     DatasetNotFoundError,
     InvalidArgumentError,
     RowOutOfRangeError,
@@ -362,6 +363,28 @@ class Dataset:
             if f.fragment_id == fragment_id:
                 return f
         return None
+
+    def validate(self) -> None:
+        """Check this version's manifest is consistent (pylance's ``validate``): fragment
+        ids unique, every data-file field id in the schema, deletions fewer than the fragment's rows; raises CorruptFileError otherwise."""
+        ids = {f.id for f in self.lance_schema.walk()}
+        seen: set[int] = set()
+        for frag in self.manifest.fragments:
+            if frag.id in seen:
+                raise CorruptFileError(f"fragment id {frag.id} appears twice", path=self.uri)
+            seen.add(frag.id)
+            for df in frag.files:
+                live = [i for i in df.fields if i >= 0]
+                if set(live) - ids:
+                    raise CorruptFileError(
+                        f"fragment {frag.id}: data file {df.path} has field ids "
+                        f"{sorted(set(live) - ids)} the schema lacks",
+                        path=self.uri,
+                    )
+            if frag.deletion_file.num_deleted_rows > frag.physical_rows:
+                raise CorruptFileError(
+                    f"fragment {frag.id} deletes more rows than it has", path=self.uri
+                )
 
     # -- changing (each returns the new version) -----------------------------------------
 
@@ -1041,7 +1064,10 @@ def _add_columns(
     fragments, new_schema = new_column_files(
         ds, ds.get_fragments(), transforms, read_columns, reader_schema, batch_size
     )
-    return _commit_new_columns(ds, fragments, new_schema)
+    committed = _commit_new_columns(ds, fragments, new_schema)
+    if isinstance(transforms, udf.BatchUDF) and transforms.cache is not None:
+        transforms.cache.cleanup()  # its results are in the committed files now
+    return committed
 
 
 def new_column_files(
@@ -1071,8 +1097,15 @@ def new_column_files(
         used = sorted({c for cf in compiled.values() for c in cf.top_level_columns})
         source = [f for f in ds.lance_schema.fields if f.name in used]
         probe = _evaluate_columns(ds.scanner(columns=used).schema.empty_table(), compiled)
-        new_schema = LanceSchema.from_arrow(_constant_nullability(probe.schema, compiled), first_id)
-        fragments = [_write_column_file(ds, frag, source, compiled, new_schema) for frag in frags]
+        new_arrow = _constant_nullability(probe.schema, compiled)
+        new_schema = LanceSchema.from_arrow(new_arrow, first_id)
+        if all(not cf.paths for cf in compiled.values()) and all(f.nullable for f in new_arrow):
+            # every new column is a constant NULL: a schema change alone, as pylance does
+            fragments = [f.pb for f in frags]
+        else:
+            fragments = [
+                _write_column_file(ds, frag, source, compiled, new_schema) for frag in frags
+            ]
     else:
         fields = [transforms] if isinstance(transforms, pa.Field) else list(transforms)
         for f in fields:

@@ -156,6 +156,11 @@ class Fragment:
         (for ``LanceOperation.Merge`` or ``Overwrite``)."""
         from .dataset import new_column_files  # the dataset layer depends on this one
 
+        if getattr(value_func, "cache", None) is not None:
+            raise InvalidArgumentError(
+                "A checkpoint file cannot be used when applying a UDF to one fragment: "
+                "nothing would remove it"
+            )
         ds = self.dataset
         (pb,), added = new_column_files(ds, [self], value_func, columns, reader_schema, batch_size)
         schema = LanceSchema(
