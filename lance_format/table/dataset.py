@@ -11,6 +11,7 @@ pinned.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import os
 from collections.abc import Iterator, Sequence
@@ -171,6 +172,10 @@ def open_version(
     return Dataset(storage.register(root), _load(entry), cache=cache)
 
 
+def _reopen(uri: str, version: int, default_scan_options: dict | None) -> Dataset:
+    return dataset(uri, version, default_scan_options=default_scan_options)
+
+
 class Dataset:
     """One version of a dataset; writes through it move it to the new version."""
 
@@ -182,6 +187,10 @@ class Dataset:
         # page metadata for random access, kept with the open dataset (a server passes one
         # cache shared by all its datasets): without it every take would re-read it
         self.cache = cache if cache is not None else SearchCache(DATASET_CACHE_BYTES)
+
+    def __reduce__(self):
+        # pickled as what reopens it (for multiprocessing workers), not as its caches
+        return _reopen, (self.uri, self.version, dict(self.default_scan_options) or None)
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -199,7 +208,13 @@ class Dataset:
 
     @functools.cached_property
     def schema(self) -> pa.Schema:
-        return self.lance_schema.to_dataset_arrow()
+        """The columns a scan gives: the dataset's, and the row id / address columns when
+        the default scan options ask for them (as pylance's)."""
+        schema = self.lance_schema.to_dataset_arrow()
+        for option, name in (("with_row_id", ROW_ID), ("with_row_address", ROW_ADDRESS)):
+            if self.default_scan_options.get(option) and name not in schema.names:
+                schema = schema.append(pa.field(name, pa.uint64()))
+        return schema
 
     @property
     def data_storage_version(self) -> LanceFileVersion:
@@ -398,13 +413,49 @@ class Dataset:
             if defaults is not None:
                 self.default_scan_options = defaults
 
-    def update(self, updates: dict[str, str], where: str | None = None) -> dict[str, int]:
+    def update(
+        self,
+        updates: dict[str, str],
+        where: str | None = None,
+        conflict_retries: int = mutation.DEFAULT_CONFLICT_RETRIES,
+        retry_timeout: dt.timedelta | None = None,
+    ) -> dict[str, int]:
         """Set columns to SQL expressions on the rows matching ``where`` (all rows when
-        None), as pylance: the object moves to the new version; returns
-        ``{"num_rows_updated": n}``."""
-        new, count = mutation.update(self, updates, where)
+        None), as pylance: the object moves to the new version, re-run against a newer one
+        up to ``conflict_retries`` times when a concurrent commit preempts it; returns
+        ``{"num_rows_updated": n}``.  (``retry_timeout`` is accepted, as pylance's; the
+        retries here are bounded by count.)"""
+        new, count = mutation.update(self, updates, where, conflict_retries=conflict_retries)
         self._become(new)
         return {"num_rows_updated": count}
+
+    @staticmethod
+    def drop(
+        base_uri: str | os.PathLike[str],
+        storage_options: dict[str, str] | None = None,
+        ignore_not_found: bool = False,
+    ) -> None:
+        """pylance's ``LanceDataset.drop``: delete the dataset at ``base_uri``, every
+        version and file; a missing dataset is an error unless ``ignore_not_found``."""
+        root = storage.register(base_uri, storage_options)
+        if not _exists(root):
+            if ignore_not_found:
+                return
+            raise DatasetNotFoundError(f"no dataset at {root}", path=root)
+        storage.delete_prefix(root)
+
+    def get_transactions(
+        self, recent_transactions: int = 10
+    ) -> list[lance_operation.Transaction | None]:
+        """The transactions of this version and the ones before it, newest first (None for
+        a version whose transaction is gone), at most ``recent_transactions``."""
+        out = []
+        for version in range(self.version, max(self.version - recent_transactions, 0), -1):
+            try:
+                out.append(lance_operation.read_transaction(self.uri, version))
+            except InvalidArgumentError:  # that version was cleaned up
+                out.append(None)
+        return out
 
     def insert(self, data, *, mode: str = "append", **kwargs) -> None:
         """Write ``data`` into this dataset (``append`` by default, or ``overwrite``) with
@@ -964,6 +1015,18 @@ class _Optimize:
     def compact_files(self, **options) -> compaction.CompactionMetrics:
         return self._ds.compact_files(**options)
 
+    def enable_auto_cleanup(self, config: dict) -> None:
+        """Clean up old versions every ``config["interval"]`` commits, keeping those younger
+        than ``config["older_than_seconds"]`` (pylance's ``AutoCleanupConfig``)."""
+        self._ds.update_config(
+            cleanup.auto_cleanup_config(config["interval"], config["older_than_seconds"])
+        )
+
+    def disable_auto_cleanup(self) -> None:
+        self._ds.delete_config_keys(
+            [cleanup.AUTO_CLEANUP_INTERVAL, cleanup.AUTO_CLEANUP_OLDER_THAN]
+        )
+
 
 # -- writing ---------------------------------------------------------------------------------
 
@@ -990,6 +1053,9 @@ def write_dataset(
     storage_options: dict[str, str] | None = None,
     idempotency_key: str | None = None,
     transaction_properties: dict[str, str] | None = None,
+    commit_message: str | None = None,
+    auto_cleanup_options: dict | None = None,
+    progress=None,
 ) -> Dataset:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``) or a new version replacing the rows
@@ -1008,13 +1074,23 @@ def write_dataset(
     written here, and ``data_cache_bytes`` only sizes pylance's buffers, so both change
     nothing; ``max_bytes_per_file`` rolls to a new data file past that size; binary
     columns marked ``lance-encoding:blob`` and blob-typed ones become blob v2 columns in
-    2.2, as pylance writes them."""
+    2.2, as pylance writes them.  ``commit_message`` is kept in the transaction's
+    properties, ``auto_cleanup_options`` (pylance's ``AutoCleanupConfig``) set the new
+    dataset's auto-cleanup config; ``progress`` is told of each fragment written."""
     if isinstance(uri, Dataset):
         uri = uri.uri
     if not isinstance(max_rows_per_group, int) or max_rows_per_group <= 0:
         raise InvalidArgumentError("max_rows_per_group must be a positive integer")
     if use_legacy_format:
         raise UnsupportedError("legacy (0.1) data files are not written here")
+    properties = dict(transaction_properties or {})
+    if commit_message is not None:
+        properties[lance_operation.LANCE_COMMIT_MESSAGE_KEY] = commit_message
+    config = None
+    if auto_cleanup_options is not None:
+        config = cleanup.auto_cleanup_config(
+            auto_cleanup_options["interval"], auto_cleanup_options["older_than_seconds"]
+        )
     outcome = dataset_write.write_version(
         data,
         uri,
@@ -1027,8 +1103,10 @@ def write_dataset(
         max_page_bytes=max_page_bytes,
         storage_options=storage_options,
         idempotency_key=idempotency_key,
-        transaction_properties=transaction_properties,
+        transaction_properties=properties,
         max_bytes_per_file=max_bytes_per_file,
+        config=config,
+        progress=progress,
     )
     return dataset(storage.register(uri, storage_options), outcome.version)
 
@@ -1088,7 +1166,7 @@ def new_column_files(
             ds, frags, transforms, read_columns, reader_schema, batch_size, names, first_id
         )
     if isinstance(transforms, dict):
-        arrow_schema = ds.schema
+        arrow_schema = ds.lance_schema.to_dataset_arrow()
         compiled = {}
         for name, sql in transforms.items():
             if name in names:

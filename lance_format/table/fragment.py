@@ -98,6 +98,10 @@ class Fragment:
         self.cache = cache
         self._dataset = dataset
 
+    def __reduce__(self):
+        # pickled as its dataset (which pickles as what reopens it) and its id
+        return _fragment_of, (self.dataset, self.fragment_id)
+
     @staticmethod
     def create(dataset_uri, data, fragment_id: int | None = None, schema=None, **options):
         """Write ``data`` as ONE new fragment of the dataset at ``dataset_uri`` (or of the
@@ -456,6 +460,13 @@ class Fragment:
             arrays.append(col)
             out_fields.append(af)
         return pa.Table.from_arrays(arrays, schema=pa.schema(out_fields))
+
+
+def _fragment_of(ds: Dataset, fragment_id: int) -> Fragment:
+    frag = ds.get_fragment(fragment_id)
+    if frag is None:
+        raise InvalidArgumentError(f"the dataset has no fragment {fragment_id}")
+    return frag
 
 
 def _fits(t: pa.DataType, op: str, value: object) -> bool:

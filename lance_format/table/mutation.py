@@ -118,7 +118,7 @@ def offsets_of(table: pa.Table) -> np.ndarray:
 
 
 def _data_columns(ds: Dataset, table: pa.Table) -> pa.Table:
-    return table.select(ds.schema.names)
+    return table.select(ds.lance_schema.to_dataset_arrow().names)
 
 
 def _with_retries(
@@ -158,7 +158,7 @@ def _update_once(ds: Dataset, values: dict[str, str], where: str | None) -> tupl
     no row matched, as pylance does) and the number of rows updated."""
     if not isinstance(values, dict) or not values:
         raise InvalidArgumentError("update needs a non-empty dict of column -> SQL expression")
-    schema = ds.schema
+    schema = ds.lance_schema.to_dataset_arrow()
     unknown = [c for c in values if c not in schema.names]
     if unknown:
         raise SchemaError(f"cannot update unknown columns {unknown} (has {schema.names})")
@@ -201,7 +201,7 @@ def update_rows(
     updated, deleted and inserted."""
     if ROW_ADDRESS not in values.column_names:
         raise InvalidArgumentError(f"update_rows needs a {ROW_ADDRESS} column")
-    schema = ds.schema
+    schema = ds.lance_schema.to_dataset_arrow()
     names = [n for n in values.column_names if n != ROW_ADDRESS]
     unknown = [n for n in names if n not in schema.names]
     if unknown or (not names and values.num_rows):
@@ -258,7 +258,7 @@ class MergeInsertBuilder:
         keys = [on] if isinstance(on, str) else list(on)
         if not keys:
             raise InvalidArgumentError("merge_insert needs at least one key column")
-        unknown = [k for k in keys if k not in ds.schema.names]
+        unknown = [k for k in keys if k not in ds.lance_schema.to_dataset_arrow().names]
         if unknown:
             raise SchemaError(f"merge_insert key columns {unknown} are not in the dataset")
         self._ds = ds
@@ -314,7 +314,7 @@ class MergeInsertBuilder:
         return stats
 
     def _execute_once(self, ds: Dataset, source: pa.Table) -> tuple[Dataset, dict[str, int]]:
-        target_schema = ds.schema
+        target_schema = ds.lance_schema.to_dataset_arrow()
         missing = [n for n in target_schema.names if n not in source.column_names]
         extra = [n for n in source.column_names if n not in target_schema.names]
         if extra or set(missing) & set(self._on) or (missing and self._insert):

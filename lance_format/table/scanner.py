@@ -336,6 +336,8 @@ class Scanner:
                 table = table.append_column(name, values)
         else:  # only row ids or addresses: nothing to read from the data files
             table = pa.table(metas)
+        if not table.num_columns:  # a filter that reads no column ("true"): one per row
+            table = pa.table({"_": pa.nulls(len(offsets))})
         hit = _evaluate(table, self.filter)
         wanted = {f.name for f in self.fields} & {f.name for f in self.filter_fields}
         known = None
