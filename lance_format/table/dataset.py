@@ -1177,7 +1177,9 @@ def new_column_files(
         probe = _evaluate_columns(ds.scanner(columns=used).schema.empty_table(), compiled)
         new_arrow = _constant_nullability(probe.schema, compiled)
         new_schema = LanceSchema.from_arrow(new_arrow, first_id)
-        if all(not cf.paths for cf in compiled.values()) and all(f.nullable for f in new_arrow):
+        if all(not cf.paths for cf in compiled.values()) and all(
+            f.nullable and not pa.types.is_null(f.type) for f in new_arrow
+        ):
             # every new column is a constant NULL: a schema change alone, as pylance does
             fragments = [f.pb for f in frags]
         else:

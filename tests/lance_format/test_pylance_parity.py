@@ -1,0 +1,342 @@
+"""pylance calls a user's script makes, run with ``import lance`` and with
+``import lance_format as lance`` and compared: write-progress hooks, fragment column updates
+and fragments made from a data file, pickling, ``BlobColumn`` and ``vec_to_table``, UDF
+checkpoints, auto cleanup, appends of some of the columns, commit messages, ``drop``,
+default scan options and constant filters.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pickle
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyroaring
+import pytest
+from test_pylance_api import both, same_errors
+
+
+def _sub(lib, name):
+    return importlib.import_module(f"{lib.__name__}.{name}")
+
+
+def _counting_progress(lib):
+    base = _sub(lib, "progress").FragmentWriteProgress
+
+    class Counting(base):
+        def __init__(self):
+            self.begun, self.completed = [], []
+
+        def begin(self, fragment, **kwargs):
+            self.begun.append((fragment.id, fragment.physical_rows or 0))
+
+        def complete(self, fragment, **kwargs):
+            self.completed.append((fragment.id, fragment.physical_rows))
+
+    return Counting()
+
+
+def test_progress_hooks_hear_of_every_fragment(tmp_path):
+    def script(lib, uri):
+        progress = _counting_progress(lib)
+        frags = _sub(lib, "fragment").write_fragments(
+            pa.table({"a": range(80)}), uri, max_rows_per_file=40, progress=progress
+        )
+        one = _counting_progress(lib)
+        frag = lib.LanceFragment.create(uri, pa.table({"a": range(7)}), fragment_id=5, progress=one)
+        return (
+            [f.physical_rows for f in frags],
+            progress.begun,
+            progress.completed,
+            one.completed,
+            frag.id,
+        )
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert ours[2] == [(0, 40), (0, 40)]
+
+
+def test_file_system_progress_leaves_what_a_crash_would(tmp_path):
+    def script(lib, uri):
+        progress_dir = os.path.join(uri + "_progress")
+        progress = _sub(lib, "progress").FileSystemFragmentWriteProgress(
+            progress_dir, metadata={"worker": "w1"}
+        )
+        frag = lib.LanceFragment.create(uri, pa.table({"a": range(10)}), progress=progress)
+        with open(os.path.join(progress_dir, "fragment_0.json")) as f:
+            recorded = json.load(f)
+
+        def failing():
+            yield pa.record_batch([pa.array(range(5))], names=["a"])
+            raise RuntimeError("the source broke")
+
+        reader = pa.RecordBatchReader.from_batches(pa.schema([("a", pa.int64())]), failing())
+        with pytest.raises(Exception, match="the source broke"):
+            lib.LanceFragment.create(uri, reader, fragment_id=1, progress=progress)
+        with open(os.path.join(progress_dir, "fragment_1.in_progress")) as f:
+            left = json.load(f)
+        return (
+            sorted(os.listdir(progress_dir)),
+            recorded["id"],
+            recorded["files"][0]["path"] == frag.files[0].path,
+            left,
+        )
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert ours[3] == {"fragment_id": 1, "metadata": {"worker": "w1"}}
+
+
+@pytest.mark.parametrize("key", ["_rowid", "id"])
+def test_fragment_update_columns_committed_as_update(tmp_path, key):
+    def script(lib, uri):
+        table = pa.table(
+            {"id": [1, 2, 3, 4], "name": ["a", "b", "c", "d"], "s": [{"x": i} for i in range(4)]}
+        )
+        ds = lib.write_dataset(table, uri)
+        if key == "_rowid":
+            data = pa.table({"_rowid": pa.array([0, 2, 99], pa.uint64()), "name": ["A", None, "Z"]})
+        else:
+            data = pa.table({"id": [2, 4], "s": [{"x": 20}, {"x": 40}]})
+        frag, modified, offsets = ds.get_fragment(0).update_columns(
+            data, left_on=key, with_offsets=True
+        )
+        op = lib.LanceOperation.Update(updated_fragments=[frag], fields_modified=modified)
+        new = lib.LanceDataset.commit(uri, op, read_version=ds.version)
+        files = [(len(f.fields), [i for i in f.fields if i < 0]) for f in frag.files]
+        return (
+            new.to_table().to_pydict(),
+            modified,
+            files,
+            list(pyroaring.BitMap.deserialize(offsets)),
+        )
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+@pytest.mark.parametrize("column", ["nope", "_rowaddr"])
+def test_fragment_update_columns_refusals(tmp_path, column):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"id": [1, 2], "v": [1, 2]}), uri)
+        data = pa.table({"_rowid": pa.array([0], pa.uint64()), column: pa.array([5], pa.uint64())})
+        ds.get_fragment(0).update_columns(data)
+
+    theirs, ours = same_errors(tmp_path, script)
+    words = "does not exist" if column == "nope" else "cannot be updated"
+    assert words in str(theirs) and words in str(ours)
+
+
+def test_fragment_from_an_existing_data_file(tmp_path):
+    def script(lib, uri):
+        data = pa.table({"a": range(8), "b": [str(i) for i in range(8)]})
+        ds = lib.write_dataset([], uri, schema=data.schema)
+        names = []
+        for _ in range(2):
+            names.append(f"{uuid.uuid4()}.lance")
+            with _sub(lib, "file").LanceFileWriter(os.path.join(uri, "data", names[-1])) as w:
+                w.write_batch(data)
+            frag = lib.LanceFragment.create_from_file(names[-1], ds, 0)
+            ds = lib.LanceDataset.commit(uri, lib.LanceOperation.Append([frag]), ds.version)
+        shape = [(f.fields, f.column_indices) for f in frag.files]
+        return ds.to_table().to_pydict(), [f.fragment_id for f in ds.get_fragments()], shape
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_pickled_datasets_fragments_and_metadata(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(
+            pa.table({"a": range(10)}), uri, max_rows_per_file=4, enable_stable_row_ids=True
+        )
+        ds.delete("a = 1")
+        again = pickle.loads(pickle.dumps(ds))
+        frag = pickle.loads(pickle.dumps(ds.get_fragments()[0]))
+        meta = ds.get_fragments()[0].metadata
+        return (
+            again.to_table().to_pydict(),
+            again.version,
+            frag.to_table().to_pydict(),
+            pickle.loads(pickle.dumps(meta)) == meta,
+        )
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_blob_column_and_vec_to_table(tmp_path):
+    def script(lib, uri):
+        col = pa.array([b"ab", None, b""], pa.large_binary())
+        read = [f.read() for f in lib.BlobColumn(col)]
+        vectors = _sub(lib, "vector").vec_to_table(np.arange(6).reshape(3, 2))
+        named = _sub(lib, "vector").vec_to_table({"p": [1, 2], "q": [3, 4]}, names=["k", "v"])
+        return read, vectors, named
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_udf_checkpoint_resumes_a_failed_add_columns(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(100)}), uri, max_rows_per_file=20)
+        cache = uri + "_cache.sqlite"
+        seen = []
+
+        def double(fail):
+            @lib.batch_udf(
+                output_schema=pa.schema([("b", pa.int64())]),
+                checkpoint_file=cache,
+            )
+            def udf(batch):
+                first = batch["a"][0].as_py()
+                seen.append(first)
+                if fail and first >= 50:
+                    raise RuntimeError("stop")
+                return pa.record_batch([pc.multiply(batch["a"], 2)], ["b"])
+
+            return udf
+
+        with pytest.raises(Exception, match="stop"):
+            ds.add_columns(double(True), read_columns=["a"])
+        left = os.path.exists(cache)
+        seen.clear()
+        ds.add_columns(double(False), read_columns=["a"])
+        return left, sorted(seen), os.path.exists(cache), ds.to_table().column("b").to_pylist()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+    assert ours[1] == [60, 80] or min(ours[1]) >= 50
+
+
+def test_udf_checkpoint_refused_for_one_fragment(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(10)}), uri)
+        udf = lib.batch_udf(checkpoint_file=uri + "_c.sqlite")(lambda b: b)
+        ds.get_fragments()[0].merge_columns(udf, columns=["a"])
+
+    theirs, ours = same_errors(tmp_path, script)
+    assert "A checkpoint file cannot be used" in str(ours)
+
+
+def test_adding_a_null_constant_column_writes_no_file(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(10)}), uri, max_rows_per_file=5)
+        before = [f.data_files() for f in ds.get_fragments()]
+        ds.add_columns({"b": "CAST(NULL AS INT)", "c": "CAST(NULL AS STRING)"})
+        after = [f.data_files() for f in ds.get_fragments()]
+        ds.add_columns({"d": "NULL"})  # of the null type: written out, as pylance does
+        written = [f.data_files() for f in ds.get_fragments()]
+        ds.validate()
+        return before == after, after == written, ds.schema, ds.to_table().to_pydict()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_auto_cleanup_keeps_the_base_version(tmp_path):
+    def script(lib, uri):
+        table = pa.table({"a": [1]})
+        options = _sub(lib, "dataset").AutoCleanupConfig(interval=2, older_than_seconds=0)
+        ds = lib.write_dataset(table, uri, auto_cleanup_options=options)
+        config = ds.config()
+        counts = []
+        for _ in range(4):
+            lib.write_dataset(table, uri, mode="append")
+            counts.append([v["version"] for v in lib.dataset(uri).versions()])
+        ds.optimize.disable_auto_cleanup()
+        lib.write_dataset(table, uri, mode="append")
+        counts.append([v["version"] for v in lib.dataset(uri).versions()])
+        ds = lib.dataset(uri)
+        ds.optimize.enable_auto_cleanup({"interval": 1, "older_than_seconds": 0})
+        counts.append([v["version"] for v in lib.dataset(uri).versions()])
+        return config, counts, ds.count_rows()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_append_of_some_columns(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": [1, 2], "b": ["x", "y"], "c": [1.5, 2.5]}), uri)
+        ds.insert(pa.table({"a": [3]}))
+        lib.write_dataset(pa.table({"c": [9.5], "a": [4]}), uri, mode="append")
+        return lib.dataset(uri).to_table().to_pydict()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_append_missing_a_non_nullable_column(tmp_path):
+    def script(lib, uri):
+        schema = pa.schema([pa.field("a", pa.int64()), pa.field("b", pa.int64(), False)])
+        lib.write_dataset(pa.table({"a": [1], "b": [2]}, schema=schema), uri)
+        lib.write_dataset(pa.table({"a": [3]}), uri, mode="append")
+
+    same_errors(tmp_path, script)
+
+
+def test_commit_messages_and_transactions(tmp_path):
+    def script(lib, uri):
+        key = _sub(lib, "dataset").LANCE_COMMIT_MESSAGE_KEY
+        ds = lib.write_dataset(pa.table({"a": [1]}), uri, commit_message="first")
+        lib.write_dataset(
+            pa.table({"a": [2]}), uri, mode="append", transaction_properties={"k": "v"}
+        )
+        ds = lib.dataset(uri)
+        ds.update({"a": "a + 10"}, conflict_retries=3)
+        txns = ds.get_transactions()
+        props = [t.transaction_properties for t in txns]
+        return key, [p.get(key) for p in props], [p.get("k") for p in props], len(txns)
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_drop_a_dataset(tmp_path):
+    def script(lib, uri):
+        lib.write_dataset(pa.table({"a": [1]}), uri)
+        lib.LanceDataset.drop(uri)
+        gone = not os.path.exists(uri)
+        lib.LanceDataset.drop(uri, ignore_not_found=True)
+        return gone
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours is True
+
+    def missing(lib, uri):
+        lib.LanceDataset.drop(uri)
+
+    same_errors(tmp_path, missing)
+
+
+def test_default_scan_options_in_the_schema_and_constant_filters(tmp_path):
+    def script(lib, uri):
+        lib.write_dataset(pa.table({"a": range(5)}), uri)
+        with_id = lib.dataset(uri, default_scan_options={"with_row_id": True}).schema.names
+        with_addr = lib.dataset(uri, default_scan_options={"with_row_address": True}).schema
+        ds = lib.dataset(uri)
+        counts = [ds.count_rows(f) for f in ("true", "false", "1 = 1")]
+        ds.delete("true")
+        return with_id, with_addr.names, counts, ds.count_rows()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_data_file_path_is_also_callable(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": [1]}), uri)
+        data_file = ds.get_fragments()[0].data_files()[0]
+        with pytest.warns(DeprecationWarning):
+            called = data_file.path()
+        return called == data_file.path, repr(data_file).startswith("DataFile(path='")
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours == (True, True)
