@@ -23,12 +23,12 @@ from pydantic import BaseModel
 from lance_format import layout, staging, storage
 from lance_format.errors import IndexExistsError, IndexNotFoundError, LanceError
 from lance_format.schema import LanceSchema
-from lance_format.version import DEFAULT_VERSION, LanceFileVersion
+from lance_format.version import DEFAULT_VERSION, LanceFileVersion, writable
 
 from . import permissions, wire
 from .context import ServiceContext
-from .errors import AlreadyExists, BadRequest, NotFound, Unimplemented
-from .ingest import check_job_running, staged_schema, writable_version
+from .errors import AlreadyExists, BadRequest, NotFound
+from .ingest import check_job_running, staged_schema
 
 log = logging.getLogger("lance_flight")
 
@@ -269,8 +269,6 @@ def compact(ctx: ServiceContext, body: wire.CompactBody) -> dict:
     if body.materialize_deletions_threshold is not None:
         opts["materialize_deletions_threshold"] = float(body.materialize_deletions_threshold)
     ds = ctx.catalog.open_to_change(body.dataset)
-    if not hasattr(ds, "compact_files"):
-        raise Unimplemented("compaction is not available in this version of the datasets layer")
     m = ds.compact_files(**opts)
     latest = ctx.catalog.latest_version(body.dataset)
     return {"dataset": body.dataset, "version": latest, **m.__dict__}
@@ -323,7 +321,7 @@ def commit_staged(ctx: ServiceContext, body: wire.CommitStagedBody) -> dict:
             raise BadRequest("creating or overwriting a dataset needs 'schema' from the put")
         schema = staged_schema(body.schema_)
         storage = (
-            writable_version(body.data_storage_version)
+            writable(body.data_storage_version)  # checked by the body's model
             if body.data_storage_version is not None
             else ctx.catalog.open(name).data_storage_version
             if exists

@@ -61,7 +61,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jwt
 import pyarrow.flight as flight
@@ -588,6 +588,7 @@ class HandshakeAuthHandler(flight.ServerAuthHandler):
         return ""
 
 
+@runtime_checkable
 class AuthObserver(Protocol):
     """A middleware factory that wants to hear the auth decision of every call.
 
@@ -667,7 +668,7 @@ def auth_server_options(
     observers = dict(observers or {})
     if AUTH_MIDDLEWARE_KEY in observers:
         raise ValueError(f"middleware key {AUTH_MIDDLEWARE_KEY!r} is reserved for auth")
-    watching = [f for f in observers.values() if hasattr(f, "auth_outcome")]
+    watching = [f for f in observers.values() if isinstance(f, AuthObserver)]
     middleware = {**observers, AUTH_MIDDLEWARE_KEY: AuthMiddlewareFactory(authenticator, watching)}
     return {"auth_handler": HandshakeAuthHandler(), "middleware": middleware}
 

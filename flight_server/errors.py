@@ -51,7 +51,7 @@ import logging
 import re
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -289,12 +289,24 @@ def error_kind(exc: BaseException) -> str | None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _Catalog(Protocol):
+    root: str
+
+
+@runtime_checkable
+class _Service(Protocol):
+    """What the mapping reads of the server whose handler raised: its datasets' root, which
+    error messages leave out."""
+
+    @property
+    def catalog(self) -> _Catalog: ...
+
+
 def _call_info(args: tuple) -> tuple[str | None, Any]:
     """(dataset root, call context) of a handler called as ``handler(server, context, ...)``."""
-    server = args[0] if args else None
-    catalog = getattr(server, "catalog", None)
+    root = args[0].catalog.root if args and isinstance(args[0], _Service) else None
     context = args[1] if len(args) > 1 and isinstance(args[1], flight.ServerCallContext) else None
-    return getattr(catalog, "root", None), context
+    return root, context
 
 
 def convert(exc: BaseException, args: tuple) -> BaseException:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from lance_format.errors import InvalidDataError
+from lance_format.errors import InvalidDataError, first_line
 from lance_format.validation import check_arrays
 
 from .errors import BadRequest
@@ -47,9 +47,9 @@ def stream_schema(reader: flight.MetadataRecordBatchReader, what: str) -> pa.Sch
     except OSError as exc:
         if _NO_DATA in str(exc):
             return None
-        raise BadRequest(f"{what} could not be read: {_first_line(exc)}") from None
+        raise BadRequest(f"{what} could not be read: {first_line(exc)}") from None
     except pa.ArrowException as exc:
-        raise BadRequest(f"{what} is not an Arrow IPC stream: {_first_line(exc)}") from None
+        raise BadRequest(f"{what} is not an Arrow IPC stream: {first_line(exc)}") from None
 
 
 def read_batches(
@@ -71,9 +71,7 @@ def read_batches(
         except StopIteration:
             break
         except (pa.ArrowException, OSError) as exc:  # a body shorter than its header says
-            raise BadRequest(
-                f"{what} is not a valid Arrow IPC stream: {_first_line(exc)}"
-            ) from None
+            raise BadRequest(f"{what} is not a valid Arrow IPC stream: {first_line(exc)}") from None
         if context is not None and context.is_cancelled():
             raise flight.FlightCancelledError(f"the client cancelled {what}")
         if between is not None:
@@ -99,11 +97,6 @@ def decode_stream(body: bytes, what: str) -> pa.Table:
         stream = pa.ipc.open_stream(body)
         batches = list(stream)
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise BadRequest(f"{what} is not a valid Arrow IPC stream: {_first_line(exc)}") from None
+        raise BadRequest(f"{what} is not a valid Arrow IPC stream: {first_line(exc)}") from None
     schema = stream.schema
     return pa.Table.from_batches([checked_batch(b, schema, what) for b in batches], schema=schema)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

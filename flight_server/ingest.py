@@ -37,12 +37,7 @@ from lance_format.version import DEFAULT_VERSION, LanceFileVersion, writable
 from . import permissions
 from .catalog import Catalog
 from .errors import AlreadyExists, BadRequest, FailedPrecondition
-from .merge_put import MERGE_KEYS, MergeOptions, merge_put, parse_merge
-from .query import non_negative_int
-
-MODES = (*service_write.MODES, "merge")
-_PUT_KEYS = {"dataset", "mode", "data_storage_version", "max_rows_per_file", "idempotency_key"}
-_PUT_KEYS |= {"stage", "job"} | MERGE_KEYS
+from .merge_put import MergeOptions, merge_put
 
 
 @dataclass
@@ -66,40 +61,6 @@ def writable_version(value: object) -> LanceFileVersion:
         return writable(value)
     except UnsupportedError as exc:
         raise BadRequest(f"'data_storage_version': {exc.problem}") from None
-
-
-def parse_put(cmd: dict) -> PutOptions:
-    unknown = sorted(set(cmd) - _PUT_KEYS)
-    if unknown:
-        raise BadRequest(f"unknown key(s) {unknown} in the put command; known: {sorted(_PUT_KEYS)}")
-    name = cmd.get("dataset")
-    if not isinstance(name, str) or not name:
-        raise BadRequest("the put command needs 'dataset': the dataset's name")
-    mode = cmd.get("mode", "append")
-    if mode not in MODES:
-        raise BadRequest(f"'mode' must be one of {list(MODES)}, got {mode!r}")
-    if mode == "merge":
-        return PutOptions(name, mode, merge=parse_merge(cmd))
-    if MERGE_KEYS & set(cmd):
-        raise BadRequest(f"{sorted(MERGE_KEYS & set(cmd))} are options of mode 'merge'")
-    version = cmd.get("data_storage_version")
-    if version is not None:
-        version = writable_version(version)
-    key = cmd.get("idempotency_key")
-    if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 256):
-        raise BadRequest("'idempotency_key' must be a string of 1 to 256 characters")
-    stage = cmd.get("stage", False)
-    if not isinstance(stage, bool):
-        raise BadRequest(f"'stage' must be true or false, got {stage!r}")
-    job = cmd.get("job")
-    if job is not None:
-        if not stage:
-            raise BadRequest("'job' groups staged puts: it needs \"stage\": true")
-        if not staging.valid_job_id(job):
-            raise BadRequest(f"'job' must be {staging.JOB_ID_RULE}, got {job!r}")
-    rows = non_negative_int(cmd, "max_rows_per_file", positive=True)
-    max_rows = rows or service_write.DEFAULT_MAX_ROWS_PER_FILE
-    return PutOptions(name, mode, version, max_rows, key, stage, job)
 
 
 def check_job_running(job: staging.StagingJob) -> None:

@@ -23,16 +23,8 @@ from lance_format.validation import check_arrays
 
 from . import permissions
 from .catalog import Catalog
-from .errors import BadRequest, NotFound
-
-MERGE_KEYS = frozenset(
-    {
-        "on",
-        "when_matched_update_all",
-        "when_not_matched_insert_all",
-        "when_not_matched_by_source_delete",
-    }
-)
+from .errors import NotFound
+from .wire import PutCommand
 
 
 @dataclass(frozen=True)
@@ -43,33 +35,15 @@ class MergeOptions:
     delete: bool | str = False
 
 
-def _clause(cmd: dict, name: str, condition: bool) -> bool | str:
-    value = cmd.get(name, False)
-    if isinstance(value, bool) or (condition and isinstance(value, str) and value.strip()):
-        return value
-    kind = "true, false or a non-empty SQL condition" if condition else "true or false"
-    raise BadRequest(f"'{name}' must be {kind}, got {value!r}")
-
-
-def parse_merge(cmd: dict) -> MergeOptions:
-    """The merge clauses of a put command (BadRequest when malformed)."""
-    on = cmd.get("on")
-    if isinstance(on, str):
-        on = [on]
-    if not isinstance(on, list) or not on or not all(isinstance(k, str) and k for k in on):
-        raise BadRequest("a merge put needs 'on': the key column name(s)")
-    for key in ("idempotency_key", "stage", "job"):
-        if cmd.get(key):
-            raise BadRequest(f"'{key}' cannot be combined with mode 'merge'")
-    opts = MergeOptions(
-        on=on,
-        update=_clause(cmd, "when_matched_update_all", True),
-        insert=_clause(cmd, "when_not_matched_insert_all", False) is True,
-        delete=_clause(cmd, "when_not_matched_by_source_delete", True),
+def merge_options(cmd: PutCommand) -> MergeOptions:
+    """The merge of a put command (:class:`.wire.PutCommand` has checked its clauses)."""
+    update, delete = cmd.when_matched_update_all, cmd.when_not_matched_by_source_delete
+    return MergeOptions(
+        on=cmd.merge_keys,
+        update=False if update is None else update,
+        insert=cmd.when_not_matched_insert_all is True,
+        delete=False if delete is None else delete,
     )
-    if opts.update is False and not opts.insert and opts.delete is False:
-        raise BadRequest("a merge put needs at least one when_* clause")
-    return opts
 
 
 def merge_put(

@@ -1,8 +1,9 @@
 """What a client asks for: descriptors parsed into a validated :class:`Query`.
 
 ``FlightDescriptor.for_path(name)`` is the whole dataset at its latest version;
-``for_command(json)`` carries a :class:`.wire.Query`.  Every key is checked for type and
-range here, so a bad request fails before anything is opened, with a message naming the key.
+``for_command(json)`` carries a :class:`.wire.Query`, whose model checks every key for type
+and range, so a bad request fails before anything is opened, with a message naming the key.
+The JSON itself is bounded here (size, nesting) before it is parsed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pyarrow.flight as flight
 
 from . import wire
 from .errors import BadRequest
-from .wire import MAX_INT, Query
+from .wire import Query
 
 MAX_COMMAND_BYTES = 64 << 20
 MAX_JSON_DEPTH = 64  # our commands nest 3 deep; filters travel as text
@@ -59,21 +60,6 @@ def parse_json(data: bytes, what: str) -> dict[str, Any]:
     value = load_json(data or b"{}", what)
     if not isinstance(value, dict):
         raise BadRequest(f"{what} must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-def non_negative_int(obj: dict, key: str, *, positive: bool = False, limit: int | None = None):
-    """``obj[key]`` checked as a count (for :mod:`.ingest`'s put options, until they are a
-    :class:`.wire.PutCommand` there too)."""
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
-        kind = "a positive" if positive else "a non-negative"
-        raise BadRequest(f"{key!r} must be {kind} integer, got {value!r}")
-    limit = MAX_INT if limit is None else limit
-    if value > limit:
-        raise BadRequest(f"{key!r} must be at most {limit}, got {value}")
     return value
 
 

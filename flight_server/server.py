@@ -49,7 +49,7 @@ from .incoming import read_batches, stream_schema
 from .ingest import PutOptions, ingest
 from .limits import BoundedReader, Limits
 from .memory import Reclaimer, ReclaimOnRefusal
-from .merge_put import parse_merge
+from .merge_put import merge_options
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
 from .streams import batch_stream, message_sized
@@ -425,8 +425,8 @@ class LanceFlightServer(flight.FlightServerBase):
 def _put_options(raw: dict) -> PutOptions:
     """A put command (:class:`.wire.PutCommand`) as the writer's options."""
     cmd = wire.parse(wire.PutCommand, raw, "the put command")
-    if cmd.mode == "merge":  # the clauses are checked by the merge itself
-        return PutOptions(dataset=cmd.dataset, mode="merge", merge=parse_merge(raw))
+    if cmd.mode == "merge":
+        return PutOptions(dataset=cmd.dataset, mode="merge", merge=merge_options(cmd))
     return PutOptions(
         dataset=cmd.dataset,
         mode=cmd.mode,

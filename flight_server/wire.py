@@ -39,6 +39,17 @@ Name = Annotated[StrictStr, Field(min_length=1)]
 Predicate = Annotated[StrictStr, Field(min_length=1, pattern=r"\S")]  # not blank
 Version = Annotated[StrictInt, Field(ge=1)] | Annotated[StrictStr, Field(min_length=1)]
 Number = Annotated[float, Field(strict=True)]
+
+
+def _writable(value: str) -> str:
+    try:
+        writable(value)
+    except UnsupportedError as exc:
+        raise ValueError(exc.problem) from None
+    return value
+
+
+WritableVersion = Annotated[StrictStr, pydantic.AfterValidator(_writable)]
 Vector = list[Number]
 
 
@@ -137,33 +148,41 @@ class PutCommand(Wire):
 
     dataset: Name
     mode: Literal["create", "append", "overwrite", "merge"] = "append"
-    data_storage_version: StrictStr | None = None
+    data_storage_version: WritableVersion | None = None
     max_rows_per_file: Positive | None = None
     idempotency_key: Annotated[StrictStr, Field(min_length=1, max_length=256)] | None = None
     stage: StrictBool = False
     job: Any = None  # checked below, with the rule in the message whatever its type
-    # mode "merge" (see flight_server.merge_put, which checks them): keys and clauses
-    on: Any = None
-    when_matched_update_all: Any = None
-    when_not_matched_insert_all: Any = None
-    when_not_matched_by_source_delete: Any = None
-
-    @pydantic.field_validator("data_storage_version")
-    @classmethod
-    def _writable(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                writable(value)
-            except UnsupportedError as exc:
-                raise ValueError(exc.problem) from None
-        return value
+    # mode "merge" (flight_server.merge_put runs it): the key column(s) and the clauses,
+    # true/false or, where pylance takes one, a SQL condition
+    on: Name | Annotated[list[Name], Field(min_length=1)] | None = None
+    when_matched_update_all: StrictBool | Predicate | None = None
+    when_not_matched_insert_all: StrictBool | None = None
+    when_not_matched_by_source_delete: StrictBool | Predicate | None = None
 
     @pydantic.model_validator(mode="after")
     def _merge_keys(self) -> PutCommand:
         given = [k for k in _MERGE_FIELDS if getattr(self, k) is not None]
         if given and self.mode != "merge":
             raise ValueError(f"{given} are options of mode 'merge'")
+        if self.mode != "merge":
+            return self
+        if self.on is None:
+            raise ValueError("a merge put needs 'on': the key column name(s)")
+        for key in ("idempotency_key", "stage", "job"):
+            if getattr(self, key):
+                raise ValueError(f"'{key}' cannot be combined with mode 'merge'")
+        clauses = (self.when_matched_update_all, self.when_not_matched_insert_all)
+        if not any(
+            c not in (None, False) for c in (*clauses, self.when_not_matched_by_source_delete)
+        ):
+            raise ValueError("a merge put needs at least one when_* clause")
         return self
+
+    @property
+    def merge_keys(self) -> list[str]:
+        """``on`` as a list (a single key may be sent as a string)."""
+        return [self.on] if isinstance(self.on, str) else list(self.on or ())
 
     @pydantic.model_validator(mode="after")
     def _job(self) -> PutCommand:
@@ -293,7 +312,7 @@ class CommitStagedBody(DatasetBody):
     read_version: Count | None = None
     mode: Literal["append", "overwrite"] = "append"
     schema_: StrictStr | None = Field(default=None, alias="schema")
-    data_storage_version: StrictStr | None = None
+    data_storage_version: WritableVersion | None = None
     job: StrictStr | None = None
 
     model_config = ConfigDict(populate_by_name=True)

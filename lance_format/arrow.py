@@ -104,7 +104,7 @@ class BFloat16Array(pa.ExtensionArray):
         """As an ``ml_dtypes.bfloat16`` array (no nulls allowed)."""
         if self.null_count > 0:
             raise ValueError("Cannot convert null values to numpy")
-        from ml_dtypes import bfloat16  # type: ignore[import-not-found]
+        from ml_dtypes import bfloat16
 
         return np.frombuffer(self.storage.buffers()[1], dtype=bfloat16)[
             self.offset : self.offset + len(self)

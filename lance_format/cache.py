@@ -1,9 +1,9 @@
 """The caches of the read path: page metadata for random access, and decoded pages.
 
-Seed 003 ("Search Cache"): to read one value with at most two IOPs, the reader must already
-know where chunks start, what the repetition index says and what the dictionary holds.  That
-metadata is loaded once (eagerly by ``warm()``, the seed's initialization phase, or on first
-use) and kept here, bounded by bytes.  Full scans may bypass the cache: they read whole pages
+To read one value with at most two read requests (IOPs), the reader must already know where
+chunks start, what the repetition index says and what the dictionary holds.  That metadata is
+loaded once (eagerly by ``warm()`` when a server starts, or on first use) and kept here,
+bounded by bytes.  Full scans may bypass the cache: they read whole pages
 anyway.
 
 The page cache keeps what decoding produced (Arrow arrays), so a dashboard re-reading a hot

@@ -104,6 +104,13 @@ class RowOutOfRangeError(InvalidArgumentError, OSError):
     ``take`` raises OSError)."""
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (Arrow appends detail lines, pyarrow's Flight
+    errors a traceback), or its class name when it has none: what our messages quote."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def check_size(value: int, limit: int, what: str) -> int:
     """Validate a size read from a file before it is used to allocate or slice."""
     if value < 0 or value > limit:

@@ -18,6 +18,7 @@ import pyarrow as pa
 from . import storage
 from .errors import FileMissingError, InvalidArgumentError, LanceIOError, ObjectNotFoundError
 from .reader import LanceFileReader as _Reader
+from .version import DEFAULT_VERSION, LanceFileVersion
 from .writer import LanceFileWriter as _Writer
 
 DEFAULT_BATCH_SIZE = 1024  # pylance's default rows per batch for file reads
@@ -25,7 +26,7 @@ DEFAULT_BATCH_SIZE = 1024  # pylance's default rows per batch for file reads
 
 def stable_version() -> str:
     """The file version written when none is asked for (pylance 14's stable: 2.2)."""
-    return "2.2"
+    return LanceFileVersion.parse("stable").value
 
 
 class ReaderResults:
@@ -223,7 +224,7 @@ class LanceFileWriter:
         self._writer = _Writer(
             path,
             schema,
-            version=stable_version() if version in (None, "stable") else version,
+            version=DEFAULT_VERSION if version is None else version,
             storage_options=storage_options,
             **options,
         )

@@ -17,11 +17,12 @@ import pyarrow as pa
 from . import storage
 from .cache import PageCache, SearchCache
 from .cache import page_cache as process_page_cache
+from .container.footer import Tail, is_legacy_footer
 from .container.metadata import FileMetadata, read_file_metadata
 from .errors import CorruptFileError, InvalidArgumentError, LanceError, check_size
 from .extensions import view_as
 from .io import IOStats, RandomAccessFile, open_file
-from .legacy.container import LegacyMetadata
+from .legacy.container import LegacyMetadata, read_legacy_metadata
 from .schema import LanceField, LanceSchema
 from .storage.base import io_pool
 from .structural.column import (
@@ -40,6 +41,14 @@ DEFAULT_BATCH_SIZE = 8192
 PARALLEL_MIN_ROWS = 65536
 PARALLEL_MIN_TAKE = 64
 MIN_SPLIT_ROWS = 32768  # a leaf's range is cut into parts of at least this many rows
+
+
+def _read_metadata(file: RandomAccessFile) -> FileMetadata | LegacyMetadata:
+    """A v2 file's metadata or, when the footer says v1, the legacy layer's equivalent."""
+    tail = Tail(file)
+    if is_legacy_footer(tail.data, file.size):
+        return read_legacy_metadata(file, tail)
+    return read_file_metadata(file, tail)
 
 
 class LanceFileReader:
@@ -75,7 +84,7 @@ class LanceFileReader:
             page_cache = process_page_cache()
         self.page_cache = page_cache
         try:
-            self._meta: FileMetadata | LegacyMetadata = read_file_metadata(self._file)
+            self._meta: FileMetadata | LegacyMetadata = _read_metadata(self._file)
         except LanceError as exc:
             raise exc.with_context(path=self.path) from None
         self._lance_schema: LanceSchema = self._meta.schema

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InvalidDataError
+from .errors import InvalidDataError, first_line
 
 __all__ = ["check_arrays", "check_batch", "has_required_field"]
 
@@ -44,7 +44,7 @@ def check_arrays(batch: pa.RecordBatch) -> None:
             layout = _layout_type(column.type)
             (column if layout is None else column.view(layout)).validate(full=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            problem = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            problem = first_line(e)
             raise InvalidDataError(f"invalid Arrow data: {problem}", column=f.name) from None
 
 

@@ -77,7 +77,7 @@ def main() -> None:
 def run_table(name: str, table: pa.Table, uri: str, repeat: int) -> None:
     import lance
 
-    from lance_format.table.dataset import dataset, write_dataset
+    from lance_format import dataset, write_dataset
 
     lance.write_dataset(table, uri, max_rows_per_file=1 << 20)
     ours, theirs = dataset(uri), lance.dataset(uri)

@@ -86,7 +86,7 @@ def main() -> None:
 
     import lance
 
-    from lance_format.table.dataset import dataset as open_dataset
+    from lance_format import dataset as open_dataset
 
     os.makedirs(args.data_dir, exist_ok=True)
     print(f"{'dataset':>16} {'metric':>7} {'ours s':>9} {'pylance s':>10} {'ratio':>7}  same top-k")
@@ -129,7 +129,7 @@ def bench_build(path: str, n: int, dim: int) -> None:
 
     import lance
 
-    from lance_format.table.dataset import dataset as open_dataset
+    from lance_format import dataset as open_dataset
 
     copy = path.replace(".lance", "_build.lance")
     shutil.rmtree(copy, ignore_errors=True)
@@ -156,7 +156,7 @@ def bench_ivf_pq(path: str, n: int, dim: int, queries: np.ndarray, repeat: int) 
 
     import lance
 
-    from lance_format.table.dataset import dataset as open_dataset
+    from lance_format import dataset as open_dataset
 
     indexed = path.replace(".lance", "_ivfpq.lance")
     if not os.path.isdir(indexed):

@@ -66,14 +66,16 @@ def timed(fn, *args) -> float:
 
 
 def column_sizes(path: str) -> dict[str, int]:
+    """Bytes of page data per physical column, named by the field it stores."""
     from lance_format import LanceFileReader
-    from lance_format.structural.column import leaf_fields
+    from lance_format.file import LanceFileReader as PylanceShapedReader
 
-    meta = LanceFileReader(path).metadata
-    out = {}
-    for f, c in zip(leaf_fields(meta.schema.fields), meta.columns, strict=True):
-        out[f.name] = sum(size for p in c.pages for _, size in p.buffers)
-    return out
+    names = [name for name, _ in LanceFileReader(path).page_encodings()]
+    columns = PylanceShapedReader(path).metadata().columns
+    return {
+        str(name): sum(b.size for p in c.pages for b in p.buffers)
+        for name, c in zip(names, columns, strict=True)
+    }
 
 
 def check_readback(ours: str, theirs: str, table: pa.Table) -> str:

@@ -63,10 +63,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from lance_format.errors import first_line
+
 from .. import logs, permissions
 from ..auth import Authenticator, Identity
 from ..context import ServiceContext
 from ..logs import REQUEST_ID_HEADER, TRACEPARENT_HEADER, CallIds
+from ..metrics import ServerMetrics
 from ..permissions import Grants
 from .errors import RestError, from_exception, unsupported
 from .naming import parse_id
@@ -378,9 +381,9 @@ class RestApp:
         except Exception as exc:  # noqa: BLE001 - a wrong password, whatever the class
             wait = getattr(exc, "retry_after", None)
             if wait is not None:  # the login limits of the Flight handshake, as HTTP's 429
-                return refuse(429, "slow_down", _first_line(exc), wait)
+                return refuse(429, "slow_down", first_line(exc), wait)
             if isinstance(exc, flight.FlightUnavailableError):
-                return refuse(503, "temporarily_unavailable", _first_line(exc))
+                return refuse(503, "temporarily_unavailable", first_line(exc))
             return refuse(401, "invalid_client", "invalid user name or password")
         token = self.authenticator.issue_token(identity)
         self._done(request, "oauth_token", ids, identity.user, started, 200, None)
@@ -504,10 +507,6 @@ def _scoped(user: str | None, grants: Grants | None, fn: Callable, *args: Any) -
         return fn(*args)
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
 async def _bounded_body(request: Request, limit: int) -> bytes:
     """The whole (small) body, refused once it passes ``limit`` bytes: by its declared
     ``Content-Length`` before a byte is read, else while it arrives."""
@@ -581,7 +580,7 @@ class _Chunks(io.RawIOBase):
         return out
 
 
-def _ipc_file(result: ArrowResult, metrics: Any = None) -> Iterator[bytes]:
+def _ipc_file(result: ArrowResult, metrics: ServerMetrics | None = None) -> Iterator[bytes]:
     """The Arrow IPC file of a query, produced batch by batch (run on a worker thread)."""
     sink = _Chunks()
     rows = 0

@@ -23,6 +23,7 @@ from lance_format.errors import (
     LanceIOError,
     SchemaError,
     UnsupportedError,
+    first_line,
 )
 
 from .. import errors as service_errors
@@ -101,12 +102,12 @@ def from_exception(
         return exc
     if isinstance(exc, flight.FlightUnauthenticatedError):
         if getattr(exc, "retry_after", None) is not None:  # a login flood: slowed down
-            return RestError(ErrorCode.THROTTLING, _flight_message(exc), exc.retry_after)
-        return RestError(ErrorCode.UNAUTHENTICATED, _flight_message(exc))
+            return RestError(ErrorCode.THROTTLING, first_line(exc), exc.retry_after)
+        return RestError(ErrorCode.UNAUTHENTICATED, first_line(exc))
     if isinstance(exc, flight.FlightUnavailableError):
-        return RestError(ErrorCode.SERVICE_UNAVAILABLE, _flight_message(exc))
+        return RestError(ErrorCode.SERVICE_UNAVAILABLE, first_line(exc))
     if isinstance(exc, flight.FlightUnauthorizedError):
-        return RestError(ErrorCode.PERMISSION_DENIED, _flight_message(exc))
+        return RestError(ErrorCode.PERMISSION_DENIED, first_line(exc))
     if not isinstance(exc, LanceError):
         log.error("internal error (request %s): %s", request_id, exc, exc_info=exc)
         return RestError(
@@ -139,8 +140,3 @@ def from_exception(
     else:
         code = ErrorCode.INVALID_INPUT
     return RestError(code, message)
-
-
-def _flight_message(exc: BaseException) -> str:
-    # pyarrow appends its own detail lines to Flight errors' messages; the first line is ours
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

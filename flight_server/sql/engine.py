@@ -50,7 +50,7 @@ from sqlglot.tokens import TokenType
 
 from flight_server.errors import NotFound
 from lance_format import ROW_ADDRESS, Dataset
-from lance_format.errors import InvalidArgumentError, LanceError, UnsupportedError
+from lance_format.errors import InvalidArgumentError, LanceError, UnsupportedError, first_line
 
 from .errors import NotFoundError, SqlError
 from .limits import Watch
@@ -147,7 +147,7 @@ def _merge_version_suffixes(sql: str) -> str:
     try:
         tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)
     except SqlglotError as e:
-        raise SqlError(f"cannot parse SQL: {_short(e)}") from None
+        raise SqlError(f"cannot parse SQL: {first_line(e)}") from None
     names = (TokenType.VAR, TokenType.IDENTIFIER)
     pieces, last = [], 0
     i = 0
@@ -167,11 +167,6 @@ def _merge_version_suffixes(sql: str) -> str:
             continue
         i += 1
     return "".join(pieces) + sql[last:] if pieces else sql
-
-
-def _short(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
 
 
 def _cte_names(tree: exp.Expr) -> set[str]:
@@ -223,7 +218,7 @@ def parse_statement(sql: str) -> Statement:
     try:
         trees = [t for t in sqlglot.parse(text, dialect="duckdb") if t is not None]
     except SqlglotError as e:
-        raise SqlError(f"cannot parse SQL: {_short(e)}") from None
+        raise SqlError(f"cannot parse SQL: {first_line(e)}") from None
     if len(trees) != 1:
         raise SqlError(f"send exactly one statement at a time (got {len(trees)})")
     tree = trees[0]

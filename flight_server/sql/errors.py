@@ -24,6 +24,7 @@ from flight_server.errors import (
     ResourceExhausted,
     to_flight_error,
 )
+from lance_format.errors import first_line
 
 __all__ = [
     "AlreadyExistsError",
@@ -62,11 +63,6 @@ _DUCKDB_USER_ERRORS = (
 )
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
 def to_flight(
     error: BaseException,
     *,
@@ -78,11 +74,11 @@ def to_flight(
     if isinstance(error, duckdb.InterruptException):
         return flight.FlightCancelledError("the query was cancelled")
     if isinstance(error, _DUCKDB_USER_ERRORS):
-        error = SqlError(f"SQL error: {_first_line(error)}")
+        error = SqlError(f"SQL error: {first_line(error)}")
     elif isinstance(error, duckdb.OutOfMemoryException):
         error = ResourceExhausted(
             "the statement needs more memory than the server's SQL memory limit allows: "
-            + _first_line(error)
+            + first_line(error)
         )
     rid = requestlog.request_id(context) if context is not None else None
     return to_flight_error(error, root=root, request_id=rid)

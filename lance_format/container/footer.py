@@ -58,14 +58,14 @@ def parse_footer(tail: bytes, file_size: int) -> Footer:
     """Parse and sanity-check the 40-byte footer at the end of ``tail``."""
     if file_size < FOOTER_LEN:
         if file_size >= LEGACY_FOOTER_LEN and tail[-4:] == MAGIC:
-            _reject_legacy(tail)
+            _reject_legacy(tail, file_size)
         raise CorruptFileError(f"file is {file_size} bytes, too small for a Lance footer")
     raw = tail[-FOOTER_LEN:]
     if raw[-4:] != MAGIC:
         raise CorruptFileError("bad magic: the file does not end with b'LANC'")
     cm_start, cmo_start, gbo_start, n_gb, n_col, major, minor = struct.unpack("<QQQIIHH", raw[:36])
     if (major, minor) not in _VERSIONS:
-        _reject_legacy(tail)
+        _reject_legacy(tail, file_size)
         raise UnsupportedError(f"unsupported Lance file version {major}.{minor}")
     body_end = file_size - FOOTER_LEN
     check_size(cm_start, body_end, "column metadata start")
@@ -79,15 +79,25 @@ def parse_footer(tail: bytes, file_size: int) -> Footer:
     return Footer(cm_start, cmo_start, gbo_start, n_gb, n_col, major, minor)
 
 
-def _reject_legacy(tail: bytes) -> None:
-    """The v1 ("legacy") format ends with a 16-byte footer whose version is 0.x."""
-    if len(tail) >= LEGACY_FOOTER_LEN:
-        major, minor = struct.unpack("<HH", tail[-8:-4])
-        if major == 0 and minor in (0, 1, 2):
-            raise UnsupportedError(
-                f"this is a legacy (v1, footer version 0.{minor}) Lance file, not a v2 "
-                "container: read it with read_file_metadata (lance_format.legacy)"
-            )
+def is_legacy_footer(tail: bytes, file_size: int) -> bool:
+    """Whether the file ends with a v1 ("legacy") footer: version 0.0, 0.1 or 0.2 then
+    ``LANC``, 16 bytes in all.
+
+    The v2 footer ends with the same ``u16 major, u16 minor, LANC`` words, where 2.0 says
+    0.3, so the two are told apart by the version alone."""
+    if file_size < LEGACY_FOOTER_LEN or len(tail) < LEGACY_FOOTER_LEN or tail[-4:] != MAGIC:
+        return False
+    major, minor = struct.unpack("<HH", tail[-8:-4])
+    return major == 0 and minor in (0, 1, 2)
+
+
+def _reject_legacy(tail: bytes, file_size: int) -> None:
+    if is_legacy_footer(tail, file_size):
+        minor = struct.unpack("<H", tail[-6:-4])[0]
+        raise UnsupportedError(
+            f"this is a legacy (v1, footer version 0.{minor}) Lance file, not a v2 "
+            "container: read it with LanceFileReader or lance_format.legacy"
+        )
 
 
 def _offset_table(raw: bytes, count: int, file_size: int, what: str) -> list[tuple[int, int]]:

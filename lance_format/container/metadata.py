@@ -7,7 +7,7 @@ the type URL tells a 2.0 ``ArrayEncoding`` from a 2.1/2.2 ``PageLayout``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from google.protobuf import any_pb2, empty_pb2
@@ -18,9 +18,6 @@ from ..pb import encodings_v2_0_pb2, encodings_v2_1_pb2, file2_pb2, file_pb2
 from ..schema import LanceSchema
 from ..version import LanceFileVersion
 from .footer import ContainerLayout, Tail, read_layout
-
-if TYPE_CHECKING:
-    from ..legacy.container import LegacyMetadata
 
 M = TypeVar("M", bound=Message)
 
@@ -132,16 +129,12 @@ def parse_column(raw: bytes, col: int, file_size: int) -> ColumnInfo:
     return ColumnInfo(pages, unpack_encoding(meta.encoding, what), col_buffers)
 
 
-def read_file_metadata(file) -> FileMetadata | LegacyMetadata:
-    """Read everything but the data: footer, schema, column and page metadata.
+def read_file_metadata(file, tail: Tail | None = None) -> FileMetadata:
+    """Read everything but the data of a v2 file: footer, schema, column and page metadata.
 
-    A legacy (v1) file gives a :class:`lance_format.legacy.container.LegacyMetadata`
-    instead (same ``version``/``num_rows``/``schema``/``columns`` attributes)."""
-    tail = Tail(file)
-    from ..legacy.container import is_legacy_footer, read_legacy_metadata
-
-    if is_legacy_footer(tail.data, file.size):
-        return read_legacy_metadata(file, tail)
+    A legacy (v1) file is refused here: the legacy layer builds on this one, so the reader
+    above both tells them apart (:func:`.footer.is_legacy_footer`)."""
+    tail = tail or Tail(file)
     layout = read_layout(file, tail)
     gb_pos, gb_size = layout.global_buffers[0]
     descriptor = parse_message(

@@ -1,6 +1,6 @@
 """v1 variable-length binary encoding (strings, binary, and their large variants).
 
-Seed 002: the values' bytes come first, then an ``i64`` array of ``rows + 1`` *absolute file
+The values' bytes come first, then an ``i64`` array of ``rows + 1`` *absolute file
 positions*; the page table points at that array.  Row ``i`` is the bytes between positions
 ``i`` and ``i + 1``, and in a nullable field equal positions mean null (so an empty string
 in a nullable field reads back as null, exactly as pylance reads it).

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..container.footer import MAGIC, Tail
+from ..container.footer import LEGACY_FOOTER_LEN, Tail, is_legacy_footer
 from ..container.metadata import parse_message
 from ..errors import CorruptFileError, UnsupportedError
 from ..io import RandomAccessFile
@@ -33,22 +33,10 @@ from ..schema import LanceSchema
 from ..version import LanceFileVersion
 
 LEGACY_VERSION = LanceFileVersion.LEGACY  # "0.1", the name pylance gives the format
-FOOTER_LEN = 16
 _FOOTER = struct.Struct("<qHH4s")
 _U32 = struct.Struct("<I")
 # A protobuf section longer than this is not metadata but garbage.
 _MAX_MESSAGE = 1 << 30
-
-
-def is_legacy_footer(tail: bytes, file_size: int) -> bool:
-    """Whether the file ends with a v1 footer: version 0.0, 0.1 or 0.2 then ``LANC``.
-
-    The v2 footer ends with the same ``u16 major, u16 minor, LANC`` words, where 2.0 says
-    0.3, so the two are told apart by the version alone."""
-    if file_size < FOOTER_LEN or len(tail) < FOOTER_LEN or tail[-4:] != MAGIC:
-        return False
-    major, minor = struct.unpack("<HH", tail[-8:-4])
-    return major == 0 and minor in (0, 1, 2)
 
 
 @dataclass
@@ -193,8 +181,8 @@ def read_legacy_metadata(file: RandomAccessFile, tail: Tail | None = None) -> Le
     tail = tail or Tail(file)
     if not is_legacy_footer(tail.data, file.size):
         raise CorruptFileError("not a legacy (v1) Lance file")
-    meta_pos, major, minor, _ = _FOOTER.unpack(tail.data[-FOOTER_LEN:])
-    body_end = file.size - FOOTER_LEN
+    meta_pos, major, minor, _ = _FOOTER.unpack(tail.data[-LEGACY_FOOTER_LEN:])
+    body_end = file.size - LEGACY_FOOTER_LEN
     meta = parse_message(
         file_pb2.Metadata, _message(tail, meta_pos, body_end, "Metadata"), "the v1 Metadata"
     )

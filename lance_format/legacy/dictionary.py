@@ -1,7 +1,6 @@
 """v1 dictionary encoding: plain keys in the page, the values once per file.
 
-Seed 002: "Lance encodes the key and value separately using primitive encoding types".  The
-keys are the Arrow dictionary's indices, plain-encoded (a null key keeps whatever index the
+Keys and values are encoded separately, each with a primitive encoding.  The keys are the Arrow dictionary's indices, plain-encoded (a null key keeps whatever index the
 Arrow buffer held, so it reads back as a value, as in pylance).  The values live at the
 schema field's ``dictionary {offset, length}``: binary-encoded for strings and binary (read
 as nullable, so an empty value is null), plain for integers.

@@ -1,8 +1,8 @@
 """v1 plain encoding: fixed-stride values stored back to back, no validity.
 
-Seed 002: "Plain encoding stores Arrow arrays with fixed size values ... in contiguous space";
-its nulls are "TBD", and the writer indeed keeps none: a null reads back as whatever value
-the Arrow buffer held under it (booleans as false).  Booleans are bit-packed (LSB first) from
+Values of a fixed size are stored contiguously and the format defines no nulls; the writer
+keeps none: a null reads back as whatever value the Arrow buffer held under it (booleans as
+false).  Booleans are bit-packed (LSB first) from
 the page start; a fixed-size list stores its items flattened (nested lists multiply), so a
 row of ``fixed_size_list<float, 3>`` is 12 bytes and of ``fixed_size_list<bool, 2>`` 2 bits.
 """

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from ..errors import InvalidArgumentError, LanceIOError, ObjectNotFoundError
+from ..errors import InvalidArgumentError, LanceIOError, ObjectNotFoundError, first_line
 from .base import ObjectMeta, ObjectStore, ObjectWriter, coalesce, split_groups
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def _call(uri: str, action: str, fn: Callable[[], T]) -> T:
     except Exception as exc:  # obstore raises its own hierarchy (BaseError) and OSError
         if isinstance(exc, LanceIOError):
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise LanceIOError(f"cannot {action}: {first}", path=uri) from exc
 
 
@@ -158,7 +158,7 @@ class S3Store(ObjectStore):
                 retry_config=cast("RetryConfig", retry) or None,
             )
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             raise InvalidArgumentError(
                 f"bad S3 storage options for s3://{bucket}: {first}"
             ) from exc

@@ -36,8 +36,7 @@ from ..errors import (
 from ..reader import LanceFileReader
 from ..schema import LanceSchema
 from ..vector.search import VectorScanner
-from ..version import LanceFileVersion, writable
-from ..writer import LanceFileWriter
+from ..version import LanceFileVersion
 from . import (
     blobs,
     cleanup,
@@ -1447,24 +1446,16 @@ def _rows_without_columns(n: int) -> pa.Table:
 
 def _write_column_file(ds: Dataset, frag: Fragment, source, compiled, new_schema: LanceSchema):
     """One new data file holding the computed columns for every physical row of ``frag``."""
-    version = writable(ds.data_storage_version, "add columns to a dataset of")
-    name = paths.new_data_file_name()
-    path = paths.data_file_path(ds.uri, name)
-    arrow_schema = new_schema.to_dataset_arrow()
-    writer = LanceFileWriter(path, arrow_schema, version=version, lance_schema=new_schema)
-    try:
+
+    def tables() -> Iterator[pa.Table]:
         for start in range(0, frag.physical_rows, ADD_COLUMNS_ROWS):
             stop = min(start + ADD_COLUMNS_ROWS, frag.physical_rows)
             rows = (
                 frag.read(source, (start, stop)) if source else _rows_without_columns(stop - start)
             )
-            values = _evaluate_columns(rows, compiled)
-            writer.write_table(values.cast(arrow_schema))
-        size = writer.close().num_bytes
-    except BaseException:
-        writer.abort()
-        raise
-    return write.with_data_file(frag.pb, name, new_schema.fields, version, size)
+            yield _evaluate_columns(rows, compiled)
+
+    return write.write_column_file(ds.uri, frag.pb, new_schema, ds.data_storage_version, tables())
 
 
 def _version_info(m: manifest.Manifest) -> dict:

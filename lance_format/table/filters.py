@@ -41,9 +41,24 @@ from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 
-from ..errors import InvalidArgumentError, SchemaError
+from ..errors import InvalidArgumentError, SchemaError, first_line
 from . import filter_text
 from .filter_text import LiteralList
+from .sql_functions import FUNCTIONS
+from .sql_terms import (
+    ARROW_ERRORS,
+    BOOL_NULL,
+    UNIT_NS,
+    Term,
+    cast_term,
+    common_type,
+    constant,
+    decimal_type,
+    int_fits,
+    is_numeric,
+    is_stringy,
+    orderable,
+)
 
 __all__ = ["CompiledFilter", "compile_filter", "parse_filter", "referenced_columns"]
 
@@ -177,8 +192,6 @@ def _recall(expr: pc.Expression) -> tuple[tuple[str, ...], ...] | None:
 
 # -- binding against the schema -------------------------------------------------------------
 
-_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowKeyError)
-
 
 def _bind(expr: pc.Expression, schema: pa.Schema) -> pa.DataType:
     """Type of ``expr`` over ``schema``; raises the Arrow error when it does not bind."""
@@ -220,7 +233,7 @@ def _names(names: list[str], limit: int = 20) -> str:
 def _validate_expression(expr: pc.Expression, schema: pa.Schema, text: str) -> None:
     try:
         out = _bind(expr, schema)
-    except _ARROW_ERRORS as e:
+    except ARROW_ERRORS as e:
         missing = _NO_MATCH.search(str(e))
         if missing:
             parts = _REF_NAME.findall(missing.group(1)) or [missing.group(1)]
@@ -248,7 +261,7 @@ def _probe_paths(expr: pc.Expression, schema: pa.Schema) -> tuple[tuple[str, ...
         try:
             _bind(expr, pa.schema(fields))
             return True
-        except _ARROW_ERRORS:
+        except ARROW_ERRORS:
             return False
 
     def needed(fields: list[pa.Field], rebuild: Callable[[list[pa.Field]], list[pa.Field]]):
@@ -318,7 +331,6 @@ _TS_RE = re.compile(
     re.IGNORECASE,
 )
 _EPOCH = _dt.date(1970, 1, 1).toordinal()
-_UNIT_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 _INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 19}
 
 
@@ -354,129 +366,6 @@ def _trunc_div(value: int, factor: int) -> int:
     q = abs(value) // factor
     return q if value >= 0 else -q
 
-
-def _int_fits(value: int, typ: pa.DataType) -> bool:
-    bits = typ.bit_width
-    if pa.types.is_signed_integer(typ):
-        return -(1 << (bits - 1)) <= value < (1 << (bits - 1))
-    return 0 <= value < (1 << bits)
-
-
-def _is_stringy(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
-
-
-def _orderable(t: pa.DataType) -> bool:
-    """Types Arrow's comparison kernels take when both sides have that type."""
-    return (
-        _is_numeric(t)
-        or _is_stringy(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_date(t)
-        or pa.types.is_timestamp(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-    )
-
-
-def _is_numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-
-
-def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
-    """The type both sides of an operator are cast to, as DataFusion's coercion picks it.
-
-    Made explicit because Arrow's own dispatch narrows integer literals to the smallest type
-    that holds them, so ``int32_col * 1000000000`` would overflow in int32.
-    """
-    if a == b:
-        return None
-    if pa.types.is_null(a) or pa.types.is_null(b):
-        return None
-    if pa.types.is_integer(a) and pa.types.is_integer(b):
-        if pa.types.is_signed_integer(a) == pa.types.is_signed_integer(b):
-            return a if a.bit_width >= b.bit_width else b
-        signed, unsigned = (a, b) if pa.types.is_signed_integer(a) else (b, a)
-        if unsigned.bit_width < signed.bit_width:
-            return signed
-        return _SIGNED[min(64, 2 * unsigned.bit_width)]
-    if pa.types.is_floating(a) and pa.types.is_integer(b):
-        return a if a.bit_width >= 32 else pa.float32()
-    if pa.types.is_integer(a) and pa.types.is_floating(b):
-        return b if b.bit_width >= 32 else pa.float32()
-    if pa.types.is_floating(a) and pa.types.is_floating(b):
-        return a if a.bit_width >= b.bit_width else b
-    if (pa.types.is_decimal(a) and pa.types.is_floating(b)) or (
-        pa.types.is_floating(a) and pa.types.is_decimal(b)
-    ):
-        return pa.float64()
-    if _is_stringy(a) and _is_stringy(b):
-        return pa.large_string()
-    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
-        if a.tz != b.tz:
-            return None
-        unit = a.unit if _UNIT_NS[a.unit] <= _UNIT_NS[b.unit] else b.unit
-        return pa.timestamp(unit, a.tz)
-    if pa.types.is_timestamp(a) and pa.types.is_date(b):
-        return a
-    if pa.types.is_date(a) and pa.types.is_timestamp(b):
-        return b
-    return None
-
-
-_SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
-
-
-def _decimal_type(precision: int, scale: int) -> pa.DataType:
-    if precision <= 38:
-        return pa.decimal128(precision, scale)
-    return pa.decimal256(min(76, precision), scale)
-
-
-def _cast_term(term: _Term, target: pa.DataType) -> _Term:
-    if term.type == target:
-        return term
-    if term.const is not None:
-        value = term.const
-        if pa.types.is_timestamp(value.type) and pa.types.is_timestamp(target):
-            ns = value.cast(pa.int64()).as_py() * _UNIT_NS[value.type.unit]
-            factor = _UNIT_NS[target.unit]
-            if ns is not None and ns % factor == 0:
-                return _const(pa.scalar(ns // factor, target), term.number_text)
-        try:
-            return _const(value.cast(target, safe=False), term.number_text)
-        except _ARROW_ERRORS:
-            pass
-    options = pc.CastOptions(target, allow_float_truncate=True, allow_time_truncate=False)
-    return _Term(term.expr.cast(options=options), target, not_null=term.not_null)
-
-
-@dataclass
-class _Term:
-    """A translated sub-expression, its Arrow type and, for a constant, its value."""
-
-    expr: pc.Expression
-    type: pa.DataType
-    const: pa.Scalar | None = None
-    number_text: str | None = None  # the SQL spelling of a numeric literal, for decimals
-    not_null: bool = False  # never NULL: non-null literals and what only they and
-    # non-nullable columns make (tracked for a projection's output nullability)
-
-    @property
-    def is_null_const(self) -> bool:
-        return self.const is not None and not self.const.is_valid
-
-    def scalar(self) -> pa.Scalar:
-        """The value of a constant term (callers have checked that it is one)."""
-        assert self.const is not None
-        return self.const
-
-
-def _const(value: pa.Scalar, number_text: str | None = None) -> _Term:
-    return _Term(pc.scalar(value), value.type, value, number_text, value.is_valid)
-
-
-_BOOL_NULL = pa.scalar(None, pa.bool_())
 
 # sqlglot type -> Arrow type for CAST and typed literals
 _SIMPLE_TYPES = {
@@ -669,8 +558,8 @@ class _Translator:
         """Bind against the referenced columns only: cheap whatever the schema width."""
         try:
             return _bind(expr, self.bind_schema())
-        except _ARROW_ERRORS as e:
-            raise self.invalid(f"cannot evaluate ({_short(e)})", node) from None
+        except ARROW_ERRORS as e:
+            raise self.invalid(f"cannot evaluate ({first_line(e)})", node) from None
 
     def bind_schema(self) -> pa.Schema:
         tops = dict.fromkeys(p[0] for p in self.paths)
@@ -678,7 +567,7 @@ class _Translator:
 
     # dispatch ----------------------------------------------------------------------------
 
-    def translate(self, node: exp.Expr) -> _Term:
+    def translate(self, node: exp.Expr) -> Term:
         """Translate ``node``; a constant result (``s LIKE NULL``) reads no column."""
         before = dict(self.paths)
         term = self.translate_node(node)
@@ -686,7 +575,7 @@ class _Translator:
             self.paths = before
         return term
 
-    def translate_node(self, node: exp.Expr) -> _Term:
+    def translate_node(self, node: exp.Expr) -> Term:
         if isinstance(node, exp.Paren):
             return self.translate(node.this)
         if isinstance(node, (exp.Column, exp.Dot, exp.Bracket)):
@@ -694,9 +583,9 @@ class _Translator:
         if isinstance(node, exp.Literal):
             return self.literal(node)
         if isinstance(node, exp.Boolean):
-            return _const(pa.scalar(bool(node.this)))
+            return constant(pa.scalar(bool(node.this)))
         if isinstance(node, exp.Null):
-            return _const(pa.scalar(None, pa.null()))
+            return constant(pa.scalar(None, pa.null()))
         if isinstance(node, exp.Neg):
             return self.negate(node)
         if isinstance(node, (exp.And, exp.Or)):
@@ -705,10 +594,10 @@ class _Translator:
             fn = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
             operands = [self.boolean(operand) for operand in node.flatten()]
             not_null = all(o.not_null for o in operands)
-            return _Term(_balanced(fn, [o.expr for o in operands]), pa.bool_(), not_null=not_null)
+            return Term(_balanced(fn, [o.expr for o in operands]), pa.bool_(), not_null=not_null)
         if isinstance(node, exp.Not):
             inner = self.boolean(node.this)
-            return _Term(pc.invert(inner.expr), pa.bool_(), not_null=inner.not_null)
+            return Term(pc.invert(inner.expr), pa.bool_(), not_null=inner.not_null)
         kind = _COMPARE.get(type(node))
         if kind is not None:
             assert isinstance(node, exp.Binary)  # every comparison is a binary node
@@ -735,17 +624,17 @@ class _Translator:
             return self.function(node)
         raise self.unsupported(type(node).__name__.upper(), node)
 
-    def boolean(self, node: exp.Expr) -> _Term:
+    def boolean(self, node: exp.Expr) -> Term:
         term = self.translate(node)
         if term.is_null_const:
-            return _const(_BOOL_NULL)
+            return constant(BOOL_NULL)
         if not pa.types.is_boolean(term.type):
             raise self.invalid(f"expected a boolean, got {term.type}", node)
         return term
 
     # columns and literals ----------------------------------------------------------------
 
-    def column(self, node: exp.Expr) -> _Term:
+    def column(self, node: exp.Expr) -> Term:
         parts = self.column_parts(node)
         name, quoted = parts[0]
         field = self.lookup(self.schema, name, quoted)
@@ -777,8 +666,8 @@ class _Translator:
         self.paths[tuple(path)] = None
         if pa.types.is_dictionary(field.type):  # compare and match on the decoded values
             value_type = field.type.value_type
-            return _Term(pc.field(*path).cast(value_type), value_type, not_null=not_null)
-        return _Term(pc.field(*path), field.type, not_null=not_null)
+            return Term(pc.field(*path).cast(value_type), value_type, not_null=not_null)
+        return Term(pc.field(*path), field.type, not_null=not_null)
 
     def column_parts(self, node: exp.Expr) -> list[tuple[str, bool]]:
         """Identifiers of a (possibly dotted or subscripted) column reference, outermost first."""
@@ -820,66 +709,66 @@ class _Translator:
                     return f
         return None
 
-    def literal(self, node: exp.Literal) -> _Term:
+    def literal(self, node: exp.Literal) -> Term:
         text = node.this
         if node.is_string:
-            return _const(pa.scalar(text, pa.string()))
+            return constant(pa.scalar(text, pa.string()))
         return self.number(text, node)
 
-    def number(self, text: str, node: exp.Expr) -> _Term:
+    def number(self, text: str, node: exp.Expr) -> Term:
         if re.fullmatch(r"-?\d+", text):
             value = int(text)
             if -(1 << 63) <= value < (1 << 63):
-                return _const(pa.scalar(value, pa.int64()), text)
+                return constant(pa.scalar(value, pa.int64()), text)
             if 0 <= value < (1 << 64):
-                return _const(pa.scalar(value, pa.uint64()), text)
+                return constant(pa.scalar(value, pa.uint64()), text)
         try:
-            return _const(pa.scalar(float(text), pa.float64()), text)
+            return constant(pa.scalar(float(text), pa.float64()), text)
         except ValueError:
             raise self.invalid(f"{text!r} is not a number", node) from None
 
-    def negate(self, node: exp.Neg) -> _Term:
+    def negate(self, node: exp.Neg) -> Term:
         inner = self.translate(node.this)
         if inner.number_text is not None and not inner.number_text.startswith("-"):
             return self.number("-" + inner.number_text, node)
-        if inner.const is not None and inner.const.is_valid and _is_numeric(inner.type):
+        if inner.const is not None and inner.const.is_valid and is_numeric(inner.type):
             value = inner.const.as_py()
-            if isinstance(value, int) and not _int_fits(-value, inner.type):
+            if isinstance(value, int) and not int_fits(-value, inner.type):
                 return self.number(str(-value), node)
-            return _const(pa.scalar(-value, inner.type))
+            return constant(pa.scalar(-value, inner.type))
         if inner.is_null_const:
             return inner
-        if not _is_numeric(inner.type):
+        if not is_numeric(inner.type):
             raise self.invalid(f"cannot negate {inner.type}", node)
-        return _Term(pc.negate(inner.expr), inner.type, not_null=inner.not_null)
+        return Term(pc.negate(inner.expr), inner.type, not_null=inner.not_null)
 
     # coercion ----------------------------------------------------------------------------
 
-    def coerce(self, term: _Term, target: pa.DataType, node: exp.Expr) -> _Term:
+    def coerce(self, term: Term, target: pa.DataType, node: exp.Expr) -> Term:
         """Cast a constant to ``target`` where that keeps its value (SQL literal typing)."""
         value = term.const
         if value is None or term.type == target or pa.types.is_null(target):
             return term
         if not value.is_valid:
             try:
-                return _const(pa.scalar(None, target))
-            except _ARROW_ERRORS:
+                return constant(pa.scalar(None, target))
+            except ARROW_ERRORS:
                 return term
         src = value.type
         py: Any = value.as_py() if not pa.types.is_timestamp(src) else None
         try:
             if pa.types.is_integer(target):
-                if pa.types.is_integer(src) and _int_fits(py, target):
-                    return _const(pa.scalar(py, target))
+                if pa.types.is_integer(src) and int_fits(py, target):
+                    return constant(pa.scalar(py, target))
                 if pa.types.is_floating(src) and py == py and float(py).is_integer():
-                    if _int_fits(int(py), target):
-                        return _const(pa.scalar(int(py), target))
+                    if int_fits(int(py), target):
+                        return constant(pa.scalar(int(py), target))
                 return term
             if pa.types.is_floating(target):
                 if pa.types.is_integer(src) or pa.types.is_floating(src):
-                    return _const(pa.scalar(float(py), target))
+                    return constant(pa.scalar(float(py), target))
                 if pa.types.is_decimal(src):
-                    return _const(pa.scalar(float(py), target))
+                    return constant(pa.scalar(float(py), target))
                 return term
             if pa.types.is_decimal(target):
                 if pa.types.is_integer(src) or pa.types.is_floating(src):
@@ -887,18 +776,18 @@ class _Translator:
                     if not dec.is_finite():
                         return term
                     try:
-                        return _const(pa.scalar(dec, target))
-                    except _ARROW_ERRORS:
-                        return _const(pa.scalar(dec))  # its own precision: compares exactly
+                        return constant(pa.scalar(dec, target))
+                    except ARROW_ERRORS:
+                        return constant(pa.scalar(dec))  # its own precision: compares exactly
                 return term
-            if _is_stringy(target):
-                return _const(value.cast(target)) if _is_stringy(src) else term
+            if is_stringy(target):
+                return constant(value.cast(target)) if is_stringy(src) else term
             if pa.types.is_date(target):
-                if _is_stringy(src):
+                if is_stringy(src):
                     days = _parse_date(py)
-                    return _const(pa.scalar(days, pa.int32()).cast(pa.date32()).cast(target))
+                    return constant(pa.scalar(days, pa.int32()).cast(pa.date32()).cast(target))
                 if pa.types.is_date(src):
-                    return _const(value.cast(target))
+                    return constant(value.cast(target))
                 return term
             if pa.types.is_timestamp(target):
                 return self.coerce_timestamp(term, target)
@@ -906,26 +795,26 @@ class _Translator:
             raise self.invalid(f"cannot read {py!r} as {target}: {e}", node) from None
         return term
 
-    def coerce_timestamp(self, term: _Term, target: pa.TimestampType) -> _Term:
+    def coerce_timestamp(self, term: Term, target: pa.TimestampType) -> Term:
         value = term.scalar()
         src = value.type
-        if _is_stringy(src):
+        if is_stringy(src):
             ns = _parse_timestamp(value.as_py())
         elif pa.types.is_date(src):
             ns = value.cast(pa.date32()).cast(pa.int32()).as_py() * 86_400 * 1_000_000_000
         elif pa.types.is_timestamp(src):
-            ns = value.cast(pa.int64()).as_py() * _UNIT_NS[src.unit]
+            ns = value.cast(pa.int64()).as_py() * UNIT_NS[src.unit]
         else:
             return term
-        factor = _UNIT_NS[target.unit]
+        factor = UNIT_NS[target.unit]
         # a literal without a zone is read in the column's zone, as pylance does (UTC)
         if ns % factor == 0:
-            return _const(pa.scalar(ns // factor, target))
-        return _const(pa.scalar(ns, pa.timestamp("ns", target.tz)))
+            return constant(pa.scalar(ns // factor, target))
+        return constant(pa.scalar(ns, pa.timestamp("ns", target.tz)))
 
     def unify(
-        self, left: _Term, right: _Term, node: exp.Expr, arithmetic: bool = False
-    ) -> tuple[_Term, _Term]:
+        self, left: Term, right: Term, node: exp.Expr, arithmetic: bool = False
+    ) -> tuple[Term, Term]:
         """Bring both sides of an operator to one type.
 
         In a comparison a constant takes the other side's type (``f32 = 0.1`` compares in
@@ -945,30 +834,30 @@ class _Translator:
             right = self.coerce(right, left.type, node)
         left = self.decimal_partner(left, right.type)
         right = self.decimal_partner(right, left.type)
-        common = _common_type(left.type, right.type)
+        common = common_type(left.type, right.type)
         if common is not None:
-            left, right = _cast_term(left, common), _cast_term(right, common)
+            left, right = cast_term(left, common), cast_term(right, common)
         return left, right
 
     @staticmethod
-    def decimal_partner(term: _Term, other: pa.DataType) -> _Term:
+    def decimal_partner(term: Term, other: pa.DataType) -> Term:
         """Arrow cannot mix decimals with int64 of unknown magnitude: make the int a decimal."""
         if not (pa.types.is_decimal(other) and pa.types.is_integer(term.type)):
             return term
         if term.const is not None:
             value = term.const.as_py()
             if value is None:
-                return _const(pa.scalar(None, other))
-            return _const(pa.scalar(Decimal(value)))
+                return constant(pa.scalar(None, other))
+            return constant(pa.scalar(Decimal(value)))
         digits = _INT_DIGITS[term.type.bit_width] + (
             1 if pa.types.is_unsigned_integer(term.type) and term.type.bit_width == 64 else 0
         )
         typ = pa.decimal128(digits, 0)
-        return _Term(term.expr.cast(typ), typ)
+        return Term(term.expr.cast(typ), typ)
 
     # predicates --------------------------------------------------------------------------
 
-    def compare(self, kind: str, left: _Term, right: _Term, node: exp.Expr) -> _Term:
+    def compare(self, kind: str, left: Term, right: Term, node: exp.Expr) -> Term:
         left, right = self.unify(left, right, node)
         for side in (left, right):
             if pa.types.is_struct(side.type) or pa.types.is_list(side.type):
@@ -982,16 +871,16 @@ class _Translator:
             "ge": pc.greater_equal,
         }[kind]
         base = fn(left.expr, right.expr)
-        if not (left.type == right.type and _orderable(left.type)):  # else it surely binds
+        if not (left.type == right.type and orderable(left.type)):  # else it surely binds
             try:
                 _bind(base, self.bind_schema())
-            except _ARROW_ERRORS:
+            except ARROW_ERRORS:
                 problem = f"cannot compare {left.type} with {right.type}"
                 raise self.invalid(problem, node) from None
         floating = pa.types.is_floating(left.type) or pa.types.is_floating(right.type)
         not_null = left.not_null and right.not_null
         if not floating or left.is_null_const or right.is_null_const:
-            return _Term(base, pa.bool_(), not_null=not_null)
+            return Term(base, pa.bool_(), not_null=not_null)
         # total order as in pylance: NaN = NaN, NaN above every number
         na, nb = self.nan_of(left), self.nan_of(right)
         if kind in ("eq", "ne"):
@@ -1007,10 +896,10 @@ class _Translator:
             out = _not(_or(pc.less(left.expr, right.expr), _and(nb, _not(na))))
         if isinstance(out, bool):
             out = pc.scalar(out)
-        return _Term(out, pa.bool_(), not_null=not_null)
+        return Term(out, pa.bool_(), not_null=not_null)
 
     @staticmethod
-    def nan_of(term: _Term):
+    def nan_of(term: Term):
         """``is_nan`` of a float side, as an expression or a folded Python bool."""
         if not pa.types.is_floating(term.type):
             return False
@@ -1019,18 +908,18 @@ class _Translator:
             return value != value
         return pc.is_nan(term.expr)
 
-    def is_(self, node: exp.Is) -> _Term:
+    def is_(self, node: exp.Is) -> Term:
         target = node.expression
         if isinstance(target, exp.Null):
             inner = self.translate(node.this)
-            return _Term(pc.is_null(inner.expr), pa.bool_(), not_null=True)
+            return Term(pc.is_null(inner.expr), pa.bool_(), not_null=True)
         if isinstance(target, exp.Boolean):
             inner = self.boolean(node.this)
             value = inner.expr if target.this else pc.invert(inner.expr)
-            return _Term(pc.coalesce(value, pc.scalar(False)), pa.bool_(), not_null=True)
+            return Term(pc.coalesce(value, pc.scalar(False)), pa.bool_(), not_null=True)
         raise self.unsupported("IS other than IS [NOT] NULL/TRUE/FALSE", node)
 
-    def in_(self, node: exp.In) -> _Term:
+    def in_(self, node: exp.In) -> Term:
         for key in ("query", "unnest", "field"):
             if node.args.get(key) is not None:
                 raise self.unsupported(f"IN with a {key}", node)
@@ -1051,7 +940,7 @@ class _Translator:
                 return self.in_set(probe, coerced, node)
         equal = [self.compare("eq", probe, item, node).expr for item in items]
         not_null = probe.not_null and all(i.not_null for i in items)
-        return _Term(_balanced(pc.or_kleene, equal), pa.bool_(), not_null=not_null)
+        return Term(_balanced(pc.or_kleene, equal), pa.bool_(), not_null=not_null)
 
     def lifted(self, node: exp.In) -> LiteralList | None:
         """The literal list lifted out of ``node`` before parsing, if it was."""
@@ -1060,14 +949,14 @@ class _Translator:
             return None
         return self.lists.get(first.name)
 
-    def lifted_item(self, item: str | None, numeric: bool, node: exp.Expr) -> _Term:
+    def lifted_item(self, item: str | None, numeric: bool, node: exp.Expr) -> Term:
         """One lifted literal, typed as the parser's literal would be."""
         if item is None:
-            return _const(pa.scalar(None, pa.null()))
-        return self.number(item, node) if numeric else _const(pa.scalar(item, pa.string()))
+            return constant(pa.scalar(None, pa.null()))
+        return self.number(item, node) if numeric else constant(pa.scalar(item, pa.string()))
 
     @staticmethod
-    def lifted_value_set(probe: _Term, lifted: LiteralList) -> pa.Array | None:
+    def lifted_value_set(probe: Term, lifted: LiteralList) -> pa.Array | None:
         """The lifted list as one array of the probe's type, for the cases where converting
         it at once gives exactly what :meth:`coerce` gives item by item: strings against a
         string column, ISO dates against a date column, integers that fit an integer
@@ -1080,31 +969,31 @@ class _Translator:
             if not lifted.numeric:
                 if pa.types.is_date(t):  # Arrow reads YYYY-MM-DD only; others one by one
                     return values.cast(pa.date32()).cast(t)
-                return values.cast(t) if _is_stringy(t) else None
+                return values.cast(t) if is_stringy(t) else None
             if pa.types.is_integer(t):
                 if not lifted.integers:
                     return None
                 ints = values.cast(pa.int64())
                 low, high = pc.min_max(ints).values()
-                if len(ints) and not (_int_fits(low.as_py(), t) and _int_fits(high.as_py(), t)):
+                if len(ints) and not (int_fits(low.as_py(), t) and int_fits(high.as_py(), t)):
                     return None
                 return ints.cast(t)
             if t in (pa.float32(), pa.float64()):
                 return values.cast(pa.float64()).cast(t, safe=False)
             if pa.types.is_decimal(t):  # exact, or an error when a value does not fit
                 return values.cast(t)
-        except _ARROW_ERRORS:  # e.g. an integer beyond int64: item by item
+        except ARROW_ERRORS:  # e.g. an integer beyond int64: item by item
             return None
         return None
 
-    def in_set(self, probe: _Term, items: list[_Term], node: exp.Expr) -> _Term:
+    def in_set(self, probe: Term, items: list[Term], node: exp.Expr) -> Term:
         values = [i.scalar() for i in items if i.scalar().is_valid]
         value_set = pa.array(values, type=probe.type) if values else pa.array([], probe.type)
         return self.in_value_set(probe, value_set, len(values) < len(items), node)
 
     def in_value_set(
-        self, probe: _Term, value_set: pa.Array, has_null: bool, node: exp.Expr
-    ) -> _Term:
+        self, probe: Term, value_set: pa.Array, has_null: bool, node: exp.Expr
+    ) -> Term:
         if pa.types.is_floating(probe.type) and len(value_set):  # -0.0 and 0.0 are one value
             if np.any(value_set.to_numpy(zero_copy_only=False) == 0):
                 zeros = pa.array([0.0, -0.0], pa.float64()).cast(probe.type)
@@ -1113,23 +1002,23 @@ class _Translator:
         def membership(values: pa.Array) -> pc.Expression:
             found = pc.is_in(probe.expr, value_set=values, skip_nulls=True)
             # SQL: a NULL probe gives NULL; a NULL in the list turns "not found" into NULL
-            out = pc.if_else(pc.is_valid(probe.expr), found, pc.scalar(_BOOL_NULL))
-            return pc.or_kleene(out, pc.scalar(_BOOL_NULL)) if has_null else out
+            out = pc.if_else(pc.is_valid(probe.expr), found, pc.scalar(BOOL_NULL))
+            return pc.or_kleene(out, pc.scalar(BOOL_NULL)) if has_null else out
 
         self.type_of(membership(value_set[:1]), node)  # binding hashes every value: one will do
         not_null = probe.not_null and not has_null
-        return _Term(membership(value_set), pa.bool_(), not_null=not_null)
+        return Term(membership(value_set), pa.bool_(), not_null=not_null)
 
-    def between(self, node: exp.Between) -> _Term:
+    def between(self, node: exp.Between) -> Term:
         if node.args.get("symmetric"):
             raise self.unsupported("BETWEEN SYMMETRIC", node)
         subject = self.translate(node.this)
         low = self.compare("ge", subject, self.translate(node.args["low"]), node)
         high = self.compare("le", subject, self.translate(node.args["high"]), node)
         not_null = low.not_null and high.not_null
-        return _Term(pc.and_kleene(low.expr, high.expr), pa.bool_(), not_null=not_null)
+        return Term(pc.and_kleene(low.expr, high.expr), pa.bool_(), not_null=not_null)
 
-    def like(self, node: exp.Expr) -> _Term:
+    def like(self, node: exp.Expr) -> Term:
         escape = None
         if isinstance(node, exp.Escape):
             esc = node.expression
@@ -1144,10 +1033,10 @@ class _Translator:
         subject = self.translate(node.this)
         pattern = self.translate(node.expression)
         if pattern.is_null_const:
-            return _const(_BOOL_NULL)
-        if pattern.const is None or not _is_stringy(pattern.type):
+            return constant(BOOL_NULL)
+        if pattern.const is None or not is_stringy(pattern.type):
             raise self.unsupported("LIKE with a pattern that is not a string literal", node)
-        if not (_is_stringy(subject.type) or subject.is_null_const):
+        if not (is_stringy(subject.type) or subject.is_null_const):
             raise self.invalid(f"LIKE needs a string, got {subject.type}", node)
         text = pattern.const.as_py()
         if escape is not None and escape != "\\":
@@ -1155,11 +1044,11 @@ class _Translator:
         out = pc.match_like(subject.expr, text, ignore_case=isinstance(node, exp.ILike))
         if node.args.get("negate"):
             out = pc.invert(out)
-        return _Term(out, pa.bool_(), not_null=subject.not_null)
+        return Term(out, pa.bool_(), not_null=subject.not_null)
 
     # values ------------------------------------------------------------------------------
 
-    def operands(self, node: exp.Binary) -> tuple[_Term, _Term]:
+    def operands(self, node: exp.Binary) -> tuple[Term, Term]:
         """Both sides of a binary operator.  In a value expression (a projection), a literal
         beside a plain column takes the column's type, as pylance's planner does
         (``i32 + 1`` is int32, ``f32 * 0.1`` float32) and a literal that cannot is an error;
@@ -1175,24 +1064,24 @@ class _Translator:
                 left = self.literal_as(left, right.type, node)
         return left, right
 
-    def literal_as(self, term: _Term, target: pa.DataType, node: exp.Expr) -> _Term:
+    def literal_as(self, term: Term, target: pa.DataType, node: exp.Expr) -> Term:
         """A constant in a column's type, or an error when it does not convert exactly."""
         out = self.coerce(term, target, node)
         if out.type == target or out.is_null_const:
             return out
-        if (_is_numeric(target) and _is_numeric(out.type)) or _is_stringy(target):
+        if (is_numeric(target) and is_numeric(out.type)) or is_stringy(target):
             shown = term.number_text or repr(term.scalar().as_py())
             raise self.invalid(
                 f"literal {shown} cannot be converted to the column's {target}", node
             )
         return out
 
-    def arithmetic(self, node: exp.Expr) -> _Term:
+    def arithmetic(self, node: exp.Expr) -> Term:
         assert isinstance(node, exp.Binary)  # + - * / %
         left, right = self.operands(node)
         left, right = self.unify(left, right, node, arithmetic=True)
         for side in (left, right):
-            if not (_is_numeric(side.type) or side.is_null_const):
+            if not (is_numeric(side.type) or side.is_null_const):
                 raise self.invalid(f"arithmetic on {side.type} is not supported", node)
         if isinstance(node, exp.Mod):
             out = self.modulo(left, right, node)
@@ -1204,10 +1093,10 @@ class _Translator:
         out_type = self.type_of(out, node)
         if isinstance(node, exp.Div) and pa.types.is_decimal(out_type):
             out, out_type = self.decimal_quotient(left, right, node)
-        return _Term(out, out_type, not_null=left.not_null and right.not_null)
+        return Term(out, out_type, not_null=left.not_null and right.not_null)
 
     def decimal_quotient(
-        self, left: _Term, right: _Term, node: exp.Expr
+        self, left: Term, right: Term, node: exp.Expr
     ) -> tuple[pc.Expression, pa.DataType]:
         """DataFusion's decimal quotient: the dividend's scale plus 4, truncated toward
         zero.  Arrow's own quotient has scale max(4, s1 + p2 - s2 + 1): the dividend is
@@ -1218,24 +1107,24 @@ class _Translator:
         widen = max(0, scale - (s1 + p2 - s2 + 1))
         dividend = left.expr
         if widen:
-            wide = _decimal_type(p1 + widen, s1 + widen)
+            wide = decimal_type(p1 + widen, s1 + widen)
             dividend = dividend.cast(wide)
         quotient = pc.divide(dividend, right.expr)
-        out_type = _decimal_type(p1 + s2 + 4, scale)
+        out_type = decimal_type(p1 + s2 + 4, scale)
         options = pc.CastOptions(out_type, allow_decimal_truncate=True)
         out = quotient.cast(options=options)
         self.type_of(out, node)
         return out, out_type
 
-    def fold(self, expr: pc.Expression, node: exp.Expr) -> _Term:
+    def fold(self, expr: pc.Expression, node: exp.Expr) -> Term:
         """The value of an expression that reads no column, as a constant."""
         try:
             value = pads.dataset(pa.table({"_": [0]})).to_table(columns={"v": expr})
-        except _ARROW_ERRORS as e:
-            raise self.invalid(f"cannot evaluate ({_short(e)})", node) from None
-        return _const(value.column("v")[0])
+        except ARROW_ERRORS as e:
+            raise self.invalid(f"cannot evaluate ({first_line(e)})", node) from None
+        return constant(value.column("v")[0])
 
-    def modulo(self, left: _Term, right: _Term, node: exp.Expr) -> pc.Expression:
+    def modulo(self, left: Term, right: Term, node: exp.Expr) -> pc.Expression:
         """Truncated remainder (sign of the dividend), as SQL and Rust define ``%``."""
         quotient = pc.divide(left.expr, right.expr)
         qtype = self.type_of(quotient, node)
@@ -1243,17 +1132,17 @@ class _Translator:
             quotient = pc.trunc(quotient)
         return pc.subtract(left.expr, pc.multiply(quotient, right.expr))
 
-    def concat(self, node: exp.DPipe) -> _Term:
+    def concat(self, node: exp.DPipe) -> Term:
         left, right = self.translate(node.this), self.translate(node.expression)
         left, right = self.unify(left, right, node)
         for side in (left, right):
-            if not (_is_stringy(side.type) or side.is_null_const):
+            if not (is_stringy(side.type) or side.is_null_const):
                 raise self.invalid(f"|| needs strings, got {side.type}", node)
         if left.is_null_const or right.is_null_const:
-            return _const(pa.scalar(None, pa.string()))
+            return constant(pa.scalar(None, pa.string()))
         separator = pc.scalar(pa.scalar("", left.type))
         out = pc.binary_join_element_wise(left.expr, right.expr, separator)
-        return _Term(out, self.type_of(out, node), not_null=left.not_null and right.not_null)
+        return Term(out, self.type_of(out, node), not_null=left.not_null and right.not_null)
 
     def sql_type(self, dtype: exp.DataType, node: exp.Expr) -> pa.DataType:
         name = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
@@ -1273,11 +1162,11 @@ class _Translator:
             return (pa.decimal128 if precision <= 38 else pa.decimal256)(precision, scale)
         raise self.unsupported(f"type {dtype.sql()}", node)
 
-    def cast(self, node: exp.Cast) -> _Term:
+    def cast(self, node: exp.Cast) -> Term:
         inner = self.translate(node.this)
         to = node.to
         if inner.const is not None and to.this == exp.DataType.Type.DECIMAL and not to.expressions:
-            if inner.is_null_const or _is_stringy(inner.type) or _is_numeric(inner.type):
+            if inner.is_null_const or is_stringy(inner.type) or is_numeric(inner.type):
                 return self.decimal_literal(inner, node)
         target = self.sql_type(to, node)
         if inner.const is not None:
@@ -1299,11 +1188,11 @@ class _Translator:
                 allow_float_truncate=lossy_ok,
             )
             out = inner.expr.cast(options=options)
-        return _Term(out, self.type_of(out, node), not_null=inner.not_null)
+        return Term(out, self.type_of(out, node), not_null=inner.not_null)
 
-    def decimal_literal(self, inner: _Term, node: exp.Expr) -> _Term:
+    def decimal_literal(self, inner: Term, node: exp.Expr) -> Term:
         if inner.is_null_const:
-            return _const(pa.scalar(None, pa.decimal128(38, 10)))
+            return constant(pa.scalar(None, pa.decimal128(38, 10)))
         text = inner.number_text or str(inner.scalar().as_py())
         try:
             value = Decimal(text.strip())
@@ -1311,42 +1200,42 @@ class _Translator:
             raise self.invalid(f"{text!r} is not a decimal number", node) from None
         if not value.is_finite():
             raise self.invalid(f"{text!r} is not a finite decimal", node)
-        return _const(pa.scalar(value))
+        return constant(pa.scalar(value))
 
-    def cast_constant(self, inner: _Term, target: pa.DataType, node: exp.Expr) -> _Term:
+    def cast_constant(self, inner: Term, target: pa.DataType, node: exp.Expr) -> Term:
         value = inner.scalar()
         if not value.is_valid:
-            return _const(pa.scalar(None, target))
-        if _is_stringy(value.type) and (pa.types.is_date(target) or pa.types.is_timestamp(target)):
+            return constant(pa.scalar(None, target))
+        if is_stringy(value.type) and (pa.types.is_date(target) or pa.types.is_timestamp(target)):
             text = value.as_py()
             try:
                 if pa.types.is_date(target):
                     days = _parse_date(text)
-                    return _const(pa.scalar(days, pa.int32()).cast(pa.date32()).cast(target))
+                    return constant(pa.scalar(days, pa.int32()).cast(pa.date32()).cast(target))
                 ns = _parse_timestamp(text)
             except ValueError as e:
                 raise self.invalid(str(e), node) from None
             # a cast truncates to the type's unit, as DataFusion's string cast does
-            return _const(pa.scalar(_trunc_div(ns, _UNIT_NS[target.unit]), target))
-        if pa.types.is_decimal(target) and (_is_numeric(value.type) or _is_stringy(value.type)):
+            return constant(pa.scalar(_trunc_div(ns, UNIT_NS[target.unit]), target))
+        if pa.types.is_decimal(target) and (is_numeric(value.type) or is_stringy(value.type)):
             text = inner.number_text or str(value.as_py())
             try:
                 exact = Decimal(text.strip())
                 rounded = exact.quantize(Decimal(1).scaleb(-target.scale), ROUND_HALF_UP)
-                return _const(pa.scalar(rounded, target))
-            except (InvalidOperation, *_ARROW_ERRORS):
+                return constant(pa.scalar(rounded, target))
+            except (InvalidOperation, *ARROW_ERRORS):
                 raise self.invalid(f"cannot cast {text!r} to {target}", node) from None
         if pa.types.is_floating(value.type) and pa.types.is_integer(target):
             value = pc.trunc(value)
         try:
-            return _const(value.cast(target))
-        except _ARROW_ERRORS as e:
-            problem = f"cannot cast {value.as_py()!r} to {target}: {_short(e)}"
+            return constant(value.cast(target))
+        except ARROW_ERRORS as e:
+            problem = f"cannot cast {value.as_py()!r} to {target}: {first_line(e)}"
             raise self.invalid(problem, node) from None
 
-    def function(self, node: exp.Func) -> _Term:
+    def function(self, node: exp.Func) -> Term:
         name = node.name.lower() if isinstance(node, exp.Anonymous) else type(node).__name__
-        handler = _FUNCTIONS.get(name)
+        handler = FUNCTIONS.get(name)
         if handler is None:
             shown = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
             raise self.unsupported(f"function {shown}()", node)
@@ -1363,23 +1252,19 @@ class _Translator:
             out.extend(value if isinstance(value, list) else [value])
         return out
 
-    def string_arg(self, node: exp.Func, count: int) -> list[_Term]:
+    def string_arg(self, node: exp.Func, count: int) -> list[Term]:
         args = [self.translate(a) for a in self.args(node)]
         if len(args) != count:
             raise self.invalid(f"{node.sql_name()} takes {count} argument(s)", node)
-        if not (_is_stringy(args[0].type) or args[0].is_null_const):
+        if not (is_stringy(args[0].type) or args[0].is_null_const):
             raise self.invalid(f"{node.sql_name()} needs a string, got {args[0].type}", node)
         for extra in args[1:]:
-            if extra.const is None or not _is_stringy(extra.type):
+            if extra.const is None or not is_stringy(extra.type):
                 raise self.unsupported(f"{node.sql_name()} with a non-literal pattern", node)
         return args
 
 
 _PARAM_OK = {"VARCHAR", "NVARCHAR", "CHAR", "NCHAR", "BINARY", "VARBINARY"}
-
-
-def _short(error: Exception) -> str:
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def _reescape(pattern: str, escape: str) -> str:
@@ -1397,136 +1282,6 @@ def _reescape(pattern: str, escape: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
-
-
-# -- functions ------------------------------------------------------------------------------
-
-
-def _fn_unary_string(kernel: str, out_type: pa.DataType | None = None):
-    def handler(t: _Translator, node: exp.Func) -> _Term:
-        (arg,) = t.string_arg(node, 1)
-        if arg.is_null_const:
-            return _const(pa.scalar(None, out_type or pa.string()))
-        out = getattr(pc, kernel)(arg.expr)
-        return _Term(out, t.type_of(out, node))
-
-    return handler
-
-
-def _fn_trim(t: _Translator, node: exp.Trim) -> _Term:
-    if node.args.get("expression") is not None or node.args.get("collation") is not None:
-        raise t.unsupported("TRIM with characters", node)
-    arg = t.translate(node.this)
-    if not _is_stringy(arg.type):
-        raise t.invalid(f"TRIM needs a string, got {arg.type}", node)
-    position = (node.args.get("position") or "BOTH").upper()
-    kernel = {"BOTH": pc.utf8_trim, "LEADING": pc.utf8_ltrim, "TRAILING": pc.utf8_rtrim}
-    out = kernel[position](arg.expr, characters=" ")
-    return _Term(out, arg.type)
-
-
-def _fn_abs(t: _Translator, node: exp.Abs) -> _Term:
-    arg = t.translate(node.this)
-    if not _is_numeric(arg.type):
-        raise t.invalid(f"abs needs a number, got {arg.type}", node)
-    out = pc.abs(arg.expr)
-    return _Term(out, t.type_of(out, node))
-
-
-def _fn_coalesce(t: _Translator, node: exp.Coalesce) -> _Term:
-    args = [t.translate(a) for a in [node.this, *node.expressions]]
-    typed = next((a.type for a in args if a.const is None), None)
-    if typed is not None and t.require_boolean:
-        args = [t.coerce(a, typed, node) for a in args]
-    elif typed is not None:  # a projection takes the arguments' common type, as pylance
-        common = args[0].type
-        for a in args[1:]:
-            common = _common_type(common, a.type) or common
-        args = [_cast_term(a, common) for a in args]
-    out = pc.coalesce(*[a.expr for a in args])
-    return _Term(out, t.type_of(out, node), not_null=any(a.not_null for a in args))
-
-
-def _fn_substring_match(kernel: Callable):
-    def handler(t: _Translator, node: exp.Func) -> _Term:
-        subject, pattern = t.string_arg(node, 2)
-        if subject.is_null_const:
-            return _const(_BOOL_NULL)
-        return _Term(kernel(subject.expr, pattern.scalar().as_py()), pa.bool_())
-
-    return handler
-
-
-def _fn_regexp_like(t: _Translator, node: exp.Func) -> _Term:
-    args = t.args(node)
-    flags = ""
-    if len(args) == 3:
-        flag = t.translate(args[2])
-        if flag.const is None or not _is_stringy(flag.type):
-            raise t.unsupported("regexp_like flags that are not a string literal", node)
-        flags = flag.const.as_py()
-        if set(flags) - set("ims"):
-            raise t.invalid(f"regexp flags must be among 'i', 'm', 's', got {flags!r}", node)
-    elif len(args) != 2:
-        raise t.invalid("regexp_like takes 2 or 3 arguments", node)
-    subject, pattern = (t.translate(a) for a in args[:2])
-    if subject.is_null_const:
-        return _const(_BOOL_NULL)
-    if not _is_stringy(subject.type):
-        raise t.invalid(f"regexp_like needs a string, got {subject.type}", node)
-    if pattern.const is None or not _is_stringy(pattern.type):
-        raise t.unsupported("regexp_like with a non-literal pattern", node)
-    regex = pattern.const.as_py()
-    if flags:
-        regex = f"(?{''.join(sorted(set(flags)))}){regex}"
-    return _Term(pc.match_substring_regex(subject.expr, regex), pa.bool_())
-
-
-def _fn_regexp_match(t: _Translator, node: exp.Func) -> _Term:
-    # pylance reads regexp_match as "has a match": false, never NULL, for a NULL string
-    found = _fn_regexp_like(t, node)
-    return _Term(pc.coalesce(found.expr, pc.scalar(False)), pa.bool_())
-
-
-def _fn_isnan(t: _Translator, node: exp.Func) -> _Term:
-    args = [t.translate(a) for a in t.args(node)]
-    if len(args) != 1 or not pa.types.is_floating(args[0].type):
-        raise t.invalid("isnan takes one floating-point argument", node)
-    return _Term(pc.is_nan(args[0].expr), pa.bool_())
-
-
-def _fn_is_valid(t: _Translator, node: exp.Func) -> _Term:
-    args = [t.translate(a) for a in t.args(node)]
-    if len(args) != 1:
-        raise t.invalid("is_valid takes one argument", node)
-    return _Term(pc.is_valid(args[0].expr), pa.bool_())
-
-
-# handler by sqlglot class name: each takes the node class it is named for
-_FUNCTIONS: dict[str, Callable[[_Translator, Any], _Term]] = {
-    "Lower": _fn_unary_string("utf8_lower"),
-    "Upper": _fn_unary_string("utf8_upper"),
-    "Length": _fn_unary_string("utf8_length", pa.int32()),
-    "Reverse": _fn_unary_string("utf8_reverse"),
-    "Trim": _fn_trim,
-    "Abs": _fn_abs,
-    "Coalesce": _fn_coalesce,
-    "StartsWith": _fn_substring_match(pc.starts_with),
-    "EndsWith": _fn_substring_match(pc.ends_with),
-    "Contains": _fn_substring_match(pc.match_substring),
-    "RegexpLike": _fn_regexp_like,
-    "regexp_like": _fn_regexp_like,
-    "regexp_match": _fn_regexp_match,
-    "IsNan": _fn_isnan,
-    "isnan": _fn_isnan,
-    "is_valid": _fn_is_valid,
-}
-
-
-# the value functions (string, math, date) live in their own module
-from .sql_functions import VALUE_FUNCTIONS  # noqa: E402 - needs the translator above
-
-_FUNCTIONS.update(VALUE_FUNCTIONS)
 
 
 # -- statistics pruning --------------------------------------------------------------------

@@ -20,9 +20,7 @@ import pyarrow as pa
 
 from ..errors import InvalidArgumentError, InvalidDataError, SchemaError
 from ..schema import LanceSchema
-from ..version import writable
-from ..writer import LanceFileWriter
-from . import paths, write
+from . import write
 from .fragment import Fragment
 from .scanner import ROW_ADDRESS, ROW_ID
 
@@ -212,17 +210,12 @@ def write_values_file(ds, frag: Fragment, new_schema: LanceSchema, values, rows:
     """One new data file with the new columns for every physical row of ``frag``: the
     values of its live rows (``values(frag, offsets)``), deleted slots filled with a live
     row's value."""
-    version = writable(ds.data_storage_version, "add columns to a dataset of")
-    name = paths.new_data_file_name()
-    path = paths.data_file_path(ds.uri, name)
-    arrow_schema = new_schema.to_dataset_arrow()
-    writer = LanceFileWriter(path, arrow_schema, version=version, lance_schema=new_schema)
-    try:
+
+    def tables() -> Iterator[pa.Table]:
         live = frag.live_offsets
         if not len(live):
-            writer.write_table(
-                pa.table({f.name: pa.nulls(frag.physical_rows, f.type) for f in arrow_schema})
-            )
+            fields = new_schema.to_dataset_arrow()
+            yield pa.table({f.name: pa.nulls(frag.physical_rows, f.type) for f in fields})
         start = 0
         # pieces of ``rows`` live rows; each covers the physical rows up to its last one,
         # so a deleted slot always has a live neighbour whose value it can repeat
@@ -232,10 +225,7 @@ def write_values_file(ds, frag: Fragment, new_schema: LanceSchema, values, rows:
             stop = frag.physical_rows if last else int(piece[-1]) + 1
             computed = values(frag, piece)
             slots = np.minimum(np.searchsorted(piece, np.arange(start, stop)), len(piece) - 1)
-            writer.write_table(computed.take(pa.array(slots)).cast(arrow_schema))
+            yield computed.take(pa.array(slots))
             start = stop
-        size = writer.close().num_bytes
-    except BaseException:
-        writer.abort()
-        raise
-    return write.with_data_file(frag.pb, name, new_schema.fields, version, size)
+
+    return write.write_column_file(ds.uri, frag.pb, new_schema, ds.data_storage_version, tables())

@@ -22,6 +22,7 @@ from ..errors import (
     InvalidDataError,
     SchemaMismatchError,
     UnsupportedError,
+    first_line,
 )
 from ..extensions import json_compatible
 from ..pb import table_pb2
@@ -172,7 +173,7 @@ def _cast_to(batches: Iterable[pa.RecordBatch], target: pa.Schema) -> Iterator[p
         try:
             arrays = [c.cast(f.type) for c, f in zip(batch.columns, target, strict=True)]
         except pa.ArrowInvalid as e:
-            problem = str(e).strip().splitlines()[0]
+            problem = first_line(e)
             raise InvalidDataError(
                 f"the data does not fit the dataset's types: {problem}"
             ) from None
@@ -306,7 +307,7 @@ def blob_table_schema(schema: pa.Schema, data_storage_version: str | LanceFileVe
     """The table schema of new data: in 2.2, a binary column marked ``lance-encoding:blob``
     becomes the ``lance.blob.v2`` column ``struct<data, uri>`` pylance makes of it (the
     blob extension type is kept as it is)."""
-    if writable(data_storage_version) != LanceFileVersion.V2_2:
+    if writable(data_storage_version) < LanceFileVersion.V2_2:
         return schema
     fields = []
     for f in schema:
@@ -357,6 +358,32 @@ def remove_fragment_files(root: str, fragments) -> None:
     for frag in fragments:
         for f in frag.files:
             paths.remove(paths.data_file_path(root, f.path), missing_ok=True)
+
+
+def write_column_file(
+    uri: str,
+    fragment: table_pb2.DataFragment,
+    schema: LanceSchema,
+    data_storage_version: str | LanceFileVersion,
+    tables: Iterable[pa.Table],
+) -> table_pb2.DataFragment:
+    """Write one new data file holding ``schema``'s columns for every physical row of
+    ``fragment`` (``tables`` yields them in row order) and return ``fragment`` with that file
+    added: how new columns (SQL, UDF and value columns) join existing rows.  A failure
+    removes the file; the caller removes the files of fragments already returned."""
+    version = writable(data_storage_version, "add columns to a dataset of")
+    name = paths.new_data_file_name()
+    arrow_schema = schema.to_dataset_arrow()
+    path = paths.data_file_path(uri, name)
+    writer = LanceFileWriter(path, arrow_schema, version=version, lance_schema=schema)
+    try:
+        for table in tables:
+            writer.write_table(table.cast(arrow_schema))
+        size = writer.close().num_bytes
+    except BaseException:
+        writer.abort()
+        raise
+    return with_data_file(fragment, name, schema.fields, version, size)
 
 
 def with_data_file(

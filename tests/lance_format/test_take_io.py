@@ -1,7 +1,6 @@
 """Random access cost: with warm search metadata, one value costs at most two read requests.
 
-Seed 003 ("Search Cache"): after the initialization phase (``warm()``, or a first take that
-fills the cache), a take of one row touches at most 2 IOPs per column: mini-block reads the
+Once the search cache is filled (``warm()``, or a first take that fills it), a take of one row touches at most 2 IOPs per column: mini-block reads the
 one chunk (chunk offsets, repetition index and dictionary are cached); full-zip reads the
 repetition-index entry and then the value.  Counted with the reader's ``io_stats``, which sees
 every positional read.
