@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..pb import table_pb2
 from ..version import LanceFileVersion
-from . import cleanup, conflicts, features, manifest, operations, paths, transaction
+from . import conflicts, features, manifest, operations, paths, transaction
 from .transaction import PbTransaction, Transaction, as_transaction
 
 WRITER_LIBRARY = "lance-flight"
@@ -97,8 +97,11 @@ def commit(
         if written is not None:
             paths.write_version_hint(root, pb.version)
             committed = manifest.read_manifest(written)
+            # cleanup reaches staging, which commits through here: imported on use
+            from .cleanup import auto_cleanup
+
             try:
-                cleanup.auto_cleanup(root, committed)
+                auto_cleanup(root, committed)
             except LanceError as e:  # the commit stands; the cleanup is only housekeeping
                 warnings.warn(f"auto cleanup after version {pb.version} failed: {e}", stacklevel=2)
             return committed

@@ -1017,9 +1017,9 @@ class _Optimize:
     def enable_auto_cleanup(self, config: dict) -> None:
         """Clean up old versions every ``config["interval"]`` commits, keeping those younger
         than ``config["older_than_seconds"]`` (pylance's ``AutoCleanupConfig``)."""
-        self._ds.update_config(
-            cleanup.auto_cleanup_config(config["interval"], config["older_than_seconds"])
-        )
+        keys = cleanup.auto_cleanup_config(config["interval"], config["older_than_seconds"])
+        values: dict[str, str | None] = {**keys}
+        self._ds.update_config(values)
 
     def disable_auto_cleanup(self) -> None:
         self._ds.delete_config_keys(
