@@ -340,3 +340,28 @@ def test_data_file_path_is_also_callable(tmp_path):
 
     theirs, ours = both(tmp_path, script)
     assert theirs == ours == (True, True)
+
+
+def test_bfloat16_inside_lists_and_tensors_reads_back(tmp_path):
+    """Extension values below a fixed-size list or struct are read as their extension type
+    (Arrow aborts the process on a list whose child has another type)."""
+    import lance
+    import lance.arrow
+
+    import lance_format
+
+    values = lance.arrow.bfloat16_array([i / 8 for i in range(9)])
+    vectors = pa.FixedSizeListArray.from_arrays(values, 3)
+    tensors = pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(values.type, [3]), vectors)
+    data = pa.table(
+        {
+            "vector": vectors,
+            "tensor": tensors,
+            "s": pa.StructArray.from_arrays([values.slice(0, 3)], ["b"]),
+        }
+    )
+    uri = str(tmp_path / "bf16")
+    lance.write_dataset(data, uri)
+    ours = lance_format.dataset(uri).to_table()
+    assert [c.to_pylist() for c in ours.columns] == [c.to_pylist() for c in data.columns]
+    assert ours.column("tensor").type.value_type.extension_name == "lance.bfloat16"
