@@ -266,6 +266,7 @@ class MergeInsertBuilder:
         self._update: str | bool = False
         self._insert = False
         self._delete: str | bool = False
+        self._fail = False
         self._retries = DEFAULT_CONFLICT_RETRIES
         self._timeout: float | None = None
 
@@ -273,6 +274,12 @@ class MergeInsertBuilder:
         """Replace matched target rows by their source rows (only where ``condition``, an
         SQL expression over ``target.col`` and ``source.col``, holds)."""
         self._update = condition if condition is not None else True
+        return self
+
+    def when_matched_fail(self) -> MergeInsertBuilder:
+        """Refuse the whole merge (nothing committed) if any source row matches a target
+        row: an insert-only merge that must not meet existing keys."""
+        self._fail = True
         return self
 
     def when_not_matched_insert_all(self) -> MergeInsertBuilder:
@@ -305,6 +312,11 @@ class MergeInsertBuilder:
     def execute(self, data, *, schema: pa.Schema | None = None) -> dict[str, int]:
         """Apply the clauses with ``data`` as source, moving the dataset object to the new
         version; pylance's statistics dict."""
+        if self._update is False and not self._insert and self._delete is False and not self._fail:
+            raise InvalidArgumentError(
+                "merge_insert does nothing: call when_matched_update_all, "
+                "when_not_matched_insert_all or when_not_matched_by_source_delete"
+            )
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
         source = write.to_reader(data, schema).read_all()
         new, stats = _with_retries(
@@ -345,6 +357,11 @@ class MergeInsertBuilder:
             t_idx = joined.column(_TARGET_INDEX).to_numpy()
             s_idx = joined.column(_SOURCE_INDEX).to_numpy()
             matched_sources.append(s_idx)
+            if self._fail and len(t_idx):
+                raise InvalidDataError(
+                    f"merge_insert with when_matched_fail: {len(t_idx)} source rows match "
+                    f"existing rows on {self._on}"
+                )
             if self._update is not False and len(np.unique(t_idx)) != len(t_idx):
                 raise InvalidDataError(
                     "ambiguous merge insert: several source rows match the same target row "

@@ -365,3 +365,32 @@ def test_bfloat16_inside_lists_and_tensors_reads_back(tmp_path):
     ours = lance_format.dataset(uri).to_table()
     assert [c.to_pylist() for c in ours.columns] == [c.to_pylist() for c in data.columns]
     assert ours.column("tensor").type.value_type.extension_name == "lance.bfloat16"
+
+
+@pytest.mark.parametrize("clauses", ["fail_insert", "fail", "nothing"])
+def test_merge_insert_refusals(tmp_path, clauses):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}), uri)
+        builder = ds.merge_insert("id")
+        if clauses.startswith("fail"):
+            builder = builder.when_matched_fail()
+        if clauses.endswith("insert"):
+            builder = builder.when_not_matched_insert_all()
+        builder.execute(pa.table({"id": [1, 9], "v": [0, 9]}))
+
+    same_errors(tmp_path, script)
+
+
+def test_merge_insert_when_matched_fail_inserts_new_keys(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}), uri)
+        stats = (
+            ds.merge_insert("id")
+            .when_matched_fail()
+            .when_not_matched_insert_all()
+            .execute(pa.table({"id": [6, 7], "v": [6, 7]}))
+        )
+        return stats, ds.version, ds.to_table().to_pydict()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
