@@ -394,3 +394,23 @@ def test_merge_insert_when_matched_fail_inserts_new_keys(tmp_path):
 
     theirs, ours = both(tmp_path, script)
     assert theirs == ours
+
+
+def test_file_session(tmp_path):
+    def script(lib, uri):
+        session = _sub(lib, "file").LanceFileSession(uri)
+        for name, values in (("d/foo.lance", [1, 2]), ("bar.lance", [3])):
+            with session.open_writer(name) as writer:
+                writer.write_batch(pa.table({"a": values}))
+        read = session.open_reader("d/foo.lance").read_all().to_table().to_pydict()
+        head = session.read_range("bar.lance", 0, 4)
+        session.delete_file("bar.lance")
+        return read, session.list(), session.contains("d/foo.lance"), head
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+    def missing(lib, uri):
+        _sub(lib, "file").LanceFileSession(uri).open_reader("nope.lance")
+
+    same_errors(tmp_path, missing)
