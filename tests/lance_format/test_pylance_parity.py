@@ -414,3 +414,12 @@ def test_file_session(tmp_path):
         _sub(lib, "file").LanceFileSession(uri).open_reader("nope.lance")
 
     same_errors(tmp_path, missing)
+
+
+def test_file_writer_without_schema_or_data(tmp_path):
+    def script(lib, uri):
+        with _sub(lib, "file").LanceFileWriter(uri + ".lance"):
+            pass
+
+    theirs, ours = same_errors(tmp_path, script)
+    assert "Schema is unknown and file cannot be created" in str(ours)
