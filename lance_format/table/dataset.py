@@ -1006,6 +1006,31 @@ class _Stats:
             "num_small_files": sum(f.physical_rows < max_rows_per_group for f in frags),
         }
 
+    def data_stats(self) -> DataStatistics:
+        """Bytes each field's columns take in the data files (pylance's ``data_stats``;
+        a struct parent stores nothing of its own in 2.1+ files)."""
+        totals = {f.id: 0 for f in self._ds.lance_schema.walk()}
+        for frag in self._ds.get_fragments():
+            for df, reader in zip(frag.pb.files, frag.readers(), strict=True):
+                columns = getattr(reader.metadata, "columns", None)
+                if columns is None or len(df.column_indices) != len(df.fields):
+                    continue  # legacy files keep no per-column sizes
+                for fid, col in zip(df.fields, df.column_indices, strict=True):
+                    if fid in totals and 0 <= col < len(columns):
+                        totals[fid] += columns[col].stored_bytes()
+        return DataStatistics([FieldStatistics(i, totals[i]) for i in sorted(totals)])
+
+
+@dataclasses.dataclass
+class FieldStatistics:
+    id: int
+    bytes_on_disk: int
+
+
+@dataclasses.dataclass
+class DataStatistics:
+    fields: list[FieldStatistics]
+
 
 class _Optimize:
     def __init__(self, ds: Dataset):

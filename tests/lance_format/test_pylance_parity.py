@@ -423,3 +423,18 @@ def test_file_writer_without_schema_or_data(tmp_path):
 
     theirs, ours = same_errors(tmp_path, script)
     assert "Schema is unknown and file cannot be created" in str(ours)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_data_stats_bytes_per_field(tmp_path, version):
+    def script(lib, uri):
+        table = pa.table(
+            {"x": [1, 2, 3, 4], "y": ["foo", "bar", "baz", "qux"], "s": [{"a": i} for i in range(4)]}
+        )
+        ds = lib.write_dataset(table, uri, max_rows_per_file=2, data_storage_version=version)
+        ds.add_columns({"z": "y"})
+        stats = ds.stats.data_stats()
+        return [(f.id, f.bytes_on_disk) for f in stats.fields]
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
