@@ -429,12 +429,40 @@ def test_file_writer_without_schema_or_data(tmp_path):
 def test_data_stats_bytes_per_field(tmp_path, version):
     def script(lib, uri):
         table = pa.table(
-            {"x": [1, 2, 3, 4], "y": ["foo", "bar", "baz", "qux"], "s": [{"a": i} for i in range(4)]}
+            {
+                "x": [1, 2, 3, 4],
+                "y": ["foo", "bar", "baz", "qux"],
+                "s": [{"a": i} for i in range(4)],
+            }
         )
         ds = lib.write_dataset(table, uri, max_rows_per_file=2, data_storage_version=version)
         ds.add_columns({"z": "y"})
         stats = ds.stats.data_stats()
         return [(f.id, f.bytes_on_disk) for f in stats.fields]
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_bfloat16_casts_and_printing(tmp_path):
+    def script(lib, uri):
+        arrow = _sub(lib, "arrow")
+        out = []
+        for dt in (np.float16, np.float32, np.float64):
+            floats = pa.array([1.1, 2.0, 0.25, -3.5], pa.float64()).cast(pa.from_numpy_dtype(dt))
+            bf16 = arrow.cast(floats, "bfloat16")
+            back = arrow.cast(bf16, floats.type)
+            fsl = pa.FixedSizeListArray.from_arrays(floats, 2)
+            bf16_fsl = arrow.cast(fsl, pa.list_(arrow.BFloat16Type(), 2))
+            out.append(
+                (
+                    [None if v is None else str(v) for v in bf16.to_pylist()],
+                    back.to_pylist(),
+                    arrow.cast(bf16_fsl, fsl.type).to_pylist(),
+                )
+            )
+        out.append(str(arrow.bfloat16_array([1.0, 2.5, 3.0])))
+        return out
 
     theirs, ours = both(tmp_path, script)
     assert theirs == ours
