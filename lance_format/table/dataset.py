@@ -27,6 +27,7 @@ from ..cache import SearchCache
 from ..errors import (
     CorruptFileError,
     DatasetNotFoundError,
+    DeletedRowTakeError,
     InvalidArgumentError,
     RowOutOfRangeError,
     SchemaError,
@@ -798,7 +799,19 @@ class Dataset:
         """Rows by row id (stable ids when the dataset has them, else row addresses)."""
         ids = np.asarray(row_ids, dtype=np.uint64).reshape(-1)
         addr = self._row_id_index(ids) if self.stable_row_ids else ids
-        return self.take_addresses(addr, columns)
+        return self.take_addresses(addr[self._not_deleted(addr)], columns)
+
+    def _not_deleted(self, addr: np.ndarray) -> np.ndarray:
+        """Which addresses are not deleted rows (pylance's take by row id leaves those
+        out); addresses outside the version stay, for the take to refuse."""
+        keep = np.ones(len(addr), dtype=bool)
+        frag_ids = (addr >> np.uint64(32)).astype(np.int64)
+        offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        for frag in self._fragments:
+            sel = frag_ids == frag.fragment_id
+            if sel.any() and len(frag.deleted_offsets):
+                keep[sel] = ~np.isin(offsets[sel], frag.deleted_offsets)
+        return keep
 
     _take_rows = take_rows  # pylance's name, which its own tests call
 
@@ -821,7 +834,9 @@ class Dataset:
                 raise RowOutOfRangeError(f"row ids refer to rows not in version {self.version}")
             dead = np.isin(offsets[sel], frag.deleted_offsets)
             if dead.any():
-                raise InvalidArgumentError("row ids refer to deleted rows")
+                raise DeletedRowTakeError(
+                    "A take operation that includes row addresses must not target deleted rows"
+                )
             addresses.append((i, np.flatnonzero(sel), offsets[sel]))
         return addresses
 

@@ -466,3 +466,27 @@ def test_bfloat16_casts_and_printing(tmp_path):
 
     theirs, ours = both(tmp_path, script)
     assert theirs == ours
+
+
+def test_takes_that_name_deleted_rows(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(10)}), uri, max_rows_per_file=4)
+        ids = ds.to_table(columns=[], with_row_id=True).column("_rowid").to_pylist()
+        ds.delete("a = 1 OR a = 6")
+        return ds._take_rows(ids).to_pydict(), ds._take_rows(ids[4:6]).to_pydict()
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+    def blobs(lib, uri):
+        blob = pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})
+        table = pa.table(
+            {"a": range(3), "b": [b"x", b"yy", b"zzz"]}, pa.schema([("a", pa.int64()), blob])
+        )
+        ds = lib.write_dataset(table, uri + "_blobs")
+        ids = ds.to_table(columns=[], with_row_id=True).column("_rowid").to_pylist()
+        ds.delete("a = 1")
+        ds.take_blobs("b", ids=ids)
+
+    theirs, ours = same_errors(tmp_path, blobs)
+    assert isinstance(ours, NotImplementedError) and "must not target deleted" in str(ours)
