@@ -676,7 +676,7 @@ class Dataset:
             offset=offset,
             with_row_id=bool(with_row_id),
             with_row_address=bool(with_row_address),
-            batch_size=batch_size or DEFAULT_BATCH_SIZE,
+            batch_size=batch_size or default_batch_size(),
             fragments=fragments,
             ranges=ranges,
             order_by=order_by,
@@ -727,8 +727,11 @@ class Dataset:
         scan_in_order=None,
         **kw,
     ) -> Iterator[pa.RecordBatch]:
-        """The rows of a scan (see :meth:`scanner`) as a stream of batches."""
-        return self.scanner(
+        """The rows of a scan (see :meth:`scanner`) as a stream of batches: at most
+        ``batch_size`` rows each, a fragment's last batch shorter, or with
+        ``strict_batch_size`` exactly ``batch_size`` rows but the very last."""
+        strict = bool(kw.pop("strict_batch_size", False))
+        batches = self.scanner(
             columns=columns,
             filter=filter,
             limit=limit,
@@ -737,6 +740,7 @@ class Dataset:
             batch_size=batch_size,
             **kw,
         ).to_batches()
+        return _exact_batches(batches, batch_size or default_batch_size()) if strict else batches
 
     def to_pandas(self, columns=None, filter=None, **kw):
         """The rows of a scan as a pandas DataFrame (pylance's ``to_pandas``)."""
@@ -982,6 +986,38 @@ _PYLANCE_SCAN_OPTIONS = frozenset(
 
 
 _BLOB_HANDLING = (None, "blobs_descriptions", "all_descriptions", "all_binary")
+
+
+def default_batch_size() -> int:
+    """Rows per batch when a scan names none: ``LANCE_DEFAULT_BATCH_SIZE`` when set (as
+    pylance reads it), else the scanner's default."""
+    text = os.environ.get("LANCE_DEFAULT_BATCH_SIZE")
+    if text is None:
+        return DEFAULT_BATCH_SIZE
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"LANCE_DEFAULT_BATCH_SIZE is not a number: {text!r}") from None
+    if value <= 0:
+        raise InvalidArgumentError("LANCE_DEFAULT_BATCH_SIZE must be positive")
+    return value
+
+
+def _exact_batches(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` re-cut into batches of exactly ``size`` rows (the last may be short)."""
+    pending: list[pa.RecordBatch] = []
+    have = 0
+    for batch in batches:
+        pending.append(batch)
+        have += batch.num_rows
+        while have >= size:
+            table = pa.Table.from_batches(pending).combine_chunks()
+            yield table.slice(0, size).to_batches()[0]
+            rest = table.slice(size)
+            pending = rest.to_batches() if rest.num_rows else []
+            have -= size
+    if have:
+        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
 def _refuse_options(options: dict) -> None:

@@ -490,3 +490,35 @@ def test_takes_that_name_deleted_rows(tmp_path):
 
     theirs, ours = same_errors(tmp_path, blobs)
     assert isinstance(ours, NotImplementedError) and "must not target deleted" in str(ours)
+
+
+@pytest.mark.parametrize("size", [5, 50])
+def test_strict_batch_size_spans_fragments(tmp_path, size):
+    def script(lib, uri):
+        rows = [{"a": f"r{i}", "b": i} for i in range(96)]
+        lib.write_dataset(pa.Table.from_pylist(rows), uri, max_rows_per_file=32)
+        ds = lib.dataset(uri)
+        strict = [b.num_rows for b in ds.to_batches(batch_size=size, strict_batch_size=True)]
+        loose = [b.num_rows for b in ds.to_batches(batch_size=size)]
+        values = [
+            r["b"]
+            for b in ds.to_batches(batch_size=size, strict_batch_size=True)
+            for r in b.to_pylist()
+        ]
+        return strict, loose, values
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
+
+
+def test_default_batch_size_from_the_environment(tmp_path, monkeypatch):
+    def script(lib, uri):
+        lib.write_dataset(pa.table({"a": range(100)}), uri, max_rows_per_file=40)
+        ds = lib.dataset(uri)
+        monkeypatch.setenv("LANCE_DEFAULT_BATCH_SIZE", "12")
+        sized = [b.num_rows for b in ds.scanner(scan_in_order=True).to_batches()]
+        monkeypatch.delenv("LANCE_DEFAULT_BATCH_SIZE")
+        return sized
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
