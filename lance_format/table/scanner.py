@@ -402,6 +402,8 @@ class Scanner:
             if meta not in names:
                 arrays.append(pa.array(self.meta_column(frag, meta, offsets)))
                 names.append(meta)
+        if not arrays:  # no column asked for: still one (empty) row per match, as pylance
+            return pa.table({"_": pa.nulls(n)}).select([])
         return pa.Table.from_arrays(arrays, schema=self._read_schema).combine_chunks()
 
     def meta_column(self, frag: Fragment, name: str, offsets: np.ndarray) -> np.ndarray:

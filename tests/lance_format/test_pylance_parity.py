@@ -522,3 +522,20 @@ def test_default_batch_size_from_the_environment(tmp_path, monkeypatch):
 
     theirs, ours = both(tmp_path, script)
     assert theirs == ours
+
+
+def test_scans_without_columns_still_count_rows(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": range(100)}), uri, max_rows_per_file=30)
+        ds.delete("a = 5")
+        sizes = [b.num_rows for b in ds.scanner(columns=[], batch_size=10).to_batches()]
+        names = {tuple(b.schema.names) for b in ds.scanner(columns=[]).to_batches()}
+        rows = [
+            ds.to_table(columns=[]).num_rows,
+            ds.to_table(columns=[], filter="a > 50", limit=5, offset=3).num_rows,
+            ds.to_table(columns=[], with_row_id=True).num_rows,
+        ]
+        return sizes, names, rows
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
