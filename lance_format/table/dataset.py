@@ -1198,8 +1198,7 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
         offsets = mutation.offsets_of(scan.to_table())
         count += len(offsets)
         changes.hide(frag, offsets)
-    if not count:
-        return ds, 0
+    # a delete that matches nothing still commits (an empty Delete), as pylance's does
     text = predicate if isinstance(predicate, str) else str(predicate)
     op = Delete(
         updated_fragments=changes.updated, deleted_fragment_ids=changes.removed, predicate=text

@@ -539,3 +539,14 @@ def test_scans_without_columns_still_count_rows(tmp_path):
 
     theirs, ours = both(tmp_path, script)
     assert theirs == ours
+
+
+def test_a_delete_of_nothing_still_commits(tmp_path):
+    def script(lib, uri):
+        ds = lib.write_dataset(pa.table({"a": [1, 2]}), uri)
+        ds.delete("a > 100")
+        txn = ds.read_transaction(ds.version)
+        return ds.version, type(txn.operation).__name__, ds.count_rows(), len(ds.get_transactions())
+
+    theirs, ours = both(tmp_path, script)
+    assert theirs == ours
