@@ -63,13 +63,13 @@ class NotSupportedError(UnsupportedError, OSError):
     batch commit of anything but appends."""
 
 
-class DeletedRowTakeError(UnsupportedError, NotImplementedError):
-    """A take by row address that names a deleted row (pylance raises
-    NotImplementedError: such a take is not supported, rather than invalid)."""
-
-
 class InvalidArgumentError(LanceError, ValueError):
     """The caller asked for something impossible: unknown column, row out of range."""
+
+
+class DeletedRowTakeError(InvalidArgumentError, NotImplementedError):
+    """A take by row address that names a deleted row (pylance raises
+    NotImplementedError there)."""
 
 
 class DatasetExistsError(InvalidArgumentError, OSError):

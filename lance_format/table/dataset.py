@@ -799,11 +799,17 @@ class Dataset:
             groups.append((i, np.flatnonzero(sel), live))
         return groups
 
-    def take_rows(self, row_ids, columns: list[str] | None = None) -> pa.Table:
-        """Rows by row id (stable ids when the dataset has them, else row addresses)."""
+    def take_rows(
+        self, row_ids, columns: list[str] | None = None, *, skip_deleted: bool = True
+    ) -> pa.Table:
+        """Rows by row id (stable ids when the dataset has them, else row addresses); ids
+        of deleted rows are left out, as pylance does, or refused (``skip_deleted=False``,
+        for callers that promised one row per id)."""
         ids = np.asarray(row_ids, dtype=np.uint64).reshape(-1)
         addr = self._row_id_index(ids) if self.stable_row_ids else ids
-        return self.take_addresses(addr[self._not_deleted(addr)], columns)
+        if skip_deleted:
+            addr = addr[self._not_deleted(addr)]
+        return self.take_addresses(addr, columns)
 
     def _not_deleted(self, addr: np.ndarray) -> np.ndarray:
         """Which addresses are not deleted rows (pylance's take by row id leaves those
