@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from lance_format import ROW_ID, PageCache, SearchCache, prefetch
+from lance_format import ROW_ID, PageCache, Scanner, SearchCache, prefetch
 from lance_format.errors import CommitConflictError, LanceError
 
 from . import auth as auth_mod
@@ -52,7 +52,7 @@ from .memory import Reclaimer, ReclaimOnRefusal
 from .merge_put import merge_options
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
-from .streams import batch_stream, message_sized
+from .streams import batch_stream, has_dictionary, message_sized, range_stream, range_tables
 from .tickets import Ticket
 
 if TYPE_CHECKING:
@@ -299,7 +299,7 @@ class LanceFlightServer(flight.FlightServerBase):
         ds = self.catalog.open(t.dataset, t.version)
         if t.row_ids is not None:
             schema = ds.scanner(columns=t.columns, with_row_id=t.with_row_id).schema
-            batches = _take_batches(ds, t)
+            items: Iterator[Any] = _take_batches(ds, t)
         else:
             fragments = ranges = None
             if t.fragment is not None:
@@ -321,13 +321,22 @@ class LanceFlightServer(flight.FlightServerBase):
                 **_nearest_args(t),
             )
             schema = scanner.schema
-            batches = message_sized(prefetch(scanner.to_batches()))
-        stream = guarded(self._stream(context, batches), self, context)
-        return batch_stream(schema, stream)
+            if isinstance(scanner, Scanner) and not has_dictionary(schema):
+                items = scanner.to_ranges()  # whole decoded ranges, pages unjoined
+            else:
+                items = scanner.to_batches()
+        if has_dictionary(schema):
+            batches = message_sized(prefetch(items))
+            return batch_stream(schema, guarded(self._stream(context, batches), self, context))
+        # whole ranges, cut into messages and grouped on the decoding thread: Flight sends
+        # each range's messages without coming back to Python
+        tables = prefetch(range_tables(schema, items, t.batch_size))
+        return range_stream(schema, guarded(self._stream(context, tables), self, context))
 
-    def _stream(self, context, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Lazily hand batches to gRPC: pulled one at a time, so a slow client slows decoding
-        down, a cancelled one stops it, and memory holds a batch or two whatever the size."""
+    def _stream(self, context, batches: Iterator[Any]) -> Iterator[Any]:
+        """Lazily hand batches (or ranges: tables) to gRPC: pulled one at a time, so a slow
+        client slows decoding down, a cancelled one stops it, and memory holds a range or two
+        whatever the dataset's size."""
         while True:
             self._check_running()
             started = time.perf_counter()

@@ -21,6 +21,13 @@ A dictionary equal to the one last sent is not sent again; a different one is se
 as a replacement (the IPC writer's default: every stream reader handles replacements, while
 deltas need the new dictionary to extend the old one, which separately written fragments'
 dictionaries seldom do).
+
+A scan without dictionary columns travels faster as :func:`range_stream`: the batches are
+grouped into tables of about ``RANGE_BYTES`` (message-sized zero-copy slices), each handed
+to Flight whole, so gRPC serialises and sends a range's messages without taking the GIL once
+per message (a hot read is then near transport speed, and decoding threads and the sender
+stop trading the GIL at every batch).  Each range is its own IPC sub-stream, which would
+resend dictionaries: dictionary-typed schemas keep :func:`batch_stream`.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ import pyarrow.flight as flight
 # gRPC moves messages of a few MB several times faster than ones of tens or hundreds of MB
 # (measured on loopback: 3 MB batches ~1.4 GB/s, 15-200 MB ones ~0.25 GB/s)
 MESSAGE_BYTES = 4 << 20
+# Arrow bytes per range handed to Flight in one piece: a few messages per GIL hand-off, while
+# the ranges in flight (one sending, one queued, one being decoded) stay small
+RANGE_BYTES = 32 << 20
 
 
 def message_sized(
@@ -66,3 +76,55 @@ def batch_stream(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight
             raise failure[0]
 
     return flight.GeneratorStream(schema, substreams())
+
+
+def has_dictionary(schema: pa.Schema) -> bool:
+    """Whether any field, at any depth, is dictionary-encoded."""
+
+    def walk(t: pa.DataType) -> bool:
+        if pa.types.is_dictionary(t):
+            return True
+        return any(walk(t.field(i).type) for i in range(t.num_fields))
+
+    return any(walk(f.type) for f in schema)
+
+
+def range_tables(
+    schema: pa.Schema,
+    items: Iterator[pa.Table | pa.RecordBatch],
+    batch_rows: int,
+    range_bytes: int = RANGE_BYTES,
+    max_bytes: int = MESSAGE_BYTES,
+) -> Iterator[pa.Table]:
+    """``items`` (decoded ranges as tables whose chunks are the decoded pages, or batches)
+    regrouped as tables of about ``range_bytes``, whose chunks are the messages: slices of at
+    most ``batch_rows`` rows and about ``max_bytes``, cut where a column's chunk ends (no
+    copy joining pages)."""
+
+    def pieces() -> Iterator[pa.RecordBatch]:
+        for item in items:
+            if isinstance(item, pa.Table):
+                yield from item.to_batches(max_chunksize=batch_rows)
+            else:
+                yield item
+
+    group: list[pa.RecordBatch] = []
+    size = 0
+    for batch in message_sized(pieces(), max_bytes):
+        if not batch.num_rows:
+            continue
+        group.append(batch)
+        size += batch.nbytes
+        if size >= range_bytes:
+            yield pa.Table.from_batches(group, schema=schema)
+            group, size = [], 0
+    if group:
+        yield pa.Table.from_batches(group, schema=schema)
+
+
+def range_stream(schema: pa.Schema, tables: Iterator[pa.Table]) -> flight.FlightDataStream:
+    """A DoGet stream of ``tables`` (already error-mapped: raise Flight exceptions), each
+    sent by Flight as one sub-stream: no Python between a range's messages, and gRPC still
+    pulls one range at a time (a slow client slows the producer down; a cancelled call
+    drops the generator).  Not for dictionary-typed schemas (see the module notes)."""
+    return flight.GeneratorStream(schema, tables)

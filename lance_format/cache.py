@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -91,17 +92,6 @@ def _sizeof(value: Any) -> int:
     return int(getattr(value, "nbytes", 64))
 
 
-class _CountingLRU(cachetools.LRUCache):
-    """An LRU that counts what it evicts to stay under its size."""
-
-    evictions = 0
-
-    def popitem(self):
-        item = super().popitem()
-        self.evictions += 1
-        return item
-
-
 SEEN_KEYS = 1 << 16  # pages a PageCache remembers having missed, for admission
 
 
@@ -112,14 +102,19 @@ class PageCache:
     keyed by (file identity, column, page, field); the file identity includes what changes
     when a file at the same path is rewritten (size, modification time, column metadata),
     so a reader never gets the pages of another version.  Bounded in bytes (the arrays'
-    buffer sizes): an entry larger than the whole budget is never kept; capacity 0 disables
-    the cache.  Thread-safe: decoding happens outside the lock, two threads missing the
-    same page both decode it and the second insert wins.
+    buffer sizes), least recently used out first: an entry larger than the whole budget is
+    never kept; capacity 0 disables the cache.  Thread-safe: decoding happens outside the
+    lock, two threads missing the same page both decode it and the second insert wins.
 
     A page is admitted on its ``admit_after``-th miss (default 2, the second read): a
     one-off scan then costs what it costs without a cache (keeping every page of a cold
     scan means decoding partly read pages whole and faulting in fresh memory for all of
     them, about half as much CPU again), while a page read twice is likely read again.
+    Once the cache is full, a page is admitted only if it has been read more often than
+    the page it would evict (TinyLFU's rule): repeated scans of more data than the budget
+    then keep a stable share of it cached, where plain LRU would evict every page just
+    before it is read again and pay the whole-page decode of admission on every scan.
+    Read counts halve whenever the memory of missed pages is reset, so old popularity fades.
     """
 
     def __init__(self, capacity_bytes: int = 0, admit_after: int = 2):
@@ -131,29 +126,43 @@ class PageCache:
         self.hits = 0
         self.misses = 0
         self.admit_after = admit_after
-        self._seen: dict[Hashable, int] = {}  # misses of pages not (yet) admitted
-        self._evicted_before = 0  # evictions of LRUs replaced by resize()
+        self._seen: dict[Hashable, int] = {}  # reads of pages not (yet) admitted
+        self._evictions = 0
         self._new_lru(capacity_bytes)
 
     def admits(self, key: Hashable) -> bool:
-        """Whether a page that just missed should be decoded whole and kept: true from
-        its ``admit_after``-th miss on.  The count of pages seen is bounded (reset when
-        it reaches SEEN_KEYS), so this never grows with the data."""
+        """Whether a page that just missed should be decoded whole and kept: from its
+        ``admit_after``-th miss on, and, when the cache is full, only if it has been read
+        more often than the least recently used page.  The count of pages seen is bounded
+        (reset when it reaches SEEN_KEYS), so this never grows with the data."""
         if self.admit_after <= 1:
             return True
         with self._lock:
             count = self._seen.get(key, 0) + 1
-            if count >= self.admit_after:
+            admit = count >= self.admit_after
+            if admit and self._entries and self._full():
+                victim = next(iter(self._entries))
+                admit = count > self._reads[victim]
+            if admit:
                 self._seen.pop(key, None)
                 return True
             if len(self._seen) >= SEEN_KEYS:
                 self._seen.clear()
+                for k in self._reads:  # age: old popularity fades
+                    self._reads[k] //= 2
             self._seen[key] = count
             return False
 
+    def _full(self) -> bool:
+        """Whether a page of the average size no longer fits."""
+        return self._size + self._size // len(self._entries) > self.capacity_bytes
+
     def _new_lru(self, capacity_bytes: int) -> None:
         self.capacity_bytes = int(capacity_bytes)
-        self._lru = _CountingLRU(maxsize=max(1, self.capacity_bytes), getsizeof=_sizeof)
+        # key -> (value, bytes), least recently used first; reads of each resident page
+        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._reads: dict[Hashable, int] = {}
+        self._size = 0
 
     @property
     def enabled(self) -> bool:
@@ -161,38 +170,53 @@ class PageCache:
 
     @property
     def currsize(self) -> int:
-        return int(self._lru.currsize)
+        return self._size
 
     def __len__(self) -> int:
-        return len(self._lru)
+        return len(self._entries)
 
     def get(self, key: Hashable) -> Any | None:
         """The cached page, or None (counted as a miss)."""
         if not self.enabled:
             return None
         with self._lock:
-            value = self._lru.get(key)
-            if value is None:
+            entry = self._entries.get(key)
+            if entry is None:
                 self.misses += 1
-            else:
-                self.hits += 1
-            return value
+                return None
+            self.hits += 1
+            self._entries.move_to_end(key)
+            self._reads[key] += 1
+            return entry[0]
 
     def put(self, key: Hashable, value: Any) -> None:
         if not self.enabled:
             return
+        size = _sizeof(value)
         with self._lock:
-            if _sizeof(value) > self.capacity_bytes:
-                self._lru.pop(key, None)  # too large to keep: never leave an older value
-            else:
-                self._lru[key] = value
+            reads = self._drop(key) or self.admit_after
+            if size > self.capacity_bytes:
+                return  # too large to keep: never leave an older value
+            while self._entries and self._size + size > self.capacity_bytes:
+                self._drop(next(iter(self._entries)))
+                self._evictions += 1
+            self._entries[key] = (value, size)
+            self._reads[key] = reads
+            self._size += size
+
+    def _drop(self, key: Hashable) -> int:
+        """Remove a resident page (under the lock); its read count, 0 if it was not kept."""
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return 0
+        self._size -= entry[1]
+        return self._reads.pop(key)
 
     def resize(self, capacity_bytes: int) -> None:
         """Change the budget (0 disables); the cached pages are dropped."""
         if capacity_bytes < 0:
             raise ValueError("capacity_bytes must be >= 0")
         with self._lock:
-            self._evicted_before += self._lru.evictions
             self._new_lru(capacity_bytes)
 
     def clear(self) -> None:
@@ -203,9 +227,9 @@ class PageCache:
             return {
                 "hits": self.hits,
                 "misses": self.misses,
-                "entries": len(self._lru),
-                "bytes": self.currsize,
-                "evictions": self._evicted_before + self._lru.evictions,
+                "entries": len(self._entries),
+                "bytes": self._size,
+                "evictions": self._evictions,
                 "capacity_bytes": self.capacity_bytes,
             }
 

@@ -28,6 +28,7 @@ from .table.lance_operation import (
 )
 from .table.mutation import MergeInsertBuilder, update_rows
 from .table.scanner import ColumnOrdering, Scanner
+from .table.sql import SqlQuery, SqlQueryBuilder
 from .table.udf import BatchUDF, batch_udf
 
 LanceDataset = Dataset
@@ -54,6 +55,8 @@ __all__ = [
     "LanceOperation",
     "LanceScanner",
     "MergeInsertBuilder",
+    "SqlQuery",
+    "SqlQueryBuilder",
     "Transaction",
     "dataset",
     "find_entry",

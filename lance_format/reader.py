@@ -23,7 +23,7 @@ from .errors import CorruptFileError, InvalidArgumentError, LanceError, check_si
 from .extensions import view_as
 from .io import IOStats, RandomAccessFile, open_file
 from .legacy.container import LegacyMetadata, read_legacy_metadata
-from .schema import LanceField, LanceSchema
+from .schema import LEGACY_BLOB_DESCRIPTOR, LanceField, LanceSchema, is_legacy_blob
 from .storage.base import io_pool
 from .structural.column import (
     LeafColumnReader,
@@ -40,6 +40,8 @@ DEFAULT_BATCH_SIZE = 8192
 # reads (ranges / takes) of at least this many rows decode their columns on a thread pool
 PARALLEL_MIN_ROWS = 65536
 PARALLEL_MIN_TAKE = 64
+# takes of at most this many rows decode only the wanted values of each chunk
+POINT_MAX_ROWS = 1 << 16
 MIN_SPLIT_ROWS = 32768  # a leaf's range is cut into parts of at least this many rows
 
 
@@ -71,7 +73,11 @@ class LanceFileReader:
         field_columns: dict[int, int] | None = None,
         storage_options: dict[str, str] | None = None,
         page_cache: PageCache | None = None,
+        blob_descriptors: bool = False,
     ):
+        # 2.0/2.1 blob columns as their (position, size) descriptors, not their bytes (as a
+        # dataset scan returns them; the bytes are read through BlobFile)
+        self.blob_descriptors = blob_descriptors
         if isinstance(path, (str, os.PathLike)):
             self._file = open_file(storage.register(path, storage_options), stats)
         else:
@@ -98,6 +104,8 @@ class LanceFileReader:
         self._leaf_readers: dict[int, LeafColumnReader] = {}
         self._v20_columns: dict = {}  # parsed 2.0 columns, by column index
         self._schemas: dict[tuple, pa.Schema] = {}  # result schemas, by projection
+        self._projections: dict[tuple, list[LanceField]] = {}  # fields, by column names
+        self._leaf_lists: dict[tuple, tuple] = {}  # (fields, their leaves), by field ids
 
     # -- properties ------------------------------------------------------------------------
 
@@ -231,7 +239,8 @@ class LanceFileReader:
             yield from table.combine_chunks().to_batches()
 
     def warm(self, columns: Sequence[str] | None = None) -> None:
-        """Load the random-access metadata of every page into the cache (initialization)."""
+        """Load the random-access metadata and point-lookup plan of every page into the
+        cache (initialization)."""
         if self.cache is None:
             self.cache = SearchCache()
         if self.version == LanceFileVersion.LEGACY:
@@ -243,6 +252,7 @@ class LanceFileReader:
                 reader = self._leaf_reader(leaf)
                 for page in reader.column.pages:
                     reader.meta(page)
+                    reader.point(page)  # the point-lookup plan, beside the metadata
 
     def page_boundaries(self, columns: Sequence[str] | None = None) -> np.ndarray:
         """Row numbers where a page of the heaviest projected column starts, plus the total.
@@ -306,10 +316,16 @@ class LanceFileReader:
             return list(self._lance_schema.fields)
         if isinstance(columns, str):
             columns = [columns]
-        try:
-            return list(self._lance_schema.project(list(columns)).fields)
-        except LanceError as exc:
-            raise InvalidArgumentError(str(exc.problem), path=self.path) from exc
+        key = tuple(columns)
+        fields = self._projections.get(key)
+        if fields is None:  # made once per projection: point lookups repeat them
+            try:
+                fields = list(self._lance_schema.project(list(columns)).fields)
+            except LanceError as exc:
+                raise InvalidArgumentError(str(exc.problem), path=self.path) from exc
+            if len(self._projections) < 256:
+                self._projections[key] = fields
+        return list(fields)
 
     def _leaf_reader(self, leaf: LanceField) -> LeafColumnReader:
         reader = self._leaf_readers.get(leaf.id)
@@ -330,6 +346,7 @@ class LanceFileReader:
                 self.page_cache,
                 (self.identity, col, leaf.id),
             )
+            reader.blob_descriptors = self.blob_descriptors
             self._leaf_readers[leaf.id] = reader
         return reader
 
@@ -350,13 +367,23 @@ class LanceFileReader:
             return self._legacy.read_table(fields, rows, start, stop, self.cache, meta)
         results = {}
         if n and self.version >= LanceFileVersion.V2_1:
-            leaves = [leaf for f in fields for leaf in _leaves(f)]
+            # by the fields' identities (a projection's fields are made once, see
+            # _project); the entry holds the fields, so no id is reused while it exists
+            leaf_key = tuple(id(f) for f in fields)
+            entry = self._leaf_lists.get(leaf_key)
+            if entry is None:
+                entry = (tuple(fields), [leaf for f in fields for leaf in _leaves(f)])
+                if len(self._leaf_lists) < 256:
+                    self._leaf_lists[leaf_key] = entry
+            leaves = entry[1]
             readers = [self._leaf_reader(leaf) for leaf in leaves]  # created on this thread
 
             # a range pays off from many rows; a take from a few (each row is a chunk decode)
             big = n >= (PARALLEL_MIN_TAKE if rows is not None else PARALLEL_MIN_ROWS)
             remote = getattr(self._file, "remote", False)
-            if big and (len(readers) > 1 or rows is None):
+            if rows is not None and n <= POINT_MAX_ROWS:
+                decoded = self._take_leaves(readers, rows)
+            elif big and (len(readers) > 1 or rows is None):
                 decoded = _decode_in_parallel(readers, rows, start, stop)
             elif len(readers) > 1 and remote:
                 # small reads on an object store wait on the network: overlap the columns
@@ -367,8 +394,11 @@ class LanceFileReader:
             results = {leaf.id: res for leaf, res in zip(leaves, decoded, strict=True)}
         arrays = []
         for f in fields:
+            descriptors = self.blob_descriptors and is_legacy_blob(f)
             if n == 0:
-                arrays.append(pa.array([], type=f.arrow_type))
+                arrays.append(
+                    pa.array([], type=LEGACY_BLOB_DESCRIPTOR if descriptors else f.arrow_type)
+                )
                 continue
             if self.version == LanceFileVersion.V2_0:
                 arr = self._read_v20(f, rows, start, stop)
@@ -376,7 +406,9 @@ class LanceFileReader:
                 arr = pa.chunked_array(results[f.id].chunks)
             else:
                 arr = build_array(f, results)
-            arrays.append(view_as(arr, f.arrow_type))  # the decoders build storage arrays
+            if not descriptors:
+                arr = view_as(arr, f.arrow_type)  # the decoders build storage arrays
+            arrays.append(arr)
         key: tuple | None = tuple((f.id, a.type) for f, a in zip(fields, arrays, strict=True))
         try:
             hash(key)
@@ -395,6 +427,22 @@ class LanceFileReader:
                 self._schemas[key] = schema
         return pa.Table.from_arrays(arrays, schema=schema)
 
+    def _take_leaves(self, readers: list[LeafColumnReader], rows: np.ndarray) -> list[LeafResult]:
+        """A take decoding only the wanted values: every leaf plans which chunks it needs,
+        the chunks of all leaves are read in one request set (the store coalesces
+        neighbours), then each leaf decodes its values (pages without a point plan
+        through the general path)."""
+        plans = [r.take_plan(rows) for r in readers]
+        ranges = [rng for p in plans for rng in p.ranges]
+        data = self._file.read_ranges(ranges) if ranges else []
+        out = []
+        at = 0
+        for reader, plan in zip(readers, plans, strict=True):
+            k = len(plan.ranges)
+            out.append(reader.take_finish(plan, data[at : at + k]))
+            at += k
+        return out
+
     def _read_v20(self, field: LanceField, rows, start: int, stop: int) -> pa.Array:
         from .v2_0.decoder import decode_v20_field, take_v20_field
 
@@ -410,9 +458,16 @@ class LanceFileReader:
                     start,
                     stop,
                     self._v20_columns,
+                    self.blob_descriptors,
                 )
             return take_v20_field(
-                field, self._field_columns, columns, self._file.read_ranges, rows, self._v20_columns
+                field,
+                self._field_columns,
+                columns,
+                self._file.read_ranges,
+                rows,
+                self._v20_columns,
+                self.blob_descriptors,
             )
         except LanceError as exc:
             raise exc.with_context(path=self.path, column=field.name) from None

@@ -519,6 +519,17 @@ BLOB_V2_DESCRIPTOR = (
 BLOB_V2_TABLE_CHILDREN = 2
 
 
+# what a read of a 2.0/2.1 blob column returns in descriptor mode (pylance's scans): where
+# each value's bytes sit in the data file
+LEGACY_BLOB_DESCRIPTOR = pa.struct([("position", pa.uint64()), ("size", pa.uint64())])
+
+
+def is_legacy_blob(f: LanceField) -> bool:
+    """A 2.0/2.1 blob column: binary marked ``lance-encoding:blob`` whose bytes sit in the
+    data file beside (position, size) descriptors."""
+    return is_blob_leaf(f) and not is_blob_v2_column(f)
+
+
 def is_blob_leaf(f: LanceField) -> bool:
     """A binary column marked ``lance-encoding:blob`` (what blob v2 turns into descriptors)."""
     return f.logical_type in ("binary", "large_binary") and _truthy(f.metadata.get(BLOB_KEY))

@@ -108,13 +108,19 @@ READABLE_V2_VERSIONS = WRITABLE_VERSIONS
 DEFAULT_VERSION = LanceFileVersion.V2_2
 
 
-def writable(value: str | LanceFileVersion, what: str = "write") -> LanceFileVersion:
+def writable(
+    value: str | LanceFileVersion, what: str = "write", *, legacy: bool = False
+) -> LanceFileVersion:
     """``value`` parsed, if this package can write it; the one error message otherwise.
-    ``what`` names the operation in the message ("append to", "compact", ...)."""
+    ``what`` names the operation in the message ("append to", "compact", ...).  With
+    ``legacy``, the v1 format too (whole data files of new rows have a writer of their own:
+    :mod:`lance_format.legacy.writer`)."""
     try:
         version = LanceFileVersion.parse(value)
     except InvalidArgumentError:
         version = None
+    if legacy and version == LanceFileVersion.LEGACY:
+        return version
     if version not in WRITABLE_VERSIONS:
         shown = (
             f"{value!r}" if version is None or str(value) == version else f"{value!r} ({version})"

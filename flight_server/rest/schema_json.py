@@ -7,6 +7,9 @@ not carried (pylance 14 drops them too, so clients compare equal).
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.types as pt
 from lance_namespace.errors import ErrorCode
@@ -88,6 +91,63 @@ def type_to_json(t: pa.DataType) -> dict:
     if pt.is_union(t):
         return {"type": "union"}
     raise RestError(ErrorCode.INTERNAL, f"cannot describe the Arrow type {t} as JSON")
+
+
+# JSON names that name one Arrow type on their own (units and time zones are not carried,
+# so temporal types other than dates cannot be named)
+_BY_NAME: dict[str, pa.DataType] = {
+    "null": pa.null(),
+    "bool": pa.bool_(),
+    "int8": pa.int8(),
+    "uint8": pa.uint8(),
+    "int16": pa.int16(),
+    "uint16": pa.uint16(),
+    "int32": pa.int32(),
+    "uint32": pa.uint32(),
+    "int64": pa.int64(),
+    "uint64": pa.uint64(),
+    "float16": pa.float16(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "date32": pa.date32(),
+    "date64": pa.date64(),
+    "utf8": pa.string(),
+    "large_utf8": pa.large_string(),
+    "binary": pa.binary(),
+    "large_binary": pa.large_binary(),
+}
+
+
+def type_from_json(value: Any) -> pa.DataType:
+    """The Arrow type a ``JsonArrowDataType`` names, as :func:`type_to_json` writes them (a
+    client's cast target). Types whose unit the JSON form drops are refused."""
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise RestError(ErrorCode.INVALID_INPUT, "a data type is an object with a 'type' name")
+    name, length, fields = value["type"], value.get("length"), value.get("fields") or []
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    if name == "fixed_size_binary" and isinstance(length, int) and length > 0:
+        return pa.binary(length)
+    if name in ("decimal128", "decimal256") and isinstance(length, int) and length > 0:
+        make = pa.decimal128 if name == "decimal128" else pa.decimal256
+        try:
+            return make(length // 1000, length % 1000)
+        except (ValueError, pa.ArrowInvalid) as exc:
+            raise RestError(ErrorCode.INVALID_INPUT, f"bad decimal type: {exc}") from None
+    if name in ("list", "large_list", "fixed_size_list") and len(fields) == 1:
+        item = fields[0] if isinstance(fields[0], dict) else {}
+        value_field = pa.field(
+            str(item.get("name", "item")),
+            type_from_json(item.get("type")),
+            bool(item.get("nullable", True)),
+        )
+        if name == "list":
+            return pa.list_(value_field)
+        if name == "large_list":
+            return pa.large_list(value_field)
+        if isinstance(length, int) and length > 0:
+            return pa.list_(value_field, length)
+    raise RestError(ErrorCode.INVALID_INPUT, f"cannot read the data type {json.dumps(value)}")
 
 
 def _text_map(meta: dict) -> dict[str, str]:

@@ -57,7 +57,8 @@ def coalesce(ranges: list[tuple[int, int]], gap: int) -> list[tuple[int, int, li
         off, ln = ranges[i]
         if groups and off <= groups[-1][1] + gap:
             start, end, members = groups[-1]
-            groups[-1] = (start, max(end, off + ln), [*members, i])
+            members.append(i)  # in place: copying would make many ranges quadratic
+            groups[-1] = (start, max(end, off + ln), members)
         else:
             groups.append((off, off + ln, [i]))
     return groups

@@ -20,6 +20,7 @@ from ..compression.blocks import Block, FixedWidthBlock, StructBlock
 from ..container.metadata import ColumnInfo, PageInfo
 from ..errors import CorruptFileError, LanceError, UnsupportedError
 from ..io import RandomAccessFile
+from ..schema import LEGACY_BLOB_DESCRIPTOR
 from ..version import LanceFileVersion
 from .arrow import block_to_arrow, validity_buffer
 from .cached import result_nbytes, select_cached
@@ -27,6 +28,7 @@ from .constant import ConstantPage
 from .fullzip import FullZipPage
 from .leaf import LeafPiece
 from .miniblock import MiniBlockPage
+from .point import FullZipPoint, PointPlan, point_plan
 from .repdef import LIST_LAYERS, Layer, Unraveled, unravel
 
 
@@ -73,6 +75,27 @@ class LeafResult:
         return pa.concat_arrays(self.chunks)
 
 
+class _DecodeErrors:
+    """Names decode errors with the file and column; bad bytes surface as numpy or Arrow
+    errors, which are corruption.  A class rather than a generator context manager: it
+    wraps every leaf of every point lookup."""
+
+    def __init__(self, reader: LeafColumnReader):
+        self.reader = reader
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if exc is None:
+            return
+        path, column = self.reader.file.path, self.reader.field.name
+        if isinstance(exc, LanceError):
+            raise exc.with_context(path=path, column=column) from None
+        if isinstance(exc, (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException)):
+            raise CorruptFileError(f"cannot decode: {exc}", path=path, column=column) from exc
+
+
 class LeafColumnReader:
     """One leaf column: page decoders, cached page metadata, row selection."""
 
@@ -99,8 +122,14 @@ class LeafColumnReader:
         # decoded whole pages (a PageCache), keyed by page_key + (page index,)
         self.page_cache = page_cache if page_cache is not None and page_cache.enabled else None
         self.page_key = page_key
+        # blob pages give their (position, size) descriptors rather than the bytes
+        self.blob_descriptors = False
         self.page_starts = column.page_starts()
         self._decoders: dict[int, object] = {}
+        self._points: dict[
+            int, PointPlan | FullZipPoint | None
+        ] = {}  # point plans, without a search cache
+        self._errors = _DecodeErrors(self)
         # decode cost, for scheduling the slowest leaves first on the thread pool: a guess
         # from the stored bytes per row until a read has been timed
         rows = max(1, int(self.page_starts[-1]))
@@ -175,18 +204,12 @@ class LeafColumnReader:
         """Rows of the column: either sorted unique ``rows`` or the range [start, stop)."""
         pieces = []
         started = time.perf_counter()
-        try:
+        with self._errors:
             for page, page_rows in self._pages_for(rows, start, stop):
                 if self.page_cache is not None:
                     pieces.append(self._cached_page(page, page_rows, rows is not None))
                 else:
                     pieces.append(self._to_layers(self.decode_page(page, page_rows)))
-        except LanceError as exc:
-            raise exc.with_context(path=self.file.path, column=self.field.name) from None
-        except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
-            raise CorruptFileError(
-                f"cannot decode: {exc}", path=self.file.path, column=self.field.name
-            ) from exc
         if not pieces:
             raise CorruptFileError(
                 f"no pages hold the requested rows of column {self.column_index}"
@@ -196,6 +219,69 @@ class LeafColumnReader:
         if n >= 1024:
             self.seconds_per_row = (time.perf_counter() - started) / n
         return concat_results(pieces)
+
+    # -- point lookups -------------------------------------------------------------------
+
+    def point(self, page: PageInfo) -> PointPlan | FullZipPoint | None:
+        """The page's point-lookup plan (None: the page needs the general path), made
+        once and kept beside the page's metadata."""
+        if self.cache is None:
+            if page.index not in self._points:
+                self._points[page.index] = self._make_point(page)
+            return self._points[page.index]
+        return self.cache.get_or_load(
+            self.cache_key + (page.index, "point"), lambda: self._make_point(page)
+        )
+
+    def _make_point(self, page: PageInfo) -> PointPlan | FullZipPoint | None:
+        return point_plan(self.decoder(page), self.meta(page))
+
+    def take_plan(self, rows: np.ndarray) -> TakePlan:
+        """Plan a take of sorted unique ``rows`` without reading: per page, the chunks
+        holding the rows and their byte ranges, so that a file reader fetches the chunks
+        of all its columns in one request set.  Pages in the decoded-page cache are cut
+        from it; pages without a point plan (constant, full-zip, lists...) are decoded by
+        the general path, which reads for itself."""
+        steps: list[tuple] = []
+        ranges: list[tuple[int, int]] = []
+        with self._errors:
+            for page, page_rows in self._pages_for(rows, 0, None):
+                if self.page_cache is not None:
+                    assert self.page_key is not None
+                    whole = self.page_cache.get(self.page_key + (page.index,))
+                    if whole is not None:
+                        steps.append((_CACHED, whole, page_rows))
+                        continue
+                plan = self.point(page)
+                if plan is None:
+                    steps.append((_PAGE, page, page_rows))
+                    continue
+                page_ranges, where = plan.plan(page_rows)
+                steps.append((_POINT, plan, where, page, len(page_ranges)))
+                ranges += page_ranges
+        return TakePlan(steps, ranges)
+
+    def take_finish(self, plan: TakePlan, data: list[bytes]) -> LeafResult:
+        """Decode a planned take from the bytes of its ranges, in order."""
+        pieces = []
+        at = 0
+        with self._errors:
+            for step in plan.steps:
+                if step[0] == _CACHED:
+                    pieces.append(select_cached(step[1], step[2]))
+                elif step[0] == _PAGE:
+                    pieces.append(self._to_layers(self.decode_page(step[1], step[2])))
+                else:
+                    _, point, where, page, count = step
+                    piece = point.decode(where, data[at : at + count])
+                    at += count
+                    piece.layers = self.decoder(page).layers
+                    pieces.append(self._to_layers(piece))
+            if not pieces:
+                raise CorruptFileError(
+                    f"no pages hold the requested rows of column {self.column_index}"
+                )
+            return concat_results(pieces)
 
     def _cached_page(self, page: PageInfo, rows: np.ndarray | None, take: bool) -> LeafResult:
         """A page through the decoded-page cache.  Range reads of an admitted page decode
@@ -278,6 +364,21 @@ class LeafColumnReader:
         return LeafResult(un.layers, [arr], un.num_rows)
 
 
+# steps of a planned take: a page cut from the decoded-page cache, (_CACHED, page, rows);
+# a page decoded by the general path, (_PAGE, page, rows); a point lookup,
+# (_POINT, plan, where the rows are, page, number of byte ranges)
+_CACHED, _PAGE, _POINT = 0, 1, 2
+
+
+@dataclass
+class TakePlan:
+    """A leaf's planned take: its steps, one a page, and the byte ranges its point
+    lookups read."""
+
+    steps: list[tuple]
+    ranges: list[tuple[int, int]]
+
+
 def read_miniblock(file: RandomAccessFile, dec: MiniBlockPage, meta, rows) -> LeafPiece:
     """Read the chunk groups holding ``rows`` (one coalesced request each) and decode them."""
     groups = dec.chunk_groups(meta, rows)
@@ -354,8 +455,21 @@ class BlobPage:
         size = size_b.data.view("<u8")[: desc.num_values].astype(np.int64)
         null = (size == 0) & (pos != 0)
         defs = np.where(null, pos >> 16, 0).astype(np.uint16)
+        if self.reader.blob_descriptors:
+            child_mask = null if null.any() else None
+            desc_arr = pa.StructArray.from_arrays(
+                [
+                    pa.array(np.where(null, 0, pos).astype(np.uint64), mask=child_mask),
+                    pa.array(np.where(null, 0, size).astype(np.uint64), mask=child_mask),
+                ],
+                fields=list(LEGACY_BLOB_DESCRIPTOR),
+                mask=None if child_mask is None else pa.array(child_mask),
+            )
+            return LeafPiece(
+                None, defs if null.any() else None, len(defs), desc_arr, piece.num_rows
+            )
         file_size = self.reader.file.size
-        if ((pos + size) > file_size).any():
+        if (((pos + size) > file_size) & ~null).any():
             raise CorruptFileError("blob position is outside the file")
         want = np.flatnonzero(size > 0)
         blobs = self.reader.file.read_ranges(

@@ -155,14 +155,20 @@ class FullZipPage:
         self, base: np.ndarray, groups: list[tuple[int, int]], data_base: np.ndarray
     ) -> LeafPiece:
         """Fixed-width rows without lists: each group of rows is a (rows x stride) matrix."""
-        cw, stride = self.cw_bytes, self.stride
+        stride = self.stride
+        assert stride is not None  # fixed-width rows without lists have a stride
         mats = []
         for (a, b), db in zip(groups, data_base.tolist(), strict=True):
             n = b - a
             if db + n * stride > len(base):
                 raise CorruptFileError("full-zip data is truncated")
             mats.append(base[db : db + n * stride].reshape(n, stride))
-        rows = mats[0] if len(mats) == 1 else np.concatenate(mats)
+        return self.fixed_rows_piece(mats[0] if len(mats) == 1 else np.concatenate(mats))
+
+    def fixed_rows_piece(self, rows: np.ndarray) -> LeafPiece:
+        """The piece of fixed-width rows without lists, given as a (rows x stride) matrix:
+        each row's control word (def level), then its value."""
+        cw = self.cw_bytes
         n = len(rows)
         defs = None
         if cw:

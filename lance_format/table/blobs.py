@@ -13,15 +13,17 @@ import pyarrow as pa
 
 from ..blob import BlobFile
 from ..errors import InvalidArgumentError
+from ..schema import is_legacy_blob
 from ..structural.blob import blob_location
 from .fragment import Fragment, is_blob_v2
 
 
 def blob_field(ds, column: str):
-    """The top-level blob v2 field named ``column`` (InvalidArgumentError otherwise)."""
+    """The top-level blob field named ``column``, v2 or 2.0/2.1 (InvalidArgumentError
+    otherwise)."""
     for f in ds.lance_schema.fields:
         if f.name == column:
-            if not is_blob_v2(f):
+            if not (is_blob_v2(f) or is_legacy_blob(f)):
                 raise InvalidArgumentError(f"the column {column!r} is not a blob column")
             return f
     raise InvalidArgumentError(f"no column {column!r} in the dataset")
@@ -31,9 +33,14 @@ def files_of(frag: Fragment, field, descriptors: pa.Array, buffer_size: int) -> 
     """A :class:`BlobFile` (None for null) per descriptor read from ``frag``."""
     data_path = frag.data_file_of(field)
     out: list[BlobFile | None] = []
+    legacy = is_legacy_blob(field)
     for d in descriptors.to_pylist():
         if d is None or data_path is None:
             out.append(None)
+            continue
+        if legacy:  # the bytes sit in the data file itself; 2.0 stores a null as (1, 0)
+            null = d["size"] == 0 and d["position"] != 0
+            out.append(None if null else BlobFile(data_path, d["position"], d["size"], buffer_size))
             continue
         path, position, size = blob_location(
             data_path, d["kind"], d["position"], d["size"], d["blob_id"], d["blob_uri"]

@@ -14,6 +14,7 @@ import dataclasses
 import datetime as dt
 import functools
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -29,6 +30,7 @@ from ..errors import (
     DatasetNotFoundError,
     DeletedRowTakeError,
     InvalidArgumentError,
+    InvalidDataError,
     RowOutOfRangeError,
     SchemaError,
     SchemaMismatchError,
@@ -71,6 +73,7 @@ from .scanner import (
     Scanner,
     ScanOptions,
 )
+from .sql import SqlQueryBuilder
 from .transaction import new_transaction
 
 DATASET_CACHE_BYTES = 64 << 20  # search cache of a dataset opened without one
@@ -492,10 +495,12 @@ class Dataset:
         self._become(dataset(self.uri, committed.version, cache=self.cache))
 
     def alter_columns(self, *alterations: dict) -> None:
-        """Rename columns or change their nullability, as pylance's ``alter_columns``: each
-        alteration is ``{"path": "a" or "a.b", "name": new name, "nullable": bool}``.  Only
-        the schema changes (a Project, no data rewritten); making a column non-nullable
-        checks that it holds no null.  Changing a type (``data_type``) is unsupported."""
+        """Rename columns, change their nullability or their type, as pylance's
+        ``alter_columns``: each alteration is ``{"path": "a" or "a.b", "name": new name,
+        "nullable": bool, "data_type": pyarrow type}``.  Without a type change only the
+        schema changes (a Project, no data rewritten); making a column non-nullable checks
+        that it holds no null.  A type change rewrites the column into new data files
+        (a Merge; see :mod:`.cast` for the casts allowed)."""
         self._become(_alter_columns(self, alterations))
 
     def add_columns(
@@ -551,6 +556,32 @@ class Dataset:
         if version is not None:
             self._become(dataset(self.uri, version, cache=self.cache))
         return metrics
+
+    def sql(self, sql: str) -> SqlQueryBuilder:
+        """pylance's SQL over this version (``FROM dataset``, or the name given to the
+        builder's ``table_name``), run by DuckDB (see :mod:`.sql`)."""
+        return SqlQueryBuilder(self, sql)
+
+    def optimize_indices(
+        self,
+        *,
+        num_indices_to_merge: int | None = None,
+        index_names: list[str] | None = None,
+        retrain: bool = False,
+        **_hints,
+    ) -> None:
+        """Add the rows of fragments no index segment covers to the vector indexes (see
+        :func:`.indices.optimize_indices`); in place, as pylance.  Other keyword arguments
+        (pylance's index-specific tuning) are accepted and change nothing, as pylance
+        ignores the ones an index type does not use."""
+        version = indices.optimize_indices(
+            self,
+            num_indices_to_merge=num_indices_to_merge,
+            index_names=index_names,
+            retrain=retrain,
+        )
+        if version is not None:
+            self._become(dataset(self.uri, version, cache=self.cache))
 
     def cleanup_old_versions(
         self,
@@ -1096,6 +1127,9 @@ class _Optimize:
     def compact_files(self, **options) -> compaction.CompactionMetrics:
         return self._ds.compact_files(**options)
 
+    def optimize_indices(self, **options) -> None:
+        self._ds.optimize_indices(**options)
+
     def enable_auto_cleanup(self, config: dict) -> None:
         """Clean up old versions every ``config["interval"]`` commits, keeping those younger
         than ``config["older_than_seconds"]`` (pylance's ``AutoCleanupConfig``)."""
@@ -1151,9 +1185,9 @@ def write_dataset(
     version (see :mod:`.dataset_write`).
 
     As pylance: ``data`` may be a Dataset (its rows are copied), ``uri`` a Dataset (written
-    at its location); ``max_rows_per_group`` only shapes legacy (0.1) files, which are not
-    written here, and ``data_cache_bytes`` only sizes pylance's buffers, so both change
-    nothing; ``max_bytes_per_file`` rolls to a new data file past that size; binary
+    at its location); ``max_rows_per_group`` only shapes legacy (0.1) files (written
+    with ``data_storage_version="legacy"``, see :mod:`lance_format.legacy.writer`), and
+    ``data_cache_bytes`` only sizes pylance's buffers; ``max_bytes_per_file`` rolls to a new data file past that size; binary
     columns marked ``lance-encoding:blob`` and blob-typed ones become blob v2 columns in
     2.2, as pylance writes them.  ``commit_message`` is kept in the transaction's
     properties, ``auto_cleanup_options`` (pylance's ``AutoCleanupConfig``) set the new
@@ -1162,8 +1196,13 @@ def write_dataset(
         uri = uri.uri
     if not isinstance(max_rows_per_group, int) or max_rows_per_group <= 0:
         raise InvalidArgumentError("max_rows_per_group must be a positive integer")
-    if use_legacy_format:
-        raise UnsupportedError("legacy (0.1) data files are not written here")
+    if use_legacy_format is not None:  # pylance's deprecated spelling
+        warnings.warn(
+            "use_legacy_format is deprecated, use data_storage_version instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        data_storage_version = "legacy" if use_legacy_format else "stable"
     properties = dict(transaction_properties or {})
     if commit_message is not None:
         properties[lance_operation.LANCE_COMMIT_MESSAGE_KEY] = commit_message
@@ -1178,6 +1217,7 @@ def write_dataset(
         schema,
         mode,
         max_rows_per_file=max_rows_per_file,
+        max_rows_per_group=max_rows_per_group,
         data_storage_version=data_storage_version,
         enable_stable_row_ids=enable_stable_row_ids,
         enable_v2_manifest_paths=enable_v2_manifest_paths,
@@ -1311,13 +1351,36 @@ def _commit_new_columns(ds: Dataset, fragments, new_schema: LanceSchema) -> Data
     schema = LanceSchema(
         list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
     )
+    return _commit_merge(ds, fragments, schema)
+
+
+def _commit_merge(ds: Dataset, fragments, schema: LanceSchema) -> Dataset:
+    """Commit fragments that gained data files and the schema with their columns."""
     op = Merge(fragments=fragments, schema=schema.to_protos(), preserves_nullability=True)
     committed = commit.commit(ds.uri, new_transaction(ds.version, op))
     return dataset(ds.uri, committed.version, cache=ds.cache)
 
 
+def _check_castable(ds: Dataset, alterations, casts: dict[int, pa.DataType]) -> None:
+    """pylance refuses a cast with a nullability tightening in the same call, and a cast
+    of an indexed column (the cast would silently invalidate the index)."""
+    if any(alt.get("nullable") is False for alt in alterations):
+        raise InvalidDataError(
+            "cannot make a column non-nullable and cast columns in the same call: apply "
+            "the cast first, then the nullability change"
+        )
+    indexed = [i["name"] for i in ds.describe_indices() if set(i["fields"]) & set(casts)]
+    if indexed:
+        raise InvalidDataError(
+            f"cannot cast columns with indexes attached: {indexed}; drop the indexes first"
+        )
+
+
 def _alter_columns(ds: Dataset, alterations) -> Dataset:
+    from . import cast
+
     fields = list(ds.lance_schema.fields)
+    casts: dict[int, pa.DataType] = {}
     for alt in alterations:
         if not isinstance(alt, dict) or not isinstance(alt.get("path"), str):
             raise InvalidArgumentError("each alteration must be a dict with a 'path'")
@@ -1325,7 +1388,12 @@ def _alter_columns(ds: Dataset, alterations) -> Dataset:
         if unknown:
             raise InvalidArgumentError(f"unknown alteration keys {sorted(unknown)}")
         if alt.get("data_type") is not None:
-            raise UnsupportedError("changing a column's type is not supported")
+            dst = alt["data_type"]
+            if not isinstance(dst, pa.DataType):
+                raise InvalidArgumentError("data_type must be a pyarrow.DataType")
+            src = ds.lance_schema.field_by_path(alt["path"])
+            cast.check_cast(alt["path"], src.to_dataset_arrow().type, dst)
+            casts[src.id] = dst
         path = alt["path"].split(".")
         name, nullable = alt.get("name"), alt.get("nullable")
         if name is not None and (not isinstance(name, str) or not name or "." in name):
@@ -1335,6 +1403,10 @@ def _alter_columns(ds: Dataset, alterations) -> Dataset:
                 f"column {alt['path']!r} holds nulls and cannot be made non-nullable"
             )
         fields = _replace_field(fields, path, name, nullable, alt["path"])
+    if casts:
+        _check_castable(ds, alterations, casts)
+        fragments, schema = cast.cast_columns(ds, fields, casts, _next_field_id(ds))
+        return _commit_merge(ds, fragments, schema)
     schema = LanceSchema(fields, dict(ds.lance_schema.metadata))
     op = Project(schema=schema.to_protos(), preserves_nullability=False)
     committed = commit.commit(ds.uri, new_transaction(ds.version, op))

@@ -87,6 +87,7 @@ def write_version(
     mode: str = "create",
     *,
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int | None = None,
     data_storage_version: str | None = None,
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
@@ -126,11 +127,12 @@ def write_version(
     file_schema = None
     if current is not None and appending:
         lance_schema = current.schema
-        version = writable(current.data_storage_version, "append to a dataset of")
+        version = writable(current.data_storage_version, "append to a dataset of", legacy=True)
         file_schema = _append_subset(lance_schema, reader.schema)
     else:
         version = writable(
-            data_storage_version or (current.data_storage_version if current else DEFAULT_VERSION)
+            data_storage_version or (current.data_storage_version if current else DEFAULT_VERSION),
+            legacy=True,
         )
         # blob columns become pylance's lance.blob.v2 columns in 2.2
         lance_schema = LanceSchema.from_arrow(write.blob_table_schema(reader.schema, version))
@@ -148,6 +150,7 @@ def write_version(
             root,
             file_schema or lance_schema,
             max_rows_per_file=max_rows_per_file,
+            max_rows_per_group=max_rows_per_group,
             data_storage_version=version,
             max_page_bytes=max_page_bytes,
             max_bytes_per_file=max_bytes_per_file,

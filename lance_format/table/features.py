@@ -50,7 +50,8 @@ FLAG_NAMES: dict[int, str] = {
 
 # What this implementation honours.  Table config only asks a writer to respect settings it
 # may ignore safely (we keep the map as it is); "transaction files disabled" only means the
-# transaction must be read from the manifest, which we do.  Multiple base paths would need
+# transaction must be read from the manifest, which we do; every data file is read by its
+# own version, so mixed versions need nothing more.  Multiple base paths would need
 # path resolution through ``Manifest.base_paths``, which we do not have.
 SUPPORTED_READER_FLAGS = (
     FLAG_DELETION_FILES
@@ -58,6 +59,7 @@ SUPPORTED_READER_FLAGS = (
     | FLAG_USE_V2_FORMAT_DEPRECATED
     | FLAG_TABLE_CONFIG
     | FLAG_DISABLE_TRANSACTION_FILE
+    | FLAG_MIXED_DATA_FILE_VERSIONS
 )
 SUPPORTED_WRITER_FLAGS = SUPPORTED_READER_FLAGS
 
@@ -155,7 +157,26 @@ def required_flags(
         writer |= FLAG_DATA_OVERLAY_FILES
     if disable_transaction_file:
         writer |= FLAG_DISABLE_TRANSACTION_FILE
+    if _mixed_versions(pb):
+        reader |= FLAG_MIXED_DATA_FILE_VERSIONS
+        writer |= FLAG_MIXED_DATA_FILE_VERSIONS
     return reader, writer
+
+
+def _mixed_versions(pb: table_pb2.Manifest) -> bool:
+    """A 2.x data file of another version than the dataset's (compaction into another
+    version writes them; each file is read by its own version)."""
+    try:
+        major, minor = (int(x) for x in pb.data_format.version.split("."))
+    except ValueError:
+        return False
+    if major < 2:
+        return False
+    return any(
+        d.file_major_version >= 2 and (d.file_major_version, d.file_minor_version) != (major, minor)
+        for f in pb.fragments
+        for d in f.files
+    )
 
 
 def apply_feature_flags(

@@ -25,13 +25,15 @@ from ..pb import table_pb2
 from ..reader import LanceFileReader
 from ..schema import (
     BLOB_V2_DESCRIPTOR,
+    LEGACY_BLOB_DESCRIPTOR,
     LanceField,
     LanceSchema,
     is_blob_v2_column,
+    is_legacy_blob,
     parse_logical_type,
 )
 from ..version import LanceFileVersion
-from . import deletion, paths, rowids
+from . import deletion, paths, row_versions, rowids
 from .fragment_metadata import DataFile, FragmentMetadata
 from .lance_operation import create_fragment
 
@@ -52,6 +54,8 @@ def scan_field(f: LanceField) -> pa.Field:
     """The Arrow field a scan returns for a top-level field of the dataset."""
     if is_blob_v2(f):
         return pa.field(f.name, BLOB_DESCRIPTOR_TYPE, f.nullable)
+    if is_legacy_blob(f):  # 2.0/2.1 blobs: (position, size) in the data file, as pylance
+        return pa.field(f.name, LEGACY_BLOB_DESCRIPTOR, f.nullable, f.to_arrow().metadata)
     return f.to_dataset_arrow()
 
 
@@ -312,6 +316,14 @@ class Fragment:
             )
         return ids
 
+    def row_versions(self, column: str) -> np.ndarray:
+        """``_row_created_at_version`` or ``_row_last_updated_at_version`` by physical
+        offset (decoded once per fragment object)."""
+        cache = self.__dict__.setdefault("_row_versions", {})
+        if column not in cache:
+            cache[column] = row_versions.fragment_versions(self.root, self.pb, column)
+        return cache[column]
+
     def row_addresses(self, offsets: np.ndarray) -> np.ndarray:
         return (np.uint64(self.fragment_id) << np.uint64(32)) | np.asarray(offsets, np.uint64)
 
@@ -332,7 +344,14 @@ class Fragment:
             try:
                 # the manifest knows the size: no HEAD request on object stores
                 source = storage.open_file(path, size=f.file_size_bytes or None)
-                out.append(LanceFileReader(source, cache=self.cache, field_columns=field_columns))
+                out.append(
+                    LanceFileReader(
+                        source,
+                        cache=self.cache,
+                        field_columns=field_columns,
+                        blob_descriptors=True,
+                    )
+                )
             except LanceError as e:
                 if not storage.exists(path):  # the manifest names a file that is gone
                     raise CorruptFileError(
@@ -414,6 +433,40 @@ class Fragment:
             total += size
         return total / max(1, self.physical_rows)
 
+    @functools.cached_property
+    def _split(self) -> dict[int, list[tuple[int, LanceField]]]:
+        """Top-level struct field id -> every (data file, its field) holding part of it,
+        in file order, when more than one does (a cast of a field inside a struct writes
+        the new child to a file of its own; the others stay where they were)."""
+        holders: dict[int, list[tuple[int, LanceField]]] = {}
+        for i, reader in enumerate(self._readers):
+            listed = self.pb.files[i].fields
+            live = {fid for fid in listed if fid >= 0}
+            for f in reader.lance_schema.fields:
+                # a file whose fields of the struct are all tombstones (-2: the struct was
+                # rewritten into a later file) holds none of it
+                if f.logical_type == "struct" and (
+                    not listed or any(x.id in live for x in f.walk())
+                ):
+                    holders.setdefault(f.id, []).append((i, f))
+        return {fid: parts for fid, parts in holders.items() if len(parts) > 1}
+
+    def _read_split(self, field: LanceField, rows, n: int) -> pa.Array:
+        """A struct whose children live in several data files, put together by field id
+        (a child found in several files is read from the last)."""
+        parts = []
+        for file_index, file_field in self._split[field.id]:
+            reader = self._readers[file_index]
+            if isinstance(rows, tuple):
+                table = reader.read_range(rows[0], rows[1], [file_field.name])
+            else:
+                table = reader.take(rows, [file_field.name])
+            col = table.column(file_field.name)
+            parts.append(
+                (file_field, col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+            )
+        return _assemble(field, parts, n)
+
     def _names_by_file(self, fields: list[LanceField]) -> dict[int, list[str]]:
         """Data file index -> the names ``fields`` have in that file (absent fields skipped)."""
         out: dict[int, list[str]] = {}
@@ -432,11 +485,13 @@ class Fragment:
             rows = (0, self.physical_rows)
         n = rows[1] - rows[0] if isinstance(rows, tuple) else len(rows)
         by_file: dict[int, list[LanceField]] = {}
+        columns: dict[int, pa.Array | pa.ChunkedArray] = {}
         for f in fields:
             src = self._sources.get(f.id)
-            if src is not None:
+            if f.id in self._split and n:
+                columns[f.id] = self._read_split(f, rows, n)
+            elif src is not None:
                 by_file.setdefault(src.file_index, []).append(f)
-        columns: dict[int, pa.Array | pa.ChunkedArray] = {}
         for file_index, wanted in by_file.items():
             reader = self._readers[file_index]
             names = [self._sources[f.id].name for f in wanted]
@@ -467,6 +522,29 @@ def _fragment_of(ds: Dataset, fragment_id: int) -> Fragment:
     if frag is None:
         raise InvalidArgumentError(f"the dataset has no fragment {fragment_id}")
     return frag
+
+
+def _assemble(field: LanceField, parts: list[tuple[LanceField, pa.Array]], n: int) -> pa.Array:
+    """``field``'s values from the ``parts`` (a file's field with the same id, and its
+    values) that hold pieces of it: a struct takes each child from the parts holding it
+    and its validity from the first part; anything else comes whole from the last part."""
+    if not parts:
+        return pa.nulls(n, field.to_arrow().type)
+    if field.logical_type != "struct":
+        return parts[-1][1]
+    kids = []
+    for child in field.children:
+        sub = [
+            (fc, arr.field(i))
+            for ff, arr in parts
+            for i, fc in enumerate(ff.children)
+            if fc.id == child.id
+        ]
+        kids.append(_assemble(child, sub, n))
+    first = parts[0][1]
+    mask = first.is_null() if first.null_count else None
+    names = [c.name for c in field.children]
+    return pa.StructArray.from_arrays(kids, names=names, mask=mask)
 
 
 def _fits(t: pa.DataType, op: str, value: object) -> bool:

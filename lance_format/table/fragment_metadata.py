@@ -254,9 +254,15 @@ class FragmentMetadata:
             "physical_rows": self.physical_rows,
             "deletion_file": self.deletion_file.asdict() if self.deletion_file else None,
             "row_id_meta": self.row_id_meta,
-            "created_at_version_meta": None,
-            "last_updated_at_version_meta": None,
+            "created_at_version_meta": self._versions_json("inline_created_at_versions"),
+            "last_updated_at_version_meta": self._versions_json("inline_last_updated_at_versions"),
         }
+
+    def _versions_json(self, name: str) -> dict | None:
+        """A row-version sequence in pylance's JSON shape (``{"inline": [bytes...]}``)."""
+        if self._extra is None or not self._extra.HasField(name):
+            return None
+        return {"inline": list(getattr(self._extra, name))}
 
     @staticmethod
     def from_json(json_data: str) -> FragmentMetadata:
@@ -264,12 +270,21 @@ class FragmentMetadata:
         try:
             d: Any = json.loads(json_data)
             deletion = d.get("deletion_file")
+            extra = table_pb2.DataFragment()
+            for key, name in (
+                ("created_at_version_meta", "inline_created_at_versions"),
+                ("last_updated_at_version_meta", "inline_last_updated_at_versions"),
+            ):
+                meta = d.get(key)
+                if isinstance(meta, dict) and "inline" in meta:
+                    setattr(extra, name, bytes(meta["inline"]))
             return FragmentMetadata(
                 id=int(d["id"]),
                 files=[DataFile(**f) for f in d["files"]],
                 physical_rows=int(d["physical_rows"]),
                 deletion_file=DeletionFile(**deletion) if deletion is not None else None,
                 row_id_meta=d.get("row_id_meta"),
+                _extra=extra,
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise InvalidArgumentError(f"not a fragment description: {e}") from None

@@ -185,3 +185,120 @@ def _segment(meta: table_pb2.IndexMetadata) -> dict:
         "base_id": int(meta.base_id) if meta.HasField("base_id") else None,
         "covering_fields": list(meta.covering_fields),
     }
+
+
+def optimize_indices(
+    ds,
+    *,
+    num_indices_to_merge: int | None = None,
+    index_names: list[str] | None = None,
+    retrain: bool = False,
+) -> int | None:
+    """pylance's ``optimize_indices`` for the vector indexes built here (IVF_FLAT, IVF_PQ):
+    the rows of fragments no segment covers join the index without retraining (assigned to
+    its partitions, coded with its codebook).  By default they are merged with the newest
+    segment into one new segment (``num_indices_to_merge`` = how many of the newest
+    segments to merge; 0 = a new delta segment of its own); ``retrain`` trains the index
+    again over every row, as one segment.  Indexes with nothing new are left alone, and an
+    unknown name is ignored, as in pylance.  One CreateIndex commit for all; returns its
+    version (None when there was nothing to do)."""
+    if num_indices_to_merge is not None and (
+        isinstance(num_indices_to_merge, bool)
+        or not isinstance(num_indices_to_merge, int)
+        or num_indices_to_merge < 0
+    ):
+        raise InvalidArgumentError("num_indices_to_merge must be a non-negative integer")
+    by_name: dict[str, list[table_pb2.IndexMetadata]] = {}
+    for meta in ds.manifest.indices:
+        if not meta.name.startswith("__lance"):
+            by_name.setdefault(meta.name, []).append(meta)
+    live = [f.fragment_id for f in ds.get_fragments()]
+    new_indices, removed = [], []
+    for name, segments in by_name.items():
+        if index_names is not None and name not in index_names:
+            continue
+        covered: set[int] = set()
+        for seg in segments:
+            covered |= fragment_bitmap(seg) or set()
+        unindexed = [f for f in live if f not in covered]
+        if not unindexed and not retrain:
+            continue
+        if not segments[0].index_details.type_url.endswith("VectorIndexDetails"):
+            raise UnsupportedError(
+                f"index {name!r} ({index_type(ds.uri, segments[0])}) cannot be updated here: "
+                "only IVF_FLAT and IVF_PQ indexes are"
+            )
+        built = _updated_segment(ds, segments, unindexed, num_indices_to_merge, retrain, live)
+        new_indices.append(built[0])
+        removed.extend(built[1])
+    if not new_indices:
+        return None
+    op = CreateIndex(new_indices=new_indices, removed_indices=removed)
+    return commit.commit(ds.uri, new_transaction(ds.version, op)).version
+
+
+def _updated_segment(ds, segments, unindexed, num_to_merge, retrain, live):
+    """(the new segment, the segments it replaces) for one index."""
+    from ..vector.ivf import IvfIndex
+
+    newest = max(segments, key=lambda m: m.dataset_version)
+    index = IvfIndex.open(ds.uri, newest)
+    if index.index_type not in build.METRICS:
+        raise UnsupportedError(f"{index.index_type} indexes cannot be updated here")
+    column = next(f.name for f in ds.lance_schema.fields if f.id == newest.fields[0])
+    pq = index.pq
+    num_bits = 8 if pq is None else int(pq.codebook.shape[1]).bit_length() - 1
+    subs = 1 if pq is None else int(pq.codebook.shape[0])
+    if retrain:
+        merged, frags = list(segments), live
+        trained: dict = {}
+        bitmap = set(live)
+        dataset_version = ds.version
+    else:
+        n = 1 if num_to_merge is None else num_to_merge
+        order = sorted(segments, key=lambda m: m.dataset_version)
+        merged = order[len(order) - n :] if n else []
+        bitmap = set(unindexed)
+        for seg in merged:
+            bitmap |= fragment_bitmap(seg) or set()
+        frags = [f for f in live if f in bitmap]
+        trained = {"centroids": index.centroids, "codebook": None if pq is None else pq.codebook}
+        dataset_version = max(m.dataset_version for m in merged) if merged else ds.version
+    fragments = [f for f in ds.get_fragments() if f.fragment_id in set(frags)]
+    table = ds.scanner(
+        columns=[column], with_row_id=True, filter=f"{column} IS NOT NULL", fragments=fragments
+    ).to_table()
+    dim = ds.schema.field(column).type.list_size
+    col = table.column(column).combine_chunks()
+    values = col.values.slice(col.offset * dim, len(col) * dim).to_numpy(zero_copy_only=False)
+    vectors = values.reshape(len(col), dim).astype(np.float32, copy=False)
+    partitions = len(index.centroids)
+    if retrain:
+        build.validate(index.index_type, index.metric, dim, len(col), partitions, subs, num_bits)
+    uid = uuidlib.uuid4()
+    built = build.build_ivf(
+        storage.join(ds.uri, "_indices", str(uid)),
+        table.column(ROW_ID).to_numpy(),
+        vectors,
+        index_type=index.index_type,
+        metric=index.metric,
+        num_partitions=partitions,
+        num_sub_vectors=subs,
+        num_bits=num_bits,
+        **trained,
+    )
+    covered = pyroaring.BitMap(sorted(bitmap))
+    covered.run_optimize()
+    meta = table_pb2.IndexMetadata(
+        uuid=table_pb2.UUID(uuid=uid.bytes),
+        fields=list(newest.fields),
+        name=newest.name,
+        dataset_version=dataset_version,
+        fragment_bitmap=covered.serialize(),
+        index_version=newest.index_version if newest.HasField("index_version") else 1,
+        created_at=int(time.time() * 1000),
+        files=[table_pb2.IndexFile(path=p, size_bytes=s) for p, s in sorted(built.files.items())],
+    )
+    meta.index_details.type_url = newest.index_details.type_url
+    meta.index_details.value = built.details
+    return meta, merged

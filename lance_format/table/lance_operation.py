@@ -710,11 +710,13 @@ def write_fragments(
     if current is not None and mode == "append":
         lance_schema = current.schema
         version = writable(
-            data_storage_version or current.data_storage_version, "append to a dataset of"
+            data_storage_version or current.data_storage_version,
+            "append to a dataset of",
+            legacy=True,
         )
     else:
         lance_schema = LanceSchema.from_arrow(reader.schema)
-        version = writable(data_storage_version or DEFAULT_VERSION)
+        version = writable(data_storage_version or DEFAULT_VERSION, legacy=True)
 
     def begin(name: str) -> None:
         if progress is not None:

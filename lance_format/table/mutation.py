@@ -108,7 +108,11 @@ class RowChanges:
 
 def _scan(ds: Dataset, frag: Fragment, filter) -> pa.Table:
     return ds.scanner(
-        filter=filter, fragments=[frag], with_row_address=True, with_row_id=ds.stable_row_ids
+        filter=filter,
+        fragments=[frag],
+        with_row_address=True,
+        with_row_id=ds.stable_row_ids,
+        blob_handling="all_binary",  # rows written again carry their bytes
     ).to_table()
 
 

@@ -32,7 +32,7 @@ from google.protobuf.message import Message
 from ..errors import InvalidArgumentError
 from ..pb import file_pb2, table_pb2, transaction_pb2
 from ..version import DEFAULT_VERSION, writable
-from . import features, manifest, paths, rowids
+from . import features, manifest, paths, row_versions, rowids
 
 DataFragment = table_pb2.DataFragment
 DataFile = table_pb2.DataFile
@@ -220,6 +220,7 @@ def assign_ids(m: table_pb2.Manifest, fragments: Iterable[DataFragment]) -> list
                 np.arange(first, first + g.physical_rows, dtype=np.uint64)
             )
             m.next_row_id = first + g.physical_rows
+            row_versions.stamp_new(g, m.version)
         out.append(g)
     if out:
         m.max_fragment_id = out[-1].id
@@ -248,6 +249,27 @@ def _set_fragments(m: table_pb2.Manifest, fragments: Iterable[DataFragment]) -> 
 def _set_metadata(m: table_pb2.Manifest, metadata: Mapping[str, bytes]) -> None:
     m.schema_metadata.clear()
     m.schema_metadata.update(dict(metadata))
+
+
+def _restamp_rewritten(m: table_pb2.Manifest, fragments: list[DataFragment]) -> list:
+    """Fragments whose data files changed had all their rows rewritten in place: their
+    last-update version becomes this commit's (a fragment new to the manifest is new
+    throughout), as pylance's Merge and DataReplacement stamp them."""
+    prev = {f.id: f for f in m.fragments}
+    out = []
+    for f in fragments:
+        old = prev.get(f.id)
+        if old is not None and list(old.files) == list(f.files):
+            out.append(f)
+            continue
+        g = DataFragment()
+        g.CopyFrom(f)
+        if old is None:
+            row_versions.stamp_new(g, m.version)
+        else:
+            row_versions.restamp_updated(g, m.version)
+        out.append(g)
+    return out
 
 
 # -- the base class -----------------------------------------------------------------------
@@ -550,7 +572,7 @@ class Overwrite(Operation):
     def apply(self, change: ManifestChange) -> None:
         m = change.manifest
         if change.creating or change.data_storage_version is not None:
-            fmt = writable(change.data_storage_version or DEFAULT_VERSION)
+            fmt = writable(change.data_storage_version or DEFAULT_VERSION, legacy=True)
             m.data_format.file_format = "lance"
             m.data_format.version = str(fmt)
         del m.fragments[:]
@@ -589,15 +611,13 @@ class CreateIndex(Operation):
     removed_indices: list[IndexMetadata] = field(default_factory=list)
 
     def apply(self, change: ManifestChange) -> None:
-        """The fragments stay; as pylance, existing segments named like a new one or listed
-        as removed go, and the new ones are appended to the index section."""
-        new_names = {m.name for m in self.new_indices}
-        removed = {m.uuid.uuid for m in self.removed_indices}
+        """The fragments stay; as pylance, existing segments listed as removed (or with a
+        new one's uuid) go, and the new ones are appended to the index section (a new
+        segment of an existing name is a delta segment beside the others)."""
+        gone = {m.uuid.uuid for m in self.removed_indices} | {m.uuid.uuid for m in self.new_indices}
         section = change.index_section
         kept = [
-            m
-            for m in (section.indices if section is not None else [])
-            if m.name not in new_names and m.uuid.uuid not in removed
+            m for m in (section.indices if section is not None else []) if m.uuid.uuid not in gone
         ]
         change.index_section = table_pb2.IndexSection(indices=[*kept, *self.new_indices])
 
@@ -714,9 +734,9 @@ class Rewrite(Operation):
         return frozenset(self.old_fragment_ids)
 
     def apply(self, change: ManifestChange) -> None:
-        """New fragments whose ids were reserved beforehand (ReserveFragments; they carry
-        their row ids over) take the place of their group's first old fragment; new
-        fragments without ids get them now and go to the end, as pylance places them."""
+        """The groups' old fragments go and their new ones come (with ids reserved
+        beforehand by ReserveFragments, or given now); the fragments end up in id order,
+        as pylance 14 lists them after a rewrite (so the new ones follow the others)."""
         m = change.manifest
         replace_at: dict[int, list] = {}
         appended: list[DataFragment] = []
@@ -736,8 +756,8 @@ class Rewrite(Operation):
                 out.extend(replace_at[f.id])
             if f.id not in removed:
                 out.append(f)
-        _set_fragments(m, out)
-        m.fragments.extend(assign_ids(m, appended))
+        out.extend(assign_ids(m, appended))
+        _set_fragments(m, sorted(out, key=lambda f: f.id))
 
     def check(self, ctx: CheckContext, theirs: Operation) -> Verdict:
         """``check_rewrite_txn``.  A transaction file never carries a fragment-reuse index,
@@ -799,7 +819,10 @@ class Merge(Operation):
 
     def apply(self, change: ManifestChange) -> None:
         m = change.manifest
-        _set_fragments(m, self.fragments)
+        fragments = self.fragments
+        if m.reader_feature_flags & features.FLAG_STABLE_ROW_IDS:
+            fragments = _restamp_rewritten(m, fragments)
+        _set_fragments(m, fragments)
         _set_fields(m, self.schema)
         if self.schema_metadata:
             _set_metadata(m, self.schema_metadata)
@@ -951,8 +974,16 @@ class Update(RowChange):
 
     def apply(self, change: ManifestChange) -> None:
         m = change.manifest
+        touched = {f.id for f in self.updated_fragments} | set(self.removed_fragment_ids)
+        sources = [f for f in m.fragments if f.id in touched]
         _replace_fragments(m, self.updated_fragments, self.removed_fragment_ids)
-        m.fragments.extend(assign_ids(m, self.new_fragments))
+        new = assign_ids(m, self.new_fragments)
+        if m.reader_feature_flags & features.FLAG_STABLE_ROW_IDS:
+            for old, f in zip(self.new_fragments, new, strict=True):
+                if old.WhichOneof("row_id_sequence") is not None:
+                    # moved rows (they kept their ids) keep their creation version
+                    row_versions.stamp_moved(change.root, f, sources, m.version)
+        m.fragments.extend(new)
 
     def check(self, ctx: CheckContext, theirs: Operation) -> Verdict:
         """``check_update_txn``.  Where pylance compares bloom filters of inserted keys or

@@ -19,11 +19,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from ..errors import InvalidArgumentError, SchemaError
-from ..schema import LanceField, LanceSchema
+from ..schema import LanceField, LanceSchema, is_legacy_blob
 from .blobs import to_binary
 from .filters import compile_filter
 from .fragment import Fragment, is_blob_v2, scan_field
 from .projection import Projection
+from .row_versions import VERSION_COLUMNS
 
 DEFAULT_BATCH_SIZE = 8192
 READ_BYTES = 16 << 20  # stored bytes decoded per step (see Scanner._step)
@@ -32,7 +33,7 @@ DEFAULT_READ_ROWS = 128 * 1024  # rows per step when the files cannot tell their
 ROW_ID = "_rowid"
 ROW_ADDRESS = "_rowaddr"
 ROW_OFFSET = "_rowoffset"  # the row's position among the dataset's live rows (take's index)
-SYSTEM_COLUMNS = (ROW_ID, ROW_ADDRESS, ROW_OFFSET)
+SYSTEM_COLUMNS = (ROW_ID, ROW_ADDRESS, ROW_OFFSET, *VERSION_COLUMNS)
 # below this share of matching rows, the other columns are taken row by row
 TAKE_SELECTIVITY = 0.25
 
@@ -116,7 +117,9 @@ class Scanner:
             self.projection_meta = self._meta_named(self.projection.columns)
         else:
             self.fields = self._projection(columns)
-        self._blob_binary = [f for f in self.fields if options.blob_binary and is_blob_v2(f)]
+        self._blob_binary = [
+            f for f in self.fields if options.blob_binary and (is_blob_v2(f) or is_legacy_blob(f))
+        ]
         compiled = compile_filter(options.filter, arrow_schema)
         self.filter = None if compiled is None else compiled.expression
         self.terms = [] if compiled is None else list(compiled.terms)  # for page statistics
@@ -235,6 +238,15 @@ class Scanner:
         else:
             yield from self._batches(count_only=False)
 
+    def to_ranges(self) -> Iterator[pa.Table]:
+        """The scan as whole decoded ranges: one table per step, its columns chunked as the
+        pages decoded (no copy joining them), for a consumer that cuts its own batches
+        (``Table.to_batches`` cuts at chunk boundaries, zero-copy): a Flight stream."""
+        if self.orderings:
+            yield from (pa.Table.from_batches([b]) for b in self._sorted_batches())
+        else:
+            yield from self._batches(count_only=False, whole=True)
+
     def _sorted_batches(self) -> Iterator[pa.RecordBatch]:
         """Every matching row, sorted by the keys, then offset and limit (a sort needs all
         rows before the first one out, as pylance's does)."""
@@ -254,7 +266,9 @@ class Scanner:
         out = table.select(self.schema.names).take(indices)
         yield from out.combine_chunks().to_batches(max_chunksize=self.options.batch_size)
 
-    def _batches(self, count_only: bool, windowed: bool = True) -> Iterator[pa.RecordBatch]:
+    def _batches(
+        self, count_only: bool, windowed: bool = True, whole: bool = False
+    ) -> Iterator[pa.RecordBatch | pa.Table]:
         skip = (self.options.offset or 0) if windowed else 0
         remaining = self.options.limit if windowed else None
         if remaining == 0:
@@ -283,6 +297,8 @@ class Scanner:
                     remaining -= len(offsets)
                 if count_only:
                     yield pa.record_batch([pa.nulls(len(offsets))], names=["n"])
+                elif whole:
+                    yield self._materialise(frag, offsets, start, stop, known, combine=False)
                 else:
                     table = self._materialise(frag, offsets, start, stop, known)
                     yield from table.to_batches(max_chunksize=self.options.batch_size)
@@ -353,6 +369,7 @@ class Scanner:
         start: int,
         stop: int,
         known: pa.Table | None = None,
+        combine: bool = True,
     ) -> pa.Table:
         n = len(offsets)
         fields = self.fields
@@ -404,15 +421,18 @@ class Scanner:
                 names.append(meta)
         if not arrays:  # no column asked for: still one (empty) row per match, as pylance
             return pa.table({"_": pa.nulls(n)}).select([])
-        return pa.Table.from_arrays(arrays, schema=self._read_schema).combine_chunks()
+        table = pa.Table.from_arrays(arrays, schema=self._read_schema)
+        return table.combine_chunks() if combine else table
 
     def meta_column(self, frag: Fragment, name: str, offsets: np.ndarray) -> np.ndarray:
         """``_rowid`` (stable ids when the dataset has them, else addresses), ``_rowaddr``
-        (fragment id << 32 | offset) or ``_rowoffset`` (position among the dataset's live
-        rows) of the given physical offsets."""
+        (fragment id << 32 | offset), ``_rowoffset`` (position among the dataset's live
+        rows) or a row version column of the given physical offsets."""
         if name == ROW_OFFSET:
             before = np.searchsorted(frag.deleted_offsets, offsets)
             return (self._live_before(frag) + offsets - before).astype(np.uint64)
+        if name in VERSION_COLUMNS:
+            return frag.row_versions(name)[offsets]
         if name == ROW_ID and frag.row_ids is not None:
             return frag.row_ids[offsets]
         return frag.row_addresses(offsets)

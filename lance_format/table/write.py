@@ -25,6 +25,7 @@ from ..errors import (
     first_line,
 )
 from ..extensions import json_compatible
+from ..legacy.writer import DEFAULT_ROWS_PER_GROUP, FOOTER_VERSION, LegacyFileWriter
 from ..pb import table_pb2
 from ..schema import (
     BLOB_KEY,
@@ -190,6 +191,7 @@ def write_fragments(
     max_page_bytes: int | None = None,
     max_bytes_per_file: int | None = None,
     on_new_file: Callable[[str], None] | None = None,
+    max_rows_per_group: int | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write ``data`` (matching ``schema``, whose field ids are stored) into new data files;
     returns the uncommitted fragments (id 0), in order.
@@ -205,8 +207,12 @@ def write_fragments(
         not isinstance(max_bytes_per_file, int) or max_bytes_per_file <= 0
     ):
         raise InvalidArgumentError("max_bytes_per_file must be a positive integer")
-    version = writable(data_storage_version)
+    version = writable(data_storage_version, legacy=True)
+    legacy = version == LanceFileVersion.LEGACY
     major, minor = version.numbers
+    group = min(max_rows_per_group or DEFAULT_ROWS_PER_GROUP, max_rows_per_file)
+    if legacy:  # as pylance: a legacy file ends after the row group that reaches the limit
+        max_rows_per_file = -(-max_rows_per_file // group) * group
     blob_v2 = any(is_blob_v2_column(f) for f in schema.fields)
     if blob_v2:  # blob columns go to the file writer as marked binary leaves
         if version != LanceFileVersion.V2_2:
@@ -231,11 +237,14 @@ def write_fragments(
         if [f.id for f in file_fields] != [f.id for f in table_schema.fields]:
             raise UnsupportedError("cannot write blob v2 columns into this schema's field ids")
         leaf_ids = column_field_ids(file_fields, version)
+    elif legacy:  # every field id, parents too; the file's own order (no column indices)
+        leaf_ids = [f.id for f in schema.walk()]
+        major, minor = FOOTER_VERSION
     else:
         leaf_ids = column_field_ids(schema.fields, version)
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
-    writer: LanceFileWriter | None = None
+    writer: LanceFileWriter | LegacyFileWriter | None = None
     name = ""
     rows = 0
 
@@ -250,7 +259,7 @@ def write_fragments(
                     table_pb2.DataFile(
                         path=name,
                         fields=leaf_ids,
-                        column_indices=list(range(len(leaf_ids))),
+                        column_indices=[] if legacy else list(range(len(leaf_ids))),
                         file_major_version=major,
                         file_minor_version=minor,
                         file_size_bytes=result.num_bytes,
@@ -270,13 +279,17 @@ def write_fragments(
                         on_new_file(name)
                     path = paths.data_file_path(root, name)
                     written.append(path)
-                    writer = LanceFileWriter(
-                        path,
-                        batch.schema,
-                        version=version,
-                        lance_schema=schema,
-                        blob_v2=blob_v2,
-                        max_page_bytes=max_page_bytes or DEFAULT_PAGE_BYTES,
+                    writer = (
+                        LegacyFileWriter(path, schema, max_rows_per_group=group)
+                        if legacy
+                        else LanceFileWriter(
+                            path,
+                            batch.schema,
+                            version=version,
+                            lance_schema=schema,
+                            blob_v2=blob_v2,
+                            max_page_bytes=max_page_bytes or DEFAULT_PAGE_BYTES,
+                        )
                     )
                     rows = 0
                 take = min(batch.num_rows - pos, max_rows_per_file - rows)
@@ -307,7 +320,7 @@ def blob_table_schema(schema: pa.Schema, data_storage_version: str | LanceFileVe
     """The table schema of new data: in 2.2, a binary column marked ``lance-encoding:blob``
     becomes the ``lance.blob.v2`` column ``struct<data, uri>`` pylance makes of it (the
     blob extension type is kept as it is)."""
-    if writable(data_storage_version) < LanceFileVersion.V2_2:
+    if writable(data_storage_version, legacy=True) < LanceFileVersion.V2_2:
         return schema
     fields = []
     for f in schema:

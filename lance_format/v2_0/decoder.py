@@ -27,14 +27,14 @@ import pyarrow.compute as pc
 
 from ..container.metadata import ColumnInfo
 from ..errors import CorruptFileError, InvalidArgumentError, LanceError, UnsupportedError
-from ..schema import LanceField
+from ..schema import LEGACY_BLOB_DESCRIPTOR, LanceField, is_legacy_blob
 from .arrays import decode_array, decode_packed_struct, decode_uints, storage_type
 from .pages import ColumnPages, PageData, ReadRanges, parse_column
 
 # ``take`` decodes runs of nearby rows together: indices closer than this share one range.
 TAKE_GAP = 64
 
-_BLOB_DESCRIPTOR = pa.struct([("position", pa.uint64()), ("size", pa.uint64())])
+_BLOB_DESCRIPTOR = LEGACY_BLOB_DESCRIPTOR
 _LISTS = ("list", "large_list", "list.struct", "large_list.struct")
 
 
@@ -64,7 +64,9 @@ class _Reader:
         columns: list[ColumnInfo],
         read_ranges: ReadRanges,
         parsed: dict[int, ColumnPages] | None,
+        blob_descriptors: bool = False,
     ):
+        self.blob_descriptors = blob_descriptors
         self.column_index = column_index
         self.columns = columns
         self.read_ranges = read_ranges
@@ -243,6 +245,8 @@ class _Reader:
                 decode_packed_struct(page_enc.packed_struct, data, r0, r1, _BLOB_DESCRIPTOR)
             )
         desc = _concat(parts, _BLOB_DESCRIPTOR)
+        if self.blob_descriptors:  # as stored: a null is (1, 0)
+            return desc
         positions = desc.field(0).to_numpy().astype(np.int64)
         sizes = desc.field(1).to_numpy().astype(np.int64)
         nulls = (positions == 1) & (sizes == 0)
@@ -358,6 +362,12 @@ def _empty(t: pa.DataType) -> pa.Array:
     return pa.array([], type=t)
 
 
+def _result_type(field: LanceField, blob_descriptors: bool) -> pa.DataType:
+    if blob_descriptors and is_legacy_blob(field):
+        return _BLOB_DESCRIPTOR
+    return field.arrow_type
+
+
 def decode_v20_field(
     field: LanceField,
     column_index: dict[int, int],
@@ -366,18 +376,20 @@ def decode_v20_field(
     start: int,
     stop: int,
     parsed: dict[int, ColumnPages] | None = None,
+    blob_descriptors: bool = False,
 ) -> pa.Array:
     """Top-level rows [start, stop) of ``field`` from a 2.0 file.
 
     ``columns[c]`` is column ``c`` as the container parsed it (``FileMetadata.columns``);
     ``column_index`` maps field ids to columns; ``read_ranges`` reads (offset, length) pairs.
+    With ``blob_descriptors`` a blob column gives its (position, size) descriptors.
     """
-    reader = _Reader(column_index, columns, read_ranges, parsed)
+    reader = _Reader(column_index, columns, read_ranges, parsed, blob_descriptors)
     total = reader.num_entries(field)
     if start < 0 or stop < start or stop > total:
         raise InvalidArgumentError(f"rows [{start}, {stop}) outside a column of {total} rows")
     if stop == start:
-        return _empty(field.arrow_type)
+        return _empty(_result_type(field, blob_descriptors))
     with _corrupt_on_failure(field):
         return reader.decode(field, start, stop)
 
@@ -389,15 +401,17 @@ def take_v20_field(
     read_ranges: ReadRanges,
     indices: np.ndarray,
     parsed: dict[int, ColumnPages] | None = None,
+    blob_descriptors: bool = False,
 ) -> pa.Array:
     """Rows at ``indices`` (any order, repeats allowed) of ``field`` from a 2.0 file.
 
     Nearby rows are decoded together as one range, so only the pages (and, for flat data,
     the byte ranges) around the requested rows are read."""
     idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-    reader = _Reader(column_index, columns, read_ranges, parsed)
+    reader = _Reader(column_index, columns, read_ranges, parsed, blob_descriptors)
+    result_type = _result_type(field, blob_descriptors)
     if len(idx) == 0:
-        return _empty(field.arrow_type)
+        return _empty(result_type)
     total = reader.num_entries(field)
     if idx.min() < 0 or idx.max() >= total:
         raise InvalidArgumentError(f"row index out of range for a column of {total} rows")
@@ -413,7 +427,7 @@ def take_v20_field(
                 pieces.append(arr)
             else:
                 pieces.append(arr.take(pa.array(uniq[a:b] - lo)))
-        out = _concat(pieces, field.arrow_type)
+        out = _concat(pieces, result_type)
         if len(uniq) == len(idx) and (np.diff(idx) > 0).all():
             return out
         return out.take(pa.array(inverse.astype(np.int64)))

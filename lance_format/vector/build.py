@@ -194,16 +194,21 @@ def build_ivf(
     num_sub_vectors: int,
     num_bits: int = 8,
     seed: int = 42,
+    centroids: np.ndarray | None = None,
+    codebook: np.ndarray | None = None,
 ) -> BuiltIndex:
     """Train and write one IVF index over ``vectors`` (rows x dim float32) into ``folder``
     (BLAS on one thread: k-means makes many small products, which threads only slow).  Rows
     with NaN or infinite values are left out, as pylance leaves them out.  PQ codes are of
     the residual to the partition centroid (of the normalised vector for cosine), except
-    for dot, whose codes are of the vector itself, as pylance quantizes."""
+    for dot, whose codes are of the vector itself, as pylance quantizes.  Given the
+    ``centroids`` (and PQ ``codebook``) of an existing index, nothing is trained: the rows
+    are assigned to its partitions and coded with its codebook (how new data joins an
+    index without retraining)."""
     finite = np.isfinite(vectors).all(axis=1)
     if not finite.all():
         row_ids, vectors = row_ids[finite], vectors[finite]
-    if len(vectors) < num_partitions:
+    if centroids is None and len(vectors) < num_partitions:
         raise InvalidArgumentError(
             f"{len(vectors)} finite vectors cannot train {num_partitions} partitions"
         )
@@ -213,8 +218,12 @@ def build_ivf(
         norms = np.linalg.norm(data, axis=1, keepdims=True)
         data = np.divide(data, np.where(norms == 0, 1, norms), dtype=np.float32)
     n, dim = data.shape
-    train = data[_sample(n, num_partitions * SAMPLE_RATE, rng)]
-    centroids, loss = kmeans(train, num_partitions, rng)
+    if centroids is None:
+        train = data[_sample(n, num_partitions * SAMPLE_RATE, rng)]
+        centroids, loss = kmeans(train, num_partitions, rng)
+    else:
+        centroids = np.ascontiguousarray(centroids, dtype=np.float32)
+        num_partitions, loss = len(centroids), 0.0
     if metric == "dot":  # pylance assigns dot indexes by the largest inner product
         labels = np.concatenate([np.argmax(c @ centroids.T, axis=1) for c in _chunks(data)]).astype(
             np.int64
@@ -256,7 +265,8 @@ def build_ivf(
         field = pa.field("flat", pa.list_(item, dim), nullable=False)
     else:
         residual = data if metric == "dot" else data - centroids[labels]
-        codebook = train_pq(residual, num_sub_vectors, rng, num_bits)
+        if codebook is None:
+            codebook = train_pq(residual, num_sub_vectors, rng, num_bits)
         codes = encode_pq(residual[order], codebook)
         if num_bits == 4:  # two codes a byte, the even sub-vector in the low nibble
             codes = codes[:, 0::2] | (codes[:, 1::2] << 4)

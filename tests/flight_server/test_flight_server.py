@@ -807,3 +807,30 @@ def test_sigterm_with_a_stalled_reader_still_exits_cleanly(wide_root):
 def text(record) -> str:
     """The line the server's text formatter writes for ``record``."""
     return LogfmtFormatter().format(record)
+
+
+def test_do_get_ranges_through_a_small_page_cache(tmp_path):
+    """Scans travel as whole ranges of several messages, each at most ``batch_size`` rows;
+    repeated reads equal pylance's and the decoded-page cache never holds more than its
+    budget (here far less than the data), while still serving part of each read."""
+    uri = str(tmp_path / "t")
+    lance.write_dataset(make_table(60_000), uri, max_rows_per_file=20_000)
+    expected = lance.dataset(uri).to_table()
+    capacity = 256 << 10
+    server = LanceFlightServer(
+        str(tmp_path), "grpc://127.0.0.1:0", warm=False, page_cache_bytes=capacity
+    )
+    try:
+        with fl.connect(f"grpc://127.0.0.1:{server.port}") as c:
+            for _ in range(4):
+                info = c.get_flight_info(cmd(dataset="t", batch_size=4096))
+                batches = [chunk.data for e in info.endpoints for chunk in c.do_get(e.ticket)]
+                assert max(b.num_rows for b in batches) <= 4096
+                got = pa.Table.from_batches(batches)
+                assert got.schema.names == expected.schema.names
+                assert got.to_pydict() == expected.to_pydict()
+                pages = action(c, "cache_stats")["pages"]
+                assert pages["capacity_bytes"] == capacity and pages["bytes"] <= capacity
+            assert pages["hits"] > 0 and pages["entries"] > 0
+    finally:
+        server.shutdown()

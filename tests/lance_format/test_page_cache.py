@@ -271,3 +271,26 @@ def _table(seed: int) -> pa.Table:
             "l": pa.array([list(range(v % 4)) for v in range(n)], pa.list_(pa.int32())),
         }
     )
+
+
+def test_scans_larger_than_the_cache_keep_a_stable_share_cached() -> None:
+    """Repeated scans of twice the budget: plain LRU would evict each page just before its
+    next read (no hits, an admission on every read); the cache keeps half the pages."""
+    cache = PageCache(10_000)
+    hits = []
+    for _ in range(6):
+        hit = 0
+        for key in range(20):
+            if cache.get(key) is not None:
+                hit += 1
+            elif cache.admits(key):
+                cache.put(key, np.zeros(1000, dtype=np.uint8))
+        hits.append(hit)
+        assert cache.currsize <= 10_000
+    assert hits[:2] == [0, 0] and hits[2:] == [10, 10, 10, 10]
+    assert cache.stats()["evictions"] == 0
+    # a page now read more often than the least recently used one gets in, evicting it
+    assert cache.get(15) is None and cache.admits(15)
+    cache.put(15, np.zeros(1000, dtype=np.uint8))
+    assert cache.get(15) is not None and cache.get(0) is None
+    assert cache.stats()["evictions"] == 1

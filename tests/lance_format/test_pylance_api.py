@@ -390,16 +390,6 @@ def test_compact_files_options(tmp_path, options):
         assert ours[1:] == theirs[1:]
 
 
-def test_compaction_refuses_what_it_cannot_do(tmp_path):
-    ds = lance_format.write_dataset(pa.table({"v": np.arange(10)}), str(tmp_path / "ds"))
-    with pytest.raises(lance_format.UnsupportedError, match="binary"):
-        ds.optimize.compact_files(compaction_mode="force_binary_copy")
-    with pytest.raises(lance_format.UnsupportedError, match="max_source_rows"):
-        ds.optimize.compact_files(max_source_rows=5)
-    with pytest.raises(ValueError, match="no_such"):
-        ds.optimize.compact_files(no_such=1)
-
-
 # -- schema evolution with Python values ------------------------------------------------------
 
 

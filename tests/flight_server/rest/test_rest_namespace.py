@@ -516,11 +516,43 @@ def test_schema_changes_answer_as_pylance(flat):
     bad = AlterTableAlterColumnsRequest(id=["t"], alterations=[{"path": "nope", "rename": "x"}])
     with pytest.raises(lns.TableColumnNotFoundError):
         flat.ours.alter_table_alter_columns(bad)
+
+
+def test_casts_over_rest_as_pylance_casts(flat):
+    """A ``data_type`` alteration casts the column as pylance's ``alter_columns`` does on
+    the same data. (pylance 14's own adapter wants the type as a JSON string, which its
+    client's model refuses, so pylance's library is the oracle here.)"""
+    flat.ours.create_table(CreateTableRequest(id=["t"]), _ipc(_table()))
+    location = _describe(flat.ours, ["t"]).location
+    oracle = os.path.join(flat.their_root, "oracle.lance")
+    lance.write_dataset(_table(), oracle)
     cast = AlterTableAlterColumnsRequest(
-        id=["t"], alterations=[{"path": "id", "data_type": {"type": "int32"}}]
+        id=["t"],
+        alterations=[
+            {"path": "id", "data_type": {"type": "int32"}},
+            {"path": "score", "data_type": {"type": "float32"}, "rename": "s32"},
+        ],
     )
-    with pytest.raises(lns.UnsupportedOperationError):
-        flat.ours.alter_table_alter_columns(cast)
+    assert flat.ours.alter_table_alter_columns(cast).version == 2
+    theirs = lance.dataset(oracle)
+    theirs.alter_columns(
+        {"path": "id", "data_type": pa.int32()},
+        {"path": "score", "data_type": pa.float32(), "name": "s32"},
+    )
+    assert lance.dataset(location).to_table() == theirs.to_table()
+    assert lance.dataset(location).schema == theirs.schema
+    # a cast across kinds is refused, as pylance refuses it; types the JSON form cannot name
+    # (no unit) are bad input; nothing is committed by either
+    with pytest.raises(OSError):
+        theirs.alter_columns({"path": "name", "data_type": pa.int64()})
+    across = {"path": "name", "data_type": {"type": "int64"}}
+    no_unit = {"path": "id", "data_type": {"type": "timestamp"}}
+    for alteration in (across, no_unit):
+        with pytest.raises(lns.InvalidInputError):
+            flat.ours.alter_table_alter_columns(
+                AlterTableAlterColumnsRequest(id=["t"], alterations=[alteration])
+            )
+    assert lance.dataset(location).version == 2
 
 
 def test_flight_datasets_are_tables(tmp_path):
