@@ -457,7 +457,7 @@ def _take_batches(ds, t: Ticket) -> Iterator[pa.RecordBatch]:
     ids = np.asarray(t.row_ids, dtype=np.uint64)
     for i in range(0, len(ids), t.batch_size):
         chunk = ids[i : i + t.batch_size]
-        table = ds.take_rows(chunk, columns=t.columns)
+        table = ds.take_rows(chunk, columns=t.columns, skip_deleted=False)  # one row per id
         if t.with_row_id:
             table = table.append_column(ROW_ID, pa.array(chunk, pa.uint64()))
         yield from table.combine_chunks().to_batches()

@@ -12,7 +12,7 @@ column names (:data:`ROW_ID`, :data:`ROW_ADDRESS`).  The layers below (``table``
 """
 
 from . import dataset as _dataset_module  # noqa: F401 - ``lance_format.dataset`` the module
-from .blob import Blob, BlobArray, BlobFile, BlobType, blob_array, blob_field
+from .blob import Blob, BlobArray, BlobColumn, BlobFile, BlobType, blob_array, blob_field
 from .cache import PageCache, SearchCache
 from .errors import (
     CommitConflictError,
@@ -54,6 +54,7 @@ PUBLIC_MODULES = (
     "lance_format.file",
     "lance_format.fragment",
     "lance_format.layout",
+    "lance_format.progress",
     "lance_format.schema",
     "lance_format.service_write",
     "lance_format.staging",
@@ -96,6 +97,7 @@ __all__ = [
     "BatchUDF",
     "Blob",
     "BlobArray",
+    "BlobColumn",
     "BlobFile",
     "BlobType",
     "ColumnOrdering",

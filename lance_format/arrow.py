@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - ``pa.compute`` for cast
 
 from .schema import BFLOAT16_EXT_NAME
 
@@ -100,6 +101,11 @@ class BFloat16:
 class BFloat16Array(pa.ExtensionArray):
     """An Arrow array of bfloat16 values."""
 
+    def __str__(self) -> str:
+        # the values as pylance prints them (shortest decimal), not their two raw bytes
+        items = ["None" if v is None else str(v) for v in self.to_pylist()]
+        return "[\n" + ",\n".join(f"  {v}" for v in items) + "\n]" if items else "[]"
+
     def to_numpy(self, zero_copy_only: bool = False):
         """As an ``ml_dtypes.bfloat16`` array (no nulls allowed)."""
         if self.null_count > 0:
@@ -178,6 +184,38 @@ def bfloat16_array(values: Iterable[float | None]) -> BFloat16Array:
     return pa.ExtensionArray.from_storage(BFloat16Type(), storage)
 
 
+def cast(arr: pa.Array, target: pa.DataType | str, *args: Any, **kwargs: Any) -> pa.Array:
+    """pylance's ``lance.arrow.cast``: ``pyarrow.compute.cast`` that also converts between
+    floats and bfloat16 (``"bfloat16"`` or :class:`BFloat16Type`), also as the values of
+    fixed-size lists."""
+    if isinstance(target, str) and target == "bfloat16":
+        target = BFloat16Type()
+    if pa.types.is_fixed_size_list(arr.type) and isinstance(target, pa.DataType):
+        if pa.types.is_fixed_size_list(target) and (
+            _is_bf16(target.value_type) or _is_bf16(arr.type.value_type)
+        ):
+            values = cast(arr.values, target.value_type)
+            return pa.FixedSizeListArray.from_arrays(values, target.list_size, mask=arr.is_null())
+    if isinstance(target, pa.DataType) and _is_bf16(target):
+        if not pa.types.is_floating(arr.type):
+            raise TypeError(f"cannot cast {arr.type} to bfloat16")
+        return bfloat16_array(arr.to_pylist())
+    if _is_bf16(arr.type):
+        if not (isinstance(target, pa.DataType) and pa.types.is_floating(target)):
+            raise TypeError(f"cannot cast bfloat16 to {target}")
+        storage = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
+        bits = np.frombuffer(storage.buffers()[1], dtype="<u2")[
+            storage.offset : storage.offset + len(storage)
+        ]
+        floats = (bits.astype(np.uint32) << 16).view(np.float32)
+        return pa.array(floats, mask=np.asarray(arr.is_null())).cast(target)
+    return pa.compute.cast(arr, target, *args, **kwargs)
+
+
+def _is_bf16(t: pa.DataType) -> bool:
+    return isinstance(t, pa.BaseExtensionType) and t.extension_name == BFLOAT16_EXT_NAME
+
+
 def _register() -> None:
     try:
         pa.register_extension_type(BFloat16Type())
@@ -187,4 +225,11 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["BFloat16", "BFloat16Array", "BFloat16Scalar", "BFloat16Type", "bfloat16_array"]
+__all__ = [
+    "BFloat16",
+    "BFloat16Array",
+    "BFloat16Scalar",
+    "BFloat16Type",
+    "bfloat16_array",
+    "cast",
+]

@@ -10,6 +10,7 @@ reads through :mod:`lance_format.storage` like every other byte.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,6 +272,24 @@ class BlobFile(io.BufferedIOBase):
         return f"<BlobFile size={self._size}>"
 
 
+class BlobColumn:
+    """pylance's ``BlobColumn``: a binary column already in memory, iterated as file-like
+    objects (an empty one for a null, as pylance), for APIs that want files, not bytes."""
+
+    def __init__(self, blob_column: pa.Array | pa.ChunkedArray):
+        if not isinstance(blob_column, (pa.Array, pa.ChunkedArray)):
+            raise InvalidArgumentError(
+                f"Expected a pyarrow.Array or pyarrow.ChunkedArray, got {type(blob_column)}"
+            )
+        if not (pa.types.is_binary(blob_column.type) or pa.types.is_large_binary(blob_column.type)):
+            raise InvalidArgumentError(f"Expected a binary array, got {blob_column.type}")
+        self.blob_column = blob_column
+
+    def __iter__(self) -> Iterator[io.BytesIO]:
+        for value in self.blob_column:
+            yield io.BytesIO(value.as_py())
+
+
 def _register() -> None:
     try:
         pa.register_extension_type(BlobType())
@@ -280,4 +299,4 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["Blob", "BlobArray", "BlobFile", "BlobType", "blob_array", "blob_field"]
+__all__ = ["Blob", "BlobArray", "BlobColumn", "BlobFile", "BlobType", "blob_array", "blob_field"]

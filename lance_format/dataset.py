@@ -9,6 +9,8 @@ MERGE as one commit).
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from .table.dataset import (
     Dataset,
     dataset,
@@ -17,7 +19,13 @@ from .table.dataset import (
     write_dataset,
     write_fragments,
 )
-from .table.lance_operation import Index, IndexFile, LanceOperation, Transaction
+from .table.lance_operation import (
+    LANCE_COMMIT_MESSAGE_KEY,
+    Index,
+    IndexFile,
+    LanceOperation,
+    Transaction,
+)
 from .table.mutation import MergeInsertBuilder, update_rows
 from .table.scanner import ColumnOrdering, Scanner
 from .table.sql import SqlQuery, SqlQueryBuilder
@@ -26,7 +34,18 @@ from .table.udf import BatchUDF, batch_udf
 LanceDataset = Dataset
 LanceScanner = Scanner
 
+
+class AutoCleanupConfig(TypedDict):
+    """``write_dataset(auto_cleanup_options=...)``: every ``interval`` commits, remove the
+    versions older than ``older_than_seconds``."""
+
+    interval: int
+    older_than_seconds: int
+
+
 __all__ = [
+    "AutoCleanupConfig",
+    "LANCE_COMMIT_MESSAGE_KEY",
     "BatchUDF",
     "batch_udf",
     "ColumnOrdering",

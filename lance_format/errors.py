@@ -67,6 +67,11 @@ class InvalidArgumentError(LanceError, ValueError):
     """The caller asked for something impossible: unknown column, row out of range."""
 
 
+class DeletedRowTakeError(InvalidArgumentError, NotImplementedError):
+    """A take by row address that names a deleted row (pylance raises
+    NotImplementedError there)."""
+
+
 class DatasetExistsError(InvalidArgumentError, OSError):
     """A create found the dataset already there (or lost the race to create it); pylance
     raises OSError."""

@@ -261,11 +261,54 @@ class LanceFileWriter:
             self.close()
 
 
+class LanceFileSession:
+    """pylance's ``LanceFileSession``: readers, writers and small file operations under one
+    base path (local or object store), named by paths relative to it."""
+
+    def __init__(
+        self, base_path: str | os.PathLike[str], storage_options: dict[str, str] | None = None
+    ):
+        self._options = storage_options
+        self._base = storage.register(base_path, storage_options)
+
+    def _path(self, path: str | None) -> str:
+        return self._base if not path else storage.join(self._base, path)
+
+    def open_reader(self, path: str, columns: list[str] | None = None) -> LanceFileReader:
+        return LanceFileReader(self._path(path), self._options, columns)
+
+    def open_writer(
+        self, path: str, *, schema: pa.Schema | None = None, **options
+    ) -> LanceFileWriter:
+        return LanceFileWriter(self._path(path), schema, storage_options=self._options, **options)
+
+    def contains(self, path: str) -> bool:
+        return storage.exists(self._path(path))
+
+    def list(self, path: str | None = None) -> list[str]:
+        """Every file under ``path`` (all of them by default), relative to the base."""
+        head = self._base.rstrip("/") + "/"
+        return sorted(m.key[len(head) :] for m in storage.list_files(self._path(path)))
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        return storage.open_file(self._path(path)).read_at(offset, length)
+
+    def delete_file(self, path: str) -> None:
+        storage.delete(self._path(path))
+
+    def upload_file(self, local_path: str | os.PathLike[str], remote_path: str) -> None:
+        storage.put(self._path(remote_path), storage.read_bytes(os.fspath(local_path)))
+
+    def download_file(self, remote_path: str, local_path: str | os.PathLike[str]) -> None:
+        storage.put(os.fspath(local_path), storage.read_bytes(self._path(remote_path)))
+
+
 __all__ = [
     "LanceBufferDescriptor",
     "LanceColumnMetadata",
     "LanceFileMetadata",
     "LanceFileReader",
+    "LanceFileSession",
     "LanceFileStatistics",
     "LanceFileWriter",
     "LancePageMetadata",

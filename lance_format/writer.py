@@ -530,7 +530,10 @@ class LanceFileWriter:
         self._check_open()
         try:
             if self._schema is None:
-                raise SchemaError("no schema was given and no batch was written")
+                raise SchemaError(
+                    "Schema is unknown and file cannot be created: no schema was given "
+                    "and no batch was written"
+                )
             self._flush(list(range(len(self._pending))), wait=True)
             self._align()
             descriptor = file_pb2.FileDescriptor(

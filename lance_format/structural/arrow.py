@@ -30,6 +30,15 @@ def _storage_type(t: pa.DataType) -> pa.DataType:
     return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
 
 
+def _typed(arr: pa.Array, arrow_type: pa.DataType) -> pa.Array:
+    """A child of its parent's declared type: an extension child (bfloat16 items of a
+    fixed-size list) comes back as its storage, and Arrow aborts the process on a parent
+    whose child has another type."""
+    if isinstance(arrow_type, pa.BaseExtensionType) and not arr.type.equals(arrow_type):
+        return pa.ExtensionArray.from_storage(arrow_type, arr)
+    return arr
+
+
 def block_to_arrow(block: Block, arrow_type: pa.DataType, valid: np.ndarray | None) -> pa.Array:
     """Wrap a decoded block as an Arrow array of ``arrow_type`` with the given validity."""
     t = _storage_type(arrow_type)
@@ -45,7 +54,7 @@ def block_to_arrow(block: Block, arrow_type: pa.DataType, valid: np.ndarray | No
     if isinstance(block, FixedSizeListBlock):
         if not pa.types.is_fixed_size_list(t):
             raise CorruptFileError(f"a fixed-size-list encoding cannot hold {t}")
-        child = block_to_arrow(block.child, t.value_type, block.validity)
+        child = _typed(block_to_arrow(block.child, t.value_type, block.validity), t.value_type)
         n = block.num_values
         return pa.Array.from_buffers(t, n, [validity_buffer(valid)], children=[child])
     if isinstance(block, StructBlock):
@@ -53,7 +62,10 @@ def block_to_arrow(block: Block, arrow_type: pa.DataType, valid: np.ndarray | No
             raise CorruptFileError(
                 f"a packed struct with {len(block.children)} fields cannot hold {t}"
             )
-        children = [block_to_arrow(c, t.field(i).type, None) for i, c in enumerate(block.children)]
+        children = [
+            _typed(block_to_arrow(c, t.field(i).type, None), t.field(i).type)
+            for i, c in enumerate(block.children)
+        ]
         return pa.Array.from_buffers(
             t, block.num_values, [validity_buffer(valid)], children=children
         )

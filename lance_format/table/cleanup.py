@@ -17,6 +17,7 @@ a job directory goes only once nothing in it changed for ``UNVERIFIED_AGE``, wha
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from dataclasses import dataclass
 
@@ -41,7 +42,10 @@ def cleanup_old_versions(
     *,
     delete_unverified: bool = False,
     error_if_tagged_old_versions: bool = True,
+    keep_from: int | None = None,
 ) -> CleanupStats:
+    """``keep_from``: versions from this one on are kept whatever their age (default: the
+    latest)."""
     if not isinstance(older_than, dt.timedelta) or older_than < dt.timedelta(0):
         raise InvalidArgumentError("older_than must be a non-negative timedelta")
     now = time.time()
@@ -53,7 +57,7 @@ def cleanup_old_versions(
     keep, drop = [], []
     for i, entry in enumerate(versions):
         m = manifest.read_manifest(entry.path)
-        latest = i == len(versions) - 1
+        latest = i == len(versions) - 1 or (keep_from is not None and entry.version >= keep_from)
         old = (m.timestamp_ns or 0) < cutoff_ns
         if latest or not old:
             keep.append(m)
@@ -119,3 +123,62 @@ def _remove(found: list[storage.ObjectMeta], path: str) -> int:
             return 0
         return size
     return storage.delete_prefix(path)
+
+
+AUTO_CLEANUP_INTERVAL = "lance.auto_cleanup.interval"
+AUTO_CLEANUP_OLDER_THAN = "lance.auto_cleanup.older_than"
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "ms": 1e-3,
+    "s": 1,
+    "sec": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "d": 86400,
+    "w": 7 * 86400,
+}
+
+
+def auto_cleanup_config(interval: int, older_than_seconds: int) -> dict[str, str]:
+    """The dataset config that asks for a cleanup every ``interval`` versions."""
+    if not isinstance(interval, int) or interval <= 0:
+        raise InvalidArgumentError("auto cleanup interval must be a positive integer")
+    if not isinstance(older_than_seconds, int) or older_than_seconds < 0:
+        raise InvalidArgumentError("auto cleanup older_than_seconds must be a non-negative int")
+    return {AUTO_CLEANUP_INTERVAL: str(interval), AUTO_CLEANUP_OLDER_THAN: f"{older_than_seconds}s"}
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """A duration as pylance's config writes it: numbers with units, ``"14d"``,
+    ``"1h 30m"``, ``"1ms"``."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]+)", text.strip().lower())
+    if not parts or re.sub(r"[\d.\sa-z]", "", text.lower()):
+        raise InvalidArgumentError(f"not a duration: {text!r}")
+    seconds = 0.0
+    for number, unit in parts:
+        if unit not in _DURATION_UNITS:
+            raise InvalidArgumentError(f"unknown duration unit {unit!r} in {text!r}")
+        seconds += float(number) * _DURATION_UNITS[unit]
+    return dt.timedelta(seconds=seconds)
+
+
+def auto_cleanup(root: str, m: manifest.Manifest) -> None:
+    """After committing ``m``: when its config asks for a cleanup every N versions and this
+    is one, remove versions older than the configured age, keeping the version it was
+    based on and later ones (as pylance's commit hook does)."""
+    config = m.config
+    interval = config.get(AUTO_CLEANUP_INTERVAL)
+    if not interval:
+        return
+    try:
+        every = int(interval)
+        older_than = parse_duration(config.get(AUTO_CLEANUP_OLDER_THAN, "14d"))
+    except (ValueError, InvalidArgumentError):
+        return  # a config pylance could not use either: no cleanup
+    if every <= 0 or m.version % every:
+        return
+    cleanup_old_versions(
+        root, older_than, error_if_tagged_old_versions=False, keep_from=m.version - 1
+    )

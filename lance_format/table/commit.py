@@ -20,8 +20,15 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 
-from ..errors import CommitConflictError, CorruptFileError, DatasetExistsError, LanceIOError
+from ..errors import (
+    CommitConflictError,
+    CorruptFileError,
+    DatasetExistsError,
+    LanceError,
+    LanceIOError,
+)
 from ..pb import table_pb2
 from ..version import LanceFileVersion
 from . import conflicts, features, manifest, operations, paths, transaction
@@ -89,7 +96,15 @@ def commit(
         )
         if written is not None:
             paths.write_version_hint(root, pb.version)
-            return manifest.read_manifest(written)
+            committed = manifest.read_manifest(written)
+            # cleanup reaches staging, which commits through here: imported on use
+            from .cleanup import auto_cleanup
+
+            try:
+                auto_cleanup(root, committed)
+            except LanceError as e:  # the commit stands; the cleanup is only housekeeping
+                warnings.warn(f"auto cleanup after version {pb.version} failed: {e}", stacklevel=2)
+            return committed
     raise CommitConflictError(f"gave up committing to {root} after {max_retries} attempts")
 
 
@@ -143,7 +158,7 @@ def _rebase(
             committed.append((entry.version, _committed_transaction(root, entry)))
     initial = None
     first = txn.read_version
-    if first:
+    if first and any(v.version == first for v in versions):  # (it may be cleaned up)
         initial = {
             f.id: f for f in manifest.read_manifest(paths.find_version(root, first).path).fragments
         }

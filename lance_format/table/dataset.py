@@ -11,6 +11,7 @@ pinned.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import os
 import warnings
@@ -25,13 +26,17 @@ from .. import storage
 from ..blob import DEFAULT_BLOB_BUFFER_SIZE, BlobFile
 from ..cache import SearchCache
 from ..errors import (
+    CorruptFileError,
     DatasetNotFoundError,
+    DeletedRowTakeError,
     InvalidArgumentError,
     InvalidDataError,
     RowOutOfRangeError,
     SchemaError,
+    SchemaMismatchError,
     UnsupportedError,
 )
+from ..reader import LanceFileReader
 from ..schema import LanceSchema
 from ..vector.search import VectorScanner
 from ..version import LanceFileVersion
@@ -42,6 +47,7 @@ from . import (
     compaction,
     config,
     dataset_write,
+    deletion,
     features,
     filters,
     indices,
@@ -54,7 +60,7 @@ from . import (
     write,
 )
 from .fragment import Fragment
-from .fragment_metadata import FragmentMetadata, as_fragment_pb
+from .fragment_metadata import DataFile, FragmentMetadata, as_fragment_pb
 from .lance_operation import write_fragments
 from .operations import Append, Delete, Merge, Project, Restore
 from .scanner import (
@@ -62,6 +68,7 @@ from .scanner import (
     ROW_ADDRESS,
     ROW_ID,
     ROW_OFFSET,
+    SYSTEM_COLUMNS,
     ColumnOrdering,
     Scanner,
     ScanOptions,
@@ -168,6 +175,10 @@ def open_version(
     return Dataset(storage.register(root), _load(entry), cache=cache)
 
 
+def _reopen(uri: str, version: int, default_scan_options: dict | None) -> Dataset:
+    return dataset(uri, version, default_scan_options=default_scan_options)
+
+
 class Dataset:
     """One version of a dataset; writes through it move it to the new version."""
 
@@ -179,6 +190,10 @@ class Dataset:
         # page metadata for random access, kept with the open dataset (a server passes one
         # cache shared by all its datasets): without it every take would re-read it
         self.cache = cache if cache is not None else SearchCache(DATASET_CACHE_BYTES)
+
+    def __reduce__(self):
+        # pickled as what reopens it (for multiprocessing workers), not as its caches
+        return _reopen, (self.uri, self.version, dict(self.default_scan_options) or None)
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -196,7 +211,13 @@ class Dataset:
 
     @functools.cached_property
     def schema(self) -> pa.Schema:
-        return self.lance_schema.to_dataset_arrow()
+        """The columns a scan gives: the dataset's, and the row id / address columns when
+        the default scan options ask for them (as pylance's)."""
+        schema = self.lance_schema.to_dataset_arrow()
+        for option, name in (("with_row_id", ROW_ID), ("with_row_address", ROW_ADDRESS)):
+            if self.default_scan_options.get(option) and name not in schema.names:
+                schema = schema.append(pa.field(name, pa.uint64()))
+        return schema
 
     @property
     def data_storage_version(self) -> LanceFileVersion:
@@ -361,6 +382,28 @@ class Dataset:
                 return f
         return None
 
+    def validate(self) -> None:
+        """Check this version's manifest is consistent (pylance's ``validate``): fragment
+        ids unique, every data-file field id in the schema, deletions fewer than the fragment's rows; raises CorruptFileError otherwise."""
+        ids = {f.id for f in self.lance_schema.walk()}
+        seen: set[int] = set()
+        for frag in self.manifest.fragments:
+            if frag.id in seen:
+                raise CorruptFileError(f"fragment id {frag.id} appears twice", path=self.uri)
+            seen.add(frag.id)
+            for df in frag.files:
+                live = [i for i in df.fields if i >= 0]
+                if set(live) - ids:
+                    raise CorruptFileError(
+                        f"fragment {frag.id}: data file {df.path} has field ids "
+                        f"{sorted(set(live) - ids)} the schema lacks",
+                        path=self.uri,
+                    )
+            if frag.deletion_file.num_deleted_rows > frag.physical_rows:
+                raise CorruptFileError(
+                    f"fragment {frag.id} deletes more rows than it has", path=self.uri
+                )
+
     # -- changing (each returns the new version) -----------------------------------------
 
     def _become(self, new: Dataset) -> None:
@@ -373,13 +416,49 @@ class Dataset:
             if defaults is not None:
                 self.default_scan_options = defaults
 
-    def update(self, updates: dict[str, str], where: str | None = None) -> dict[str, int]:
+    def update(
+        self,
+        updates: dict[str, str],
+        where: str | None = None,
+        conflict_retries: int = mutation.DEFAULT_CONFLICT_RETRIES,
+        retry_timeout: dt.timedelta | None = None,
+    ) -> dict[str, int]:
         """Set columns to SQL expressions on the rows matching ``where`` (all rows when
-        None), as pylance: the object moves to the new version; returns
-        ``{"num_rows_updated": n}``."""
-        new, count = mutation.update(self, updates, where)
+        None), as pylance: the object moves to the new version, re-run against a newer one
+        up to ``conflict_retries`` times when a concurrent commit preempts it; returns
+        ``{"num_rows_updated": n}``.  (``retry_timeout`` is accepted, as pylance's; the
+        retries here are bounded by count.)"""
+        new, count = mutation.update(self, updates, where, conflict_retries=conflict_retries)
         self._become(new)
         return {"num_rows_updated": count}
+
+    @staticmethod
+    def drop(
+        base_uri: str | os.PathLike[str],
+        storage_options: dict[str, str] | None = None,
+        ignore_not_found: bool = False,
+    ) -> None:
+        """pylance's ``LanceDataset.drop``: delete the dataset at ``base_uri``, every
+        version and file; a missing dataset is an error unless ``ignore_not_found``."""
+        root = storage.register(base_uri, storage_options)
+        if not _exists(root):
+            if ignore_not_found:
+                return
+            raise DatasetNotFoundError(f"no dataset at {root}", path=root)
+        storage.delete_prefix(root)
+
+    def get_transactions(
+        self, recent_transactions: int = 10
+    ) -> list[lance_operation.Transaction | None]:
+        """The transactions of this version and the ones before it, newest first (None for
+        a version whose transaction is gone), at most ``recent_transactions``."""
+        out = []
+        for version in range(self.version, max(self.version - recent_transactions, 0), -1):
+            try:
+                out.append(lance_operation.read_transaction(self.uri, version))
+            except InvalidArgumentError:  # that version was cleaned up
+                out.append(None)
+        return out
 
     def insert(self, data, *, mode: str = "append", **kwargs) -> None:
         """Write ``data`` into this dataset (``append`` by default, or ``overwrite``) with
@@ -628,7 +707,7 @@ class Dataset:
             offset=offset,
             with_row_id=bool(with_row_id),
             with_row_address=bool(with_row_address),
-            batch_size=batch_size or DEFAULT_BATCH_SIZE,
+            batch_size=batch_size or default_batch_size(),
             fragments=fragments,
             ranges=ranges,
             order_by=order_by,
@@ -679,8 +758,11 @@ class Dataset:
         scan_in_order=None,
         **kw,
     ) -> Iterator[pa.RecordBatch]:
-        """The rows of a scan (see :meth:`scanner`) as a stream of batches."""
-        return self.scanner(
+        """The rows of a scan (see :meth:`scanner`) as a stream of batches: at most
+        ``batch_size`` rows each, a fragment's last batch shorter, or with
+        ``strict_batch_size`` exactly ``batch_size`` rows but the very last."""
+        strict = bool(kw.pop("strict_batch_size", False))
+        batches = self.scanner(
             columns=columns,
             filter=filter,
             limit=limit,
@@ -689,6 +771,7 @@ class Dataset:
             batch_size=batch_size,
             **kw,
         ).to_batches()
+        return _exact_batches(batches, batch_size or default_batch_size()) if strict else batches
 
     def to_pandas(self, columns=None, filter=None, **kw):
         """The rows of a scan as a pandas DataFrame (pylance's ``to_pandas``)."""
@@ -747,11 +830,29 @@ class Dataset:
             groups.append((i, np.flatnonzero(sel), live))
         return groups
 
-    def take_rows(self, row_ids, columns: list[str] | None = None) -> pa.Table:
-        """Rows by row id (stable ids when the dataset has them, else row addresses)."""
+    def take_rows(
+        self, row_ids, columns: list[str] | None = None, *, skip_deleted: bool = True
+    ) -> pa.Table:
+        """Rows by row id (stable ids when the dataset has them, else row addresses); ids
+        of deleted rows are left out, as pylance does, or refused (``skip_deleted=False``,
+        for callers that promised one row per id)."""
         ids = np.asarray(row_ids, dtype=np.uint64).reshape(-1)
         addr = self._row_id_index(ids) if self.stable_row_ids else ids
+        if skip_deleted:
+            addr = addr[self._not_deleted(addr)]
         return self.take_addresses(addr, columns)
+
+    def _not_deleted(self, addr: np.ndarray) -> np.ndarray:
+        """Which addresses are not deleted rows (pylance's take by row id leaves those
+        out); addresses outside the version stay, for the take to refuse."""
+        keep = np.ones(len(addr), dtype=bool)
+        frag_ids = (addr >> np.uint64(32)).astype(np.int64)
+        offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        for frag in self._fragments:
+            sel = frag_ids == frag.fragment_id
+            if sel.any() and len(frag.deleted_offsets):
+                keep[sel] = ~np.isin(offsets[sel], frag.deleted_offsets)
+        return keep
 
     _take_rows = take_rows  # pylance's name, which its own tests call
 
@@ -774,7 +875,9 @@ class Dataset:
                 raise RowOutOfRangeError(f"row ids refer to rows not in version {self.version}")
             dead = np.isin(offsets[sel], frag.deleted_offsets)
             if dead.any():
-                raise InvalidArgumentError("row ids refer to deleted rows")
+                raise DeletedRowTakeError(
+                    "A take operation that includes row addresses must not target deleted rows"
+                )
             addresses.append((i, np.flatnonzero(sel), offsets[sel]))
         return addresses
 
@@ -943,6 +1046,38 @@ _PYLANCE_SCAN_OPTIONS = frozenset(
 _BLOB_HANDLING = (None, "blobs_descriptions", "all_descriptions", "all_binary")
 
 
+def default_batch_size() -> int:
+    """Rows per batch when a scan names none: ``LANCE_DEFAULT_BATCH_SIZE`` when set (as
+    pylance reads it), else the scanner's default."""
+    text = os.environ.get("LANCE_DEFAULT_BATCH_SIZE")
+    if text is None:
+        return DEFAULT_BATCH_SIZE
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"LANCE_DEFAULT_BATCH_SIZE is not a number: {text!r}") from None
+    if value <= 0:
+        raise InvalidArgumentError("LANCE_DEFAULT_BATCH_SIZE must be positive")
+    return value
+
+
+def _exact_batches(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` re-cut into batches of exactly ``size`` rows (the last may be short)."""
+    pending: list[pa.RecordBatch] = []
+    have = 0
+    for batch in batches:
+        pending.append(batch)
+        have += batch.num_rows
+        while have >= size:
+            table = pa.Table.from_batches(pending).combine_chunks()
+            yield table.slice(0, size).to_batches()[0]
+            rest = table.slice(size)
+            pending = rest.to_batches() if rest.num_rows else []
+            have -= size
+    if have:
+        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+
+
 def _refuse_options(options: dict) -> None:
     """Never ignore an argument: pylance's options are refused when set, others unknown."""
     known = _PYLANCE_SCAN_OPTIONS | _PYLANCE_SCAN_HINTS
@@ -980,6 +1115,31 @@ class _Stats:
             "num_small_files": sum(f.physical_rows < max_rows_per_group for f in frags),
         }
 
+    def data_stats(self) -> DataStatistics:
+        """Bytes each field's columns take in the data files (pylance's ``data_stats``;
+        a struct parent stores nothing of its own in 2.1+ files)."""
+        totals = {f.id: 0 for f in self._ds.lance_schema.walk()}
+        for frag in self._ds.get_fragments():
+            for df, reader in zip(frag.pb.files, frag.readers(), strict=True):
+                columns = getattr(reader.metadata, "columns", None)
+                if columns is None or len(df.column_indices) != len(df.fields):
+                    continue  # legacy files keep no per-column sizes
+                for fid, col in zip(df.fields, df.column_indices, strict=True):
+                    if fid in totals and 0 <= col < len(columns):
+                        totals[fid] += columns[col].stored_bytes()
+        return DataStatistics([FieldStatistics(i, totals[i]) for i in sorted(totals)])
+
+
+@dataclasses.dataclass
+class FieldStatistics:
+    id: int
+    bytes_on_disk: int
+
+
+@dataclasses.dataclass
+class DataStatistics:
+    fields: list[FieldStatistics]
+
 
 class _Optimize:
     def __init__(self, ds: Dataset):
@@ -990,6 +1150,18 @@ class _Optimize:
 
     def optimize_indices(self, **options) -> None:
         self._ds.optimize_indices(**options)
+
+    def enable_auto_cleanup(self, config: dict) -> None:
+        """Clean up old versions every ``config["interval"]`` commits, keeping those younger
+        than ``config["older_than_seconds"]`` (pylance's ``AutoCleanupConfig``)."""
+        keys = cleanup.auto_cleanup_config(config["interval"], config["older_than_seconds"])
+        values: dict[str, str | None] = {**keys}
+        self._ds.update_config(values)
+
+    def disable_auto_cleanup(self) -> None:
+        self._ds.delete_config_keys(
+            [cleanup.AUTO_CLEANUP_INTERVAL, cleanup.AUTO_CLEANUP_OLDER_THAN]
+        )
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -1017,6 +1189,9 @@ def write_dataset(
     storage_options: dict[str, str] | None = None,
     idempotency_key: str | None = None,
     transaction_properties: dict[str, str] | None = None,
+    commit_message: str | None = None,
+    auto_cleanup_options: dict | None = None,
+    progress=None,
 ) -> Dataset:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``) or a new version replacing the rows
@@ -1035,7 +1210,9 @@ def write_dataset(
     with ``data_storage_version="legacy"``, see :mod:`lance_format.legacy.writer`), and
     ``data_cache_bytes`` only sizes pylance's buffers; ``max_bytes_per_file`` rolls to a new data file past that size; binary
     columns marked ``lance-encoding:blob`` and blob-typed ones become blob v2 columns in
-    2.2, as pylance writes them."""
+    2.2, as pylance writes them.  ``commit_message`` is kept in the transaction's
+    properties, ``auto_cleanup_options`` (pylance's ``AutoCleanupConfig``) set the new
+    dataset's auto-cleanup config; ``progress`` is told of each fragment written."""
     if isinstance(uri, Dataset):
         uri = uri.uri
     if not isinstance(max_rows_per_group, int) or max_rows_per_group <= 0:
@@ -1047,6 +1224,14 @@ def write_dataset(
             stacklevel=2,
         )
         data_storage_version = "legacy" if use_legacy_format else "stable"
+    properties = dict(transaction_properties or {})
+    if commit_message is not None:
+        properties[lance_operation.LANCE_COMMIT_MESSAGE_KEY] = commit_message
+    config = None
+    if auto_cleanup_options is not None:
+        config = cleanup.auto_cleanup_config(
+            auto_cleanup_options["interval"], auto_cleanup_options["older_than_seconds"]
+        )
     outcome = dataset_write.write_version(
         data,
         uri,
@@ -1060,8 +1245,10 @@ def write_dataset(
         max_page_bytes=max_page_bytes,
         storage_options=storage_options,
         idempotency_key=idempotency_key,
-        transaction_properties=transaction_properties,
+        transaction_properties=properties,
         max_bytes_per_file=max_bytes_per_file,
+        config=config,
+        progress=progress,
     )
     return dataset(storage.register(uri, storage_options), outcome.version)
 
@@ -1078,8 +1265,7 @@ def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:
         offsets = mutation.offsets_of(scan.to_table())
         count += len(offsets)
         changes.hide(frag, offsets)
-    if not count:
-        return ds, 0
+    # a delete that matches nothing still commits (an empty Delete), as pylance's does
     text = predicate if isinstance(predicate, str) else str(predicate)
     op = Delete(
         updated_fragments=changes.updated, deleted_fragment_ids=changes.removed, predicate=text
@@ -1097,7 +1283,10 @@ def _add_columns(
     fragments, new_schema = new_column_files(
         ds, ds.get_fragments(), transforms, read_columns, reader_schema, batch_size
     )
-    return _commit_new_columns(ds, fragments, new_schema)
+    committed = _commit_new_columns(ds, fragments, new_schema)
+    if isinstance(transforms, udf.BatchUDF) and transforms.cache is not None:
+        transforms.cache.cleanup()  # its results are in the committed files now
+    return committed
 
 
 def new_column_files(
@@ -1118,7 +1307,7 @@ def new_column_files(
             ds, frags, transforms, read_columns, reader_schema, batch_size, names, first_id
         )
     if isinstance(transforms, dict):
-        arrow_schema = ds.schema
+        arrow_schema = ds.lance_schema.to_dataset_arrow()
         compiled = {}
         for name, sql in transforms.items():
             if name in names:
@@ -1127,8 +1316,17 @@ def new_column_files(
         used = sorted({c for cf in compiled.values() for c in cf.top_level_columns})
         source = [f for f in ds.lance_schema.fields if f.name in used]
         probe = _evaluate_columns(ds.scanner(columns=used).schema.empty_table(), compiled)
-        new_schema = LanceSchema.from_arrow(_constant_nullability(probe.schema, compiled), first_id)
-        fragments = [_write_column_file(ds, frag, source, compiled, new_schema) for frag in frags]
+        new_arrow = _constant_nullability(probe.schema, compiled)
+        new_schema = LanceSchema.from_arrow(new_arrow, first_id)
+        if all(not cf.paths for cf in compiled.values()) and all(
+            f.nullable and not pa.types.is_null(f.type) for f in new_arrow
+        ):
+            # every new column is a constant NULL: a schema change alone, as pylance does
+            fragments = [f.pb for f in frags]
+        else:
+            fragments = [
+                _write_column_file(ds, frag, source, compiled, new_schema) for frag in frags
+            ]
     else:
         fields = [transforms] if isinstance(transforms, pa.Field) else list(transforms)
         for f in fields:
@@ -1304,6 +1502,86 @@ def merge_fragment_columns(
         list(ds.lance_schema.fields) + list(new_schema.fields), dict(ds.lance_schema.metadata)
     )
     return FragmentMetadata.from_pb(out), merged
+
+
+def update_fragment_columns(
+    frag: Fragment, data_obj, left_on: str = ROW_ID, right_on: str | None = None, schema=None
+) -> tuple[FragmentMetadata, list[int], bytes]:
+    """:meth:`Fragment.update_columns`: new values for existing columns of ``frag``'s rows
+    whose ``left_on`` matches ``data_obj``'s ``right_on`` (other rows keep theirs), as one
+    new data file; the old files keep their bytes, the columns' ids there become
+    tombstones (-2).  Returns the uncommitted fragment, the modified field ids and the
+    matched physical offsets as a portable roaring bitmap."""
+    ds = frag.dataset
+    right_on = right_on or left_on
+    right = (
+        data_obj if isinstance(data_obj, pa.Table) else write.to_reader(data_obj, schema).read_all()
+    )
+    if right_on not in right.column_names:
+        raise InvalidArgumentError(f"the data has no column {right_on!r} to join on")
+    names = [n for n in right.column_names if n not in (right_on, left_on)]
+    by_name = {f.name: f for f in ds.lance_schema.fields}
+    fields = []
+    for name in names:
+        if name in SYSTEM_COLUMNS:
+            raise InvalidArgumentError(
+                f"column {name} is a reserved metadata column and cannot be updated"
+            )
+        if name not in by_name:
+            raise InvalidArgumentError(f"column {name} does not exist in the fragment")
+        fields.append(by_name[name])
+    if not fields:
+        raise InvalidArgumentError("the data has no column to update")
+    system = {ROW_ID: "with_row_id", ROW_ADDRESS: "with_row_address"}
+    if left_on in system:
+        keys = frag.to_table(columns=[], **{system[left_on]: True}).column(left_on)
+    else:
+        keys = frag.to_table(columns=[left_on]).column(left_on)
+    found = pc.index_in(keys, value_set=right.column(right_on).cast(keys.type))
+    matched = frag.live_offsets[np.flatnonzero(found.is_valid().to_numpy(zero_copy_only=False))]
+    new_schema = LanceSchema(fields, {})
+    live = frag.live_offsets
+    updates = right.select(names).cast(new_schema.to_dataset_arrow())
+
+    def values(_frag: Fragment, offsets: np.ndarray) -> pa.Table:
+        at = np.searchsorted(live, offsets)
+        current = frag.read(fields, offsets)
+        hit = found.take(pa.array(at)).to_numpy(zero_copy_only=False)
+        hit = np.where(np.isnan(hit.astype(np.float64)), -1, hit).astype(np.int64)
+        both = pa.concat_tables([current.cast(updates.schema), updates])
+        rows = np.where(hit >= 0, len(current) + hit, np.arange(len(current)))
+        return both.take(pa.array(rows))
+
+    out = udf.write_values_file(ds, frag, new_schema, values, ADD_COLUMNS_ROWS)
+    replaced = {f.id for field in fields for f in field.walk()}
+    for old in out.files[:-1]:
+        old.fields[:] = [-2 if fid in replaced else fid for fid in old.fields]
+    modified = list(out.files[-1].fields)
+    return FragmentMetadata.from_pb(out), modified, deletion.encode_bitmap_deletions(matched)
+
+
+def fragment_from_file(filename: str, ds: Dataset, fragment_id: int) -> FragmentMetadata:
+    """:meth:`Fragment.create_from_file`: one data file already under ``data/``, written
+    with the dataset's schema, as an uncommitted fragment.  Its field list is the whole
+    schema's ids, as pylance records it for such a file."""
+    path = paths.data_file_path(ds.uri, filename)
+    reader = LanceFileReader(storage.open_file(path))
+    theirs = [f.name for f in reader.lance_schema.fields]
+    ours = [f.name for f in ds.lance_schema.fields]
+    if theirs != ours:
+        raise SchemaMismatchError(
+            f"Append with different schema: the file has columns {theirs}, the dataset {ours}"
+        )
+    major, minor = reader.version.numbers
+    columns = len(reader.metadata.columns)
+    file = DataFile(
+        path=filename,
+        fields=[f.id for f in ds.lance_schema.walk()],
+        column_indices=list(range(columns)),
+        file_major_version=major,
+        file_minor_version=minor,
+    )
+    return FragmentMetadata(id=int(fragment_id), files=[file], physical_rows=reader.num_rows)
 
 
 def _next_field_id(ds: Dataset) -> int:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -32,11 +33,13 @@ from ..errors import (
     DatasetExistsError,
     InvalidArgumentError,
     SchemaError,
+    SchemaMismatchError,
     UnsupportedError,
 )
 from ..schema import LanceSchema
 from ..version import DEFAULT_VERSION, writable
 from . import commit, manifest, paths, staging, write
+from .fragment_metadata import DataFile, FragmentMetadata
 
 IDEMPOTENCY_KEY = "lance_flight.idempotency_key"
 ROWS_PROPERTY = "lance_flight.rows"
@@ -93,11 +96,15 @@ def write_version(
     idempotency_key: str | None = None,
     transaction_properties: Mapping[str, str] | None = None,
     max_bytes_per_file: int | None = None,
+    config: Mapping[str, str] | None = None,
+    progress: Any = None,
 ) -> WriteOutcome:
     """Write ``data`` (a Table, RecordBatchReader or iterable of batches, streamed) as a new
     dataset (``create``), new fragments (``append``; creates a missing dataset) or a new
     version replacing the rows (``overwrite``), in one conflict-checked commit.  See the
-    module docstring for cleanup, create races and ``idempotency_key``."""
+    module docstring for cleanup, create races and ``idempotency_key``.  ``config`` keys
+    are set by a create or overwrite; ``progress`` (a ``FragmentWriteProgress``) hears of
+    each fragment begun and written."""
     root = storage.register(uri, storage_options)
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be create, append or overwrite, not {mode!r}")
@@ -117,9 +124,11 @@ def write_version(
         raise DatasetExistsError(f"dataset already exists at {root} (use mode='append')")
     current = manifest.read_manifest(versions[-1].path) if versions else None
     appending = mode == "append" and current is not None
+    file_schema = None
     if current is not None and appending:
         lance_schema = current.schema
         version = writable(current.data_storage_version, "append to a dataset of", legacy=True)
+        file_schema = _append_subset(lance_schema, reader.schema)
     else:
         version = writable(
             data_storage_version or (current.data_storage_version if current else DEFAULT_VERSION),
@@ -139,16 +148,20 @@ def write_version(
         fragments = write.write_fragments(
             pa.RecordBatchReader.from_batches(reader.schema, counted()),
             root,
-            lance_schema,
+            file_schema or lance_schema,
             max_rows_per_file=max_rows_per_file,
             max_rows_per_group=max_rows_per_group,
             data_storage_version=version,
             max_page_bytes=max_page_bytes,
             max_bytes_per_file=max_bytes_per_file,
+            on_new_file=None if progress is None else _progress_begin(progress),
         )
     except BaseException:
         remove_created_dirs(root, created_from)
         raise
+    if progress is not None:
+        for frag in fragments:
+            progress.complete(FragmentMetadata.from_pb(frag))
     properties = dict(transaction_properties or {})
     if idempotency_key:
         properties[IDEMPOTENCY_KEY] = idempotency_key
@@ -159,6 +172,7 @@ def write_version(
         schema=lance_schema,
         schema_metadata=reader.schema.metadata,
         properties=properties,
+        config=None if appending else config,
     )
     naming = None
     if current is None:
@@ -190,6 +204,29 @@ def write_version(
         write.remove_fragment_files(root, fragments)
         remove_created_dirs(root, created_from)
         raise
+
+
+def _progress_begin(progress: Any) -> Callable[[str], None]:
+    def begin(name: str) -> None:
+        progress.begin(FragmentMetadata(id=0, files=[DataFile(name, [])], physical_rows=0))
+
+    return begin
+
+
+def _append_subset(schema: LanceSchema, data: pa.Schema) -> LanceSchema | None:
+    """The dataset's fields that appended ``data`` holds, in the data's order, when it
+    holds only some of them or orders them otherwise: its files then store those, and the
+    rows read null in the others, as pylance appends.  None when the data has the
+    dataset's columns in order (or columns it lacks, which check_schema refuses)."""
+    names = set(data.names)
+    by_name = {f.name: f for f in schema.fields}
+    if data.names == list(by_name) or not names <= set(by_name) or len(names) != len(data):
+        return None
+    kept = [by_name[n] for n in data.names]
+    missing = [f.name for f in schema.fields if f.name not in names and not f.nullable]
+    if missing:
+        raise SchemaMismatchError(f"the data lacks non-nullable columns {missing}")
+    return LanceSchema(kept, dict(schema.metadata))
 
 
 def _commit(root: str, fragments, staged: dict, options: dict, mode: str, reader) -> int:

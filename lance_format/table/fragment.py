@@ -102,6 +102,10 @@ class Fragment:
         self.cache = cache
         self._dataset = dataset
 
+    def __reduce__(self):
+        # pickled as its dataset (which pickles as what reopens it) and its id
+        return _fragment_of, (self.dataset, self.fragment_id)
+
     @staticmethod
     def create(dataset_uri, data, fragment_id: int | None = None, schema=None, **options):
         """Write ``data`` as ONE new fragment of the dataset at ``dataset_uri`` (or of the
@@ -160,12 +164,45 @@ class Fragment:
         (for ``LanceOperation.Merge`` or ``Overwrite``)."""
         from .dataset import new_column_files  # the dataset layer depends on this one
 
+        if getattr(value_func, "cache", None) is not None:
+            raise InvalidArgumentError(
+                "A checkpoint file cannot be used when applying a UDF to one fragment: "
+                "nothing would remove it"
+            )
         ds = self.dataset
         (pb,), added = new_column_files(ds, [self], value_func, columns, reader_schema, batch_size)
         schema = LanceSchema(
             list(ds.lance_schema.fields) + list(added.fields), dict(ds.lance_schema.metadata)
         )
         return FragmentMetadata.from_pb(pb), schema
+
+    def update_columns(
+        self,
+        data_obj,
+        left_on: str = "_rowid",
+        right_on: str | None = None,
+        schema=None,
+        *,
+        with_offsets: bool = False,
+    ):
+        """pylance's ``LanceFragment.update_columns``: ``data_obj``'s values for existing
+        columns, on the rows whose ``left_on`` matches its ``right_on``, as a new data file
+        (uncommitted); the fragment metadata and the modified field ids (and, with
+        ``with_offsets``, the matched offsets as a roaring bitmap), for
+        ``LanceOperation.Update``."""
+        from .dataset import update_fragment_columns  # the dataset layer depends on this one
+
+        meta, modified, offsets = update_fragment_columns(self, data_obj, left_on, right_on, schema)
+        return (meta, modified, offsets) if with_offsets else (meta, modified)
+
+    @staticmethod
+    def create_from_file(filename: str, dataset: Dataset, fragment_id: int) -> FragmentMetadata:
+        """pylance's ``LanceFragment.create_from_file``: the metadata of a fragment made of
+        one existing data file of ``dataset`` (under ``data/``), e.g. to re-attach a file
+        a manifest lost."""
+        from .dataset import fragment_from_file  # the dataset layer depends on this one
+
+        return fragment_from_file(filename, dataset, fragment_id)
 
     def head(self, num_rows: int) -> pa.Table:
         return self.to_table(limit=num_rows)
@@ -403,8 +440,14 @@ class Fragment:
         the new child to a file of its own; the others stay where they were)."""
         holders: dict[int, list[tuple[int, LanceField]]] = {}
         for i, reader in enumerate(self._readers):
+            listed = self.pb.files[i].fields
+            live = {fid for fid in listed if fid >= 0}
             for f in reader.lance_schema.fields:
-                if f.logical_type == "struct":
+                # a file whose fields of the struct are all tombstones (-2: the struct was
+                # rewritten into a later file) holds none of it
+                if f.logical_type == "struct" and (
+                    not listed or any(x.id in live for x in f.walk())
+                ):
                     holders.setdefault(f.id, []).append((i, f))
         return {fid: parts for fid, parts in holders.items() if len(parts) > 1}
 
@@ -472,6 +515,13 @@ class Fragment:
             arrays.append(col)
             out_fields.append(af)
         return pa.Table.from_arrays(arrays, schema=pa.schema(out_fields))
+
+
+def _fragment_of(ds: Dataset, fragment_id: int) -> Fragment:
+    frag = ds.get_fragment(fragment_id)
+    if frag is None:
+        raise InvalidArgumentError(f"the dataset has no fragment {fragment_id}")
+    return frag
 
 
 def _assemble(field: LanceField, parts: list[tuple[LanceField, pa.Array]], n: int) -> pa.Array:

@@ -12,6 +12,7 @@ dictionary pylance 14 gives, so metadata can travel between the two implementati
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,17 +23,64 @@ _FILE_TYPES = {table_pb2.DeletionFile.ARROW_ARRAY: "array", table_pb2.DeletionFi
 _FILE_TYPE_IDS = {v: k for k, v in _FILE_TYPES.items()}
 
 
-@dataclass
+class _CallablePath(str):
+    """A path that can also be called: ``DataFile.path`` was a method in older pylance,
+    and pylance 14 still accepts ``path()`` (with a deprecation warning)."""
+
+    def __call__(self) -> str:
+        warnings.warn(
+            "DataFile.path() is deprecated, use DataFile.path instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return str(self)
+
+    def __reduce__(self):
+        return (str, (str(self),))
+
+
+@dataclass(init=False)
 class DataFile:
     """One data file of a fragment: its path under ``data/`` and the field ids it holds."""
 
-    path: str
+    _path: str
     fields: list[int]
     column_indices: list[int] = field(default_factory=list)
     file_major_version: int = 0
     file_minor_version: int = 0
     file_size_bytes: int | None = None
     base_id: int | None = None
+
+    def __init__(
+        self,
+        path: str,
+        fields: list[int],
+        column_indices: list[int] | None = None,
+        file_major_version: int = 0,
+        file_minor_version: int = 0,
+        file_size_bytes: int | None = None,
+        base_id: int | None = None,
+    ):
+        self._path = str(path)
+        self.fields = fields
+        self.column_indices = column_indices or []
+        self.file_major_version = file_major_version
+        self.file_minor_version = file_minor_version
+        self.file_size_bytes = file_size_bytes
+        self.base_id = base_id
+
+    @property
+    def path(self) -> str:
+        return _CallablePath(self._path)
+
+    def __repr__(self) -> str:
+        return (
+            f"DataFile(path='{self._path}', fields={self.fields}, "
+            f"column_indices={self.column_indices}, "
+            f"file_major_version={self.file_major_version}, "
+            f"file_minor_version={self.file_minor_version}, "
+            f"file_size_bytes={self.file_size_bytes})"
+        )
 
     def field_ids(self) -> list[int]:
         return list(self.fields)
@@ -51,7 +99,7 @@ class DataFile:
 
     def to_pb(self) -> table_pb2.DataFile:
         out = table_pb2.DataFile(
-            path=self.path,
+            path=self._path,
             fields=self.fields,
             column_indices=self.column_indices,
             file_major_version=self.file_major_version,
@@ -64,7 +112,7 @@ class DataFile:
 
     def to_json(self) -> dict:
         return {
-            "path": self.path,
+            "path": self._path,
             "fields": list(self.fields),
             "column_indices": list(self.column_indices),
             "file_major_version": self.file_major_version,
@@ -141,6 +189,19 @@ class FragmentMetadata:
 
     def data_files(self) -> list[DataFile]:
         return self.files
+
+    def __getstate__(self) -> dict:
+        # the protobuf class pickles by a module path that only resolves inside this package
+        state = dict(self.__dict__)
+        if self._extra is not None:
+            state["_extra"] = self._extra.SerializeToString()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        extra = state.get("_extra")
+        if isinstance(extra, bytes):
+            state = {**state, "_extra": table_pb2.DataFragment.FromString(extra)}
+        self.__dict__.update(state)
 
     # -- protobuf -------------------------------------------------------------------------
 

@@ -73,7 +73,7 @@ def create_index(
     field = next((f for f in ds.lance_schema.fields if f.name == column), None)
     if field is None:
         raise InvalidArgumentError(f"{column!r} is not a fixed-size-list vector column")
-    arrow = ds.schema.field(column)
+    arrow = ds.lance_schema.to_dataset_arrow().field(column)
     if not pa.types.is_fixed_size_list(arrow.type):
         raise InvalidArgumentError(f"{column!r} is not a fixed-size-list vector column")
     if not pa.types.is_floating(arrow.type.value_type):

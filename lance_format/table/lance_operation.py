@@ -685,15 +685,20 @@ def write_fragments(
     max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
     max_rows_per_group: int | None = None,
     max_page_bytes: int | None = None,
+    max_bytes_per_file: int | None = None,
     data_storage_version: str | None = None,
     storage_options: dict[str, str] | None = None,
+    progress: Any = None,
+    fragment_id: int = 0,
 ) -> list[FragmentMetadata] | Transaction:
     """pylance's ``write_fragments``: stage ``data`` as new fragments (id 0) without
     committing, to be committed later, by anyone, with ``LanceDataset.commit`` or
     :meth:`Dataset.commit_fragments`.  An ``append`` to an existing dataset takes its
     schema and file version; otherwise (a new dataset, or ``overwrite``) the data's schema
     and ``data_storage_version`` (default "stable").  ``return_transaction`` gives the
-    Append or Overwrite ``Transaction`` that commits them instead."""
+    Append or Overwrite ``Transaction`` that commits them instead.  ``progress`` (a
+    :class:`~lance_format.progress.FragmentWriteProgress`) is told of each fragment as its
+    data file is begun and once it is written; the fragments take id ``fragment_id``."""
     if mode not in ("append", "create", "overwrite"):
         raise InvalidArgumentError(f"mode must be append, create or overwrite, not {mode!r}")
     reader = write.to_reader(data, schema)
@@ -712,6 +717,12 @@ def write_fragments(
     else:
         lance_schema = LanceSchema.from_arrow(reader.schema)
         version = writable(data_storage_version or DEFAULT_VERSION, legacy=True)
+
+    def begin(name: str) -> None:
+        if progress is not None:
+            file = DataFile(path=name, fields=[])
+            progress.begin(FragmentMetadata(id=fragment_id, files=[file], physical_rows=0))
+
     frags = write.write_fragments(
         reader,
         root,
@@ -719,8 +730,14 @@ def write_fragments(
         max_rows_per_file=max_rows_per_file,
         data_storage_version=version,
         max_page_bytes=max_page_bytes,
+        max_bytes_per_file=max_bytes_per_file,
+        on_new_file=begin,
     )
     metadata = [FragmentMetadata.from_pb(f) for f in frags]
+    for frag in metadata:
+        frag.id = fragment_id
+        if progress is not None:
+            progress.complete(frag)
     if not return_transaction:
         return metadata
     read_version = current.version if current is not None else 0
@@ -742,8 +759,6 @@ def create_fragment(
     storage_options: dict[str, str] | None = None,
 ) -> FragmentMetadata:
     """pylance's ``LanceFragment.create``: ``data`` as ONE uncommitted fragment."""
-    if progress is not None:
-        raise UnsupportedError("progress callbacks are not supported")
     reader = write.to_reader(data, schema)
     if not reader.schema.names:
         raise InvalidDataError("cannot write with an empty schema")
@@ -754,13 +769,13 @@ def create_fragment(
         max_rows_per_file=2**62,
         data_storage_version=data_storage_version,
         storage_options=storage_options,
+        progress=progress,
+        fragment_id=int(fragment_id or 0),
     )
     assert isinstance(frags, list)  # no return_transaction: the fragments themselves
     if len(frags) != 1:
         raise InvalidDataError("cannot create a fragment without rows")
-    (frag,) = frags
-    frag.id = int(fragment_id or 0)
-    return frag
+    return frags[0]
 
 
 def _file_version(op: operations.Overwrite) -> str | None:

@@ -122,7 +122,7 @@ def offsets_of(table: pa.Table) -> np.ndarray:
 
 
 def _data_columns(ds: Dataset, table: pa.Table) -> pa.Table:
-    return table.select(ds.schema.names)
+    return table.select(ds.lance_schema.to_dataset_arrow().names)
 
 
 def _with_retries(
@@ -162,7 +162,7 @@ def _update_once(ds: Dataset, values: dict[str, str], where: str | None) -> tupl
     no row matched, as pylance does) and the number of rows updated."""
     if not isinstance(values, dict) or not values:
         raise InvalidArgumentError("update needs a non-empty dict of column -> SQL expression")
-    schema = ds.schema
+    schema = ds.lance_schema.to_dataset_arrow()
     unknown = [c for c in values if c not in schema.names]
     if unknown:
         raise SchemaError(f"cannot update unknown columns {unknown} (has {schema.names})")
@@ -205,7 +205,7 @@ def update_rows(
     updated, deleted and inserted."""
     if ROW_ADDRESS not in values.column_names:
         raise InvalidArgumentError(f"update_rows needs a {ROW_ADDRESS} column")
-    schema = ds.schema
+    schema = ds.lance_schema.to_dataset_arrow()
     names = [n for n in values.column_names if n != ROW_ADDRESS]
     unknown = [n for n in names if n not in schema.names]
     if unknown or (not names and values.num_rows):
@@ -262,7 +262,7 @@ class MergeInsertBuilder:
         keys = [on] if isinstance(on, str) else list(on)
         if not keys:
             raise InvalidArgumentError("merge_insert needs at least one key column")
-        unknown = [k for k in keys if k not in ds.schema.names]
+        unknown = [k for k in keys if k not in ds.lance_schema.to_dataset_arrow().names]
         if unknown:
             raise SchemaError(f"merge_insert key columns {unknown} are not in the dataset")
         self._ds = ds
@@ -270,6 +270,7 @@ class MergeInsertBuilder:
         self._update: str | bool = False
         self._insert = False
         self._delete: str | bool = False
+        self._fail = False
         self._retries = DEFAULT_CONFLICT_RETRIES
         self._timeout: float | None = None
 
@@ -277,6 +278,12 @@ class MergeInsertBuilder:
         """Replace matched target rows by their source rows (only where ``condition``, an
         SQL expression over ``target.col`` and ``source.col``, holds)."""
         self._update = condition if condition is not None else True
+        return self
+
+    def when_matched_fail(self) -> MergeInsertBuilder:
+        """Refuse the whole merge (nothing committed) if any source row matches a target
+        row: an insert-only merge that must not meet existing keys."""
+        self._fail = True
         return self
 
     def when_not_matched_insert_all(self) -> MergeInsertBuilder:
@@ -309,6 +316,11 @@ class MergeInsertBuilder:
     def execute(self, data, *, schema: pa.Schema | None = None) -> dict[str, int]:
         """Apply the clauses with ``data`` as source, moving the dataset object to the new
         version; pylance's statistics dict."""
+        if self._update is False and not self._insert and self._delete is False and not self._fail:
+            raise InvalidArgumentError(
+                "merge_insert does nothing: call when_matched_update_all, "
+                "when_not_matched_insert_all or when_not_matched_by_source_delete"
+            )
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
         source = write.to_reader(data, schema).read_all()
         new, stats = _with_retries(
@@ -318,7 +330,7 @@ class MergeInsertBuilder:
         return stats
 
     def _execute_once(self, ds: Dataset, source: pa.Table) -> tuple[Dataset, dict[str, int]]:
-        target_schema = ds.schema
+        target_schema = ds.lance_schema.to_dataset_arrow()
         missing = [n for n in target_schema.names if n not in source.column_names]
         extra = [n for n in source.column_names if n not in target_schema.names]
         if extra or set(missing) & set(self._on) or (missing and self._insert):
@@ -349,6 +361,11 @@ class MergeInsertBuilder:
             t_idx = joined.column(_TARGET_INDEX).to_numpy()
             s_idx = joined.column(_SOURCE_INDEX).to_numpy()
             matched_sources.append(s_idx)
+            if self._fail and len(t_idx):
+                raise InvalidDataError(
+                    f"merge_insert with when_matched_fail: {len(t_idx)} source rows match "
+                    f"existing rows on {self._on}"
+                )
             if self._update is not False and len(np.unique(t_idx)) != len(t_idx):
                 raise InvalidDataError(
                     "ambiguous merge insert: several source rows match the same target row "

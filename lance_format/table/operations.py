@@ -579,6 +579,8 @@ class Overwrite(Operation):
         m.fragments.extend(assign_ids(m, self.fragments))
         _set_fields(m, self.schema)
         _set_metadata(m, self.schema_metadata)
+        for key, value in self.config_upsert_values.items():
+            m.config[key] = value
 
     def config_keys(self) -> tuple[set[str], set[str]]:
         return set(self.config_upsert_values), set()

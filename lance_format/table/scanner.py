@@ -433,6 +433,8 @@ class Scanner:
                 table = table.append_column(name, values)
         else:  # only row ids or addresses: nothing to read from the data files
             table = pa.table(metas)
+        if not table.num_columns:  # a filter that reads no column ("true"): one per row
+            table = pa.table({"_": pa.nulls(len(offsets))})
         hit = _evaluate(table, self.filter)
         wanted = {f.name for f in self.fields} & {f.name for f in self.filter_fields}
         known = None
@@ -497,6 +499,8 @@ class Scanner:
             if meta not in names:
                 arrays.append(pa.array(self.meta_column(frag, meta, offsets)))
                 names.append(meta)
+        if not arrays:  # no column asked for: still one (empty) row per match, as pylance
+            return pa.table({"_": pa.nulls(n)}).select([])
         return pa.Table.from_arrays(arrays, schema=self._read_schema)
 
     def meta_column(self, frag: Fragment, name: str, offsets: np.ndarray) -> np.ndarray:

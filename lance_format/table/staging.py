@@ -56,9 +56,11 @@ def staged_transaction(
     schema: LanceSchema | None = None,
     schema_metadata: Mapping[str | bytes, bytes] | None = None,
     properties: Mapping[str, str] | None = None,
+    config: Mapping[str, str] | None = None,
 ) -> Transaction:
     """The transaction adding ``fragments`` (``append``) or replacing every row with them
-    (``overwrite``, which also creates: ``read_version`` 0; it needs ``schema``)."""
+    (``overwrite``, which also creates: ``read_version`` 0; it needs ``schema``, and sets
+    the ``config`` keys given)."""
     op: Operation
     if mode == "append":
         op = Append(fragments=list(fragments))
@@ -72,6 +74,7 @@ def staged_transaction(
                 k.decode() if isinstance(k, bytes) else k: v
                 for k, v in (schema_metadata or {}).items()
             },
+            config_upsert_values=dict(config or {}),
         )
     else:
         raise InvalidArgumentError(f"mode must be one of {list(MODES)}, not {mode!r}")

@@ -9,13 +9,16 @@ never read since the row is deleted), committed with the SQL path's Merge.
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError, InvalidDataError, SchemaError, UnsupportedError
+from ..errors import InvalidArgumentError, InvalidDataError, SchemaError
 from ..schema import LanceSchema
 from . import write
 from .fragment import Fragment
@@ -31,14 +34,51 @@ class BatchUDF:
     def __init__(
         self, func: Callable[[pa.RecordBatch], Any], output_schema=None, checkpoint_file=None
     ):
-        if checkpoint_file is not None:
-            raise UnsupportedError("UDF checkpoint files are not supported here")
         self.func = func
         self.output_schema = output_schema
-        self.cache = None
+        self.cache = BatchUDFCheckpoint(checkpoint_file) if checkpoint_file is not None else None
 
     def __call__(self, batch: pa.RecordBatch) -> Any:
         return self.func(batch)
+
+
+class BatchUDFCheckpoint:
+    """The results of a UDF's batches so far, in a local SQLite file, so that an
+    ``add_columns`` that failed part way computes only the rest when run again with the
+    same file; the file is removed once the columns are committed."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = os.fspath(path)
+        with closing(sqlite3.connect(self.path)) as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS batches (fragment_id INT, batch_index INT, result BLOB)"
+            )
+            conn.commit()
+
+    def get_batch(self, fragment_id: int, batch_index: int) -> pa.RecordBatch | None:
+        with closing(sqlite3.connect(self.path)) as conn:
+            row = conn.execute(
+                "SELECT result FROM batches WHERE fragment_id = ? AND batch_index = ?",
+                (fragment_id, batch_index),
+            ).fetchone()
+        if row is None:
+            return None
+        return pa.ipc.open_stream(row[0]).read_next_batch()
+
+    def insert_batch(self, fragment_id: int, batch_index: int, batch: pa.RecordBatch) -> None:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as out:
+            out.write_batch(batch)
+        with closing(sqlite3.connect(self.path)) as conn:
+            conn.execute(
+                "INSERT INTO batches (fragment_id, batch_index, result) VALUES (?, ?, ?)",
+                (fragment_id, batch_index, sink.getvalue().to_pybytes()),
+            )
+            conn.commit()
+
+    def cleanup(self) -> None:
+        if os.path.exists(self.path):
+            os.remove(self.path)
 
 
 def batch_udf(output_schema: pa.Schema | None = None, checkpoint_file=None):
@@ -100,11 +140,17 @@ def udf_values(ds, udf: BatchUDF | Callable, read_columns, batch_size: int | Non
 
     def values(frag: Fragment, offsets: np.ndarray) -> pa.Table:
         parts = []
+        cache = udf.cache
         for i in range(0, len(offsets), step):
+            key = (frag.fragment_id, int(offsets[i]))  # a batch by its first physical row
+            cached = cache.get_batch(*key) if cache is not None else None
+            if cached is not None:
+                parts.append(cached)
+                continue
             out = _as_batch(udf(source.live_batch(frag, offsets[i : i + step])))
             if udf.output_schema is not None and not out.schema.equals(udf.output_schema):
                 raise InvalidArgumentError(
-                    "the UDF's output schema does not match its output_schema: "
+                    "Output schema of function does not match the expected schema: "
                     f"expected {udf.output_schema}, got {out.schema}"
                 )
             if out.num_rows != min(step, len(offsets) - i):
@@ -112,6 +158,8 @@ def udf_values(ds, udf: BatchUDF | Callable, read_columns, batch_size: int | Non
                     f"the UDF returned {out.num_rows} rows for a batch of "
                     f"{min(step, len(offsets) - i)}"
                 )
+            if cache is not None:
+                cache.insert_batch(*key, out)
             parts.append(out)
         return pa.Table.from_batches(parts)
 

@@ -8,6 +8,7 @@ from .ivf import index_metric, vector_details
 from .metrics import METRICS, normalise_metric
 from .query import NearestQuery, parse_nearest
 from .search import VectorScanner
+from .tables import vec_to_table
 
 __all__ = [
     "METRICS",
@@ -16,5 +17,6 @@ __all__ = [
     "index_metric",
     "normalise_metric",
     "parse_nearest",
+    "vec_to_table",
     "vector_details",
 ]
