@@ -208,6 +208,8 @@ class Scanner:
         parts = list(self._tables(count_only=False, budget=READ_BYTES * TABLE_STEP_FACTOR))
         if not parts:
             return self.schema.empty_table()
+        if not parts[0].num_columns:  # no column asked for (Arrow's concat drops the rows)
+            return _no_columns(sum(p.num_rows for p in parts))
         return pa.concat_tables(parts)
 
     def to_reader(self) -> pa.RecordBatchReader:
@@ -500,7 +502,7 @@ class Scanner:
                 arrays.append(pa.array(self.meta_column(frag, meta, offsets)))
                 names.append(meta)
         if not arrays:  # no column asked for: still one (empty) row per match, as pylance
-            return pa.table({"_": pa.nulls(n)}).select([])
+            return _no_columns(n)
         return pa.Table.from_arrays(arrays, schema=self._read_schema)
 
     def meta_column(self, frag: Fragment, name: str, offsets: np.ndarray) -> np.ndarray:
@@ -529,8 +531,17 @@ class Scanner:
 def _batches_of(table: pa.Table, size: int) -> Iterator[pa.RecordBatch]:
     """``table`` in batches of ``size`` rows (the last may be shorter): zero-copy slices,
     except that a batch straddling a decoded page of some column is joined into one."""
+    if not table.num_columns:  # Arrow does not clamp a column-less slice to the table
+        for start in range(0, table.num_rows, size):
+            yield _no_columns(min(size, table.num_rows - start)).to_batches()[0]
+        return
     for start in range(0, table.num_rows, size):
         yield from table.slice(start, size).combine_chunks().to_batches()
+
+
+def _no_columns(rows: int) -> pa.Table:
+    """A table of ``rows`` rows and no columns (a scan of ``columns=[]``, as pylance's)."""
+    return pa.table({"_": pa.nulls(rows)}).select([])
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:
