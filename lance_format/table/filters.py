@@ -44,7 +44,7 @@ from sqlglot.errors import ParseError, SqlglotError
 from ..errors import InvalidArgumentError, SchemaError, first_line
 from . import filter_text
 from .filter_text import LiteralList
-from .sql_functions import FUNCTIONS
+from .sql_functions import FUNCTIONS, list_element
 from .sql_terms import (
     ARROW_ERRORS,
     BOOL_NULL,
@@ -70,6 +70,7 @@ class LanceFilterDialect(Dialect):
         QUOTES = ["'", '"']
         IDENTIFIERS = ["`"]
         STRING_ESCAPES = ["'"]
+        HEX_STRINGS = [("X'", "'"), ("x'", "'")]
 
 
 @dataclass(frozen=True)
@@ -578,8 +579,20 @@ class _Translator:
     def translate_node(self, node: exp.Expr) -> Term:
         if isinstance(node, exp.Paren):
             return self.translate(node.this)
+        if isinstance(node, exp.Bracket) and _subscript(node) is not None:
+            index = _subscript(node)
+            assert index is not None
+            return list_element(self, self.translate(node.this), index, node)
         if isinstance(node, (exp.Column, exp.Dot, exp.Bracket)):
             return self.column(node)
+        if isinstance(node, exp.HexString):
+            return self.hex_literal(node)
+        if isinstance(node, exp.Array):
+            return self.array_literal(node)
+        if isinstance(node, exp.CurrentDate) and not node.args:
+            # the UTC date at planning time, as DataFusion folds it
+            today = _dt.datetime.now(_dt.UTC).date()
+            return constant(pa.scalar(today, pa.date32()))
         if isinstance(node, exp.Literal):
             return self.literal(node)
         if isinstance(node, exp.Boolean):
@@ -714,6 +727,30 @@ class _Translator:
         if node.is_string:
             return constant(pa.scalar(text, pa.string()))
         return self.number(text, node)
+
+    def hex_literal(self, node: exp.HexString) -> Term:
+        """``X'0102'``: a binary literal."""
+        try:
+            return constant(pa.scalar(bytes.fromhex(node.this), pa.binary()))
+        except ValueError:
+            raise self.invalid(
+                "a binary literal needs an even number of hex digits", node
+            ) from None
+
+    def array_literal(self, node: exp.Array) -> Term:
+        """``[1, 2]``: a list of literals, in their common type (int64, float64, utf8...)."""
+        items = [self.translate(item) for item in node.expressions]
+        if any(item.const is None for item in items):
+            raise self.unsupported("a list of values that are not literals", node)
+        typed = [item.type for item in items if not item.is_null_const]
+        value_type = typed[0] if typed else pa.null()
+        for other in typed[1:]:
+            value_type = common_type(value_type, other) or value_type
+        values = [cast_term(item, value_type).scalar().as_py() for item in items]
+        try:
+            return constant(pa.scalar(values, pa.list_(value_type)))
+        except ARROW_ERRORS as e:
+            raise self.invalid(f"the list mixes types ({first_line(e)})", node) from None
 
     def number(self, text: str, node: exp.Expr) -> Term:
         if re.fullmatch(r"-?\d+", text):
@@ -1265,6 +1302,20 @@ class _Translator:
 
 
 _PARAM_OK = {"VARCHAR", "NVARCHAR", "CHAR", "NCHAR", "BINARY", "VARBINARY"}
+
+
+def _subscript(node: exp.Bracket) -> int | None:
+    """The integer of a list subscript ``l[1]`` / ``l[-1]``; None for a field name."""
+    keys = node.expressions
+    if len(keys) != 1:
+        return None
+    key = keys[0]
+    sign = 1
+    if isinstance(key, exp.Neg):
+        key, sign = key.this, -1
+    if isinstance(key, exp.Literal) and not key.is_string and re.fullmatch(r"\d+", key.this):
+        return sign * int(key.this)
+    return None
 
 
 def _reescape(pattern: str, escape: str) -> str:

@@ -9,13 +9,18 @@ Arguments that pylance takes as literals (patterns, widths, separators) must be 
 
 from __future__ import annotations
 
+import json
+import math
 import re
+import threading
 from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from ..errors import InvalidArgumentError
 from .sql_terms import (
     BOOL_NULL,
     FunctionHandler,
@@ -401,6 +406,399 @@ def _fn_btrim(t: Translator, node: exp.Func) -> Term:
     return Term(pc.utf8_trim(arg.expr, characters=" "), arg.type)
 
 
+# -- row-wise functions (JSON, lists) ----------------------------------------------------------
+#
+# Arrow has no kernels for JSON paths or list membership, so these run as Arrow scalar UDFs:
+# registered once per signature, called from the expression like any kernel, batch by batch.
+
+_UDF_NAMES: dict[tuple[str, tuple[str, ...], str], str] = {}
+_UDF_LOCK = threading.Lock()
+
+
+def _udf_call(
+    name: str,
+    fn: Callable[..., pa.Array],
+    args: list[pc.Expression],
+    in_types: list[pa.DataType],
+    out_type: pa.DataType,
+) -> pc.Expression:
+    """Call ``fn`` (arrays or scalars in, an array out) as an Arrow function of ``args``."""
+    key = (name, tuple(str(t) for t in in_types), str(out_type))
+    with _UDF_LOCK:
+        registered = _UDF_NAMES.get(key)
+        if registered is None:
+            registered = f"lance_format_{name}_{len(_UDF_NAMES)}"
+
+            def kernel(ctx, *arrays):  # noqa: ARG001 - Arrow passes a context first
+                return fn(*arrays)
+
+            pc.register_scalar_function(
+                kernel,
+                registered,
+                {"summary": name, "description": f"SQL {name}, as pylance evaluates it"},
+                {f"arg{i}": t for i, t in enumerate(in_types)},
+                out_type,
+            )
+            _UDF_NAMES[key] = registered
+    return pc.Expression._call(registered, args)
+
+
+def _name(node: exp.Func) -> str:
+    return node.name.lower() if isinstance(node, exp.Anonymous) else node.sql_name().lower()
+
+
+# JSON: an ``arrow.json`` column's text, a JSONPath or key literal
+
+
+_PATH_STEP = re.compile(r"""\.([A-Za-z_][\w]*)|\[(\d+)\]|\[['"]([^'"]*)['"]\]""")
+_MISSING = object()
+
+
+def _json_path(text: str) -> list[str | int] | None:
+    """``$.a.b[0]["c"]`` as its steps; None for JSONPath beyond names and indexes."""
+    if not text.startswith("$"):
+        return None
+    steps: list[str | int] = []
+    pos = 1
+    while pos < len(text):
+        m = _PATH_STEP.match(text, pos)
+        if m is None:
+            return None
+        steps.append(m[1] if m[1] is not None else int(m[2]) if m[2] is not None else m[3])
+        pos = m.end()
+    return steps
+
+
+def _json_step(value: object, step: str | int) -> object:
+    if isinstance(step, int):
+        if isinstance(value, list) and step < len(value):
+            return value[step]
+        return _MISSING
+    if isinstance(value, dict):
+        return value.get(step, _MISSING)
+    return _MISSING
+
+
+def _json_text(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_key(key: str) -> str | int:
+    """json_get's key: an array index when it is a number, otherwise a field name."""
+    return int(key) if key.isdigit() else key
+
+
+def _as_string(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value) if not isinstance(value, float) else _json_text(value)
+    raise InvalidArgumentError("json_get_string: failed to convert to string: InvalidCast")
+
+
+def _as_int(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, int)):
+        return int(value)
+    if isinstance(value, float):  # rounded half away from zero
+        return int(math.floor(abs(value) + 0.5)) * (1 if value >= 0 else -1)
+    raise InvalidArgumentError("json_get_int: failed to convert to integer: InvalidCast")
+
+
+def _as_float(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    raise InvalidArgumentError("json_get_float: failed to convert to float: InvalidCast")
+
+
+def _as_bool(value: object) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    raise InvalidArgumentError("json_get_bool: failed to convert to boolean: InvalidCast")
+
+
+def _json_args(t: Translator, node: exp.Func, count: int) -> tuple[Term, list[str]]:
+    """The JSON column and the literal path/key/value arguments after it."""
+    args = [
+        constant(pa.scalar(a.sql().strip("'"))) if isinstance(a, exp.JSONPath) else t.translate(a)
+        for a in t.args(node)
+    ]
+    name = _name(node)
+    if len(args) != count:
+        raise t.invalid(f"{name} takes {count} arguments", node)
+    subject = args[0]
+    if not (_is_json(subject.type) or is_stringy(subject.type)):
+        raise t.invalid(f"{name} needs a JSON column, got {subject.type}", node)
+    texts = []
+    for extra in args[1:]:  # pylance casts a number literal to its text
+        if extra.const is None or not extra.const.is_valid:
+            raise t.unsupported(f"{name} with a path or key that is not a literal", node)
+        if not (is_stringy(extra.type) or is_numeric(extra.type)):
+            raise t.invalid(f"{name} needs a string path or key, got {extra.type}", node)
+        texts.append(extra.number_text or str(extra.const.as_py()))
+    return subject, texts
+
+
+def _is_json(t: pa.DataType) -> bool:
+    return getattr(t, "extension_name", None) == "arrow.json"
+
+
+def _json_udf(
+    t: Translator,
+    node: exp.Func,
+    subject: Term,
+    params: list[str],
+    out_type: pa.DataType,
+    row: Callable[..., object],
+) -> Term:
+    """Apply ``row(value, *params)`` to each row's parsed JSON (``_MISSING`` for NULL).
+
+    The literal parameters travel as scalar arguments: the function is registered once
+    per name, so it must not close over one filter's values."""
+    if _is_json(subject.type):
+        text = subject.expr.cast(subject.type.storage_type).cast(pa.large_string())
+    else:
+        text = subject.expr.cast(pa.large_string())
+
+    def fn(texts: pa.Array, *scalars: pa.Scalar | pa.Array) -> pa.Array:
+        values = [_param(s) for s in scalars]
+        out = []
+        for v in texts.to_pylist():
+            out.append(row(_MISSING if v is None else json.loads(v), *values))
+        return pa.array(out, out_type)
+
+    args = [text] + [pc.scalar(p) for p in params]
+    in_types = [pa.large_string()] + [pa.string()] * len(params)
+    return Term(_udf_call(_name(node), fn, args, in_types, out_type), out_type)
+
+
+def _param(value: pa.Scalar | pa.Array) -> object:
+    """A literal argument of a UDF: Arrow passes a scalar, or an array when it broadcasts."""
+    return value.as_py() if isinstance(value, pa.Scalar) else value[0].as_py()
+
+
+def _select(document: object, steps: list[str | int]) -> object:
+    for step in steps:
+        if document is _MISSING:
+            break
+        document = _json_step(document, step)
+    return document
+
+
+def _json_path_arg(t: Translator, node: exp.Func, text: str) -> str:
+    if _json_path(text) is None:
+        raise t.unsupported(f"JSONPath {text!r} (only $.name, [index] and ['name'] steps)", node)
+    return text
+
+
+def _row_extract(document: object, path: str) -> str | None:
+    value = _select(document, _json_path(path) or [])
+    return None if value is _MISSING else _json_text(value)
+
+
+def _fn_json_extract(t: Translator, node: exp.Func) -> Term:
+    """json_extract(j, '$.a.b'): the JSON text of the value there (`null` too); NULL if absent."""
+    subject, (path,) = _json_args(t, node, 2)
+    _json_path_arg(t, node, path)
+    return _json_udf(t, node, subject, [path], pa.string(), _row_extract)
+
+
+def _row_exists(document: object, path: str) -> bool | None:
+    if document is _MISSING:
+        return None
+    return _select(document, _json_path(path) or []) is not _MISSING
+
+
+def _fn_json_exists(t: Translator, node: exp.Func) -> Term:
+    """json_exists(j, '$.a'): whether the path leads somewhere (a JSON null counts)."""
+    subject, (path,) = _json_args(t, node, 2)
+    _json_path_arg(t, node, path)
+    return _json_udf(t, node, subject, [path], pa.bool_(), _row_exists)
+
+
+def _fn_json_get(convert: Callable[[object], object], out_type: pa.DataType):
+    """json_get_string/int/float/bool(j, key): one field (or array index), converted
+    strictly: a value of the wrong kind is an error, as in pylance."""
+
+    def row(document: object, key: str) -> object:
+        value = _select(document, [_json_key(key)])
+        return None if value is _MISSING else convert(value)
+
+    def handler(t: Translator, node: exp.Func) -> Term:
+        subject, (key,) = _json_args(t, node, 2)
+        return _json_udf(t, node, subject, [key], out_type, row)
+
+    return handler
+
+
+def _row_array_contains(document: object, path: str, wanted: str) -> bool | None:
+    if document is _MISSING:
+        return None
+    value = _select(document, _json_path(path) or [])
+    if not isinstance(value, list):
+        return False
+    return any(_json_text(e) in (wanted, f'"{wanted}"') for e in value)
+
+
+def _fn_json_array_contains(t: Translator, node: exp.Func) -> Term:
+    """json_array_contains(j, '$.tags', 'x'): an element at the path whose JSON text, or
+    whose text unquoted, is the value."""
+    subject, (path, wanted) = _json_args(t, node, 3)
+    _json_path_arg(t, node, path)
+    return _json_udf(t, node, subject, [path, wanted], pa.bool_(), _row_array_contains)
+
+
+def _row_array_length(document: object, path: str) -> int | None:
+    value = _select(document, _json_path(path) or [])
+    return len(value) if isinstance(value, list) else None
+
+
+def _fn_json_array_length(t: Translator, node: exp.Func) -> Term:
+    """json_array_length(j, '$.tags'): the array's length; NULL when it is not an array."""
+    subject, (path,) = _json_args(t, node, 2)
+    _json_path_arg(t, node, path)
+    return _json_udf(t, node, subject, [path], pa.int64(), _row_array_length)
+
+
+def _fn_arrow_cast(t: Translator, node: exp.Func) -> Term:
+    """arrow_cast(x, 'Int32'): a cast to the Arrow type DataFusion names so."""
+    args = [t.translate(a) for a in t.args(node)]
+    if len(args) != 2 or args[1].const is None or not is_stringy(args[1].type):
+        raise t.invalid("arrow_cast takes a value and an Arrow type name literal", node)
+    type_name = str(args[1].const.as_py())
+    target = _ARROW_TYPES.get(type_name)
+    if target is None:
+        raise t.unsupported(f"arrow_cast to {type_name!r}", node)
+    return cast_term(args[0], target)
+
+
+_ARROW_TYPES = {
+    "Int8": pa.int8(),
+    "Int16": pa.int16(),
+    "Int32": pa.int32(),
+    "Int64": pa.int64(),
+    "UInt8": pa.uint8(),
+    "UInt16": pa.uint16(),
+    "UInt32": pa.uint32(),
+    "UInt64": pa.uint64(),
+    "Float16": pa.float16(),
+    "Float32": pa.float32(),
+    "Float64": pa.float64(),
+    "Boolean": pa.bool_(),
+    "Utf8": pa.string(),
+    "LargeUtf8": pa.large_string(),
+    "Utf8View": pa.string_view(),
+    "Binary": pa.binary(),
+    "LargeBinary": pa.large_binary(),
+    "Date32": pa.date32(),
+    "Date64": pa.date64(),
+    "Timestamp(Second, None)": pa.timestamp("s"),
+    "Timestamp(Millisecond, None)": pa.timestamp("ms"),
+    "Timestamp(Microsecond, None)": pa.timestamp("us"),
+    "Timestamp(Nanosecond, None)": pa.timestamp("ns"),
+}
+
+
+# lists: membership of literal values, subscripts
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_list_view(t)
+    )
+
+
+def _rows_holding(lists: pa.Array, needle: pa.Array) -> np.ndarray:
+    """Per row, whether the list holds any of ``needle``'s values (NULL elements never match)."""
+    flat = pc.list_flatten(lists)
+    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+    hit = pc.is_in(flat, value_set=needle).to_numpy(zero_copy_only=False).astype(bool)
+    return np.bincount(parents[hit], minlength=len(lists)) > 0
+
+
+def _list_needles(t: Translator, node: exp.Func, lists: Term, arg: exp.Expr) -> list:
+    """The literal values of ``[a, b, ...]`` (or a single literal), in the list's value type."""
+    items = arg.expressions if isinstance(arg, exp.Array) else [arg]
+    value_type = lists.type.value_type
+    out = []
+    for item in items:
+        term = t.translate(item)
+        if term.const is None:
+            raise t.unsupported(f"{_name(node)} with values that are not literals", node)
+        out.append(cast_term(term, value_type).scalar().as_py() if term.const.is_valid else None)
+    return out
+
+
+def _fn_array_has(mode: str):
+    """array_has(l, v) / array_contains: ``v`` is in ``l``; array_has_any(l, [..]) and
+    array_has_all(l, [..]): any or all of the literals are.  NULL for a NULL list; a NULL
+    value makes the answer NULL (array_has) or is skipped."""
+
+    def handler(t: Translator, node: exp.Func) -> Term:
+        args = t.args(node)
+        name = _name(node)
+        if len(args) != 2:
+            raise t.invalid(f"{name} takes a list and a value", node)
+        lists = t.translate(args[0])
+        if not _is_list(lists.type):
+            raise t.invalid(f"{name} needs a list, got {lists.type}", node)
+        if mode != "one" and not isinstance(args[1], exp.Array):
+            raise t.unsupported(f"{name} with a second argument that is not [literals]", node)
+        needles = _list_needles(t, node, lists, args[1])
+        if mode == "one" and needles == [None]:
+            return constant(BOOL_NULL)
+        needle_type = pa.list_(lists.type.value_type)
+        values_arg = pa.scalar([v for v in needles if v is not None], needle_type)
+
+        def fn(column: pa.Array, needle: pa.Scalar | pa.Array) -> pa.Array:
+            values = needle.values if isinstance(needle, pa.Scalar) else needle[0].values
+            if mode == "all":
+                found = np.ones(len(column), dtype=bool)
+                for i in range(len(values)):
+                    found &= _rows_holding(column, values.slice(i, 1))
+            else:
+                found = _rows_holding(column, values)
+            return pa.array(found, pa.bool_(), mask=column.is_null().to_numpy(zero_copy_only=False))
+
+        args = [lists.expr, pc.scalar(values_arg)]
+        out = _udf_call(f"array_has_{mode}", fn, args, [lists.type, needle_type], pa.bool_())
+        return Term(out, pa.bool_())
+
+    return handler
+
+
+def list_element(t: Translator, lists: Term, index: int, node: exp.Expr) -> Term:
+    """``l[i]``: the i-th element counting from 1 (from -1 at the end); NULL when out of range."""
+    if not _is_list(lists.type):
+        raise t.invalid(f"a subscript needs a list, got {lists.type}", node)
+    value_type = lists.type.value_type
+
+    def fn(column: pa.Array, at: pa.Scalar | pa.Array) -> pa.Array:
+        i = at.as_py() if isinstance(at, pa.Scalar) else at[0].as_py()
+        lengths = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False)
+        position = lengths + i if i < 0 else np.full(len(column), i - 1, dtype=np.int64)
+        inside = (i != 0) & (position >= 0) & (position < lengths)
+        starts = np.cumsum(lengths) - lengths
+        flat = pc.list_flatten(column)
+        if not len(flat):
+            return pa.nulls(len(column), value_type)
+        return flat.take(pa.array(np.where(inside, starts + position, 0), mask=~inside))
+
+    at = pc.scalar(pa.scalar(index, pa.int64()))
+    out = _udf_call("list_element", fn, [lists.expr, at], [lists.type, pa.int64()], value_type)
+    return Term(out, value_type)
+
+
 # handler by sqlglot class name: each takes the node class it is named for
 FUNCTIONS: dict[str, FunctionHandler] = {
     "Lower": _fn_unary_string("utf8_lower"),
@@ -441,4 +839,21 @@ FUNCTIONS: dict[str, FunctionHandler] = {
     "Greatest": _fn_extreme(pc.max_element_wise),
     "Least": _fn_extreme(pc.min_element_wise),
     "Nullif": _fn_nullif,
+    "JSONExtract": _fn_json_extract,
+    "json_extract": _fn_json_extract,
+    "json_exists": _fn_json_exists,
+    "json_get_string": _fn_json_get(_as_string, pa.string()),
+    "json_get_int": _fn_json_get(_as_int, pa.int64()),
+    "json_get_float": _fn_json_get(_as_float, pa.float64()),
+    "json_get_bool": _fn_json_get(_as_bool, pa.bool_()),
+    "json_array_contains": _fn_json_array_contains,
+    "JSONArrayContains": _fn_json_array_contains,
+    "json_array_length": _fn_json_array_length,
+    "ArrayContains": _fn_array_has("one"),
+    "array_has": _fn_array_has("one"),
+    "array_contains": _fn_array_has("one"),
+    "array_has_any": _fn_array_has("any"),
+    "ArrayContainsAll": _fn_array_has("all"),
+    "array_has_all": _fn_array_has("all"),
+    "arrow_cast": _fn_arrow_cast,
 }
