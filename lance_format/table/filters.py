@@ -44,7 +44,7 @@ from sqlglot.errors import ParseError, SqlglotError
 from ..errors import InvalidArgumentError, SchemaError, first_line
 from . import filter_text
 from .filter_text import LiteralList
-from .sql_functions import FUNCTIONS, list_element
+from .sql_functions import FUNCTIONS, list_element, list_equals
 from .sql_terms import (
     ARROW_ERRORS,
     BOOL_NULL,
@@ -895,6 +895,10 @@ class _Translator:
     # predicates --------------------------------------------------------------------------
 
     def compare(self, kind: str, left: Term, right: Term, node: exp.Expr) -> Term:
+        if kind in ("eq", "ne") and (pa.types.is_list(left.type) or pa.types.is_list(right.type)):
+            lists, literal = (right, left) if left.const is not None else (left, right)
+            equal = list_equals(self, lists, literal, node)
+            return equal if kind == "eq" else Term(pc.invert(equal.expr), pa.bool_())
         left, right = self.unify(left, right, node)
         for side in (left, right):
             if pa.types.is_struct(side.type) or pa.types.is_list(side.type):

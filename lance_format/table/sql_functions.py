@@ -22,6 +22,7 @@ from sqlglot import exp
 
 from ..errors import InvalidArgumentError
 from .sql_terms import (
+    ARROW_ERRORS,
     BOOL_NULL,
     FunctionHandler,
     Term,
@@ -797,6 +798,26 @@ def list_element(t: Translator, lists: Term, index: int, node: exp.Expr) -> Term
     at = pc.scalar(pa.scalar(index, pa.int64()))
     out = _udf_call("list_element", fn, [lists.expr, at], [lists.type, pa.int64()], value_type)
     return Term(out, value_type)
+
+
+def list_equals(t: Translator, lists: Term, literal: Term, node: exp.Expr) -> Term:
+    """``l = [1, 2]``: whole-list equality with a literal list; NULL for a NULL list."""
+    if not _is_list(lists.type) or literal.const is None or not _is_list(literal.type):
+        raise t.invalid(f"cannot compare {lists.type} with {literal.type}", node)
+    target = pa.list_(lists.type.value_type)
+    try:
+        wanted = literal.scalar().cast(target)
+    except ARROW_ERRORS as e:
+        raise t.invalid(f"cannot compare {lists.type} with {literal.type} ({e})", node) from None
+
+    def fn(column: pa.Array, value: pa.Scalar | pa.Array) -> pa.Array:
+        expected = _param(value)
+        rows = column.to_pylist()
+        return pa.array([None if r is None else r == expected for r in rows], pa.bool_())
+
+    args = [lists.expr, pc.scalar(wanted)]
+    out = _udf_call("list_equals", fn, args, [lists.type, target], pa.bool_())
+    return Term(out, pa.bool_())
 
 
 # handler by sqlglot class name: each takes the node class it is named for

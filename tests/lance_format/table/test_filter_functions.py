@@ -109,6 +109,10 @@ FILTERS = [
     "l[0] IS NULL",
     "l[5] IS NULL",
     "ls[1] = 'b'",
+    "l = [1, 2]",
+    "l <> [1, 2]",
+    "[3] = l",
+    "ls = ['b', 'c']",
     # literals and casts
     "b = X'0102'",
     "b <> x'ff'",
