@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from .. import jsonb
 from ..errors import InvalidArgumentError
 from .sql_terms import (
     ARROW_ERRORS,
@@ -535,7 +536,9 @@ def _json_args(t: Translator, node: exp.Func, count: int) -> tuple[Term, list[st
     if len(args) != count:
         raise t.invalid(f"{name} takes {count} arguments", node)
     subject = args[0]
-    if not (_is_json(subject.type) or is_stringy(subject.type)):
+    if not (
+        _is_json(subject.type) or is_stringy(subject.type) or pa.types.is_large_binary(subject.type)
+    ):
         raise t.invalid(f"{name} needs a JSON column, got {subject.type}", node)
     texts = []
     for extra in args[1:]:  # pylance casts a number literal to its text
@@ -563,20 +566,24 @@ def _json_udf(
 
     The literal parameters travel as scalar arguments: the function is registered once
     per name, so it must not close over one filter's values."""
+    binary = pa.types.is_large_binary(subject.type)  # JSONB, as json_get returns it
     if _is_json(subject.type):
         text = subject.expr.cast(subject.type.storage_type).cast(pa.large_string())
+    elif binary:
+        text = subject.expr
     else:
         text = subject.expr.cast(pa.large_string())
+    parse = (lambda v: json.loads(jsonb.decode(v))) if binary else json.loads
 
     def fn(texts: pa.Array, *scalars: pa.Scalar | pa.Array) -> pa.Array:
         values = [_param(s) for s in scalars]
         out = []
         for v in texts.to_pylist():
-            out.append(row(_MISSING if v is None else json.loads(v), *values))
+            out.append(row(_MISSING if v is None else parse(v), *values))
         return pa.array(out, out_type)
 
     args = [text] + [pc.scalar(p) for p in params]
-    in_types = [pa.large_string()] + [pa.string()] * len(params)
+    in_types = [subject.type if binary else pa.large_string()] + [pa.string()] * len(params)
     return Term(_udf_call(_name(node), fn, args, in_types, out_type), out_type)
 
 
@@ -624,7 +631,7 @@ def _fn_json_exists(t: Translator, node: exp.Func) -> Term:
     return _json_udf(t, node, subject, [path], pa.bool_(), _row_exists)
 
 
-def _fn_json_get(convert: Callable[[object], object], out_type: pa.DataType):
+def _fn_json_get_as(convert: Callable[[object], object], out_type: pa.DataType):
     """json_get_string/int/float/bool(j, key): one field (or array index), converted
     strictly: a value of the wrong kind is an error, as in pylance."""
 
@@ -637,6 +644,18 @@ def _fn_json_get(convert: Callable[[object], object], out_type: pa.DataType):
         return _json_udf(t, node, subject, [key], out_type, row)
 
     return handler
+
+
+def _row_get(document: object, key: str) -> bytes | None:
+    value = _select(document, [_json_key(key)])
+    return None if value is _MISSING else jsonb.encode(_json_text(value))
+
+
+def _fn_json_get(t: Translator, node: exp.Func) -> Term:
+    """json_get(j, key): the field (or array element) as JSONB bytes, for the json_get_*
+    functions to read further."""
+    subject, (key,) = _json_args(t, node, 2)
+    return _json_udf(t, node, subject, [key], pa.large_binary(), _row_get)
 
 
 def _row_array_contains(document: object, path: str, wanted: str) -> bool | None:
@@ -863,10 +882,11 @@ FUNCTIONS: dict[str, FunctionHandler] = {
     "JSONExtract": _fn_json_extract,
     "json_extract": _fn_json_extract,
     "json_exists": _fn_json_exists,
-    "json_get_string": _fn_json_get(_as_string, pa.string()),
-    "json_get_int": _fn_json_get(_as_int, pa.int64()),
-    "json_get_float": _fn_json_get(_as_float, pa.float64()),
-    "json_get_bool": _fn_json_get(_as_bool, pa.bool_()),
+    "json_get": _fn_json_get,
+    "json_get_string": _fn_json_get_as(_as_string, pa.string()),
+    "json_get_int": _fn_json_get_as(_as_int, pa.int64()),
+    "json_get_float": _fn_json_get_as(_as_float, pa.float64()),
+    "json_get_bool": _fn_json_get_as(_as_bool, pa.bool_()),
     "json_array_contains": _fn_json_array_contains,
     "JSONArrayContains": _fn_json_array_contains,
     "json_array_length": _fn_json_array_length,

@@ -91,6 +91,10 @@ FILTERS = [
     "json_array_contains(j, '$.b', 'x')",
     "json_array_length(j, '$.c') = 2",
     "json_array_length(j, '$.c') IS NULL",
+    "json_get(j, 'a') IS NULL",
+    "json_get_int(json_get(j, 'c'), '0') = 1",
+    "json_get_string(json_get(j, 'n'), 'k') = 'w'",
+    "json_extract(json_get(j, 'c'), '$[1]') = '2'",
     # lists
     "array_has(l, 2)",
     "array_has(l, 1) IS NULL",
