@@ -92,7 +92,7 @@ FILTERS = [
     "json_array_length(j, '$.c') = 2",
     "json_array_length(j, '$.c') IS NULL",
     "json_get(j, 'a') IS NULL",
-    "json_get_int(json_get(j, 'c'), '0') = 1",
+    "json_get_int(json_get(j, 'c'), '1') = 2",
     "json_get_string(json_get(j, 'n'), 'k') = 'w'",
     "json_extract(json_get(j, 'c'), '$[1]') = '2'",
     # lists
