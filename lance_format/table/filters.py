@@ -583,6 +583,8 @@ class _Translator:
             index = _subscript(node)
             assert index is not None
             return list_element(self, self.translate(node.this), index, node)
+        if isinstance(node, (exp.Dot, exp.Bracket)) and _has_subscript(node.this):
+            return self.field_of(node)
         if isinstance(node, (exp.Column, exp.Dot, exp.Bracket)):
             return self.column(node)
         if isinstance(node, exp.HexString):
@@ -707,6 +709,27 @@ class _Translator:
                 raise self.unsupported("subscript of an expression", node)
             return self.column_parts(node.this) + [(keys[0].this, True)]
         raise self.unsupported(type(node).__name__.upper(), node)
+
+    def field_of(self, node: exp.Dot | exp.Bracket) -> Term:
+        """A struct field of a computed value (``list_struct[1]['x']``, ``l[1].x``)."""
+        if isinstance(node, exp.Dot):
+            if not isinstance(node.expression, exp.Identifier):
+                raise self.unsupported("field access", node)
+            name, quoted = node.expression.name, bool(node.expression.args.get("quoted"))
+        else:
+            keys = node.expressions
+            if len(keys) != 1 or not (isinstance(keys[0], exp.Literal) and keys[0].is_string):
+                raise self.unsupported("subscript other than a struct field name", node)
+            name, quoted = keys[0].this, True
+        inner = self.translate(node.this)
+        if not pa.types.is_struct(inner.type):
+            raise self.invalid(f"{inner.type} is not a struct, so it has no field {name!r}", node)
+        child = self.lookup(inner.type, name, quoted)
+        if child is None:
+            fields = [f.name for f in inner.type]
+            raise self.invalid(f"no field {name!r} among {fields}", node)
+        index = inner.type.get_field_index(child.name)
+        return Term(pc.struct_field(inner.expr, [index]), child.type)
 
     @staticmethod
     def lookup(container: pa.Schema | pa.StructType, name: str, quoted: bool) -> pa.Field | None:
@@ -1306,6 +1329,15 @@ class _Translator:
 
 
 _PARAM_OK = {"VARCHAR", "NVARCHAR", "CHAR", "NCHAR", "BINARY", "VARBINARY"}
+
+
+def _has_subscript(node: exp.Expr) -> bool:
+    """Whether a column reference goes through a list subscript (so is computed)."""
+    while isinstance(node, (exp.Dot, exp.Bracket, exp.Paren)):
+        if isinstance(node, exp.Bracket) and _subscript(node) is not None:
+            return True
+        node = node.this
+    return False
 
 
 def _subscript(node: exp.Bracket) -> int | None:

@@ -43,6 +43,12 @@ def build_table() -> pa.Table:
             ),
             "b": pa.array([b"\x01\x02", b"x", None, b"", b"\xff", b"\x01\x02"], pa.binary()),
             "i": pa.array([1, None, 3, 4, 5, 6], pa.int32()),
+            "v": pa.FixedSizeListArray.from_arrays(pa.array(range(12), pa.float32()), 2),
+            "lst": pa.array(
+                [[{"x": 1, "y": "a"}], [{"x": 2, "y": "b"}, {"x": 3, "y": None}], None, [], [None]]
+                + [[{"x": 5, "y": "e"}]],
+                pa.list_(pa.struct([("x", pa.int64()), ("y", pa.string())])),
+            ),
         }
     )
 
@@ -113,6 +119,10 @@ FILTERS = [
     "l[0] IS NULL",
     "l[5] IS NULL",
     "ls[1] = 'b'",
+    "lst[1]['x'] = 2",
+    "lst[1].y = 'a'",
+    "lst[2]['y'] IS NULL",
+    "lst[-1].x = 3",
     "l = [1, 2]",
     "l <> [1, 2]",
     "[3] = l",
@@ -179,6 +189,7 @@ def test_unsupported_is_a_clear_error(sql: str) -> None:
     ("updates", "where"),
     [
         ({"l": "[7, 8]"}, "id = 1"),
+        ({"v": "[42.0, 43.0]"}, "id < 3"),
         ({"ls": "['p', 'q']"}, "array_has(ls, 'a')"),
         ({"b": "X'0a0b'"}, "json_exists(j, '$.b')"),
         ({"i": "arrow_cast(id, 'Int32')"}, "l[1] = 1"),
