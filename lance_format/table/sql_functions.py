@@ -500,13 +500,46 @@ def _as_string(value: object) -> str | None:
     raise InvalidArgumentError("json_get_string: failed to convert to string: InvalidCast")
 
 
+_DECIMAL_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_SPECIAL_FLOATS = {
+    "inf",
+    "+inf",
+    "-inf",
+    "infinity",
+    "+infinity",
+    "-infinity",
+    "nan",
+    "+nan",
+    "-nan",
+}
+
+
+def _number_text(text: str, what: str) -> float | int:
+    """A number spelled in a JSON string ('35', '1e3', '.5'), as Rust parses one."""
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    if _DECIMAL_TEXT.fullmatch(text) or text.casefold() in _SPECIAL_FLOATS:
+        return float(text)
+    raise InvalidArgumentError(f"json_get_{what}: failed to convert to {what}: InvalidCast")
+
+
+def _rounded(value: float | int, what: str) -> int:
+    """An integer from a number: halves rounded away from zero (2.5 -> 3)."""
+    if isinstance(value, int):
+        return int(value)  # a bool counts 0 / 1
+    if not math.isfinite(value):
+        raise InvalidArgumentError(f"json_get_{what}: failed to convert to integer: InvalidCast")
+    return int(math.floor(abs(value) + 0.5)) * (1 if value >= 0 else -1)
+
+
 def _as_int(value: object) -> int | None:
+    """json_get_int: booleans count 0/1, floats round, strings holding a number parse."""
     if value is None:
         return None
-    if isinstance(value, (bool, int)):
-        return int(value)
-    if isinstance(value, float):  # rounded half away from zero
-        return int(math.floor(abs(value) + 0.5)) * (1 if value >= 0 else -1)
+    if isinstance(value, (bool, int, float)):
+        return _rounded(value, "int")
+    if isinstance(value, str):
+        return _rounded(_number_text(value, "int"), "int")
     raise InvalidArgumentError("json_get_int: failed to convert to integer: InvalidCast")
 
 
@@ -515,14 +548,23 @@ def _as_float(value: object) -> float | None:
         return None
     if isinstance(value, (bool, int, float)):
         return float(value)
+    if isinstance(value, str):
+        _number_text(value, "float")  # validates the spelling
+        return float(value)  # keeps '-0' negative
     raise InvalidArgumentError("json_get_float: failed to convert to float: InvalidCast")
 
 
+_BOOL_TEXT = {"true": True, "yes": True, "false": False, "no": False}
+
+
 def _as_bool(value: object) -> bool | None:
+    """json_get_bool: booleans, and the strings true/yes/false/no in any case."""
     if value is None:
         return None
     if isinstance(value, bool):
         return value
+    if isinstance(value, str) and value.casefold() in _BOOL_TEXT:
+        return _BOOL_TEXT[value.casefold()]
     raise InvalidArgumentError("json_get_bool: failed to convert to boolean: InvalidCast")
 
 

@@ -208,3 +208,38 @@ def test_update_values_match_pylance(tmp_path, updates: dict, where: str) -> Non
     got = lance.dataset(tmp_path / "ours").to_table().sort_by("id")
     assert got.equals(expected)
     assert ours.to_table().sort_by("id").equals(expected)
+
+
+CONVERTED = [
+    *["35", "1.5", "-4", "1e3", "1E2", "+3", ".5", "3.", "-0", "0", "inf", "NaN", " 35", "0x10"],
+    *["1_0", "", "true", "false", "TRUE", "False", "yes", "NO", "no", "on", "t", "1", "y"],
+    *[True, False, 2.5, -2.5, 7, None, [1], {"a": 1}],
+]
+
+
+def _converted(ds, fn: str, row: int) -> object:
+    try:
+        table = ds.to_table(columns={"x": f"{fn}(j, 'v')"}, filter=f"id = {row}")
+    except Exception as e:  # both raise on a value of the wrong kind
+        assert "InvalidCast" in str(e)
+        return "error"
+    value = table["x"][0].as_py()
+    return repr(value) if isinstance(value, float) else value  # NaN, -0.0 compare by text
+
+
+@pytest.mark.parametrize(
+    "fn", ["json_get_int", "json_get_float", "json_get_bool", "json_get_string"]
+)
+def test_json_get_conversions_match_pylance(tmp_path, fn: str) -> None:
+    """Which JSON values each json_get_* converts (strings holding numbers or true/yes/no,
+    booleans as 0/1, floats rounded half away from zero) and which are errors."""
+    docs = pa.array([json.dumps({"v": v}) for v in CONVERTED], pa.json_(pa.string()))
+    table = pa.table({"id": pa.array(range(len(CONVERTED)), pa.int64()), "j": docs})
+    lance.write_dataset(table, tmp_path / "ds")
+    theirs, ours = lance.dataset(tmp_path / "ds"), lance_format.dataset(str(tmp_path / "ds"))
+    seen = []
+    for row in range(len(CONVERTED)):
+        expected = _converted(theirs, fn, row)
+        assert _converted(ours, fn, row) == expected, CONVERTED[row]
+        seen.append(expected)
+    assert len(set(map(repr, seen))) > 5  # values, NULLs and errors alike
