@@ -242,4 +242,5 @@ def test_json_get_conversions_match_pylance(tmp_path, fn: str) -> None:
         expected = _converted(theirs, fn, row)
         assert _converted(ours, fn, row) == expected, CONVERTED[row]
         seen.append(expected)
-    assert len(set(map(repr, seen))) > 5  # values, NULLs and errors alike
+    assert "error" in seen and None in seen  # values, NULLs and errors alike
+    assert len(set(map(repr, seen))) >= 4
