@@ -781,30 +781,40 @@ def _is_list(t: pa.DataType) -> bool:
 
 
 def _rows_holding(lists: pa.Array, needle: pa.Array) -> np.ndarray:
-    """Per row, whether the list holds any of ``needle``'s values (NULL elements never match)."""
+    """Per row, whether the list holds any of ``needle``'s values (a NULL needle matches a
+    NULL element, as DataFusion compares them)."""
     flat = pc.list_flatten(lists)
     parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
-    hit = pc.is_in(flat, value_set=needle).to_numpy(zero_copy_only=False).astype(bool)
+    hit = pc.is_in(flat, value_set=needle, skip_nulls=False)
+    hit = hit.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
     return np.bincount(parents[hit], minlength=len(lists)) > 0
 
 
+_NO_MATCH = object()  # a literal no element can equal (2.5 among integers)
+
+
 def _list_needles(t: Translator, node: exp.Func, lists: Term, arg: exp.Expr) -> list:
-    """The literal values of ``[a, b, ...]`` (or a single literal), in the list's value type."""
+    """The literal values of ``[a, b, ...]`` (or a single literal), in the list's value type;
+    ``_NO_MATCH`` for one the type cannot hold exactly."""
     items = arg.expressions if isinstance(arg, exp.Array) else [arg]
     value_type = lists.type.value_type
-    out = []
+    out: list = []
     for item in items:
         term = t.translate(item)
         if term.const is None:
             raise t.unsupported(f"{_name(node)} with values that are not literals", node)
-        out.append(cast_term(term, value_type).scalar().as_py() if term.const.is_valid else None)
+        try:
+            out.append(term.const.cast(value_type).as_py())
+        except ARROW_ERRORS:
+            out.append(_NO_MATCH)
     return out
 
 
 def _fn_array_has(mode: str):
     """array_has(l, v) / array_contains: ``v`` is in ``l``; array_has_any(l, [..]) and
-    array_has_all(l, [..]): any or all of the literals are.  NULL for a NULL list; a NULL
-    value makes the answer NULL (array_has) or is skipped."""
+    array_has_all(l, [..]): any or all of the literals are.  NULL for a NULL list (but an
+    empty literal list is false for any, true for all, whatever the row); array_has of NULL
+    is NULL, a NULL among many literals matches a NULL element."""
 
     def handler(t: Translator, node: exp.Func) -> Term:
         args = t.args(node)
@@ -819,8 +829,13 @@ def _fn_array_has(mode: str):
         needles = _list_needles(t, node, lists, args[1])
         if mode == "one" and needles == [None]:
             return constant(BOOL_NULL)
+        if not needles:
+            return constant(pa.scalar(mode == "all"))
+        if mode == "all" and _NO_MATCH in needles:  # false, or NULL for a NULL list
+            null = pc.scalar(BOOL_NULL)
+            return Term(pc.if_else(pc.is_null(lists.expr), null, pc.scalar(False)), pa.bool_())
         needle_type = pa.list_(lists.type.value_type)
-        values_arg = pa.scalar([v for v in needles if v is not None], needle_type)
+        values_arg = pa.scalar([v for v in needles if v is not _NO_MATCH], needle_type)
 
         def fn(column: pa.Array, needle: pa.Scalar | pa.Array) -> pa.Array:
             values = needle.values if isinstance(needle, pa.Scalar) else needle[0].values
