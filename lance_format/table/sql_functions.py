@@ -452,15 +452,17 @@ def _name(node: exp.Func) -> str:
 # JSON: an ``arrow.json`` column's text, a JSONPath or key literal
 
 
-_PATH_STEP = re.compile(r"""\.([A-Za-z_][\w]*)|\[(\d+)\]|\[['"]([^'"]*)['"]\]""")
+_PATH_STEP = re.compile(r"""\.([A-Za-z_][\w]*)|\[(\d+)\]|\[['"]([^'"]*)['"]\]|(\.\*|\[\*\])""")
+Step = str | int | None  # a field name, an array index, or None for a wildcard (* / [*])
 _MISSING = object()
 
 
-def _json_path(text: str) -> list[str | int] | None:
-    """``$.a.b[0]["c"]`` as its steps; None for JSONPath beyond names and indexes."""
+def _json_path(text: str) -> list[Step] | None:
+    """``$.a.b[0]["c"][*]`` as its steps; None for JSONPath beyond names, indexes and
+    wildcards (filters, slices, recursive descent)."""
     if not text.startswith("$"):
         return None
-    steps: list[str | int] = []
+    steps: list[Step] = []
     pos = 1
     while pos < len(text):
         m = _PATH_STEP.match(text, pos)
@@ -471,14 +473,17 @@ def _json_path(text: str) -> list[str | int] | None:
     return steps
 
 
-def _json_step(value: object, step: str | int) -> object:
+def _json_step(value: object, step: Step) -> list:
+    """The values one step reaches from ``value`` (none, one, or all for a wildcard)."""
+    if step is None:
+        if isinstance(value, list):
+            return value
+        return list(value.values()) if isinstance(value, dict) else []
     if isinstance(step, int):
-        if isinstance(value, list) and step < len(value):
-            return value[step]
-        return _MISSING
-    if isinstance(value, dict):
-        return value.get(step, _MISSING)
-    return _MISSING
+        return [value[step]] if isinstance(value, list) and step < len(value) else []
+    if isinstance(value, dict) and step in value:
+        return [value[step]]
+    return []
 
 
 def _json_text(value: object) -> str:
@@ -634,27 +639,39 @@ def _param(value: pa.Scalar | pa.Array) -> object:
     return value.as_py() if isinstance(value, pa.Scalar) else value[0].as_py()
 
 
-def _select(document: object, steps: list[str | int]) -> object:
+def _select_all(document: object, steps: list[Step]) -> list:
+    """Every value the path reaches, in document order."""
+    if document is _MISSING:
+        return []
+    found = [document]
     for step in steps:
-        if document is _MISSING:
-            break
-        document = _json_step(document, step)
-    return document
+        found = [reached for value in found for reached in _json_step(value, step)]
+    return found
+
+
+def _select(document: object, steps: list[Step]) -> object:
+    """The first value the path reaches, or ``_MISSING``."""
+    found = _select_all(document, steps)
+    return found[0] if found else _MISSING
 
 
 def _json_path_arg(t: Translator, node: exp.Func, text: str) -> str:
     if _json_path(text) is None:
-        raise t.unsupported(f"JSONPath {text!r} (only $.name, [index] and ['name'] steps)", node)
+        raise t.unsupported(f"JSONPath {text!r} (only .name, [index], ['name'], * steps)", node)
     return text
 
 
 def _row_extract(document: object, path: str) -> str | None:
-    value = _select(document, _json_path(path) or [])
-    return None if value is _MISSING else _json_text(value)
+    """The value reached, or the array of all of them when a wildcard reaches several."""
+    found = _select_all(document, _json_path(path) or [])
+    if not found:
+        return None
+    return _json_text(found[0] if len(found) == 1 else found)
 
 
 def _fn_json_extract(t: Translator, node: exp.Func) -> Term:
-    """json_extract(j, '$.a.b'): the JSON text of the value there (`null` too); NULL if absent."""
+    """json_extract(j, '$.a.b'): the JSON text of the value there (`null` too); NULL if absent;
+    an array of the values when a wildcard reaches several."""
     subject, (path,) = _json_args(t, node, 2)
     _json_path_arg(t, node, path)
     return _json_udf(t, node, subject, [path], pa.string(), _row_extract)
@@ -703,10 +720,10 @@ def _fn_json_get(t: Translator, node: exp.Func) -> Term:
 def _row_array_contains(document: object, path: str, wanted: str) -> bool | None:
     if document is _MISSING:
         return None
-    value = _select(document, _json_path(path) or [])
-    if not isinstance(value, list):
-        return False
-    return any(_json_text(e) in (wanted, f'"{wanted}"') for e in value)
+    for value in _select_all(document, _json_path(path) or []):
+        if isinstance(value, list) and any(_json_text(e) in (wanted, f'"{wanted}"') for e in value):
+            return True
+    return False
 
 
 def _fn_json_array_contains(t: Translator, node: exp.Func) -> Term:
@@ -719,11 +736,14 @@ def _fn_json_array_contains(t: Translator, node: exp.Func) -> Term:
 
 def _row_array_length(document: object, path: str) -> int | None:
     value = _select(document, _json_path(path) or [])
-    return len(value) if isinstance(value, list) else None
+    if value is _MISSING:
+        return None
+    return len(value) if isinstance(value, list) else 0  # pylance counts no elements
 
 
 def _fn_json_array_length(t: Translator, node: exp.Func) -> Term:
-    """json_array_length(j, '$.tags'): the array's length; NULL when it is not an array."""
+    """json_array_length(j, '$.tags'): the array's length (0 for any other value); NULL
+    when the path leads nowhere."""
     subject, (path,) = _json_args(t, node, 2)
     _json_path_arg(t, node, path)
     return _json_udf(t, node, subject, [path], pa.int64(), _row_array_length)
