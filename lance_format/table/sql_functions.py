@@ -5,6 +5,8 @@ types (``concat`` of mixed string types is a string_view, ``power`` is float64,
 ``date_part`` an int32) and the same edge cases (``lpad`` cuts long strings, ``strpos``
 counts characters, ``regexp_replace`` replaces the first match unless flagged ``g``).
 Arguments that pylance takes as literals (patterns, widths, separators) must be literals.
+JSON functions (``json_extract``, ``json_get_*``...) and list functions (``array_has*``,
+``l[i]``) have no Arrow kernel and run as Arrow scalar UDFs, with lance's conversions.
 """
 
 from __future__ import annotations
