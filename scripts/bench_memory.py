@@ -37,6 +37,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 
+from bench_flight import read_all  # noqa: E402  (every endpoint in order, bytes received)
+
 NAME = "tpch/lineitem"  # the dataset's name under bench_sql's root
 
 
@@ -88,17 +90,6 @@ def start(kind: str, root: str, page_cache: str) -> tuple[subprocess.Popen, str]
     return proc, line.split()[-1]
 
 
-def read_all(location: str) -> int:
-    c = fl.connect(location)
-    info = c.get_flight_info(fl.FlightDescriptor.for_path(NAME))
-    nbytes = 0
-    for e in info.endpoints:
-        for chunk in c.do_get(e.ticket):
-            nbytes += chunk.data.nbytes
-    c.close()
-    return nbytes
-
-
 def page_cache_stats(location: str) -> dict:
     c = fl.connect(location)
     (result,) = list(c.do_action(fl.Action("cache_stats", b"")))
@@ -134,7 +125,7 @@ def main() -> None:
             for i in range(args.passes):
                 with Sampler(proc.pid) as s:
                     t0 = time.perf_counter()
-                    nbytes = read_all(loc)
+                    nbytes = read_all(loc, NAME)
                     dt = time.perf_counter() - t0
                 cache = ""
                 if kind == "ours":
