@@ -244,8 +244,14 @@ class LeafColumnReader:
         the general path, which reads for itself."""
         steps: list[tuple] = []
         ranges: list[tuple[int, int]] = []
+        ps = self.page_starts
+        i = int(ps.searchsorted(rows[0], side="right")) - 1 if len(rows) else -1
+        if 0 <= i < len(ps) - 1 and rows[-1] < ps[i + 1]:  # one page (every point lookup)
+            pages = [(self.column.pages[i], rows - int(ps[i]))]
+        else:
+            pages = list(self._pages_for(rows, 0, None))
         with self._errors:
-            for page, page_rows in self._pages_for(rows, 0, None):
+            for page, page_rows in pages:
                 if self.page_cache is not None:
                     assert self.page_key is not None
                     whole = self.page_cache.get(self.page_key + (page.index,))
@@ -339,7 +345,7 @@ class LeafColumnReader:
             un = Unraveled(
                 [Layer(False, None) for _ in piece.layers], piece.num_rows, piece.num_rows
             )
-            if any(kind in LIST_LAYERS for kind in piece.layers):
+            if not LIST_LAYERS.isdisjoint(piece.layers):
                 un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)
         else:
             un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)

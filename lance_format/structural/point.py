@@ -75,7 +75,7 @@ class PointPlan:
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Chunks holding the (sorted, unique, page-relative) rows: the distinct chunk
         ids, each row's position among them and its value index inside its chunk."""
-        chunk = np.searchsorted(self.meta.completed, rows, side="right")
+        chunk = self.meta.completed.searchsorted(rows, side="right")
         if len(chunk) and int(chunk[-1]) >= len(self.meta.completed):
             raise CorruptFileError("row is beyond the last mini-block chunk")
         within = rows - self.chunk_first_row[chunk]
