@@ -22,7 +22,7 @@ from ..errors import CorruptFileError, LanceError, UnsupportedError
 from ..io import RandomAccessFile
 from ..schema import LEGACY_BLOB_DESCRIPTOR
 from ..version import LanceFileVersion
-from .arrow import block_to_arrow, validity_buffer
+from .arrow import block_to_arrow, flat_array, flat_kind, validity_buffer
 from .cached import result_nbytes, select_cached
 from .constant import ConstantPage
 from .fullzip import FullZipPage
@@ -116,6 +116,9 @@ class LeafColumnReader:
         self.column_index = column_index
         self.field = field
         self.arrow_type = field.arrow_type
+        self._flat_kind = flat_kind(self.arrow_type)  # how point lookups build the array
+        # page index -> (its layers, whether they are one flat layer), for point lookups
+        self._page_layers: dict[int, tuple[list[int], bool]] = {}
         self.version = version
         self.cache = cache
         self.cache_key = cache_key
@@ -245,8 +248,8 @@ class LeafColumnReader:
         steps: list[tuple] = []
         ranges: list[tuple[int, int]] = []
         ps = self.page_starts
-        i = int(ps.searchsorted(rows[0], side="right")) - 1 if len(rows) else -1
-        if 0 <= i < len(ps) - 1 and rows[-1] < ps[i + 1]:  # one page (every point lookup)
+        i = int(ps.searchsorted(rows[0], side="right")) - 1 if rows.size else -1
+        if 0 <= i < ps.size - 1 and rows[-1] < ps[i + 1]:  # one page (every point lookup)
             pages = [(self.column.pages[i], rows - int(ps[i]))]
         else:
             pages = list(self._pages_for(rows, 0, None))
@@ -265,10 +268,33 @@ class LeafColumnReader:
                 page_ranges, where = plan.plan(page_rows)
                 steps.append((_POINT, plan, where, page, len(page_ranges)))
                 ranges += page_ranges
-        return TakePlan(steps, ranges)
+        one = steps[0] if len(steps) == 1 and steps[0][0] == _POINT else None
+        return TakePlan(steps, ranges, None if one is None else (one[1], one[2], one[3]))
 
     def take_finish(self, plan: TakePlan, data: list[bytes]) -> LeafResult:
         """Decode a planned take from the bytes of its ranges, in order."""
+        if plan.point is not None:  # a point lookup in one page
+            point, where, page = plan.point
+            with self._errors:
+                piece = point.decode(where, data)
+                known = self._page_layers.get(page.index)
+                if known is None:
+                    layers = self.decoder(page).layers
+                    flat = len(layers) == 1 and layers[0] not in LIST_LAYERS
+                    known = self._page_layers[page.index] = (layers, flat)
+                piece.layers = known[0]
+                if (
+                    known[1]
+                    and piece.defs is None
+                    and piece.rep is None
+                    and piece.dictionary is None
+                    and piece.num_levels == piece.num_rows
+                ):
+                    # a flat column without nulls in the rows: its values are the array
+                    arr = flat_array(self._flat_kind, self.arrow_type, piece.values)
+                    if arr is not None:
+                        return LeafResult([Layer(False, None)], [arr], piece.num_rows)
+                return self._to_layers(piece)
         pieces = []
         at = 0
         with self._errors:
@@ -383,6 +409,7 @@ class TakePlan:
 
     steps: list[tuple]
     ranges: list[tuple[int, int]]
+    point: tuple | None = None  # (plan, where, page) of a point lookup in one page
 
 
 def read_miniblock(file: RandomAccessFile, dec: MiniBlockPage, meta, rows) -> LeafPiece:
