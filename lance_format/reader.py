@@ -11,6 +11,7 @@ import functools
 import operator
 import os
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -384,9 +385,11 @@ class LanceFileReader:
                 self._leaf_lists[leaf_key] = entry
         if n and self.version >= LanceFileVersion.V2_1:
             leaves = entry[1]
-            readers = list(map(self._leaf_readers.get, entry[2]))
-            if None in readers:
-                readers = [self._leaf_reader(leaf) for leaf in leaves]  # created on this thread
+            found = list(map(self._leaf_readers.get, entry[2]))
+            if None in found:  # created on this thread
+                readers = [self._leaf_reader(leaf) for leaf in leaves]
+            else:
+                readers = cast("list[LeafColumnReader]", found)
 
             # a range pays off from many rows; a take from a few (each row is a chunk decode)
             big = n >= (PARALLEL_MIN_TAKE if rows is not None else PARALLEL_MIN_ROWS)
