@@ -78,6 +78,9 @@ def test_durable_local_store_fsyncs_each_file_before_it_becomes_visible(tmp_path
 def test_default_local_store_is_atomic_without_fsync_like_pylance(tmp_path, monkeypatch):
     """pylance's local store never fsyncs; ours neither, by default, and a dataset written
     and appended this way is complete for pylance, with no temporary file left behind."""
+    # the library's default (a server started in this process, as some CLI tests do, turns
+    # durability on for the whole process)
+    monkeypatch.setattr(storage.registry.LOCAL, "durable", False)
     calls = _fsync_spy(monkeypatch)
     uri = str(tmp_path / "ds")
     lf.write_dataset(_table(100), uri)
