@@ -87,8 +87,13 @@ class _DecodeErrors:
         return None
 
     def __exit__(self, kind, exc, tb) -> None:
-        if exc is None:
-            return
+        if exc is not None:
+            self.translate(exc)
+
+    def translate(self, exc: BaseException) -> None:
+        """Raise ``exc`` named with the file and column (as corruption when numpy or Arrow
+        raised it); return when it is none of those (the caller re-raises it).  Point
+        lookups call it from ``except`` rather than entering a ``with`` per leaf."""
         path, column = self.reader.file.path, self.reader.field.name
         if isinstance(exc, LanceError):
             raise exc.with_context(path=path, column=column) from None
@@ -245,15 +250,15 @@ class LeafColumnReader:
         of all its columns in one request set.  Pages in the decoded-page cache are cut
         from it; pages without a point plan (constant, full-zip, lists...) are decoded by
         the general path, which reads for itself."""
-        steps: list[tuple] = []
-        ranges: list[tuple[int, int]] = []
-        ps = self.page_starts
-        i = int(ps.searchsorted(rows[0], side="right")) - 1 if rows.size else -1
-        if 0 <= i < ps.size - 1 and rows[-1] < ps[i + 1]:  # one page (every point lookup)
-            pages = [(self.column.pages[i], rows - int(ps[i]))]
-        else:
-            pages = list(self._pages_for(rows, 0, None))
-        with self._errors:
+        try:
+            steps: list[tuple] = []
+            ranges: list[tuple[int, int]] = []
+            ps = self.page_starts
+            i = int(ps.searchsorted(rows[0], side="right")) - 1 if rows.size else -1
+            if 0 <= i < ps.size - 1 and rows[-1] < ps[i + 1]:  # one page (every point lookup)
+                pages = [(self.column.pages[i], rows - int(ps[i]))]
+            else:
+                pages = list(self._pages_for(rows, 0, None))
             for page, page_rows in pages:
                 if self.page_cache is not None:
                     assert self.page_key is not None
@@ -268,14 +273,17 @@ class LeafColumnReader:
                 page_ranges, where = plan.plan(page_rows)
                 steps.append((_POINT, plan, where, page, len(page_ranges)))
                 ranges += page_ranges
-        one = steps[0] if len(steps) == 1 and steps[0][0] == _POINT else None
-        return TakePlan(steps, ranges, None if one is None else (one[1], one[2], one[3]))
+            one = steps[0] if len(steps) == 1 and steps[0][0] == _POINT else None
+            return TakePlan(steps, ranges, None if one is None else (one[1], one[2], one[3]))
+        except Exception as exc:
+            self._errors.translate(exc)
+            raise
 
     def take_finish(self, plan: TakePlan, data: list[bytes]) -> LeafResult:
         """Decode a planned take from the bytes of its ranges, in order."""
         if plan.point is not None:  # a point lookup in one page
             point, where, page = plan.point
-            with self._errors:
+            try:
                 piece = point.decode(where, data)
                 known = self._page_layers.get(page.index)
                 if known is None:
@@ -295,6 +303,9 @@ class LeafColumnReader:
                     if arr is not None:
                         return LeafResult([Layer(False, None)], [arr], piece.num_rows)
                 return self._to_layers(piece)
+            except Exception as exc:
+                self._errors.translate(exc)
+                raise
         pieces = []
         at = 0
         with self._errors:

@@ -528,7 +528,7 @@ class Fragment:
         """Where each of ``fields`` comes from and the Arrow schema a read returns, made
         once per projection (by the fields' identities; a dataset makes a projection's
         fields once): a point lookup cannot afford to work them out per read."""
-        key = tuple(id(f) for f in fields)
+        key = tuple(map(id, fields))
         plans = self._read_plans
         plan = plans.get(key)
         if plan is not None:
