@@ -29,7 +29,7 @@ from .fullzip import FullZipPage
 from .leaf import LeafPiece
 from .miniblock import MiniBlockPage
 from .point import FullZipPoint, PointPlan, point_plan
-from .repdef import LIST_LAYERS, Layer, Unraveled, unravel
+from .repdef import LIST_LAYERS, Layer, Unraveled, layer_levels, unravel
 
 
 def owns_column(field) -> bool:
@@ -122,8 +122,9 @@ class LeafColumnReader:
         self.field = field
         self.arrow_type = field.arrow_type
         self._flat_kind = flat_kind(self.arrow_type)  # how point lookups build the array
-        # page index -> (its layers, whether they are one flat layer), for point lookups
-        self._page_layers: dict[int, tuple[list[int], bool]] = {}
+        # page index -> (its layers, whether they are one flat layer, the highest def level
+        # of a valid row), for point lookups
+        self._page_layers: dict[int, tuple[list[int], bool, int]] = {}
         self.version = version
         self.cache = cache
         self.cache_key = cache_key
@@ -289,16 +290,19 @@ class LeafColumnReader:
                 if known is None:
                     layers = self.decoder(page).layers
                     flat = len(layers) == 1 and layers[0] not in LIST_LAYERS
-                    known = self._page_layers[page.index] = (layers, flat)
+                    # def levels up to this are valid rows (as unravel reads them)
+                    inner = layer_levels(layers)[0][0].inner if flat else 0
+                    known = self._page_layers[page.index] = (layers, flat, inner)
                 piece.layers = known[0]
+                defs = piece.defs
                 if (
                     known[1]
-                    and piece.defs is None
+                    and (defs is None or not (defs > known[2]).any())
                     and piece.rep is None
                     and piece.dictionary is None
                     and piece.num_levels == piece.num_rows
                 ):
-                    # a flat column without nulls in the rows: its values are the array
+                    # a flat column without nulls in these rows: its values are the array
                     arr = flat_array(self._flat_kind, self.arrow_type, piece.values)
                     if arr is not None:
                         return LeafResult([Layer(False, None)], [arr], piece.num_rows)
