@@ -308,13 +308,23 @@ def encode_page(
         sizes += np.where(has_value, vbytes, 0)
     starts = np.cumsum(sizes) - sizes
     out = np.zeros(int(sizes.sum()), dtype=np.uint8)
+    # fixed-width values on every level (vectors, most columns): the page is rows of
+    # control word + value, written as two column slices of one 2-D view, not scattered
+    # through index arrays as long as the page's bytes
+    whole_rows = not variable and bool(has_value.all())
     if cw:
         word = (r << bits_def) | d
-        pos = (starts[:, None] + np.arange(cw)[None, :]).reshape(-1)
-        out[pos] = _uint_bytes(word, cw).reshape(-1)
-    pos_all = np.arange(len(out), dtype=np.int64)
+        if whole_rows:
+            out.reshape(n_levels, cw + vbytes)[:, :cw] = _uint_bytes(word, cw)
+        else:
+            pos = (starts[:, None] + np.arange(cw)[None, :]).reshape(-1)
+            out[pos] = _uint_bytes(word, cw).reshape(-1)
     hv = np.flatnonzero(has_value)
-    if isinstance(values, VariableWidthBlock):
+    if whole_rows:
+        src = np.asarray(values.data[: values.num_values * vbytes]).reshape(-1, vbytes)
+        out.reshape(n_levels, cw + vbytes)[:, cw:] = src[:n_levels]  # value i on level i
+    elif isinstance(values, VariableWidthBlock):
+        pos_all = np.arange(len(out), dtype=np.int64)
         pfx = starts[hv] + cw
         out[(pfx[:, None] + np.arange(width)[None, :]).reshape(-1)] = _uint_bytes(
             vlen[hv], width
