@@ -8,8 +8,10 @@ access through the search cache) and bounded-memory batches.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -105,7 +107,7 @@ class LanceFileReader:
         self._v20_columns: dict = {}  # parsed 2.0 columns, by column index
         self._schemas: dict[tuple, pa.Schema] = {}  # result schemas, by projection
         self._projections: dict[tuple, list[LanceField]] = {}  # fields, by column names
-        self._leaf_lists: dict[tuple, tuple] = {}  # (fields, their leaves), by field ids
+        self._leaf_lists: dict[tuple, tuple] = {}  # see _read_fields
 
     # -- properties ------------------------------------------------------------------------
 
@@ -366,17 +368,28 @@ class LanceFileReader:
             meta = self.schema.metadata
             return self._legacy.read_table(fields, rows, start, stop, self.cache, meta)
         results = {}
+        # by the fields' identities (a projection's fields are made once, see _project);
+        # the entry holds the fields, so no id is reused while it exists
+        leaf_key = tuple(map(id, fields))
+        entry = self._leaf_lists.get(leaf_key)
+        if entry is None:
+            leaves_of = [leaf for f in fields for leaf in _leaves(f)]
+            # per field: whether it is read as blob descriptors, whether it is a leaf
+            # column, and its Arrow type
+            info = [
+                (bool(self.blob_descriptors and is_legacy_blob(f)), owns_column(f), f.arrow_type)
+                for f in fields
+            ]
+            entry = (tuple(fields), leaves_of, [leaf.id for leaf in leaves_of], info)
+            if len(self._leaf_lists) < 256:
+                self._leaf_lists[leaf_key] = entry
         if n and self.version >= LanceFileVersion.V2_1:
-            # by the fields' identities (a projection's fields are made once, see
-            # _project); the entry holds the fields, so no id is reused while it exists
-            leaf_key = tuple(id(f) for f in fields)
-            entry = self._leaf_lists.get(leaf_key)
-            if entry is None:
-                entry = (tuple(fields), [leaf for f in fields for leaf in _leaves(f)])
-                if len(self._leaf_lists) < 256:
-                    self._leaf_lists[leaf_key] = entry
             leaves = entry[1]
-            readers = [self._leaf_reader(leaf) for leaf in leaves]  # created on this thread
+            found = list(map(self._leaf_readers.get, entry[2]))
+            if None in found:  # created on this thread
+                readers = [self._leaf_reader(leaf) for leaf in leaves]
+            else:
+                readers = cast("list[LeafColumnReader]", found)
 
             # a range pays off from many rows; a take from a few (each row is a chunk decode)
             big = n >= (PARALLEL_MIN_TAKE if rows is not None else PARALLEL_MIN_ROWS)
@@ -391,25 +404,27 @@ class LanceFileReader:
                 decoded = [job.result() for job in jobs]
             else:
                 decoded = [r.read(rows, start, stop) for r in readers]
-            results = {leaf.id: res for leaf, res in zip(leaves, decoded, strict=True)}
+            results = dict(zip(entry[2], decoded, strict=True))
+        v20 = self.version == LanceFileVersion.V2_0
         arrays = []
-        for f in fields:
-            descriptors = self.blob_descriptors and is_legacy_blob(f)
+        for f, (descriptors, owns, arrow_type) in zip(fields, entry[3], strict=True):
             if n == 0:
                 arrays.append(
-                    pa.array([], type=LEGACY_BLOB_DESCRIPTOR if descriptors else f.arrow_type)
+                    pa.array([], type=LEGACY_BLOB_DESCRIPTOR if descriptors else arrow_type)
                 )
                 continue
-            if self.version == LanceFileVersion.V2_0:
+            if v20:
                 arr = self._read_v20(f, rows, start, stop)
-            elif owns_column(f):  # a top-level leaf: keep its pages as chunks, no copy
+            elif owns:  # a top-level leaf: keep its pages as chunks, no copy
                 arr = pa.chunked_array(results[f.id].chunks)
             else:
                 arr = build_array(f, results)
-            if not descriptors:
-                arr = view_as(arr, f.arrow_type)  # the decoders build storage arrays
+            if not descriptors and arr.type != arrow_type:
+                arr = view_as(arr, arrow_type)  # the decoders build storage arrays
             arrays.append(arr)
-        key: tuple | None = tuple((f.id, a.type) for f, a in zip(fields, arrays, strict=True))
+        key: tuple | None = tuple(
+            zip(map(_field_id, fields), [a.type for a in arrays], strict=True)
+        )
         try:
             hash(key)
         except TypeError:  # an extension type defined in Python may not be hashable
@@ -505,6 +520,9 @@ def _decode_in_parallel(
     for (i, fut), t in zip(futures, tasks, strict=True):
         parts_of.setdefault(i, []).append((t[1], fut.result()))
     return [concat_results([res for _, res in sorted(parts_of[i])]) for i in range(len(readers))]
+
+
+_field_id = operator.attrgetter("id")
 
 
 def _subtree(field: LanceField) -> list[LanceField]:

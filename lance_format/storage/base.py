@@ -51,7 +51,7 @@ class ObjectWriter(ABC):
 def coalesce(ranges: list[tuple[int, int]], gap: int) -> list[tuple[int, int, list[int]]]:
     """Group ``(offset, length)`` ranges closer than ``gap`` bytes into single requests:
     ``(start, end, indices)`` per request, in offset order."""
-    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    order = sorted(range(len(ranges)), key=ranges.__getitem__)  # by offset (then length)
     groups: list[tuple[int, int, list[int]]] = []
     for i in order:
         off, ln = ranges[i]

@@ -39,6 +39,53 @@ def _typed(arr: pa.Array, arrow_type: pa.DataType) -> pa.Array:
     return arr
 
 
+# how a point lookup builds a flat column's array without validity (see flat_kind)
+OTHER, FIXED, VARIABLE32, VARIABLE64 = 0, 1, 2, 3
+
+
+def flat_kind(t: pa.DataType) -> int:
+    """Which of :func:`flat_array`'s direct builds an Arrow type takes: FIXED for
+    fixed-width values of whole bytes, VARIABLE32/64 for (large) strings and binaries,
+    OTHER for the rest (booleans, dictionaries, extensions, nested: block_to_arrow)."""
+    if pa.types.is_string(t) or pa.types.is_binary(t):
+        return VARIABLE32
+    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        return VARIABLE64
+    if (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_fixed_size_binary(t)
+    ) and not isinstance(t, pa.BaseExtensionType):
+        try:
+            return FIXED if t.byte_width > 0 else OTHER
+        except ValueError:
+            return OTHER
+    return OTHER
+
+
+def flat_array(kind: int, t: pa.DataType, block: Block) -> pa.Array | None:
+    """``block`` as an all-valid array of ``t`` (of :func:`flat_kind` ``kind``) in one
+    Arrow call, the same array :func:`block_to_arrow` builds; None when the block does not
+    have the layout the kind expects (block_to_arrow decides)."""
+    if kind == FIXED:
+        if type(block) is not FixedWidthBlock or block.bits_per_value != 8 * t.byte_width:
+            return None
+        data = block.data
+        if data.size < block.num_values * t.byte_width:
+            return None
+        return pa.Array.from_buffers(t, block.num_values, [None, pa.py_buffer(data)])
+    if kind == OTHER or type(block) is not VariableWidthBlock:
+        return None
+    offsets = block.offsets
+    n = offsets.size - 1
+    if n < 0 or offsets[-1] > block.data.size or offsets[0] != 0:
+        return None
+    off = offsets.astype(np.int64 if kind == VARIABLE64 else np.int32, copy=False)
+    return pa.Array.from_buffers(t, n, [None, pa.py_buffer(off), pa.py_buffer(block.data)])
+
+
 def block_to_arrow(block: Block, arrow_type: pa.DataType, valid: np.ndarray | None) -> pa.Array:
     """Wrap a decoded block as an Arrow array of ``arrow_type`` with the given validity."""
     t = _storage_type(arrow_type)

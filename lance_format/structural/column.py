@@ -22,14 +22,14 @@ from ..errors import CorruptFileError, LanceError, UnsupportedError
 from ..io import RandomAccessFile
 from ..schema import LEGACY_BLOB_DESCRIPTOR
 from ..version import LanceFileVersion
-from .arrow import block_to_arrow, validity_buffer
+from .arrow import block_to_arrow, flat_array, flat_kind, validity_buffer
 from .cached import result_nbytes, select_cached
 from .constant import ConstantPage
 from .fullzip import FullZipPage
 from .leaf import LeafPiece
 from .miniblock import MiniBlockPage
 from .point import FullZipPoint, PointPlan, point_plan
-from .repdef import LIST_LAYERS, Layer, Unraveled, unravel
+from .repdef import LIST_LAYERS, Layer, Unraveled, layer_levels, unravel
 
 
 def owns_column(field) -> bool:
@@ -87,8 +87,13 @@ class _DecodeErrors:
         return None
 
     def __exit__(self, kind, exc, tb) -> None:
-        if exc is None:
-            return
+        if exc is not None:
+            self.translate(exc)
+
+    def translate(self, exc: BaseException) -> None:
+        """Raise ``exc`` named with the file and column (as corruption when numpy or Arrow
+        raised it); return when it is none of those (the caller re-raises it).  Point
+        lookups call it from ``except`` rather than entering a ``with`` per leaf."""
         path, column = self.reader.file.path, self.reader.field.name
         if isinstance(exc, LanceError):
             raise exc.with_context(path=path, column=column) from None
@@ -116,6 +121,10 @@ class LeafColumnReader:
         self.column_index = column_index
         self.field = field
         self.arrow_type = field.arrow_type
+        self._flat_kind = flat_kind(self.arrow_type)  # how point lookups build the array
+        # page index -> (its layers, whether they are one flat layer, the highest def level
+        # of a valid row), for point lookups
+        self._page_layers: dict[int, tuple[list[int], bool, int]] = {}
         self.version = version
         self.cache = cache
         self.cache_key = cache_key
@@ -242,10 +251,16 @@ class LeafColumnReader:
         of all its columns in one request set.  Pages in the decoded-page cache are cut
         from it; pages without a point plan (constant, full-zip, lists...) are decoded by
         the general path, which reads for itself."""
-        steps: list[tuple] = []
-        ranges: list[tuple[int, int]] = []
-        with self._errors:
-            for page, page_rows in self._pages_for(rows, 0, None):
+        try:
+            steps: list[tuple] = []
+            ranges: list[tuple[int, int]] = []
+            ps = self.page_starts
+            i = int(ps.searchsorted(rows[0], side="right")) - 1 if rows.size else -1
+            if 0 <= i < ps.size - 1 and rows[-1] < ps[i + 1]:  # one page (every point lookup)
+                pages = [(self.column.pages[i], rows - int(ps[i]))]
+            else:
+                pages = list(self._pages_for(rows, 0, None))
+            for page, page_rows in pages:
                 if self.page_cache is not None:
                     assert self.page_key is not None
                     whole = self.page_cache.get(self.page_key + (page.index,))
@@ -259,10 +274,42 @@ class LeafColumnReader:
                 page_ranges, where = plan.plan(page_rows)
                 steps.append((_POINT, plan, where, page, len(page_ranges)))
                 ranges += page_ranges
-        return TakePlan(steps, ranges)
+            one = steps[0] if len(steps) == 1 and steps[0][0] == _POINT else None
+            return TakePlan(steps, ranges, None if one is None else (one[1], one[2], one[3]))
+        except Exception as exc:
+            self._errors.translate(exc)
+            raise
 
     def take_finish(self, plan: TakePlan, data: list[bytes]) -> LeafResult:
         """Decode a planned take from the bytes of its ranges, in order."""
+        if plan.point is not None:  # a point lookup in one page
+            point, where, page = plan.point
+            try:
+                piece = point.decode(where, data)
+                known = self._page_layers.get(page.index)
+                if known is None:
+                    layers = self.decoder(page).layers
+                    flat = len(layers) == 1 and layers[0] not in LIST_LAYERS
+                    # def levels up to this are valid rows (as unravel reads them)
+                    inner = layer_levels(layers)[0][0].inner if flat else 0
+                    known = self._page_layers[page.index] = (layers, flat, inner)
+                piece.layers = known[0]
+                defs = piece.defs
+                if (
+                    known[1]
+                    and (defs is None or not (defs > known[2]).any())
+                    and piece.rep is None
+                    and piece.dictionary is None
+                    and piece.num_levels == piece.num_rows
+                ):
+                    # a flat column without nulls in these rows: its values are the array
+                    arr = flat_array(self._flat_kind, self.arrow_type, piece.values)
+                    if arr is not None:
+                        return LeafResult([Layer(False, None)], [arr], piece.num_rows)
+                return self._to_layers(piece)
+            except Exception as exc:
+                self._errors.translate(exc)
+                raise
         pieces = []
         at = 0
         with self._errors:
@@ -339,7 +386,7 @@ class LeafColumnReader:
             un = Unraveled(
                 [Layer(False, None) for _ in piece.layers], piece.num_rows, piece.num_rows
             )
-            if any(kind in LIST_LAYERS for kind in piece.layers):
+            if not LIST_LAYERS.isdisjoint(piece.layers):
                 un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)
         else:
             un = unravel(piece.rep, piece.defs, piece.layers, piece.num_levels)
@@ -377,6 +424,7 @@ class TakePlan:
 
     steps: list[tuple]
     ranges: list[tuple[int, int]]
+    point: tuple | None = None  # (plan, where, page) of a point lookup in one page
 
 
 def read_miniblock(file: RandomAccessFile, dec: MiniBlockPage, meta, rows) -> LeafPiece:

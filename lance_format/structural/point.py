@@ -75,11 +75,11 @@ class PointPlan:
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Chunks holding the (sorted, unique, page-relative) rows: the distinct chunk
         ids, each row's position among them and its value index inside its chunk."""
-        chunk = np.searchsorted(self.meta.completed, rows, side="right")
-        if len(chunk) and int(chunk[-1]) >= len(self.meta.completed):
+        chunk = self.meta.completed.searchsorted(rows, side="right")
+        if chunk.size and chunk[-1] >= self.meta.completed.size:
             raise CorruptFileError("row is beyond the last mini-block chunk")
         within = rows - self.chunk_first_row[chunk]
-        if len(chunk) == 1:
+        if chunk.size == 1:
             return chunk, np.zeros(1, dtype=np.int64), within
         new = np.empty(len(chunk), dtype=bool)
         new[0] = True
@@ -105,11 +105,13 @@ class PointPlan:
         end), in one compiled pass."""
         sizes, pos, row_chunk, within = where
         dictionary = self.meta.dictionary
-        base = readonly(np.frombuffer(data[0] if len(data) == 1 else b"".join(data), np.uint8))
-        n = len(within)
+        base = np.frombuffer(data[0] if len(data) == 1 else b"".join(data), np.uint8)
+        if base.flags.writeable:  # bytes are read-only already
+            base = readonly(base)
+        n = within.size
         variable = self.kind == VARIABLE
         # values of distinct rows are distinct bytes of the chunks: len(base) bounds them
-        out = np.empty(len(base) if variable else n * self.width, dtype=np.uint8)
+        out = np.empty(base.size if variable else n * self.width, dtype=np.uint8)
         offsets = np.empty(n + 1 if variable else 1, dtype=np.int64)
         defs = np.empty(n if self.has_def else 0, dtype=np.uint16)
         rows, lanes = _INVERSE[8 * self.width if self.kind == BITPACK else 8]
@@ -175,7 +177,7 @@ def merge_ranges(
     """File byte ranges holding the pieces ``[starts, starts + sizes)`` of a buffer at
     ``data_start`` (ascending; pieces closer than GAP bytes share a range, gap included),
     and where each piece starts in the ranges' bytes laid end to end."""
-    if len(starts) == 1:
+    if starts.size == 1:
         return [(int(starts[0]) + data_start, int(sizes[0]))], np.zeros(1, dtype=np.int64)
     ends = starts + sizes
     new = np.empty(len(starts), dtype=bool)

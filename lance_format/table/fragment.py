@@ -59,6 +59,17 @@ def scan_field(f: LanceField) -> pa.Field:
     return f.to_dataset_arrow()
 
 
+@dataclass
+class _ReadPlan:
+    """How a fragment reads one projection (see :meth:`Fragment._read_plan`)."""
+
+    fields: tuple  # kept so that no field's id is reused while the plan exists
+    by_file: list[tuple[int, list[str], list[int]]]  # data file, names there, field ids
+    split: list[LanceField]  # fields whose parts lie in several data files
+    schema: pa.Schema
+    json: list[bool]  # fields read as JSONB and returned as JSON text
+
+
 @dataclass(frozen=True)
 class _Source:
     """Where one top-level field of the dataset is read from in this fragment."""
@@ -101,6 +112,7 @@ class Fragment:
         self.lance_schema = schema
         self.cache = cache
         self._dataset = dataset
+        self._read_plans: dict[tuple, _ReadPlan] = {}
 
     def __reduce__(self):
         # pickled as its dataset (which pickles as what reopens it) and its id
@@ -484,37 +496,64 @@ class Fragment:
         if rows is None:
             rows = (0, self.physical_rows)
         n = rows[1] - rows[0] if isinstance(rows, tuple) else len(rows)
-        by_file: dict[int, list[LanceField]] = {}
+        plan = self._read_plan(fields)
         columns: dict[int, pa.Array | pa.ChunkedArray] = {}
-        for f in fields:
-            src = self._sources.get(f.id)
-            if f.id in self._split and n:
+        if n:
+            for f in plan.split:
                 columns[f.id] = self._read_split(f, rows, n)
-            elif src is not None:
-                by_file.setdefault(src.file_index, []).append(f)
-        for file_index, wanted in by_file.items():
+        for file_index, names, ids in plan.by_file:
             reader = self._readers[file_index]
-            names = [self._sources[f.id].name for f in wanted]
+            if not n:
+                continue
             if isinstance(rows, tuple):
-                table = reader.read_range(rows[0], rows[1], names) if n else None
+                table = reader.read_range(rows[0], rows[1], names)
             else:
-                table = reader.take(rows, names) if n else None
-            for f, name in zip(wanted, names, strict=True):
-                columns[f.id] = table.column(name) if table is not None else None
+                table = reader.take(rows, names)
+            for i, fid in enumerate(ids):
+                columns[fid] = table.column(i)
         arrays = []
-        out_fields = []
-        for f in fields:
-            af = scan_field(f)
+        for f, af, json in zip(fields, plan.schema, plan.json, strict=True):
             col = columns.get(f.id)
             if col is None:
                 col = pa.nulls(n, af.type)
             else:
-                col = to_dataset_array(col, f)
+                if json:
+                    col = to_dataset_array(col, f)
                 if not col.type.equals(af.type):
                     col = col.cast(af.type)
             arrays.append(col)
-            out_fields.append(af)
-        return pa.Table.from_arrays(arrays, schema=pa.schema(out_fields))
+        return pa.Table.from_arrays(arrays, schema=plan.schema)
+
+    def _read_plan(self, fields: list[LanceField]) -> _ReadPlan:
+        """Where each of ``fields`` comes from and the Arrow schema a read returns, made
+        once per projection (by the fields' identities; a dataset makes a projection's
+        fields once): a point lookup cannot afford to work them out per read."""
+        key = tuple(map(id, fields))
+        plans = self._read_plans
+        plan = plans.get(key)
+        if plan is not None:
+            return plan
+        by_file: dict[int, tuple[list[str], list[int]]] = {}
+        split = []
+        for f in fields:
+            src = self._sources.get(f.id)
+            if f.id in self._split:
+                split.append(f)
+            elif src is not None:
+                names, ids = by_file.setdefault(src.file_index, ([], []))
+                names.append(src.name)
+                ids.append(f.id)
+        plan = _ReadPlan(
+            tuple(fields),
+            [(i, names, ids) for i, (names, ids) in by_file.items()],
+            split,
+            pa.schema([scan_field(f) for f in fields]),
+            [f.has_json() for f in fields],
+        )
+        if len(plans) >= 64:
+            plans.clear()
+        plans[key] = plan
+        return plan
 
 
 def _fragment_of(ds: Dataset, fragment_id: int) -> Fragment:
