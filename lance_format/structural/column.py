@@ -26,7 +26,7 @@ from .arrow import block_to_arrow, flat_array, flat_kind, validity_buffer
 from .cached import result_nbytes, select_cached
 from .constant import ConstantPage
 from .fullzip import FullZipPage
-from .leaf import LeafPiece
+from .leaf import LeafPiece, Rows, row_array
 from .miniblock import MiniBlockPage
 from .point import FullZipPoint, PointPlan, point_plan
 from .repdef import LIST_LAYERS, Layer, Unraveled, layer_levels, unravel
@@ -190,10 +190,12 @@ class LeafColumnReader:
             return load()
         return self.cache.get_or_load(self.cache_key + (page.index,), load)
 
-    def decode_page(self, page: PageInfo, rows: np.ndarray | None) -> LeafPiece:
+    def decode_page(self, page: PageInfo, rows: Rows | None) -> LeafPiece:
         """Decode the wanted (sorted, unique, page-relative) rows; None = the whole page."""
         dec = self.decoder(page)
         meta = self.meta(page)
+        if rows is not None and not (isinstance(dec, MiniBlockPage) and dec.max_rep == 0):
+            rows = row_array(rows)  # only flat mini-block pages read a range as a range
         if isinstance(dec, MiniBlockPage):
             piece = read_miniblock(self.file, dec, meta, rows)
         elif isinstance(dec, FullZipPage):
@@ -330,7 +332,7 @@ class LeafColumnReader:
                 )
             return concat_results(pieces)
 
-    def _cached_page(self, page: PageInfo, rows: np.ndarray | None, take: bool) -> LeafResult:
+    def _cached_page(self, page: PageInfo, rows: Rows | None, take: bool) -> LeafResult:
         """A page through the decoded-page cache.  Range reads of an admitted page decode
         (and keep) the whole page even when they want part of it: the rest is usually read
         next (a scan's next step, the neighbouring Flight endpoint).  Takes use a cached
@@ -365,7 +367,7 @@ class LeafColumnReader:
                 if b <= a:
                     continue
                 full = a == 0 and b == pages[i].num_rows
-                yield pages[i], None if full else np.arange(a, b, dtype=np.int64)
+                yield pages[i], None if full else range(a, b)
             return
         page_of = np.searchsorted(ps, rows, side="right") - 1
         if not len(rows):
@@ -427,7 +429,7 @@ class TakePlan:
     point: tuple | None = None  # (plan, where, page) of a point lookup in one page
 
 
-def read_miniblock(file: RandomAccessFile, dec: MiniBlockPage, meta, rows) -> LeafPiece:
+def read_miniblock(file: RandomAccessFile, dec: MiniBlockPage, meta, rows: Rows | None) -> LeafPiece:
     """Read the chunk groups holding ``rows`` (one coalesced request each) and decode them."""
     groups = dec.chunk_groups(meta, rows)
     data = file.read_ranges([dec.chunk_byte_range(meta, a, b) for a, b in groups])

@@ -16,6 +16,11 @@ import pyarrow as pa
 from ..compression.blocks import Block, slice_block, take_block
 from ..errors import CorruptFileError
 
+Rows = np.ndarray | range
+"""Sorted unique page-relative rows: an index array, or a ``range`` for a contiguous run
+(a scan step's part of a page), which flat mini-block pages decode by chunk range and a
+slice, with no index array built; other decoders take it as an array (:func:`row_array`)."""
+
 
 @dataclass
 class LeafPiece:
@@ -41,7 +46,7 @@ def select_rows(
     max_visible_def: int,
     group_starts: np.ndarray,
     group_first_row: np.ndarray,
-    wanted: np.ndarray | None,
+    wanted: Rows | None,
 ) -> tuple[np.ndarray | None, np.ndarray | None, int, Block, int]:
     """Keep only the levels (and their values) of the ``wanted`` rows.
 
@@ -60,7 +65,8 @@ def select_rows(
         return rep, defs, num_levels, values, num_rows
     if max_rep == 0 and wanted is not None and _contiguous(wanted):
         # a row range inside one group (range reads of part of a page): slice, no gather
-        g0, g1 = np.searchsorted(group_first_row, wanted[[0, -1]], side="right") - 1
+        ends = np.array([wanted[0], wanted[-1]], dtype=np.int64)
+        g0, g1 = np.searchsorted(group_first_row, ends, side="right") - 1
         end = group_starts[g0 + 1] if g0 + 1 < len(group_starts) else num_levels
         lv0 = int(group_starts[g0] + (wanted[0] - group_first_row[g0])) if g0 >= 0 else -1
         n = len(wanted)
@@ -70,6 +76,8 @@ def select_rows(
             else:
                 values = slice_block(values, lv0, lv0 + n)
             return None, defs[lv0 : lv0 + n] if defs is not None else None, n, values, n
+    if wanted is not None:
+        wanted = row_array(wanted)
     if max_rep == 0 and wanted is not None:
         # without lists a level is a row and every level has a value: index directly
         g = np.searchsorted(group_first_row, wanted, side="right") - 1
@@ -115,6 +123,13 @@ def select_rows(
     return rep, defs, int(np.count_nonzero(keep)), values, num_rows
 
 
-def _contiguous(rows: np.ndarray) -> bool:
+def row_array(rows: Rows) -> np.ndarray:
+    """``rows`` as an int64 index array (a ``range`` expanded without a Python loop)."""
+    if isinstance(rows, range):
+        return np.arange(rows.start, rows.stop, dtype=np.int64)
+    return rows
+
+
+def _contiguous(rows: Rows) -> bool:
     """Sorted unique rows that form one run (a range read)."""
     return len(rows) > 1 and int(rows[-1]) - int(rows[0]) + 1 == len(rows)

@@ -29,7 +29,7 @@ from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_1_pb2 as pb
 from ..version import LanceFileVersion
 from . import repdef
-from .leaf import LeafPiece, select_rows
+from .leaf import LeafPiece, Rows, select_rows
 from .page import EncodedPage
 
 
@@ -148,7 +148,7 @@ class MiniBlockPage:
 
     # -- data ----------------------------------------------------------------------------
 
-    def chunk_groups(self, meta: MiniBlockMeta, rows: np.ndarray | None) -> list[tuple[int, int]]:
+    def chunk_groups(self, meta: MiniBlockMeta, rows: Rows | None) -> list[tuple[int, int]]:
         """Inclusive chunk ranges covering the rows (sorted, unique, page-relative)."""
         n = len(meta.chunk_sizes)
         if n == 0:
@@ -162,6 +162,7 @@ class MiniBlockPage:
             if b >= n:
                 raise CorruptFileError("row is beyond the last mini-block chunk")
             return [(a, b)]
+        rows = np.asarray(rows)  # a range here has at most one row
         first = np.searchsorted(meta.started_through, rows, side="right")
         last = np.searchsorted(meta.completed, rows, side="right")
         if (last >= n).any():
@@ -184,7 +185,7 @@ class MiniBlockPage:
         meta: MiniBlockMeta,
         groups: list[tuple[int, int]],
         data: list[bytes],
-        rows: np.ndarray | None,
+        rows: Rows | None,
     ) -> LeafPiece:
         """Decode the chunk groups (``data[i]`` = bytes of group i) and keep ``rows``."""
         if not groups:
