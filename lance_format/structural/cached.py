@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from .leaf import Rows, row_array
 from .repdef import Layer
 
 if TYPE_CHECKING:
@@ -32,13 +33,13 @@ def result_nbytes(result: LeafResult) -> int:
     return n + 200
 
 
-def select_cached(result: LeafResult, rows: np.ndarray) -> LeafResult:
+def select_cached(result: LeafResult, rows: Rows) -> LeafResult:
     """The sorted, unique, page-relative ``rows`` of a cached whole page."""
     from .column import LeafResult
 
     if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
         return _slice(result, int(rows[0]), int(rows[-1]) + 1)
-    idx = np.asarray(rows, dtype=np.int64)
+    idx = np.asarray(row_array(rows), dtype=np.int64)
     layers = []
     for layer in result.layers:
         valid = layer.validity[idx] if layer.validity is not None else None

@@ -194,16 +194,19 @@ class LeafColumnReader:
         """Decode the wanted (sorted, unique, page-relative) rows; None = the whole page."""
         dec = self.decoder(page)
         meta = self.meta(page)
-        if rows is not None and not (isinstance(dec, MiniBlockPage) and dec.max_rep == 0):
-            rows = row_array(rows)  # only flat mini-block pages read a range as a range
+        if isinstance(dec, MiniBlockPage) and dec.max_rep == 0:
+            piece = read_miniblock(self.file, dec, meta, rows)  # a range stays a range
+            piece.layers = dec.layers
+            return piece
+        wanted = None if rows is None else row_array(rows)
         if isinstance(dec, MiniBlockPage):
-            piece = read_miniblock(self.file, dec, meta, rows)
+            piece = read_miniblock(self.file, dec, meta, wanted)
         elif isinstance(dec, FullZipPage):
-            groups = dec.row_groups(rows)
+            groups = dec.row_groups(wanted)
             data = self.file.read_ranges([dec.byte_range(meta, a, b) for a, b in groups])
             piece = dec.decode(meta, groups, data)
         else:  # constant and blob pages read what they need themselves
-            piece = dec.decode(meta, rows)
+            piece = dec.decode(meta, wanted)
         piece.layers = dec.layers
         return piece
 
@@ -429,7 +432,9 @@ class TakePlan:
     point: tuple | None = None  # (plan, where, page) of a point lookup in one page
 
 
-def read_miniblock(file: RandomAccessFile, dec: MiniBlockPage, meta, rows: Rows | None) -> LeafPiece:
+def read_miniblock(
+    file: RandomAccessFile, dec: MiniBlockPage, meta, rows: Rows | None
+) -> LeafPiece:
     """Read the chunk groups holding ``rows`` (one coalesced request each) and decode them."""
     groups = dec.chunk_groups(meta, rows)
     data = file.read_ranges([dec.chunk_byte_range(meta, a, b) for a, b in groups])

@@ -4,7 +4,6 @@ slice, other pages through row indices), against pylance's own read_range."""
 
 from __future__ import annotations
 
-import fixtures as fx
 import lance.file
 import pytest
 from fixtures import assert_tables_equal
