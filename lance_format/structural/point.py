@@ -10,7 +10,7 @@ bytes: the header fields, the bit-unpacking of one value, the run holding a row,
 of one string, the def level of a nullable row.  Full-zip pages of fixed-width values read
 exactly the wanted rows.  Plans also say which byte ranges a take needs, so that a file
 reader fetches the chunks of all its columns in one request set.  Pages without a plan
-(general compression, byte-stream split, fixed-size lists or booleans in mini-blocks,
+(general compression, byte-stream split, fixed-size lists in mini-blocks,
 packed structs, lists, constant pages) keep the general path.
 """
 
@@ -36,6 +36,7 @@ GAP = 16 * 1024
 # value codecs with a point decoder, RLE's block form (def levels: a u64 size first) and
 # OutOfLineBitpacking of u16 def levels (what pylance writes for a nullable column)
 FLAT, BITPACK, RLE, VARIABLE, RLE_BLOCK, OUT_OF_LINE = 0, 1, 2, 3, 4, 5
+BITS = 6  # Flat1: booleans, an LSB-first bitmap in and out
 
 
 def _inverse_fastlanes(t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +114,10 @@ class PointPlan:
         n = within.size
         variable = self.kind == VARIABLE
         # values of distinct rows are distinct bytes of the chunks: len(base) bounds them
-        out = np.empty(base.size if variable else n * self.width, dtype=np.uint8)
+        if self.kind == BITS:
+            out = np.zeros((n + 7) // 8, dtype=np.uint8)
+        else:
+            out = np.empty(base.size if variable else n * self.width, dtype=np.uint8)
         offsets = np.empty(n + 1 if variable else 1, dtype=np.int64)
         defs = np.empty(n if self.has_def else 0, dtype=np.uint16)
         rows, lanes = _INVERSE[8 * self.width if self.kind == BITPACK else 8]
@@ -312,6 +316,8 @@ def _value_codec(enc) -> tuple[int, int, int, fsst.SymbolTable | None] | None:
     kind = enc.WhichOneof("compression")
     if kind == "flat":
         bits = int(enc.flat.bits_per_value)
+        if bits == 1:
+            return BITS, 1, 1, None
         return (FLAT, bits // 8, bits, None) if bits in (8, 16, 32, 64, 128) else None
     if kind == "inline_bitpacking":
         t = int(enc.inline_bitpacking.uncompressed_bits_per_value)
@@ -433,7 +439,8 @@ def _take_values(
       form, a u64 values size, the values, the lengths); a chunk's runs are walked once;
     * OUT_OF_LINE def levels: 1024-level blocks of u16 packed to ``def_bits`` (no width
       word), the last partial block either padded or raw u16 (told apart by the size);
-    * VARIABLE: the chunk starts with its values' offsets, relative to the chunk.
+    * VARIABLE: the chunk starts with its values' offsets, relative to the chunk;
+    * BITS: value ``j`` is bit ``j`` (LSB first), written as bit ``i`` of ``out``.
     """
     prev = -1
     vstart = vsize = lstart = nruns = run = seen = 0
@@ -517,6 +524,13 @@ def _take_values(
             out[written : written + b - a] = base[vstart + a : vstart + b]
             written += b - a
             offsets[i + 1] = written
+            continue
+        if kind == BITS:
+            if j // 8 >= vsize:
+                return -1
+            if (base[vstart + j // 8] >> (j % 8)) & 1:
+                out[i // 8] |= np.uint8(1 << (i % 8))
+            written += 1
             continue
         src = -1
         if kind == FLAT:
