@@ -69,6 +69,11 @@ class MemoryServer(fl.FlightServerBase):
 class PylanceServer(fl.FlightServerBase):
     def __init__(self, location: str, root: str):
         super().__init__(location)
+        # imported before the server announces itself (ours compiles its kernels then too):
+        # importing pylance takes a second or more, which would otherwise count in its
+        # first ("cold") read
+        import lance  # noqa: F401
+
         self.root = root
 
     def get_flight_info(self, context, descriptor):

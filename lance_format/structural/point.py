@@ -10,7 +10,7 @@ bytes: the header fields, the bit-unpacking of one value, the run holding a row,
 of one string, the def level of a nullable row.  Full-zip pages of fixed-width values read
 exactly the wanted rows.  Plans also say which byte ranges a take needs, so that a file
 reader fetches the chunks of all its columns in one request set.  Pages without a plan
-(general compression, byte-stream split, fixed-size lists or booleans in mini-blocks,
+(general compression, byte-stream split, fixed-size lists in mini-blocks,
 packed structs, lists, constant pages) keep the general path.
 """
 
@@ -33,8 +33,10 @@ from .miniblock import MiniBlockMeta, MiniBlockPage
 # chunks of a column closer than this are read in one range, gap included: copying 16 KiB
 # costs less than one more request (a system call locally, a round trip remotely)
 GAP = 16 * 1024
-# value codecs with a point decoder, and RLE's block form (def levels: a u64 size first)
-FLAT, BITPACK, RLE, VARIABLE, RLE_BLOCK = 0, 1, 2, 3, 4
+# value codecs with a point decoder, RLE's block form (def levels: a u64 size first) and
+# OutOfLineBitpacking of u16 def levels (what pylance writes for a nullable column)
+FLAT, BITPACK, RLE, VARIABLE, RLE_BLOCK, OUT_OF_LINE = 0, 1, 2, 3, 4, 5
+BITS = 6  # Flat1: booleans, an LSB-first bitmap in and out
 
 
 def _inverse_fastlanes(t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -62,7 +64,8 @@ class PointPlan:
     chunk_first_row: np.ndarray  # page row of each chunk's first value
     level_fields: int  # u16 level-size fields in the chunk header (1: the def levels')
     has_def: bool
-    def_kind: int  # RLE (block form) or FLAT (u16), when has_def
+    def_kind: int  # RLE_BLOCK, FLAT (u16) or OUT_OF_LINE, when has_def
+    def_bits: int  # packed width W of OUT_OF_LINE def levels
     num_buffers: int
     size_word: int  # bytes of a value buffer size in the header
     kind: int  # FLAT, BITPACK, RLE or VARIABLE
@@ -111,10 +114,14 @@ class PointPlan:
         n = within.size
         variable = self.kind == VARIABLE
         # values of distinct rows are distinct bytes of the chunks: len(base) bounds them
-        out = np.empty(base.size if variable else n * self.width, dtype=np.uint8)
+        if self.kind == BITS:
+            out = np.zeros((n + 7) // 8, dtype=np.uint8)
+        else:
+            out = np.empty(base.size if variable else n * self.width, dtype=np.uint8)
         offsets = np.empty(n + 1 if variable else 1, dtype=np.int64)
         defs = np.empty(n if self.has_def else 0, dtype=np.uint16)
         rows, lanes = _INVERSE[8 * self.width if self.kind == BITPACK else 8]
+        def_rows, def_lanes = _INVERSE[16]
         total = _take_values(
             base,
             pos,
@@ -127,8 +134,11 @@ class PointPlan:
             self.kind,
             self.width,
             self.def_kind if self.has_def else -1,
+            self.def_bits,
             rows,
             lanes,
+            def_rows,
+            def_lanes,
             out,
             offsets,
             defs,
@@ -256,7 +266,7 @@ def point_plan(dec, meta) -> PointPlan | FullZipPoint | None:
         return None
     if dec.max_rep or dec.has_rep or dec.rep_index_depth:
         return None
-    def_kind = 0
+    def_kind = def_bits = 0
     if dec.has_def:
         enc = dec.layout.def_compression
         k = enc.WhichOneof("compression")
@@ -266,6 +276,12 @@ def point_plan(dec, meta) -> PointPlan | FullZipPoint | None:
             k == "rle" and _flat_bits(enc.rle.values) == 16 and _flat_bits(enc.rle.run_lengths) == 8
         ):
             def_kind = RLE_BLOCK
+        elif (
+            k == "out_of_line_bitpacking"
+            and enc.out_of_line_bitpacking.uncompressed_bits_per_value == 16
+            and 0 <= (def_bits := _flat_bits(enc.out_of_line_bitpacking.values)) <= 16
+        ):
+            def_kind = OUT_OF_LINE
         else:
             return None
     codec = _value_codec(dec.layout.value_compression)
@@ -282,6 +298,7 @@ def point_plan(dec, meta) -> PointPlan | FullZipPoint | None:
         level_fields=int(dec.has_def),
         has_def=dec.has_def,
         def_kind=def_kind,
+        def_bits=def_bits,
         num_buffers=dec.num_buffers,
         size_word=4 if dec.large else 2,
         kind=kind,
@@ -299,6 +316,8 @@ def _value_codec(enc) -> tuple[int, int, int, fsst.SymbolTable | None] | None:
     kind = enc.WhichOneof("compression")
     if kind == "flat":
         bits = int(enc.flat.bits_per_value)
+        if bits == 1:
+            return BITS, 1, 1, None
         return (FLAT, bits // 8, bits, None) if bits in (8, 16, 32, 64, 128) else None
     if kind == "inline_bitpacking":
         t = int(enc.inline_bitpacking.uncompressed_bits_per_value)
@@ -363,9 +382,27 @@ def _run_of(base, lstart, nruns, run, seen, j):  # pragma: no cover - compiled
     return run, seen
 
 
+@kernel()
+def _unpack_one(base, at, j, w, width, fl_rows, fl_lanes):  # pragma: no cover - compiled
+    """Value ``j`` of the FastLanes block of ``width``-byte words packed to ``w`` bits at
+    ``base[at]``: row ``fl_rows[j]`` of lane ``fl_lanes[j]``, whose bits start in word
+    ``(r * w // T) * LANES + lane`` and may run into the lane's next word."""
+    if w == 0:
+        return np.uint64(0)
+    t = 8 * width
+    lanes = 1024 // t
+    bit = fl_rows[j] * w
+    shift = bit % t
+    at += ((bit // t) * lanes + fl_lanes[j]) * width
+    v = _uint_at(base, at, width) >> np.uint64(shift)
+    if shift + w > t:
+        v |= _uint_at(base, at + lanes * width, width) << np.uint64(t - shift)
+    return v & (np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - w))
+
+
 @kernel(
-    "i8(ro(u1[::1]), i8[::1], i8[::1], i8, i8, i8, i8[::1], i8[::1], i8, i8, i8, ro(i8[::1]), "
-    "ro(i8[::1]), u1[::1], i8[::1], u2[::1])"
+    "i8(ro(u1[::1]), i8[::1], i8[::1], i8, i8, i8, i8[::1], i8[::1], i8, i8, i8, i8, "
+    "ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), u1[::1], i8[::1], u2[::1])"
 )
 def _take_values(
     base,
@@ -379,8 +416,11 @@ def _take_values(
     kind,
     width,
     def_kind,
+    def_bits,
     fl_rows,
     fl_lanes,
+    def_fl_rows,
+    def_fl_lanes,
     out,
     offsets,
     defs,
@@ -397,14 +437,18 @@ def _take_values(
       ``(r * W // T) * LANES + lane`` and may run into the lane's next word;
     * RLE: run values, one u8 length per run in the next buffer (def levels: the block
       form, a u64 values size, the values, the lengths); a chunk's runs are walked once;
-    * VARIABLE: the chunk starts with its values' offsets, relative to the chunk.
+    * OUT_OF_LINE def levels: 1024-level blocks of u16 packed to ``def_bits`` (no width
+      word), the last partial block either padded or raw u16 (told apart by the size);
+    * VARIABLE: the chunk starts with its values' offsets, relative to the chunk;
+    * BITS: value ``j`` is bit ``j`` (LSB first), written as bit ``i`` of ``out``.
     """
     prev = -1
     vstart = vsize = lstart = nruns = run = seen = 0
     dstart = dsize = dlstart = dnruns = drun = dseen = 0
+    dcount = dfull = dwords = 0
+    draw = False
     written = 0
     t = 8 * width
-    lanes = 1024 // t if kind == BITPACK else 0
     offsets[0] = 0
     for i in range(len(row_chunk)):
         c = row_chunk[i]
@@ -441,6 +485,13 @@ def _take_values(
                         return -1
                     dstart += 8
                     drun = dseen = 0
+                elif def_kind == OUT_OF_LINE:
+                    dcount = np.int64(_uint_at(base, p, 2))  # the chunk's num_levels
+                    if dsize % 2:
+                        return -1
+                    dfull = dcount // 1024
+                    dwords = 64 * def_bits  # u16 words per packed block
+                    draw = dcount % 1024 > 0 and dsize // 2 == dfull * dwords + dcount % 1024
         if def_kind == FLAT:
             if 2 * j + 2 > dsize:
                 return -1
@@ -450,6 +501,19 @@ def _take_values(
             if drun >= dnruns:
                 return -1
             defs[i] = np.uint16(_uint_at(base, dstart + 2 * drun, 2))
+        elif def_kind == OUT_OF_LINE:
+            if j >= dcount:
+                return -1
+            b = j // 1024
+            if draw and b == dfull:
+                at = dstart + 2 * (dfull * dwords + j % 1024)
+                defs[i] = np.uint16(_uint_at(base, at, 2))
+            else:
+                if 2 * (b + 1) * dwords > dsize:
+                    return -1
+                at = dstart + 2 * b * dwords
+                v = _unpack_one(base, at, j % 1024, def_bits, 2, def_fl_rows, def_fl_lanes)
+                defs[i] = np.uint16(v)
         if kind == VARIABLE:
             if (j + 2) * width > vsize:
                 return -1
@@ -460,6 +524,13 @@ def _take_values(
             out[written : written + b - a] = base[vstart + a : vstart + b]
             written += b - a
             offsets[i + 1] = written
+            continue
+        if kind == BITS:
+            if j // 8 >= vsize:
+                return -1
+            if (base[vstart + j // 8] >> (j % 8)) & 1:
+                out[i // 8] |= np.uint8(1 << (i % 8))
+            written += 1
             continue
         src = -1
         if kind == FLAT:
@@ -479,15 +550,7 @@ def _take_values(
             w = np.int64(_uint_at(base, vstart, width))
             if w > t or vsize < width + 128 * w:
                 return -1
-            v = np.uint64(0)
-            if w:
-                bit = fl_rows[j] * w
-                shift = bit % t
-                at = vstart + width + ((bit // t) * lanes + fl_lanes[j]) * width
-                v = _uint_at(base, at, width) >> np.uint64(shift)
-                if shift + w > t:
-                    v |= _uint_at(base, at + lanes * width, width) << np.uint64(t - shift)
-                v &= np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - w)
+            v = _unpack_one(base, vstart + width, j, w, width, fl_rows, fl_lanes)
             for k in range(width):
                 out[i * width + k] = (v >> np.uint64(8 * k)) & np.uint64(0xFF)
         written += width

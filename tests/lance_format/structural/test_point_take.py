@@ -114,8 +114,8 @@ def test_fixtures_drive_every_point_decoder(fixture_store) -> None:
             if d is not None:
                 is_string = pa.types.is_string(d.type) or pa.types.is_binary(d.type)
                 dictionaries.add("variable" if is_string else "fixed")
-    assert kinds == {point.FLAT, point.BITPACK, point.RLE, point.VARIABLE}
-    assert point.RLE_BLOCK in defs
+    assert kinds == {point.FLAT, point.BITPACK, point.RLE, point.VARIABLE, point.BITS}
+    assert {point.RLE_BLOCK, point.OUT_OF_LINE} <= defs
     assert fsst
     assert dictionaries == {"fixed", "variable"}
     assert full_zip
