@@ -1464,6 +1464,17 @@ def _replace_field(fields, path: list[str], name, nullable, full: str) -> list:
     return out
 
 
+def _right_side(data_obj, schema, right_on: str) -> tuple[pa.Table, str]:
+    """The other side of a fragment merge or column update, as one table holding the key
+    column ``right_on``."""
+    right = (
+        data_obj if isinstance(data_obj, pa.Table) else write.to_reader(data_obj, schema).read_all()
+    )
+    if right_on not in right.column_names:
+        raise InvalidArgumentError(f"the data has no column {right_on!r} to join on")
+    return right, right_on
+
+
 def merge_fragment_columns(
     frag: Fragment, data_obj, left_on: str, right_on: str | None = None, schema=None
 ):
@@ -1471,12 +1482,7 @@ def merge_fragment_columns(
     ``right_on``) aligned to ``frag``'s rows on ``left_on`` (a column, ``_rowid`` or
     ``_rowaddr``); the new fragment metadata and the schema with the new columns."""
     ds = frag.dataset
-    right_on = right_on or left_on
-    right = (
-        data_obj if isinstance(data_obj, pa.Table) else write.to_reader(data_obj, schema).read_all()
-    )
-    if right_on not in right.column_names:
-        raise InvalidArgumentError(f"the data has no column {right_on!r} to merge on")
+    right, right_on = _right_side(data_obj, schema, right_on or left_on)
     added = [f for f in right.schema if f.name != right_on]
     names = {f.name for f in ds.lance_schema.fields}
     for f in added:
@@ -1513,12 +1519,7 @@ def update_fragment_columns(
     tombstones (-2).  Returns the uncommitted fragment, the modified field ids and the
     matched physical offsets as a portable roaring bitmap."""
     ds = frag.dataset
-    right_on = right_on or left_on
-    right = (
-        data_obj if isinstance(data_obj, pa.Table) else write.to_reader(data_obj, schema).read_all()
-    )
-    if right_on not in right.column_names:
-        raise InvalidArgumentError(f"the data has no column {right_on!r} to join on")
+    right, right_on = _right_side(data_obj, schema, right_on or left_on)
     names = [n for n in right.column_names if n not in (right_on, left_on)]
     by_name = {f.name: f for f in ds.lance_schema.fields}
     fields = []
