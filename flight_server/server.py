@@ -149,6 +149,7 @@ class LanceFlightServer(flight.FlightServerBase):
             observers["metrics"] = metrics.middleware()
         self.reclaimer = Reclaimer()
         self.readahead = ReadAhead(self._start_ahead)
+        self.context.read_ahead_stats = self.readahead.stats
         observers["reclaim"] = ReclaimOnRefusal(self.reclaimer)
         if authenticator is not None:
             options = auth_mod.auth_server_options(authenticator, observers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -46,9 +47,10 @@ def test_endpoints_read_in_order_are_decoded_ahead_and_match_pylance(root):
                 assert len(info.endpoints) == 5
                 parts = [c.do_get(e.ticket).read_all() for e in info.endpoints]
                 assert pa.concat_tables(parts).equals(lance.dataset(str(root / "t")).to_table())
-        stats = server.readahead.stats()
+            health = json.loads(next(iter(c.do_action(fl.Action("health", b"")))).body.to_pybytes())
         # every endpoint but each read's first was decoded ahead, and each was claimed
-        assert stats == {"started": 8, "claimed": 8, "expired": 0, "parked": 0}
+        want = {"started": 8, "claimed": 8, "expired": 0, "parked": 0}
+        assert server.readahead.stats() == want and health["read_ahead"] == want
     finally:
         server.shutdown()
 
