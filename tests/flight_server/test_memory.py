@@ -61,8 +61,7 @@ def _run(mode: str) -> dict:
 def test_tuned_allocators_reuse_freed_decode_buffers():
     plain, tuned = _run("plain"), _run("tuned")
     assert "glibc" in tuned["done"] and "numpy" in tuned["done"]
-    if "jemalloc" in tuned["done"]:
-        assert tuned["pool"] == "jemalloc"
+    assert tuned["pool"] == plain["pool"]  # Arrow's allocator is left as it is
     # ten rounds of 56 MiB: untuned, glibc hands most of it back and faults it in again
     assert plain["faults"] > 5000
     assert tuned["faults"] < plain["faults"] / 10
