@@ -14,7 +14,9 @@ from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba.core import types
+from numba.extending import intrinsic
 
 _REGISTRY: list[tuple[Any, tuple[str, ...]]] = []
 
@@ -69,3 +71,37 @@ def warm_up() -> int:
             compiled.compile(parse_signature(signature))
             done += 1
     return done
+
+
+# -- unaligned words -------------------------------------------------------------------------
+# Byte-granular copies (variable-width values) go fastest as whole 8-byte words at any byte
+# offset.  numba has no unaligned word access on a byte array, and a byte loop between two
+# arrays stays a byte loop (the compiler cannot rule out that they overlap), so these two
+# intrinsics emit one unaligned load or store.  Neither checks bounds: the caller keeps
+# ``i + 8 <= len(array)``.
+
+
+@intrinsic
+def load_u64(typingctx: Any, array: Any, i: Any) -> Any:
+    """The 8 bytes of a ``u1`` array at byte ``i`` as one little-endian ``u64``."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.gep(arr.data, [args[1]])
+        return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+
+    return types.uint64(array, i), codegen
+
+
+@intrinsic
+def store_u64(typingctx: Any, array: Any, i: Any, value: Any) -> Any:
+    """Store ``value`` (a ``u64``) as the 8 bytes of a ``u1`` array at byte ``i``."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.gep(arr.data, [args[1]])
+        word = context.cast(builder, args[2], signature.args[2], types.uint64)
+        builder.store(word, builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.none(array, i, value), codegen

@@ -40,7 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidArgumentError, UnsupportedError
+from ..errors import CorruptFileError, InvalidArgumentError, UnsupportedError
+from ..jit import kernel, load_u64, readonly, store_u64
 from ..version import LanceFileVersion
 from .blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges
 
@@ -341,6 +342,148 @@ def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     if data_buf is None or stop == start:
         return offs - start, np.zeros(0, dtype=np.uint8)
     return offs - start, np.frombuffer(data_buf, dtype=np.uint8)[start:stop]
+
+
+# -- decoding ----------------------------------------------------------------------------------
+# A dictionary page's values are the items its indices name.  Fixed-width items go through
+# Arrow's take; variable-width ones (strings, binaries) through :class:`VariableItems`,
+# which beats it by copying each item as whole 8-byte words.
+
+_INDEX_TYPES = ("u1", "u2", "u4", "u8")
+_SLACK = 32  # bytes a copy may read past an item or write past the values (4 words)
+_I32_LIMIT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class VariableItems:
+    """The items of a variable-width dictionary, ready for :meth:`expand`: Arrow
+    ``offsets`` (``int32`` or ``int64``) into ``padded``, the items' bytes followed by
+    _SLACK zero bytes (a word copy reads past an item).  Built once per page."""
+
+    offsets: np.ndarray
+    padded: np.ndarray
+    longest: int  # bytes of the longest item
+    words: int  # 2 or 4: every item fits in that many 8-byte words; 0: some item does not
+
+    @classmethod
+    def of(cls, offsets: np.ndarray, data: np.ndarray) -> VariableItems:
+        """Check the offsets against the bytes and pad a copy of the bytes."""
+        if offsets.dtype not in (np.int32, np.int64) or len(offsets) == 0:
+            raise CorruptFileError("dictionary offsets must be 32- or 64-bit and non-empty")
+        sizes = offsets[1:] - offsets[:-1]
+        if len(sizes) and (offsets[0] < 0 or offsets[-1] > len(data) or sizes.min() < 0):
+            raise CorruptFileError("dictionary offsets run outside the dictionary's bytes")
+        longest = int(sizes.max()) if len(sizes) else 0
+        padded = np.zeros(len(data) + _SLACK, dtype=np.uint8)
+        padded[: len(data)] = data
+        words = 2 if longest <= 16 else 4 if longest <= 32 else 0
+        return cls(readonly(np.ascontiguousarray(offsets)), readonly(padded), longest, words)
+
+    @property
+    def nbytes(self) -> int:
+        return self.offsets.nbytes + self.padded.nbytes
+
+    def expand(
+        self, indices: np.ndarray, valid: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The items ``indices`` name, as Arrow offsets (the items' width) and data.  A
+        slot whose ``valid`` is False gets an empty value and its index is not looked at.
+        An index past the items raises CorruptFileError."""
+        indices = np.ascontiguousarray(indices)
+        n = len(indices)
+        mask = np.zeros(0, np.bool_) if valid is None else np.ascontiguousarray(valid, np.bool_)
+        if len(mask) not in (0, n):
+            raise CorruptFileError(f"{len(mask)} validity flags for {n} dictionary indices")
+        items = len(self.offsets) - 1
+        args = (self.offsets, self.padded, readonly(indices), readonly(mask))
+        size = n * self.longest  # room for any indices: address space, touched as written
+        if size > _EXACT_SIZE_ABOVE:
+            size = _expanded_size(*args)  # long items (or many): count first
+            if size < 0:
+                raise CorruptFileError(f"dictionary index beyond the {items} items")
+        if self.offsets.dtype == np.int32 and size > _I32_LIMIT:
+            raise CorruptFileError("expanded dictionary values exceed 32-bit offsets")
+        out_offsets = np.empty(n + 1, dtype=self.offsets.dtype)
+        out = np.empty(size + _SLACK, dtype=np.uint8)
+        total = _expand(*args, self.words, out_offsets, out)
+        if total < 0:
+            raise CorruptFileError(f"dictionary index beyond the {items} items")
+        return out_offsets, out[:total]
+
+
+# above this many bytes of upper bound, the exact size is counted before allocating
+_EXACT_SIZE_ABOVE = 1 << 28
+
+_EXPAND_SIGNATURES = tuple(
+    f"i8(ro({o}[::1]), ro(u1[::1]), ro({i}[::1]), ro(b1[::1]), i8, {o}[::1], u1[::1])"
+    for o in ("i4", "i8")
+    for i in _INDEX_TYPES
+)
+_SIZE_SIGNATURES = tuple(
+    f"i8(ro({o}[::1]), ro(u1[::1]), ro({i}[::1]), ro(b1[::1]))"
+    for o in ("i4", "i8")
+    for i in _INDEX_TYPES
+)
+
+
+@kernel(*_EXPAND_SIGNATURES)
+def _expand(offsets, data, indices, valid, words, out_offsets, out):  # pragma: no cover
+    """Write the items of ``indices`` end to end into ``out`` and their Arrow offsets into
+    ``out_offsets``; returns the bytes written, or -1 for an index past the items.  Items
+    are copied as whole 8-byte words, 2 or 4 of them (``words``, when every item fits),
+    else as many as each needs, and the next item overwrites the excess: ``data`` and
+    ``out`` have _SLACK bytes past their values."""
+    items = len(offsets) - 1
+    check = len(valid) > 0
+    o = 0
+    out_offsets[0] = 0
+    for r in range(len(indices)):
+        if check and not valid[r]:
+            out_offsets[r + 1] = o
+            continue
+        k = np.int64(indices[r])  # u8 indices past 2**63 turn negative
+        if k < 0 or k >= items:
+            return -1
+        s = np.int64(offsets[k])
+        size = np.int64(offsets[k + 1]) - s
+        if words == 2:
+            w0 = load_u64(data, s)
+            w1 = load_u64(data, s + 8)
+            store_u64(out, o, w0)
+            store_u64(out, o + 8, w1)
+        elif words == 4:
+            w0 = load_u64(data, s)
+            w1 = load_u64(data, s + 8)
+            w2 = load_u64(data, s + 16)
+            w3 = load_u64(data, s + 24)
+            store_u64(out, o, w0)
+            store_u64(out, o + 8, w1)
+            store_u64(out, o + 16, w2)
+            store_u64(out, o + 24, w3)
+        else:
+            j = 0
+            while j < size:
+                store_u64(out, o + j, load_u64(data, s + j))
+                j += 8
+        o += size
+        out_offsets[r + 1] = o
+    return o
+
+
+@kernel(*_SIZE_SIGNATURES)
+def _expanded_size(offsets, data, indices, valid):  # pragma: no cover - compiled
+    """The bytes :func:`_expand` will write, or -1 for an index past the items."""
+    items = len(offsets) - 1
+    check = len(valid) > 0
+    total = 0
+    for r in range(len(indices)):
+        if check and not valid[r]:
+            continue
+        k = np.int64(indices[r])  # u8 indices past 2**63 turn negative
+        if k < 0 or k >= items:
+            return -1
+        total += np.int64(offsets[k + 1]) - np.int64(offsets[k])
+    return total
 
 
 # -- cardinality estimate ----------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ..compression.blocks import (
     StructBlock,
     VariableWidthBlock,
 )
+from ..compression.dictionary import VariableItems
 from ..errors import CorruptFileError, UnsupportedError
 
 
@@ -152,6 +153,42 @@ def _variable_to_arrow(
         block.num_values,
         [validity_buffer(valid), pa.py_buffer(off), pa.py_buffer(block.data)],
     )
+
+
+def variable_items(dictionary: pa.Array) -> VariableItems | None:
+    """A string or binary dictionary ready for :func:`take_dictionary`'s compiled
+    expansion; None for other items (and, never written by Lance, items with nulls)."""
+    t = dictionary.type
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    if dictionary.null_count or not (large or pa.types.is_string(t) or pa.types.is_binary(t)):
+        return None
+    _, off_buf, data_buf = dictionary.buffers()
+    first = dictionary.offset
+    offsets = np.frombuffer(off_buf, np.int64 if large else np.int32)
+    offsets = offsets[first : first + len(dictionary) + 1]
+    return VariableItems.of(offsets, _buffer_bytes(data_buf))
+
+
+def take_dictionary(
+    dictionary: pa.Array,
+    items: VariableItems | None,
+    indices: np.ndarray,
+    valid: np.ndarray | None,
+) -> pa.Array:
+    """The values of a dictionary page: the ``dictionary`` items its ``indices`` name,
+    null where ``valid`` is False.  Strings and binaries (``items``, from
+    :func:`variable_items`) are expanded by a compiled kernel, other items by Arrow's
+    take.  An index past the items raises CorruptFileError."""
+    if items is not None:
+        offsets, data = items.expand(indices, valid)
+        return pa.Array.from_buffers(
+            dictionary.type,
+            len(indices),
+            [validity_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)],
+        )
+    if len(indices) and int(indices.max()) >= len(dictionary):
+        raise CorruptFileError("dictionary index out of range")
+    return dictionary.take(pa.array(indices, mask=None if valid is None else ~valid))
 
 
 def _zeros(t: pa.DataType, n: int, valid: np.ndarray | None) -> pa.Array:

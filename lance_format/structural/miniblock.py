@@ -25,10 +25,12 @@ from ..compression.decompress import (
     decompress_miniblock,
     deferred_miniblock,
 )
+from ..compression.dictionary import VariableItems
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_1_pb2 as pb
 from ..version import LanceFileVersion
 from . import repdef
+from .arrow import variable_items
 from .leaf import LeafPiece, Rows, select_rows
 from .page import EncodedPage
 
@@ -48,6 +50,7 @@ class MiniBlockMeta:
     started_through: np.ndarray
     completed: np.ndarray
     dictionary: pa.Array | None
+    items: VariableItems | None = None  # a string dictionary, ready to expand
 
     @property
     def nbytes(self) -> int:
@@ -55,6 +58,8 @@ class MiniBlockMeta:
         n += self.started_through.nbytes + self.completed.nbytes
         if self.dictionary is not None:
             n += self.dictionary.nbytes
+        if self.items is not None:
+            n += self.items.nbytes
         return n + 200
 
 
@@ -144,7 +149,8 @@ class MiniBlockPage:
             raise CorruptFileError(
                 f"mini-block chunks hold {completed[-1]} rows, the page says {self.page.num_rows}"
             )
-        return MiniBlockMeta(starts, sizes, values, started, completed, dictionary)
+        items = None if dictionary is None else variable_items(dictionary)
+        return MiniBlockMeta(starts, sizes, values, started, completed, dictionary, items)
 
     # -- data ----------------------------------------------------------------------------
 
@@ -235,13 +241,19 @@ class MiniBlockPage:
         )
         if finish is not None:
             values = finish(values)
-        return LeafPiece(rep, defs, num_levels, values, num_rows, meta.dictionary)
+        return LeafPiece(rep, defs, num_levels, values, num_rows, meta.dictionary, meta.items)
 
     def _empty(self, meta: MiniBlockMeta) -> LeafPiece:
         from ..compression.blocks import FixedWidthBlock
 
         return LeafPiece(
-            None, None, 0, FixedWidthBlock(np.zeros(0, np.uint8), 8, 0), 0, meta.dictionary
+            None,
+            None,
+            0,
+            FixedWidthBlock(np.zeros(0, np.uint8), 8, 0),
+            0,
+            meta.dictionary,
+            meta.items,
         )
 
     def _parse_chunks(

@@ -72,8 +72,8 @@ class PointPlan:
     width: int  # bytes per value (FLAT, RLE), word bytes (BITPACK), offset bytes (VARIABLE)
     bits: int  # bits per decoded value (fixed kinds) or per offset (VARIABLE)
     table: fsst.SymbolTable | None  # FSST symbols applied after VARIABLE
-    # the dictionary's items as numpy (see _dictionary_items), made on first use
-    _items: tuple | None = None
+    # the dictionary's fixed-width items as numpy (see _dictionary_items), made on first use
+    _items: np.ndarray | None = None
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Chunks holding the (sorted, unique, page-relative) rows: the distinct chunk
@@ -159,26 +159,25 @@ class PointPlan:
         return LeafPiece(None, defs if self.has_def else None, n, values, n, dictionary)
 
     def _lookup(self, dictionary: pa.Array, indices: FixedWidthBlock) -> Block | None:
-        """The dictionary items of ``indices`` as a block, by numpy indexing of the
-        dictionary's buffers (Arrow's take costs more than a point lookup's whole decode);
-        None for a dictionary kept as Arrow (with nulls, booleans, nested)."""
+        """The dictionary items of ``indices`` as a block: strings by the dictionary's
+        compiled expansion, fixed-width items by numpy indexing of the dictionary's buffer
+        (Arrow's take costs more than a point lookup's whole decode); None for a
+        dictionary kept as Arrow (with nulls, booleans, nested)."""
+        if indices.bits_per_value not in (8, 16, 32, 64):
+            return None
+        idx = indices.data.view(f"<u{indices.bits_per_value // 8}")[: indices.num_values]
+        strings = self.meta.items
+        if strings is not None:
+            offsets, data = strings.expand(idx, None)
+            return VariableWidthBlock(offsets, data, 8 * offsets.itemsize)
         if self._items is None:
             self._items = _dictionary_items(dictionary)
-        items = self._items
-        if not items or indices.bits_per_value not in (8, 16, 32, 64):
+        if self._items is None:
             return None
-        idx = indices.data.view(f"<u{indices.bits_per_value // 8}")
         if len(idx) and int(idx.max()) >= len(dictionary):
             raise CorruptFileError("dictionary index out of range")
-        if len(items) == 1:  # fixed-width items, one row of bytes each
-            picked = items[0][idx]
-            return FixedWidthBlock(picked.reshape(-1), 8 * items[0].shape[1], len(idx))
-        offsets, data, bits = items
-        starts = offsets[idx]
-        lengths = offsets[idx + 1] - starts
-        out = np.zeros(len(idx) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=out[1:])
-        return VariableWidthBlock(out, gather_ranges(data, starts, lengths), bits)
+        picked = self._items[idx]
+        return FixedWidthBlock(picked.reshape(-1), 8 * self._items.shape[1], len(idx))
 
 
 def merge_ranges(
@@ -228,33 +227,23 @@ class FullZipPoint:
         return self.page.fixed_rows_piece(base.reshape(n, -1))
 
 
-def _dictionary_items(dictionary: pa.Array) -> tuple:
-    """A dictionary's items as numpy: ``(items x width bytes,)`` for fixed-width items,
-    ``(offsets, data, offset bits)`` for strings and binaries; ``()`` for others."""
+def _dictionary_items(dictionary: pa.Array) -> np.ndarray | None:
+    """A dictionary's fixed-width items as numpy (items x width bytes); None for others
+    (strings go through the page's ``VariableItems``)."""
     if dictionary.null_count:
-        return ()
+        return None
     t = dictionary.type
-    bufs = dictionary.buffers()
-    off, n = dictionary.offset, len(dictionary)
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_string(t)
-        or (pa.types.is_large_binary(t))
-    ):
-        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
-        offsets = np.frombuffer(bufs[1], np.int64 if large else np.int32)[off : off + n + 1]
-        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-        return offsets.astype(np.int64), data, 64 if large else 32
     try:
         bits = t.bit_width
     except ValueError:  # not a fixed-width type
-        return ()
+        return None
+    bufs = dictionary.buffers()
     if len(bufs) != 2 or pa.types.is_boolean(t) or bits % 8:
-        return ()
+        return None
     width = bits // 8
+    off, n = dictionary.offset, len(dictionary)
     data = np.frombuffer(bufs[1], np.uint8)[off * width : (off + n) * width]
-    return (data.reshape(n, width),)
+    return data.reshape(n, width)
 
 
 def point_plan(dec, meta) -> PointPlan | FullZipPoint | None:
