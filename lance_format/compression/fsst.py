@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CorruptFileError, InvalidArgumentError
-from ..jit import kernel, readonly
+from ..jit import kernel, readonly, store_u64
 from .blocks import VariableWidthBlock, gather_ranges
 
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
@@ -112,10 +112,10 @@ def decompress(block: VariableWidthBlock, table: SymbolTable | bytes) -> Variabl
         return block
     offsets = np.asarray(block.offsets, dtype=np.int64)
     start, end = int(offsets[0]), int(offsets[-1])
-    if end > len(block.data) or (np.diff(offsets) < 0).any():
+    if start < 0 or end > len(block.data) or end < start:
         raise CorruptFileError("FSST input offsets run past the compressed bytes")
     data = np.ascontiguousarray(block.data[start:end], dtype=np.uint8)
-    rel = offsets - start
+    rel = offsets - start if start else offsets
     if len(data) == 0:
         return VariableWidthBlock(np.zeros_like(offsets), data, block.bits_per_offset)
     lens = np.full(256, -1, dtype=np.int64)  # a code beyond the table's symbols: corrupt
@@ -128,22 +128,34 @@ def decompress(block: VariableWidthBlock, table: SymbolTable | bytes) -> Variabl
     total = _decode(
         readonly(data), readonly(rel), readonly(words), readonly(lens), out_offsets, out
     )
+    if total == _BAD_OFFSETS:
+        raise CorruptFileError("FSST input offsets decrease or run past the compressed bytes")
     if total < 0:
         raise CorruptFileError(f"FSST code beyond the {table.n_symbols} symbols")
     return VariableWidthBlock(out_offsets, out[:total], block.bits_per_offset)
 
 
+_BAD_CODE, _BAD_OFFSETS = -1, -2  # what _decode returns for corrupt input
+
+
 @kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(u8[::1]), ro(i8[::1]), i8[::1], u1[::1])")
 def _decode(data, rel, words, lens, out_offsets, out):  # pragma: no cover - compiled
-    """Decode string after string; returns the decoded size, or -1 when a code has no
-    symbol.  Code 255 escapes the next byte of the same string (an escape that ends its
-    string emits nothing).  Each code stores its whole 8-byte symbol word (``words``,
-    little-endian) at its output position and the next code overwrites the excess, as
-    FSST's reference decoder does."""
+    """Decode string after string; returns the decoded size, _BAD_CODE when a code has no
+    symbol, _BAD_OFFSETS when the string offsets decrease or leave ``data``.  Code 255
+    escapes the next byte of the same string (an escape that ends its string emits
+    nothing).  Each code stores its whole 8-byte symbol word (``words``, little-endian)
+    at its output position as one unaligned store, and the next code overwrites the
+    excess, as FSST's reference decoder does.
+
+    Measured alternatives that were slower: four (or two) codes an iteration when none
+    is an escape.  About half the time is the mispredicted end of each string's loop."""
     o = 0
     out_offsets[0] = 0
+    n = len(data)
     for s in range(len(rel) - 1):
         i, end = rel[s], rel[s + 1]
+        if i > end or end > n:
+            return _BAD_OFFSETS
         while i < end:
             code = data[i]
             if code == 255:
@@ -154,10 +166,8 @@ def _decode(data, rel, words, lens, out_offsets, out):  # pragma: no cover - com
             else:
                 size = lens[code]
                 if size < 0:
-                    return -1
-                word = words[code]
-                for k in range(8):
-                    out[o + k] = (word >> (8 * k)) & 0xFF
+                    return _BAD_CODE
+                store_u64(out, o, words[code])
                 o += size
                 i += 1
         out_offsets[s + 1] = o
