@@ -81,16 +81,23 @@ def warm_up() -> int:
 # ``i + 8 <= len(array)``.
 
 
-@intrinsic
-def load_u64(typingctx: Any, array: Any, i: Any) -> Any:
-    """The 8 bytes of a ``u1`` array at byte ``i`` as one little-endian ``u64``."""
+def _loader(bits: int, result: Any) -> Any:
+    def load(typingctx: Any, array: Any, i: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            arr = context.make_array(signature.args[0])(context, builder, args[0])
+            ptr = builder.gep(arr.data, [args[1]])
+            return builder.load(builder.bitcast(ptr, ir.IntType(bits).as_pointer()), align=1)
 
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        arr = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = builder.gep(arr.data, [args[1]])
-        return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+        return result(array, i), codegen
 
-    return types.uint64(array, i), codegen
+    load.__name__ = load.__qualname__ = f"load_u{bits}"
+    load.__doc__ = f"""The {bits // 8} bytes of a ``u1`` array at byte ``i`` as one
+    little-endian ``u{bits}``."""
+    return intrinsic(load)
+
+
+load_u64 = _loader(64, types.uint64)
+load_u32 = _loader(32, types.uint32)
 
 
 @intrinsic

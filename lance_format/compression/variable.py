@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
-from ..jit import kernel, readonly
+from ..jit import kernel, load_u32, load_u64, readonly
 from .blocks import ChunkRanges, VariableWidthBlock
 
 PAD_BYTE = 0x48
@@ -105,10 +105,9 @@ def _chunk_bytes(base, starts, counts, width, offsets, out):  # pragma: no cover
 @kernel()
 def _offset_at(base, pos, width):  # pragma: no cover - compiled
     """The little-endian unsigned offset of ``width`` (4 or 8) bytes at ``base[pos]``."""
-    value = 0
-    for k in range(width):
-        value |= np.int64(base[pos + k]) << (8 * k)
-    return value
+    if width == 4:
+        return np.int64(load_u32(base, pos))
+    return np.int64(load_u64(base, pos))  # past 2**63: negative, which callers reject
 
 
 def plan_chunks(offsets: np.ndarray, bits: int, aim: int = AIM_CHUNK_BYTES) -> np.ndarray:
