@@ -186,7 +186,9 @@ def slice_block(block: Block, start: int, stop: int) -> Block:
     if isinstance(block, VariableWidthBlock):
         offsets = block.offsets[start : stop + 1]
         lo, hi = int(offsets[0]), int(offsets[-1])
-        return VariableWidthBlock(offsets - lo, block.data[lo:hi], block.bits_per_offset)
+        if lo:  # a slice from the first value keeps its offsets as a view
+            offsets = offsets - lo
+        return VariableWidthBlock(offsets, block.data[lo:hi], block.bits_per_offset)
     if isinstance(block, FixedSizeListBlock):
         dim = block.dimension
         validity = block.validity[start * dim : stop * dim] if block.validity is not None else None

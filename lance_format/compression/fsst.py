@@ -39,7 +39,8 @@ import numpy as np
 
 from ..errors import CorruptFileError, InvalidArgumentError
 from ..jit import kernel, readonly, store_u64
-from .blocks import VariableWidthBlock, gather_ranges
+from . import variable
+from .blocks import ChunkRanges, VariableWidthBlock, gather_ranges
 
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 MAGIC = 0x46535354
@@ -118,37 +119,85 @@ def decompress(block: VariableWidthBlock, table: SymbolTable | bytes) -> Variabl
     rel = offsets - start if start else offsets
     if len(data) == 0:
         return VariableWidthBlock(np.zeros_like(offsets), data, block.bits_per_offset)
-    lens = np.full(256, -1, dtype=np.int64)  # a code beyond the table's symbols: corrupt
-    lens[: table.n_symbols] = table.lengths[: table.n_symbols]
-    words = np.ascontiguousarray(table.symbols).view("<u8").reshape(-1)
+    lens, words = _code_tables(table)
     out_offsets = np.empty(len(rel), dtype=np.int64)
     # a code emits at most 8 bytes, and every code stores a whole 8-byte word: the bound
     # only reserves address space, the pages past the decoded size are never touched
     out = np.empty(MAX_SYMBOL_LEN * len(data) + 8, dtype=np.uint8)
-    total = _decode(
-        readonly(data), readonly(rel), readonly(words), readonly(lens), out_offsets, out
-    )
+    total = _decode(readonly(data), readonly(rel), words, lens, out_offsets, out)
+    _check_decoded(total, table)
+    return VariableWidthBlock(out_offsets, out[:total], block.bits_per_offset)
+
+
+def decompress_chunks(
+    chunks: ChunkRanges, counts: np.ndarray, bits: int, table: SymbolTable
+) -> VariableWidthBlock:
+    """Decompress the strings of Variable mini-block chunks (FSST over Variable, what a
+    page read decodes) straight from the chunks' bytes: the same as
+    ``decompress(variable.decode_chunks(...))`` without first gathering the compressed
+    strings into one buffer."""
+    if not table.enabled:
+        return variable.decode_chunks(chunks, counts, bits)
+    base, starts, lengths, counts, width = variable.checked_chunks(chunks, counts, bits)
+    n = int(counts.sum())
+    lens, words = _code_tables(table)
+    out_offsets = np.empty(n + 1, dtype=np.int64)
+    # as in decompress: a bound on the decoded size that only reserves address space
+    out = np.empty(MAX_SYMBOL_LEN * int(lengths.sum()) + 8, dtype=np.uint8)
+    total = _decode_chunks(base, starts, lengths, counts, width, words, lens, out_offsets, out)
+    _check_decoded(total, table)
+    return VariableWidthBlock(out_offsets, out[:total], bits)
+
+
+def _code_tables(table: SymbolTable) -> tuple[np.ndarray, np.ndarray]:
+    """The kernels' view of a table: each code's length (-1 for a code beyond the
+    symbols: corrupt) and its symbol as a little-endian u64 word."""
+    lens = np.full(256, -1, dtype=np.int64)
+    lens[: table.n_symbols] = table.lengths[: table.n_symbols]
+    words = np.ascontiguousarray(table.symbols).view("<u8").reshape(-1)
+    return readonly(lens), readonly(words)
+
+
+def _check_decoded(total: int, table: SymbolTable) -> None:
     if total == _BAD_OFFSETS:
         raise CorruptFileError("FSST input offsets decrease or run past the compressed bytes")
     if total < 0:
         raise CorruptFileError(f"FSST code beyond the {table.n_symbols} symbols")
-    return VariableWidthBlock(out_offsets, out[:total], block.bits_per_offset)
 
 
-_BAD_CODE, _BAD_OFFSETS = -1, -2  # what _decode returns for corrupt input
+_BAD_CODE, _BAD_OFFSETS = -1, -2  # what the decoders return for corrupt input
+
+
+@kernel()
+def _decode_string(data, i, end, words, lens, out, o):  # pragma: no cover - compiled
+    """Decode the codes ``data[i:end]`` of one string to ``out[o:]``; returns the new
+    output position, or _BAD_CODE when a code has no symbol.  Code 255 escapes the next
+    byte of the same string (an escape that ends its string emits nothing).  Each code
+    stores its whole 8-byte symbol word (``words``, little-endian) at its output position
+    as one unaligned store, and the next code overwrites the excess, as FSST's reference
+    decoder does.  (Four or two codes an iteration when none is an escape measured
+    slower; about half the time is the mispredicted end of each string's loop.)"""
+    while i < end:
+        code = data[i]
+        if code == 255:
+            if i + 1 < end:
+                out[o] = data[i + 1]
+                o += 1
+            i += 2
+        else:
+            size = lens[code]
+            if size < 0:
+                return _BAD_CODE
+            store_u64(out, o, words[code])
+            o += size
+            i += 1
+    return o
 
 
 @kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(u8[::1]), ro(i8[::1]), i8[::1], u1[::1])")
 def _decode(data, rel, words, lens, out_offsets, out):  # pragma: no cover - compiled
-    """Decode string after string; returns the decoded size, _BAD_CODE when a code has no
-    symbol, _BAD_OFFSETS when the string offsets decrease or leave ``data``.  Code 255
-    escapes the next byte of the same string (an escape that ends its string emits
-    nothing).  Each code stores its whole 8-byte symbol word (``words``, little-endian)
-    at its output position as one unaligned store, and the next code overwrites the
-    excess, as FSST's reference decoder does.
-
-    Measured alternatives that were slower: four (or two) codes an iteration when none
-    is an escape.  About half the time is the mispredicted end of each string's loop."""
+    """Decode string after string (``data[rel[s]:rel[s + 1]]``); returns the decoded
+    size, _BAD_CODE, or _BAD_OFFSETS when the offsets decrease or leave ``data``."""
     o = 0
     out_offsets[0] = 0
     n = len(data)
@@ -156,21 +205,41 @@ def _decode(data, rel, words, lens, out_offsets, out):  # pragma: no cover - com
         i, end = rel[s], rel[s + 1]
         if i > end or end > n:
             return _BAD_OFFSETS
-        while i < end:
-            code = data[i]
-            if code == 255:
-                if i + 1 < end:
-                    out[o] = data[i + 1]
-                    o += 1
-                i += 2
-            else:
-                size = lens[code]
-                if size < 0:
-                    return _BAD_CODE
-                store_u64(out, o, words[code])
-                o += size
-                i += 1
+        o = _decode_string(data, i, end, words, lens, out, o)
+        if o < 0:
+            return o
         out_offsets[s + 1] = o
+    return o
+
+
+@kernel(
+    "i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8, ro(u8[::1]), ro(i8[::1]),"
+    " i8[::1], u1[::1])"
+)
+def _decode_chunks(  # pragma: no cover - compiled
+    base, starts, lengths, counts, width, words, lens, out_offsets, out
+):
+    """:func:`_decode` of the strings of Variable mini-block chunks, in place: chunk ``c``
+    at ``base[starts[c]:]`` holds ``counts[c] + 1`` offsets of ``width`` bytes, relative
+    to the chunk, then the compressed strings (see ``variable._chunk_offsets``)."""
+    o = 0
+    at = 0
+    out_offsets[0] = 0
+    for c in range(len(starts)):
+        pos = starts[c]
+        prev = variable.offset_at(base, pos, width)
+        if prev < 0 or prev > lengths[c]:
+            return _BAD_OFFSETS
+        for k in range(1, counts[c] + 1):
+            cur = variable.offset_at(base, pos + k * width, width)
+            if cur < prev or cur > lengths[c]:
+                return _BAD_OFFSETS
+            o = _decode_string(base, pos + prev, pos + cur, words, lens, out, o)
+            if o < 0:
+                return o
+            at += 1
+            out_offsets[at] = o
+            prev = cur
     return o
 
 
