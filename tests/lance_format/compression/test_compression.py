@@ -494,6 +494,14 @@ def test_fsst_over_variable_chunks_decodes_from_the_chunks():
     bad_code = header.tobytes() + bytes([0, 9, 0])  # code 9: no such symbol
     with pytest.raises(CorruptFileError, match="beyond"):
         decompress_miniblock(enc, [ranges([bad_code])], np.array([3]))
+    # an escape that ends its string emits nothing, and the next string's first byte is
+    # a code again (not the escaped literal it would be if the chunk were one string)
+    lone = header.tobytes() + bytes([255, 0, 2, 255])
+    out = decompress_miniblock(enc, [ranges([lone])], np.array([3]))
+    got = [out.data[a:b].tobytes() for a, b in zip(out.offsets[:-1], out.offsets[1:], strict=True)]
+    assert got == [b"", b"ab", b"k"]
+    two_step = fsst.decompress(variable.decode_chunks(ranges([lone]), np.array([3]), 32), table)
+    assert two_step.offsets.tolist() == out.offsets.tolist()
 
 
 # ---- RLE -----------------------------------------------------------------------------------
