@@ -212,9 +212,10 @@ class MiniBlockPage:
         sizes = meta.chunk_sizes[chunk_ids]
         rep, defs, levels_per_chunk, value_bufs = self._parse_chunks(base, starts, sizes, counts)
         enc, finish = self.layout.value_compression, None
-        if rows is not None and self.max_rep == 0:
+        if rows is not None and not isinstance(rows, range) and self.max_rep == 0:
             # a take (levels = rows = values): decompress per-value codecs (FSST) only for
-            # the rows kept
+            # the rows kept (a row range wants nearly every value of its chunks: those
+            # are decoded in one pass with the chunks)
             enc, finish = deferred_miniblock(enc)
         values = decompress_miniblock(enc, value_bufs, counts)
         if values.num_values != int(counts.sum()):
