@@ -15,7 +15,7 @@ from typing import Any
 import numba
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 _REGISTRY: list[tuple[Any, tuple[str, ...]]] = []
@@ -112,3 +112,23 @@ def store_u64(typingctx: Any, array: Any, i: Any, value: Any) -> Any:
         return context.get_dummy_value()
 
     return types.none(array, i, value), codegen
+
+
+@intrinsic
+def copy_bytes(typingctx: Any, dst: Any, d: Any, src: Any, s: Any, n: Any) -> Any:
+    """``dst[d:d + n] = src[s:s + n]`` for ``u1`` arrays as one ``memcpy`` (numba's slice
+    assignment copies byte by byte).  No bounds checks and no overlap: the caller's."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        out = context.make_array(signature.args[0])(context, builder, args[0])
+        inp = context.make_array(signature.args[2])(context, builder, args[2])
+        cgutils.raw_memcpy(
+            builder,
+            builder.gep(out.data, [args[1]]),
+            builder.gep(inp.data, [args[3]]),
+            args[4],
+            1,
+        )
+        return context.get_dummy_value()
+
+    return types.none(dst, d, src, s, n), codegen

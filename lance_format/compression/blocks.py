@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
+import pyarrow as pa
 
-from ..jit import kernel, readonly
+from ..jit import copy_bytes, kernel, readonly
 
 
 @dataclass
@@ -98,9 +99,18 @@ def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     total = int(lengths.sum())
     if total == 0:
         return base[:0]
-    out = np.empty(total, dtype=base.dtype)
+    out = pool_empty(total, base.dtype)
     place_ranges(base, starts, lengths, np.cumsum(lengths) - lengths, out)
     return out
+
+
+def pool_empty(n: int, dtype: np.dtype | type = np.uint8) -> np.ndarray:
+    """``np.empty(n, dtype)`` in Arrow's memory pool, for a decoded buffer that an Arrow
+    array will hold: the pool reuses the pages of freed arrays, where numpy maps fresh
+    ones for every large array and pays a page fault per 4 KiB on first write (measured:
+    a third of the time of gathering a page's fixed-width values)."""
+    dtype = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(n * dtype.itemsize), dtype=dtype)
 
 
 def place_ranges(
@@ -132,7 +142,7 @@ def _copy_ranges(src, starts, lengths, dst_starts, out):  # pragma: no cover - c
         s, n, d = starts[i], lengths[i], dst_starts[i]
         if s < 0 or n < 0 or d < 0 or s + n > len(src) or d + n > len(out):
             return False
-        out[d : d + n] = src[s : s + n]
+        copy_bytes(out, d, src, s, n)
     return True
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
-from ..jit import kernel, load_u32, load_u64, readonly
+from ..jit import copy_bytes, kernel, load_u32, load_u64, readonly
 from .blocks import ChunkRanges, VariableWidthBlock
 
 PAD_BYTE = 0x48
@@ -108,7 +108,7 @@ def _chunk_bytes(base, starts, counts, width, offsets, out):  # pragma: no cover
     for c in range(len(starts)):
         first = starts[c] + offset_at(base, starts[c], width)
         size = offsets[at + counts[c]] - offsets[at]
-        out[offsets[at] : offsets[at] + size] = base[first : first + size]
+        copy_bytes(out, offsets[at], base, first, size)
         at += counts[c]
 
 
