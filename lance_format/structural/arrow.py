@@ -17,7 +17,7 @@ from ..compression.blocks import (
     StructBlock,
     VariableWidthBlock,
 )
-from ..compression.dictionary import VariableItems
+from ..compression.dictionary import DictionaryItems, FixedItems, VariableItems
 from ..errors import CorruptFileError, UnsupportedError
 
 
@@ -155,38 +155,50 @@ def _variable_to_arrow(
     )
 
 
-def variable_items(dictionary: pa.Array) -> VariableItems | None:
-    """A string or binary dictionary ready for :func:`take_dictionary`'s compiled
-    expansion; None for other items (and, never written by Lance, items with nulls)."""
+def dictionary_items(dictionary: pa.Array) -> DictionaryItems | None:
+    """A dictionary ready for :func:`take_dictionary`'s compiled expansion: strings and
+    binaries, and fixed-width values of 64 or 128 bits; None for other items (and, never
+    written by Lance, items with nulls)."""
     t = dictionary.type
-    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
-    if dictionary.null_count or not (large or pa.types.is_string(t) or pa.types.is_binary(t)):
+    if dictionary.null_count or isinstance(t, pa.BaseExtensionType):
         return None
-    _, off_buf, data_buf = dictionary.buffers()
-    first = dictionary.offset
-    offsets = np.frombuffer(off_buf, np.int64 if large else np.int32)
-    offsets = offsets[first : first + len(dictionary) + 1]
-    return VariableItems.of(offsets, _buffer_bytes(data_buf))
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    bufs = dictionary.buffers()
+    first, n = dictionary.offset, len(dictionary)
+    if large or pa.types.is_string(t) or pa.types.is_binary(t):
+        offsets = np.frombuffer(bufs[1], np.int64 if large else np.int32)
+        return VariableItems.of(offsets[first : first + n + 1], _buffer_bytes(bufs[2]))
+    try:
+        bits = t.bit_width
+    except ValueError:  # not a fixed-width type
+        return None
+    if len(bufs) != 2 or bits not in (64, 128):
+        return None
+    width = bits // 8
+    return FixedItems.of(_buffer_bytes(bufs[1])[first * width : (first + n) * width], width)
 
 
 def take_dictionary(
     dictionary: pa.Array,
-    items: VariableItems | None,
+    items: DictionaryItems | None,
     indices: np.ndarray,
     valid: np.ndarray | None,
 ) -> pa.Array:
     """The values of a dictionary page: the ``dictionary`` items its ``indices`` name,
-    null where ``valid`` is False.  Strings and binaries (``items``, from
-    :func:`variable_items`) are expanded by a compiled kernel, other items by Arrow's
-    take.  An index past the items raises CorruptFileError."""
-    if items is not None:
+    null where ``valid`` is False.  ``items`` (from :func:`dictionary_items`) are
+    expanded by a compiled kernel, other dictionaries by Arrow's take.  An index past the
+    items raises CorruptFileError."""
+    n = len(indices)
+    if isinstance(items, VariableItems):
         offsets, data = items.expand(indices, valid)
+        buffers = [validity_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)]
+        return pa.Array.from_buffers(dictionary.type, n, buffers)
+    if isinstance(items, FixedItems):
+        data = items.expand(indices, valid)
         return pa.Array.from_buffers(
-            dictionary.type,
-            len(indices),
-            [validity_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)],
+            dictionary.type, n, [validity_buffer(valid), pa.py_buffer(data)]
         )
-    if len(indices) and int(indices.max()) >= len(dictionary):
+    if n and int(indices.max()) >= len(dictionary):
         raise CorruptFileError("dictionary index out of range")
     return dictionary.take(pa.array(indices, mask=None if valid is None else ~valid))
 

@@ -25,12 +25,12 @@ from ..compression.decompress import (
     decompress_miniblock,
     deferred_miniblock,
 )
-from ..compression.dictionary import VariableItems
+from ..compression.dictionary import DictionaryItems
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_1_pb2 as pb
 from ..version import LanceFileVersion
 from . import repdef
-from .arrow import variable_items
+from .arrow import dictionary_items
 from .leaf import LeafPiece, Rows, select_rows
 from .page import EncodedPage
 
@@ -50,7 +50,7 @@ class MiniBlockMeta:
     started_through: np.ndarray
     completed: np.ndarray
     dictionary: pa.Array | None
-    items: VariableItems | None = None  # a string dictionary, ready to expand
+    items: DictionaryItems | None = None  # the dictionary, ready to expand
 
     @property
     def nbytes(self) -> int:
@@ -149,7 +149,7 @@ class MiniBlockPage:
             raise CorruptFileError(
                 f"mini-block chunks hold {completed[-1]} rows, the page says {self.page.num_rows}"
             )
-        items = None if dictionary is None else variable_items(dictionary)
+        items = None if dictionary is None else dictionary_items(dictionary)
         return MiniBlockMeta(starts, sizes, values, started, completed, dictionary, items)
 
     # -- data ----------------------------------------------------------------------------

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
 from ..compression import fsst
 from ..compression.bitpacking import FL_ORDER
 from ..compression.blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges
+from ..compression.dictionary import VariableItems
 from ..errors import CorruptFileError
 from ..jit import kernel, readonly
 from .fullzip import FullZipPage
@@ -72,8 +72,6 @@ class PointPlan:
     width: int  # bytes per value (FLAT, RLE), word bytes (BITPACK), offset bytes (VARIABLE)
     bits: int  # bits per decoded value (fixed kinds) or per offset (VARIABLE)
     table: fsst.SymbolTable | None  # FSST symbols applied after VARIABLE
-    # the dictionary's fixed-width items as numpy (see _dictionary_items), made on first use
-    _items: np.ndarray | None = None
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Chunks holding the (sorted, unique, page-relative) rows: the distinct chunk
@@ -153,31 +151,23 @@ class PointPlan:
         else:
             values = FixedWidthBlock(out, self.bits, n)
             if dictionary is not None:
-                looked_up = self._lookup(dictionary, values)
+                looked_up = self._lookup(values)
                 if looked_up is not None:
                     values, dictionary = looked_up, None
         return LeafPiece(None, defs if self.has_def else None, n, values, n, dictionary)
 
-    def _lookup(self, dictionary: pa.Array, indices: FixedWidthBlock) -> Block | None:
-        """The dictionary items of ``indices`` as a block: strings by the dictionary's
-        compiled expansion, fixed-width items by numpy indexing of the dictionary's buffer
-        (Arrow's take costs more than a point lookup's whole decode); None for a
-        dictionary kept as Arrow (with nulls, booleans, nested)."""
-        if indices.bits_per_value not in (8, 16, 32, 64):
+    def _lookup(self, indices: FixedWidthBlock) -> Block | None:
+        """The dictionary items of ``indices`` as a block, by the dictionary's compiled
+        expansion (Arrow's take costs more than a point lookup's whole decode); None for
+        a dictionary kept as Arrow (booleans, nested, ...)."""
+        items = self.meta.items
+        if items is None or indices.bits_per_value not in (8, 16, 32, 64):
             return None
         idx = indices.data.view(f"<u{indices.bits_per_value // 8}")[: indices.num_values]
-        strings = self.meta.items
-        if strings is not None:
-            offsets, data = strings.expand(idx, None)
+        if isinstance(items, VariableItems):
+            offsets, data = items.expand(idx, None)
             return VariableWidthBlock(offsets, data, 8 * offsets.itemsize)
-        if self._items is None:
-            self._items = _dictionary_items(dictionary)
-        if self._items is None:
-            return None
-        if len(idx) and int(idx.max()) >= len(dictionary):
-            raise CorruptFileError("dictionary index out of range")
-        picked = self._items[idx]
-        return FixedWidthBlock(picked.reshape(-1), 8 * self._items.shape[1], len(idx))
+        return FixedWidthBlock(items.expand(idx, None), items.width * 8, len(idx))
 
 
 def merge_ranges(
@@ -225,25 +215,6 @@ class FullZipPoint:
         if len(base) != n * self.page.stride:  # neighbours read with the gaps between them
             base = gather_ranges(base, pos, sizes)
         return self.page.fixed_rows_piece(base.reshape(n, -1))
-
-
-def _dictionary_items(dictionary: pa.Array) -> np.ndarray | None:
-    """A dictionary's fixed-width items as numpy (items x width bytes); None for others
-    (strings go through the page's ``VariableItems``)."""
-    if dictionary.null_count:
-        return None
-    t = dictionary.type
-    try:
-        bits = t.bit_width
-    except ValueError:  # not a fixed-width type
-        return None
-    bufs = dictionary.buffers()
-    if len(bufs) != 2 or pa.types.is_boolean(t) or bits % 8:
-        return None
-    width = bits // 8
-    off, n = dictionary.offset, len(dictionary)
-    data = np.frombuffer(bufs[1], np.uint8)[off * width : (off + n) * width]
-    return data.reshape(n, width)
 
 
 def point_plan(dec, meta) -> PointPlan | FullZipPoint | None:

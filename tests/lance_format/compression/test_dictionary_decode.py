@@ -1,13 +1,16 @@
-"""Dictionary pages decoded: the compiled expansion of string and binary items
-(``dictionary.VariableItems``) on every path that reads them (whole pages, row ranges,
+"""Dictionary pages decoded: the compiled expansion of the items (``dictionary.VariableItems``
+and ``FixedItems``) on every path that reads them (whole pages, row ranges,
 point lookups), against pylance's read of the files pylance wrote.
 
-The columns cover each copy mode of the kernel (items of at most 16 bytes, at most 32,
-longer), empty strings, nulls, 32- and 64-bit offsets (``large_string``/``large_binary``)
-and bytes that are not text; every page is checked to really be a dictionary page.
+The string columns cover each copy mode of the kernel (items of at most 16 bytes, at most
+32, longer), empty strings, nulls, 32- and 64-bit offsets (``large_string``/``large_binary``)
+and bytes that are not text; decimals and (2.2) 64-bit integers with nulls go through
+``dictionary.FixedItems``.  Every page is checked to really be a dictionary page.
 """
 
 from __future__ import annotations
+
+import decimal
 
 import lance.file
 import numpy as np
@@ -18,8 +21,9 @@ from fixtures import assert_tables_equal
 from lance_format import LanceFileReader
 from lance_format.compression import dictionary as D
 from lance_format.errors import CorruptFileError
-from lance_format.structural.arrow import take_dictionary
+from lance_format.structural.arrow import dictionary_items, take_dictionary
 from lance_format.structural.column import owns_column
+from lance_format.version import LanceFileVersion
 
 N = 3000
 
@@ -43,10 +47,21 @@ def _column(kind: str, arrow_type: pa.DataType, rng: np.random.Generator, nulls:
     return pa.array(values, type=arrow_type, mask=mask)
 
 
+def _fixed(arrow_type: pa.DataType, rng: np.random.Generator) -> pa.Array:
+    pool = rng.integers(-(10**12), 10**12, 20)
+    values = (
+        [decimal.Decimal(int(v)) / 100 for v in pool] if pa.types.is_decimal(arrow_type) else pool
+    )
+    picks = rng.integers(0, len(pool), N)
+    return pa.array([values[i] for i in picks], type=arrow_type, mask=rng.random(N) < 0.1)
+
+
 def _table() -> pa.Table:
     rng = np.random.default_rng(23)
     return pa.table(
         {
+            "decimal": _fixed(pa.decimal128(15, 2), rng),
+            "int64": _fixed(pa.int64(), rng),
             "short": _column("short", pa.string(), rng, nulls=False),
             "short_nulls": _column("short", pa.string(), rng, nulls=True),
             "mid": _column("mid", pa.string(), rng, nulls=True),
@@ -79,9 +94,17 @@ def test_every_column_is_a_string_dictionary_page(written):
     assert len(leaves) == theirs.num_columns
     modes = set()
     for leaf in leaves:
+        name = leaf.field.name
         for page in leaf.column.pages:
             meta = leaf.meta(page)
-            assert meta.dictionary is not None and meta.items is not None, leaf.field.name
+            if name == "int64" and reader.version < LanceFileVersion.V2_2:
+                assert meta.dictionary is None  # 64-bit values: dictionaries from 2.2 on
+                continue
+            assert meta.dictionary is not None, name
+            if name in ("decimal", "int64"):
+                assert isinstance(meta.items, D.FixedItems), name
+                continue
+            assert isinstance(meta.items, D.VariableItems), name
             modes.add(meta.items.words)
     assert modes == {0, 2, 4}  # each copy mode of the kernel: longer items, <= 32, <= 16
 
@@ -120,6 +143,8 @@ def test_index_past_the_items_is_corrupt(written):
     reader = LanceFileReader(path)
     for leaf in _leaves(reader):
         meta = leaf.meta(leaf.column.pages[0])
+        if meta.dictionary is None:  # int64 in 2.1
+            continue
         items = len(meta.dictionary)
         for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
             bad = np.array([0, items, 1], dtype=dtype)
@@ -133,10 +158,11 @@ def test_index_past_the_items_is_corrupt(written):
             meta.items.expand(huge, None)
 
 
-def test_fixed_width_items_keep_their_range_check():
-    dictionary = pa.array([10, 20, 30], type=pa.int64())
+def test_items_arrow_takes_keep_their_range_check():
+    dictionary = pa.array([1, 2, 3], type=pa.int16())  # not a width Lance dictionary-encodes
+    assert dictionary_items(dictionary) is None
     got = take_dictionary(dictionary, None, np.array([2, 0, 1], np.uint32), None)
-    assert got.to_pylist() == [30, 10, 20]
+    assert got.to_pylist() == [3, 1, 2]
     with pytest.raises(CorruptFileError, match="dictionary index"):
         take_dictionary(dictionary, None, np.array([3], np.uint32), None)
 
