@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
-import pyarrow as pa
 
 from ..jit import copy_bytes, kernel, readonly
 
@@ -99,18 +98,9 @@ def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     total = int(lengths.sum())
     if total == 0:
         return base[:0]
-    out = pool_empty(total, base.dtype)
+    out = np.empty(total, dtype=base.dtype)
     place_ranges(base, starts, lengths, np.cumsum(lengths) - lengths, out)
     return out
-
-
-def pool_empty(n: int, dtype: np.dtype | type = np.uint8) -> np.ndarray:
-    """``np.empty(n, dtype)`` in Arrow's memory pool, for a decoded buffer that an Arrow
-    array will hold: the pool reuses the pages of freed arrays, where numpy maps fresh
-    ones for every large array and pays a page fault per 4 KiB on first write (measured:
-    a third of the time of gathering a page's fixed-width values)."""
-    dtype = np.dtype(dtype)
-    return np.frombuffer(pa.allocate_buffer(n * dtype.itemsize), dtype=dtype)
 
 
 def place_ranges(

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 from ..errors import CorruptFileError, InvalidArgumentError, UnsupportedError
 from ..jit import kernel, load_u64, readonly, store_u64
 from ..version import LanceFileVersion
-from .blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges, pool_empty
+from .blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges
 
 DICT_DIVISOR_KEY = "lance-encoding:dict-divisor"
 DICT_SIZE_RATIO_KEY = "lance-encoding:dict-size-ratio"
@@ -445,7 +445,7 @@ class FixedItems:
         mask = np.zeros(0, np.bool_) if valid is None else np.ascontiguousarray(valid, np.bool_)
         if len(mask) not in (0, n):
             raise CorruptFileError(f"{len(mask)} validity flags for {n} dictionary indices")
-        out = pool_empty(n * self.words.shape[1], np.uint64).reshape(n, self.words.shape[1])
+        out = np.empty((n, self.words.shape[1]), dtype=np.uint64)
         if not _expand_fixed(self.words, readonly(indices), readonly(mask), out):
             raise CorruptFileError(f"dictionary index beyond the {len(self.words)} items")
         return out.reshape(-1).view(np.uint8)
