@@ -73,12 +73,12 @@ def warm_up() -> int:
     return done
 
 
-# -- unaligned words -------------------------------------------------------------------------
-# Byte-granular copies (variable-width values) go fastest as whole 8-byte words at any byte
-# offset.  numba has no unaligned word access on a byte array, and a byte loop between two
-# arrays stays a byte loop (the compiler cannot rule out that they overlap), so these two
-# intrinsics emit one unaligned load or store.  Neither checks bounds: the caller keeps
-# ``i + 8 <= len(array)``.
+# -- unaligned words and byte copies ---------------------------------------------------------
+# Byte-granular copies (variable-width values) go fastest as whole words at any byte offset.
+# numba has no unaligned word access on a byte array, a byte loop between two arrays stays a
+# byte loop (the compiler cannot rule out that they overlap), and a slice assignment copies
+# byte by byte, so these intrinsics emit one unaligned load or store, or one ``memcpy``.
+# None checks bounds: the caller keeps ``i + 8 <= len(array)`` (4 for ``load_u32``).
 
 
 def _loader(bits: int, result: Any) -> Any:
