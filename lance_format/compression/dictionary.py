@@ -399,8 +399,11 @@ class VariableItems:
         items = len(self.offsets) - 1
         args = (self.offsets, self.padded, readonly(indices), readonly(mask))
         size = n * self.longest  # room for any indices: address space, touched as written
-        if size > _EXACT_SIZE_ABOVE:
-            size = _expanded_size(*args)  # long items (or many): count first
+        items_bytes = int(self.offsets[-1] - self.offsets[0])
+        if size > _EXACT_SIZE_ABOVE or size > 2 * n * items_bytes // max(items, 1) + _SLOP:
+            # long items, or a few much longer than the rest: the bound could hold far more
+            # than the values (memory the decoded-page cache would not see), so count first
+            size = _expanded_size(*args)
             if size < 0:
                 raise CorruptFileError(f"dictionary index beyond the {items} items")
         if self.offsets.dtype == np.int32 and size > _I32_LIMIT:
@@ -480,6 +483,7 @@ def _expand_fixed(items, indices, valid, out):  # pragma: no cover - compiled
 
 # above this many bytes of upper bound, the exact size is counted before allocating
 _EXACT_SIZE_ABOVE = 1 << 28
+_SLOP = 1 << 20  # bytes a bound may exceed twice the items' mean size without a count
 
 _EXPAND_SIGNATURES = tuple(
     f"i8(ro({o}[::1]), ro(u1[::1]), ro({i}[::1]), ro(b1[::1]), i8, {o}[::1], u1[::1])"

@@ -138,6 +138,27 @@ def test_exact_size_count_gives_the_same_values(written, monkeypatch):
     assert_tables_equal(LanceFileReader(path).read(), theirs)
 
 
+def test_skewed_items_are_counted_before_allocating(monkeypatch):
+    """One long item among short ones: the expansion counts the exact size instead of
+    reserving room for every value to be the long one (memory no cache would see)."""
+    offsets = np.array([0, 1, 2, 3, 3 + 4000], np.int64)
+    items = D.VariableItems.of(offsets, np.frombuffer(b"abc" + b"z" * 4000, np.uint8))
+    counted = []
+    real = D._expanded_size
+
+    def spy(*args):
+        counted.append(real(*args))
+        return counted[-1]
+
+    monkeypatch.setattr(D, "_expanded_size", spy)
+    indices = np.tile(np.array([0, 1, 2], np.uint8), 1000)
+    offs, data = items.expand(indices, None)
+    assert counted == [3000] and data.tobytes() == b"abc" * 1000
+    assert data.base is not None and data.base.nbytes <= 3000 + D._SLACK
+    items.expand(np.array([3, 0], np.uint8), None)  # short pages use the bound
+    assert len(counted) == 1
+
+
 def test_index_past_the_items_is_corrupt(written):
     path, _ = written
     reader = LanceFileReader(path)
