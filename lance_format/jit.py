@@ -81,8 +81,22 @@ def warm_up() -> int:
 # None checks bounds: the caller keeps ``i + 8 <= len(array)`` (4 for ``load_u32``).
 
 
+def _bytes(array: Any) -> bool:
+    """Whether a numba type is a contiguous 1-D ``u1`` array (the intrinsics' byte offsets
+    are element offsets only there)."""
+    return (
+        isinstance(array, types.Array)
+        and array.dtype == types.uint8
+        and array.ndim == 1
+        and array.layout == "C"
+    )
+
+
 def _loader(bits: int, result: Any) -> Any:
     def load(typingctx: Any, array: Any, i: Any) -> Any:
+        if not _bytes(array):
+            return None
+
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
             arr = context.make_array(signature.args[0])(context, builder, args[0])
             ptr = builder.gep(arr.data, [args[1]])
@@ -103,6 +117,8 @@ load_u32 = _loader(32, types.uint32)
 @intrinsic
 def store_u64(typingctx: Any, array: Any, i: Any, value: Any) -> Any:
     """Store ``value`` (a ``u64``) as the 8 bytes of a ``u1`` array at byte ``i``."""
+    if not _bytes(array):
+        return None
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         arr = context.make_array(signature.args[0])(context, builder, args[0])
@@ -118,6 +134,8 @@ def store_u64(typingctx: Any, array: Any, i: Any, value: Any) -> Any:
 def copy_bytes(typingctx: Any, dst: Any, d: Any, src: Any, s: Any, n: Any) -> Any:
     """``dst[d:d + n] = src[s:s + n]`` for ``u1`` arrays as one ``memcpy`` (numba's slice
     assignment copies byte by byte).  No bounds checks and no overlap: the caller's."""
+    if not (_bytes(dst) and _bytes(src)):
+        return None
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         out = context.make_array(signature.args[0])(context, builder, args[0])
