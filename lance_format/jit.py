@@ -14,7 +14,9 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba.core import types
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 _REGISTRY: list[tuple[Any, tuple[str, ...]]] = []
 
@@ -69,3 +71,82 @@ def warm_up() -> int:
             compiled.compile(parse_signature(signature))
             done += 1
     return done
+
+
+# -- unaligned words and byte copies ---------------------------------------------------------
+# Byte-granular copies (variable-width values) go fastest as whole words at any byte offset.
+# numba has no unaligned word access on a byte array, a byte loop between two arrays stays a
+# byte loop (the compiler cannot rule out that they overlap), and a slice assignment copies
+# byte by byte, so these intrinsics emit one unaligned load or store, or one ``memcpy``.
+# None checks bounds: the caller keeps ``i + 8 <= len(array)`` (4 for ``load_u32``).
+
+
+def _bytes(array: Any) -> bool:
+    """Whether a numba type is a contiguous 1-D ``u1`` array (the intrinsics' byte offsets
+    are element offsets only there)."""
+    return (
+        isinstance(array, types.Array)
+        and array.dtype == types.uint8
+        and array.ndim == 1
+        and array.layout == "C"
+    )
+
+
+def _loader(bits: int, result: Any) -> Any:
+    def load(typingctx: Any, array: Any, i: Any) -> Any:
+        if not _bytes(array):
+            return None
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            arr = context.make_array(signature.args[0])(context, builder, args[0])
+            ptr = builder.gep(arr.data, [args[1]])
+            return builder.load(builder.bitcast(ptr, ir.IntType(bits).as_pointer()), align=1)
+
+        return result(array, i), codegen
+
+    load.__name__ = load.__qualname__ = f"load_u{bits}"
+    load.__doc__ = f"""The {bits // 8} bytes of a ``u1`` array at byte ``i`` as one
+    little-endian ``u{bits}``."""
+    return intrinsic(load)
+
+
+load_u64 = _loader(64, types.uint64)
+load_u32 = _loader(32, types.uint32)
+
+
+@intrinsic
+def store_u64(typingctx: Any, array: Any, i: Any, value: Any) -> Any:
+    """Store ``value`` (a ``u64``) as the 8 bytes of a ``u1`` array at byte ``i``."""
+    if not _bytes(array):
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.gep(arr.data, [args[1]])
+        word = context.cast(builder, args[2], signature.args[2], types.uint64)
+        builder.store(word, builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.none(array, i, value), codegen
+
+
+@intrinsic
+def copy_bytes(typingctx: Any, dst: Any, d: Any, src: Any, s: Any, n: Any) -> Any:
+    """``dst[d:d + n] = src[s:s + n]`` for ``u1`` arrays as one ``memcpy`` (numba's slice
+    assignment copies byte by byte).  No bounds checks and no overlap: the caller's."""
+    if not (_bytes(dst) and _bytes(src)):
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        out = context.make_array(signature.args[0])(context, builder, args[0])
+        inp = context.make_array(signature.args[2])(context, builder, args[2])
+        cgutils.raw_memcpy(
+            builder,
+            builder.gep(out.data, [args[1]]),
+            builder.gep(inp.data, [args[3]]),
+            args[4],
+            1,
+        )
+        return context.get_dummy_value()
+
+    return types.none(dst, d, src, s, n), codegen

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..jit import kernel, readonly
+from ..jit import copy_bytes, kernel, readonly
 
 
 @dataclass
@@ -132,7 +132,7 @@ def _copy_ranges(src, starts, lengths, dst_starts, out):  # pragma: no cover - c
         s, n, d = starts[i], lengths[i], dst_starts[i]
         if s < 0 or n < 0 or d < 0 or s + n > len(src) or d + n > len(out):
             return False
-        out[d : d + n] = src[s : s + n]
+        copy_bytes(out, d, src, s, n)
     return True
 
 
@@ -186,7 +186,9 @@ def slice_block(block: Block, start: int, stop: int) -> Block:
     if isinstance(block, VariableWidthBlock):
         offsets = block.offsets[start : stop + 1]
         lo, hi = int(offsets[0]), int(offsets[-1])
-        return VariableWidthBlock(offsets - lo, block.data[lo:hi], block.bits_per_offset)
+        if lo:  # a slice from the first value keeps its offsets as a view
+            offsets = offsets - lo
+        return VariableWidthBlock(offsets, block.data[lo:hi], block.bits_per_offset)
     if isinstance(block, FixedSizeListBlock):
         dim = block.dimension
         validity = block.validity[start * dim : stop * dim] if block.validity is not None else None

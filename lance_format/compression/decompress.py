@@ -181,8 +181,13 @@ def _miniblock(enc, buffers: list[ChunkRanges], counts: np.ndarray) -> Block:
         bits = _flat_bits(m.offsets, "Variable offsets")
         return variable.decode_chunks(buffers[0], counts, bits)
     if kind == "fsst":
+        table = fsst.parse_symbol_table(m.symbol_table)
+        if _kind(m.values) == "variable":  # the usual nesting: decoded in one pass
+            _need(buffers, 1, enc)
+            bits = _flat_bits(m.values.variable.offsets, "Variable offsets")
+            return fsst.decompress_chunks(buffers[0], counts, bits, table)
         inner = _as_variable(_miniblock(m.values, buffers, counts), enc)
-        return fsst.decompress(inner, fsst.parse_symbol_table(m.symbol_table))
+        return fsst.decompress(inner, table)
     if kind == "inline_bitpacking":
         _need(buffers, 1, enc)
         t = int(m.uncompressed_bits_per_value)

@@ -40,7 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidArgumentError, UnsupportedError
+from ..errors import CorruptFileError, InvalidArgumentError, UnsupportedError
+from ..jit import kernel, load_u64, readonly, store_u64
 from ..version import LanceFileVersion
 from .blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges
 
@@ -341,6 +342,219 @@ def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     if data_buf is None or stop == start:
         return offs - start, np.zeros(0, dtype=np.uint8)
     return offs - start, np.frombuffer(data_buf, dtype=np.uint8)[start:stop]
+
+
+# -- decoding ----------------------------------------------------------------------------------
+# A dictionary page's values are the items its indices name, expanded by compiled kernels
+# that check every index: strings and binaries by :class:`VariableItems`, which copies each
+# item as whole 8-byte words (3-6x faster than Arrow's take on TPC-H strings), 64- and
+# 128-bit values by :class:`FixedItems` (in a serving process 7x faster than Arrow's take,
+# whose buffers come from the jemalloc pool there; in a plain process about as fast).
+
+_INDEX_TYPES = ("u1", "u2", "u4", "u8")
+_SLACK = 32  # bytes a copy may read past an item or write past the values (4 words)
+_I32_LIMIT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class VariableItems:
+    """The items of a variable-width dictionary, ready for :meth:`expand`: Arrow
+    ``offsets`` (``int32`` or ``int64``) into ``padded``, the items' bytes followed by
+    _SLACK zero bytes (a word copy reads past an item).  Built once per page."""
+
+    offsets: np.ndarray
+    padded: np.ndarray
+    longest: int  # bytes of the longest item
+    words: int  # 2 or 4: every item fits in that many 8-byte words; 0: some item does not
+
+    @classmethod
+    def of(cls, offsets: np.ndarray, data: np.ndarray) -> VariableItems:
+        """Check the offsets against the bytes and pad a copy of the bytes."""
+        if offsets.dtype not in (np.int32, np.int64) or len(offsets) == 0:
+            raise CorruptFileError("dictionary offsets must be 32- or 64-bit and non-empty")
+        sizes = offsets[1:] - offsets[:-1]
+        if len(sizes) and (offsets[0] < 0 or offsets[-1] > len(data) or sizes.min() < 0):
+            raise CorruptFileError("dictionary offsets run outside the dictionary's bytes")
+        longest = int(sizes.max()) if len(sizes) else 0
+        padded = np.zeros(len(data) + _SLACK, dtype=np.uint8)
+        padded[: len(data)] = data
+        words = 2 if longest <= 16 else 4 if longest <= 32 else 0
+        return cls(readonly(np.ascontiguousarray(offsets)), readonly(padded), longest, words)
+
+    @property
+    def nbytes(self) -> int:
+        return self.offsets.nbytes + self.padded.nbytes
+
+    def expand(
+        self, indices: np.ndarray, valid: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The items ``indices`` name, as Arrow offsets (the items' width) and data.  A
+        slot whose ``valid`` is False gets an empty value and its index is not looked at.
+        An index past the items raises CorruptFileError."""
+        indices = np.ascontiguousarray(indices)
+        n = len(indices)
+        mask = np.zeros(0, np.bool_) if valid is None else np.ascontiguousarray(valid, np.bool_)
+        if len(mask) not in (0, n):
+            raise CorruptFileError(f"{len(mask)} validity flags for {n} dictionary indices")
+        items = len(self.offsets) - 1
+        args = (self.offsets, self.padded, readonly(indices), readonly(mask))
+        size = n * self.longest  # room for any indices: address space, touched as written
+        items_bytes = int(self.offsets[-1] - self.offsets[0])
+        if size > _EXACT_SIZE_ABOVE or size > 2 * n * items_bytes // max(items, 1) + _SLOP:
+            # long items, or a few much longer than the rest: the bound could hold far more
+            # than the values (memory the decoded-page cache would not see), so count first
+            size = _expanded_size(*args)
+            if size < 0:
+                raise CorruptFileError(f"dictionary index beyond the {items} items")
+        if self.offsets.dtype == np.int32 and size > _I32_LIMIT:
+            raise CorruptFileError("expanded dictionary values exceed 32-bit offsets")
+        out_offsets = np.empty(n + 1, dtype=self.offsets.dtype)
+        out = np.empty(size + _SLACK, dtype=np.uint8)
+        total = _expand(*args, self.words, out_offsets, out)
+        if total < 0:
+            raise CorruptFileError(f"dictionary index beyond the {items} items")
+        return out_offsets, out[:total]
+
+
+@dataclass(frozen=True)
+class FixedItems:
+    """The items of a dictionary of fixed-width values of whole 8-byte words (the 64-
+    and 128-bit values Lance dictionary-encodes), ready for :meth:`expand`: one row of
+    little-endian words per item.  Built once per page."""
+
+    words: np.ndarray  # (items, words per item) uint64, read-only
+
+    @classmethod
+    def of(cls, data: np.ndarray, width: int) -> FixedItems:
+        """The items of ``width`` bytes (a multiple of 8) laid end to end in ``data``."""
+        if width <= 0 or width % 8 or len(data) % width:
+            raise CorruptFileError(f"{len(data)} bytes are not items of {width} bytes")
+        words = np.frombuffer(np.ascontiguousarray(data, np.uint8).tobytes(), "<u8")
+        return cls(readonly(words.reshape(-1, width // 8)))
+
+    @property
+    def width(self) -> int:
+        return 8 * self.words.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        return self.words.nbytes
+
+    def expand(self, indices: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
+        """The bytes of the items ``indices`` name, end to end.  A slot whose ``valid`` is
+        False is zeros and its index is not looked at.  An index past the items raises
+        CorruptFileError."""
+        indices = np.ascontiguousarray(indices)
+        n = len(indices)
+        mask = np.zeros(0, np.bool_) if valid is None else np.ascontiguousarray(valid, np.bool_)
+        if len(mask) not in (0, n):
+            raise CorruptFileError(f"{len(mask)} validity flags for {n} dictionary indices")
+        out = np.empty((n, self.words.shape[1]), dtype=np.uint64)
+        if not _expand_fixed(self.words, readonly(indices), readonly(mask), out):
+            raise CorruptFileError(f"dictionary index beyond the {len(self.words)} items")
+        return out.reshape(-1).view(np.uint8)
+
+
+DictionaryItems = VariableItems | FixedItems
+
+
+@kernel(*(f"b1(ro(u8[:, ::1]), ro({i}[::1]), ro(b1[::1]), u8[:, ::1])" for i in _INDEX_TYPES))
+def _expand_fixed(items, indices, valid, out):  # pragma: no cover - compiled
+    """``out[r] = items[indices[r]]`` (zeros where ``valid`` is False); False for an
+    index past the items."""
+    count, k = items.shape
+    check = len(valid) > 0
+    for r in range(len(indices)):
+        if check and not valid[r]:
+            for w in range(k):
+                out[r, w] = 0
+            continue
+        j = np.int64(indices[r])  # u8 indices past 2**63 turn negative
+        if j < 0 or j >= count:
+            return False
+        if k == 2:  # decimals: the common case, without the inner loop
+            out[r, 0] = items[j, 0]
+            out[r, 1] = items[j, 1]
+        else:
+            for w in range(k):
+                out[r, w] = items[j, w]
+    return True
+
+
+# above this many bytes of upper bound, the exact size is counted before allocating
+_EXACT_SIZE_ABOVE = 1 << 28
+_SLOP = 1 << 20  # bytes a bound may exceed twice the items' mean size without a count
+
+_EXPAND_SIGNATURES = tuple(
+    f"i8(ro({o}[::1]), ro(u1[::1]), ro({i}[::1]), ro(b1[::1]), i8, {o}[::1], u1[::1])"
+    for o in ("i4", "i8")
+    for i in _INDEX_TYPES
+)
+_SIZE_SIGNATURES = tuple(
+    f"i8(ro({o}[::1]), ro(u1[::1]), ro({i}[::1]), ro(b1[::1]))"
+    for o in ("i4", "i8")
+    for i in _INDEX_TYPES
+)
+
+
+@kernel(*_EXPAND_SIGNATURES)
+def _expand(offsets, data, indices, valid, words, out_offsets, out):  # pragma: no cover
+    """Write the items of ``indices`` end to end into ``out`` and their Arrow offsets into
+    ``out_offsets``; returns the bytes written, or -1 for an index past the items.  Items
+    are copied as whole 8-byte words, 2 or 4 of them (``words``, when every item fits),
+    else as many as each needs, and the next item overwrites the excess: ``data`` and
+    ``out`` have _SLACK bytes past their values."""
+    items = len(offsets) - 1
+    check = len(valid) > 0
+    o = 0
+    out_offsets[0] = 0
+    for r in range(len(indices)):
+        if check and not valid[r]:
+            out_offsets[r + 1] = o
+            continue
+        k = np.int64(indices[r])  # u8 indices past 2**63 turn negative
+        if k < 0 or k >= items:
+            return -1
+        s = np.int64(offsets[k])
+        size = np.int64(offsets[k + 1]) - s
+        if words == 2:
+            w0 = load_u64(data, s)
+            w1 = load_u64(data, s + 8)
+            store_u64(out, o, w0)
+            store_u64(out, o + 8, w1)
+        elif words == 4:
+            w0 = load_u64(data, s)
+            w1 = load_u64(data, s + 8)
+            w2 = load_u64(data, s + 16)
+            w3 = load_u64(data, s + 24)
+            store_u64(out, o, w0)
+            store_u64(out, o + 8, w1)
+            store_u64(out, o + 16, w2)
+            store_u64(out, o + 24, w3)
+        else:
+            j = 0
+            while j < size:
+                store_u64(out, o + j, load_u64(data, s + j))
+                j += 8
+        o += size
+        out_offsets[r + 1] = o
+    return o
+
+
+@kernel(*_SIZE_SIGNATURES)
+def _expanded_size(offsets, data, indices, valid):  # pragma: no cover - compiled
+    """The bytes :func:`_expand` will write, or -1 for an index past the items."""
+    items = len(offsets) - 1
+    check = len(valid) > 0
+    total = 0
+    for r in range(len(indices)):
+        if check and not valid[r]:
+            continue
+        k = np.int64(indices[r])  # u8 indices past 2**63 turn negative
+        if k < 0 or k >= items:
+            return -1
+        total += np.int64(offsets[k + 1]) - np.int64(offsets[k])
+    return total
 
 
 # -- cardinality estimate ----------------------------------------------------------------------

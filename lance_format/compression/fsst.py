@@ -38,8 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CorruptFileError, InvalidArgumentError
-from ..jit import kernel, readonly
-from .blocks import VariableWidthBlock, gather_ranges
+from ..jit import kernel, readonly, store_u64
+from . import variable
+from .blocks import ChunkRanges, VariableWidthBlock, gather_ranges
 
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 MAGIC = 0x46535354
@@ -112,55 +113,188 @@ def decompress(block: VariableWidthBlock, table: SymbolTable | bytes) -> Variabl
         return block
     offsets = np.asarray(block.offsets, dtype=np.int64)
     start, end = int(offsets[0]), int(offsets[-1])
-    if end > len(block.data) or (np.diff(offsets) < 0).any():
+    if start < 0 or end > len(block.data) or end < start:
         raise CorruptFileError("FSST input offsets run past the compressed bytes")
     data = np.ascontiguousarray(block.data[start:end], dtype=np.uint8)
-    rel = offsets - start
+    rel = offsets - start if start else offsets
     if len(data) == 0:
         return VariableWidthBlock(np.zeros_like(offsets), data, block.bits_per_offset)
-    lens = np.full(256, -1, dtype=np.int64)  # a code beyond the table's symbols: corrupt
-    lens[: table.n_symbols] = table.lengths[: table.n_symbols]
-    words = np.ascontiguousarray(table.symbols).view("<u8").reshape(-1)
+    lens, words = _code_tables(table)
     out_offsets = np.empty(len(rel), dtype=np.int64)
     # a code emits at most 8 bytes, and every code stores a whole 8-byte word: the bound
     # only reserves address space, the pages past the decoded size are never touched
     out = np.empty(MAX_SYMBOL_LEN * len(data) + 8, dtype=np.uint8)
-    total = _decode(
-        readonly(data), readonly(rel), readonly(words), readonly(lens), out_offsets, out
-    )
+    total = _decode(readonly(data), readonly(rel), words, lens, out_offsets, out)
+    _check_decoded(total, table)
+    return VariableWidthBlock(out_offsets, out[:total], block.bits_per_offset)
+
+
+def decompress_chunks(
+    chunks: ChunkRanges, counts: np.ndarray, bits: int, table: SymbolTable
+) -> VariableWidthBlock:
+    """Decompress the strings of Variable mini-block chunks (FSST over Variable, what a
+    page read decodes) straight from the chunks' bytes: the same as
+    ``decompress(variable.decode_chunks(...))`` without first gathering the compressed
+    strings into one buffer."""
+    if not table.enabled:
+        return variable.decode_chunks(chunks, counts, bits)
+    base, starts, lengths, counts, width = variable.checked_chunks(chunks, counts, bits)
+    n = int(counts.sum())
+    lens, words = _code_tables(table)
+    out_offsets = np.empty(n + 1, dtype=np.int64)
+    # as in decompress: a bound on the decoded size that only reserves address space
+    out = np.empty(MAX_SYMBOL_LEN * int(lengths.sum()) + 8, dtype=np.uint8)
+    at = np.empty(int(lengths.max()) + 1 if len(lengths) else 1, dtype=np.int64)
+    total = _decode_chunks(base, starts, lengths, counts, width, words, lens, out_offsets, out, at)
+    _check_decoded(total, table)
+    return VariableWidthBlock(out_offsets, out[:total], bits)
+
+
+def _code_tables(table: SymbolTable) -> tuple[np.ndarray, np.ndarray]:
+    """The kernels' view of a table: each code's length (-1 for a code beyond the
+    symbols: corrupt) and its symbol as a little-endian u64 word."""
+    lens = np.full(256, -1, dtype=np.int64)
+    lens[: table.n_symbols] = table.lengths[: table.n_symbols]
+    words = np.ascontiguousarray(table.symbols).view("<u8").reshape(-1)
+    return readonly(lens), readonly(words)
+
+
+def _check_decoded(total: int, table: SymbolTable) -> None:
+    if total == _BAD_OFFSETS:
+        raise CorruptFileError("FSST input offsets decrease or run past the compressed bytes")
     if total < 0:
         raise CorruptFileError(f"FSST code beyond the {table.n_symbols} symbols")
-    return VariableWidthBlock(out_offsets, out[:total], block.bits_per_offset)
+
+
+_BAD_CODE, _BAD_OFFSETS = -1, -2  # what the decoders return for corrupt input
+
+
+@kernel()
+def _decode_string(data, i, end, words, lens, out, o):  # pragma: no cover - compiled
+    """Decode the codes ``data[i:end]`` of one string to ``out[o:]``; returns the new
+    output position, or _BAD_CODE when a code has no symbol.  Code 255 escapes the next
+    byte of the same string (an escape that ends its string emits nothing).  Each code
+    stores its whole 8-byte symbol word (``words``, little-endian) at its output position
+    as one unaligned store, and the next code overwrites the excess, as FSST's reference
+    decoder does.  (Four or two codes an iteration when none is an escape measured
+    slower; about half the time is the mispredicted end of each string's loop.)"""
+    while i < end:
+        code = data[i]
+        if code == 255:
+            if i + 1 < end:
+                out[o] = data[i + 1]
+                o += 1
+            i += 2
+        else:
+            size = lens[code]
+            if size < 0:
+                return _BAD_CODE
+            store_u64(out, o, words[code])
+            o += size
+            i += 1
+    return o
 
 
 @kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(u8[::1]), ro(i8[::1]), i8[::1], u1[::1])")
 def _decode(data, rel, words, lens, out_offsets, out):  # pragma: no cover - compiled
-    """Decode string after string; returns the decoded size, or -1 when a code has no
-    symbol.  Code 255 escapes the next byte of the same string (an escape that ends its
-    string emits nothing).  Each code stores its whole 8-byte symbol word (``words``,
-    little-endian) at its output position and the next code overwrites the excess, as
-    FSST's reference decoder does."""
+    """Decode string after string (``data[rel[s]:rel[s + 1]]``); returns the decoded
+    size, _BAD_CODE, or _BAD_OFFSETS when the offsets decrease or leave ``data``."""
     o = 0
     out_offsets[0] = 0
+    n = len(data)
     for s in range(len(rel) - 1):
         i, end = rel[s], rel[s + 1]
-        while i < end:
-            code = data[i]
-            if code == 255:
-                if i + 1 < end:
-                    out[o] = data[i + 1]
-                    o += 1
-                i += 2
-            else:
-                size = lens[code]
-                if size < 0:
-                    return -1
-                word = words[code]
-                for k in range(8):
-                    out[o + k] = (word >> (8 * k)) & 0xFF
-                o += size
-                i += 1
+        if i > end or end > n:
+            return _BAD_OFFSETS
+        o = _decode_string(data, i, end, words, lens, out, o)
+        if o < 0:
+            return o
         out_offsets[s + 1] = o
+    return o
+
+
+@kernel()
+def _decode_run(data, i, end, words, lens, out, o, at):  # pragma: no cover - compiled
+    """Decode ``data[i:end]`` as one run of codes, ignoring string ends, to ``out[o:]``;
+    returns the new output position, or _BAD_CODE.  Records the output position of every
+    code in ``at[k - i]`` (k: the code's position), -1 for a byte an escape made a
+    literal, and the final position at ``at[end - i]``.  No string-end branch in the loop:
+    a string's end is where the output of its last code ends, looked up afterwards."""
+    first = i
+    while i < end:
+        at[i - first] = o
+        code = data[i]
+        if code == 255:
+            if i + 1 < end:
+                at[i + 1 - first] = -1
+                out[o] = data[i + 1]
+                o += 1
+            i += 2
+        else:
+            size = lens[code]
+            if size < 0:
+                return _BAD_CODE
+            store_u64(out, o, words[code])
+            o += size
+            i += 1
+    at[end - first] = o
+    return o
+
+
+@kernel(
+    "i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8, ro(u8[::1]), ro(i8[::1]),"
+    " i8[::1], u1[::1], i8[::1])"
+)
+def _decode_chunks(  # pragma: no cover - compiled
+    base, starts, lengths, counts, width, words, lens, out_offsets, out, at
+):
+    """:func:`_decode` of the strings of Variable mini-block chunks, in place: chunk ``c``
+    at ``base[starts[c]:]`` holds ``counts[c] + 1`` offsets of ``width`` bytes, relative
+    to the chunk, then the compressed strings (see ``variable._chunk_offsets``).
+
+    A chunk's strings are decoded as one run (:func:`_decode_run`, scratch ``at`` longer
+    than any chunk), which saves the mispredicted end of each string's loop (about a
+    third of the time); a chunk where an escape's literal would be the first byte of the
+    next string (an escape ending its string, which emits nothing) is decoded again
+    string by string."""
+    o = 0
+    done = 0
+    out_offsets[0] = 0
+    for c in range(len(starts)):
+        pos = starts[c]
+        first = variable.offset_at(base, pos, width)
+        last = variable.offset_at(base, pos + counts[c] * width, width)
+        if first < 0 or last < first or last > lengths[c]:
+            return _BAD_OFFSETS
+        start = o
+        o = _decode_run(base, pos + first, pos + last, words, lens, out, o, at)
+        if o < 0:
+            return o
+        prev = first
+        run = True
+        for k in range(1, counts[c] + 1):
+            cur = variable.offset_at(base, pos + k * width, width)
+            if cur < prev or cur > last:
+                return _BAD_OFFSETS
+            end = at[cur - first]
+            if end < 0:
+                run = False
+                break
+            out_offsets[done + k] = end
+            prev = cur
+        if not run:
+            o = start
+            prev = first
+            for k in range(1, counts[c] + 1):
+                cur = variable.offset_at(base, pos + k * width, width)
+                if cur < prev or cur > last:
+                    return _BAD_OFFSETS
+                o = _decode_string(base, pos + prev, pos + cur, words, lens, out, o)
+                if o < 0:
+                    return o
+                out_offsets[done + k] = o
+                prev = cur
+        done += counts[c]
     return o
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
-from ..jit import kernel, readonly
+from ..jit import copy_bytes, kernel, load_u32, load_u64, readonly
 from .blocks import ChunkRanges, VariableWidthBlock
 
 PAD_BYTE = 0x48
@@ -47,15 +47,7 @@ def from_lengths(
 
 def decode_chunks(chunks: ChunkRanges, counts: np.ndarray, bits: int) -> VariableWidthBlock:
     """Decode the Variable value buffer of many mini-block chunks into one block."""
-    dtype = offset_dtype(bits)
-    width = dtype.itemsize
-    counts = np.asarray(counts, dtype=np.int64)
-    starts = np.asarray(chunks.starts, dtype=np.int64)
-    lengths = np.asarray(chunks.lengths, dtype=np.int64)
-    base = readonly(np.ascontiguousarray(chunks.base, dtype=np.uint8))
-    if (lengths < (counts + 1) * width).any() or (starts + lengths > len(base)).any():
-        raise CorruptFileError("a Variable mini-block chunk is shorter than its offsets")
-    starts, lengths, counts = readonly(starts), readonly(lengths), readonly(counts)
+    base, starts, lengths, counts, width = checked_chunks(chunks, counts, bits)
     offsets = np.empty(int(counts.sum()) + 1, dtype=np.int64)
     total = _chunk_offsets(base, starts, lengths, counts, width, offsets)
     if total < 0:
@@ -65,6 +57,24 @@ def decode_chunks(chunks: ChunkRanges, counts: np.ndarray, bits: int) -> Variabl
     data = np.empty(total, dtype=np.uint8)
     _chunk_bytes(base, starts, counts, width, readonly(offsets), data)
     return VariableWidthBlock(offsets, data, bits)
+
+
+def checked_chunks(
+    chunks: ChunkRanges, counts: np.ndarray, bits: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """``(base, starts, lengths, counts, offset width)`` of Variable mini-block chunks as
+    the kernels take them, once every chunk is checked to lie inside ``base`` and to hold
+    its ``counts[c] + 1`` offsets (which :func:`offset_at` then reads unchecked)."""
+    width = offset_dtype(bits).itemsize
+    counts = np.asarray(counts, dtype=np.int64)
+    starts = np.asarray(chunks.starts, dtype=np.int64)
+    lengths = np.asarray(chunks.lengths, dtype=np.int64)
+    base = readonly(np.ascontiguousarray(chunks.base, dtype=np.uint8))
+    if (lengths < (counts + 1) * width).any() or (starts + lengths > len(base)).any():
+        raise CorruptFileError("a Variable mini-block chunk is shorter than its offsets")
+    if len(starts) and starts.min() < 0:
+        raise CorruptFileError("a Variable mini-block chunk starts before its buffer")
+    return base, readonly(starts), readonly(lengths), readonly(counts), width
 
 
 @kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8, i8[::1])")
@@ -82,14 +92,14 @@ def _chunk_offsets(base, starts, lengths, counts, width, out):  # pragma: no cov
     for c in range(len(starts)):
         n, limit = counts[c], lengths[c]
         chunk = base[starts[c] : starts[c] + (n + 1) * width]
-        first = _offset_at(chunk, 0, width)
+        first = offset_at(chunk, 0, width)
         if first < 0 or first > limit:
             return -1
         dst = out[at + 1 : at + 1 + n]
         bad = False
         prev = first
         for k in range(n):
-            cur = _offset_at(chunk, (k + 1) * width, width)
+            cur = offset_at(chunk, (k + 1) * width, width)
             bad |= (cur < prev) | (cur > limit)
             dst[k] = total + cur - first
             prev = cur
@@ -105,26 +115,18 @@ def _chunk_bytes(base, starts, counts, width, offsets, out):  # pragma: no cover
     """Copy every chunk's value bytes (checked by :func:`_chunk_offsets`) end to end."""
     at = 0
     for c in range(len(starts)):
-        first = starts[c] + _offset_at(base, starts[c], width)
+        first = starts[c] + offset_at(base, starts[c], width)
         size = offsets[at + counts[c]] - offsets[at]
-        out[offsets[at] : offsets[at] + size] = base[first : first + size]
+        copy_bytes(out, offsets[at], base, first, size)
         at += counts[c]
 
 
 @kernel(inline="always")
-def _offset_at(base, pos, width):  # pragma: no cover - compiled
+def offset_at(base, pos, width):  # pragma: no cover - compiled
     """The little-endian unsigned offset of ``width`` (4 or 8) bytes at ``base[pos]``."""
-    if width == 4:  # spelled out, so LLVM makes it one load
-        return (
-            np.int64(base[pos])
-            | np.int64(base[pos + 1]) << 8
-            | np.int64(base[pos + 2]) << 16
-            | np.int64(base[pos + 3]) << 24
-        )
-    value = np.int64(0)
-    for k in range(width):
-        value |= np.int64(base[pos + k]) << (8 * k)
-    return value
+    if width == 4:
+        return np.int64(load_u32(base, pos))
+    return np.int64(load_u64(base, pos))  # past 2**63: negative, which callers reject
 
 
 def plan_chunks(offsets: np.ndarray, bits: int, aim: int = AIM_CHUNK_BYTES) -> np.ndarray:

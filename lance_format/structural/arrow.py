@@ -17,6 +17,7 @@ from ..compression.blocks import (
     StructBlock,
     VariableWidthBlock,
 )
+from ..compression.dictionary import DictionaryItems, FixedItems, VariableItems
 from ..errors import CorruptFileError, UnsupportedError
 
 
@@ -152,6 +153,54 @@ def _variable_to_arrow(
         block.num_values,
         [validity_buffer(valid), pa.py_buffer(off), pa.py_buffer(block.data)],
     )
+
+
+def dictionary_items(dictionary: pa.Array) -> DictionaryItems | None:
+    """A dictionary ready for :func:`take_dictionary`'s compiled expansion: strings and
+    binaries, and fixed-width values of 64 or 128 bits; None for other items (and, never
+    written by Lance, items with nulls)."""
+    t = dictionary.type
+    if dictionary.null_count or isinstance(t, pa.BaseExtensionType):
+        return None
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    bufs = dictionary.buffers()
+    first, n = dictionary.offset, len(dictionary)
+    if large or pa.types.is_string(t) or pa.types.is_binary(t):
+        offsets = np.frombuffer(bufs[1], np.int64 if large else np.int32)
+        return VariableItems.of(offsets[first : first + n + 1], _buffer_bytes(bufs[2]))
+    try:
+        bits = t.bit_width
+    except ValueError:  # not a fixed-width type
+        return None
+    if len(bufs) != 2 or bits not in (64, 128):
+        return None
+    width = bits // 8
+    return FixedItems.of(_buffer_bytes(bufs[1])[first * width : (first + n) * width], width)
+
+
+def take_dictionary(
+    dictionary: pa.Array,
+    items: DictionaryItems | None,
+    indices: np.ndarray,
+    valid: np.ndarray | None,
+) -> pa.Array:
+    """The values of a dictionary page: the ``dictionary`` items its ``indices`` name,
+    null where ``valid`` is False.  ``items`` (from :func:`dictionary_items`) are
+    expanded by a compiled kernel, other dictionaries by Arrow's take.  An index past the
+    items raises CorruptFileError."""
+    n = len(indices)
+    if isinstance(items, VariableItems):
+        offsets, data = items.expand(indices, valid)
+        buffers = [validity_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)]
+        return pa.Array.from_buffers(dictionary.type, n, buffers)
+    if isinstance(items, FixedItems):
+        data = items.expand(indices, valid)
+        return pa.Array.from_buffers(
+            dictionary.type, n, [validity_buffer(valid), pa.py_buffer(data)]
+        )
+    if n and int(indices.max()) >= len(dictionary):
+        raise CorruptFileError("dictionary index out of range")
+    return dictionary.take(pa.array(indices, mask=None if valid is None else ~valid))
 
 
 def _zeros(t: pa.DataType, n: int, valid: np.ndarray | None) -> pa.Array:

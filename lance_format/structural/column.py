@@ -22,7 +22,7 @@ from ..errors import CorruptFileError, LanceError, UnsupportedError
 from ..io import RandomAccessFile
 from ..schema import LEGACY_BLOB_DESCRIPTOR
 from ..version import LanceFileVersion
-from .arrow import block_to_arrow, flat_array, flat_kind, validity_buffer
+from .arrow import block_to_arrow, flat_array, flat_kind, take_dictionary, validity_buffer
 from .cached import result_nbytes, select_cached
 from .constant import ConstantPage
 from .fullzip import FullZipPage
@@ -402,11 +402,7 @@ class LeafColumnReader:
         if isinstance(values, pa.Array):
             arr = values
         elif piece.dictionary is not None:
-            idx = _indices(values)
-            if len(idx) and (idx.max() >= len(piece.dictionary)):
-                raise CorruptFileError("dictionary index out of range")
-            mask = None if leaf_valid is None else ~leaf_valid
-            arr = piece.dictionary.take(pa.array(idx, mask=mask))
+            arr = take_dictionary(piece.dictionary, piece.items, _indices(values), leaf_valid)
             if pa.types.is_dictionary(self.arrow_type):
                 arr = arr.dictionary_encode().cast(self.arrow_type)
         else:

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..compression.blocks import Block, slice_block, take_block
+from ..compression.dictionary import DictionaryItems
 from ..errors import CorruptFileError
 
 Rows = np.ndarray | range
@@ -33,6 +34,7 @@ class LeafPiece:
     # an Arrow array only for the null placeholders of all-null pages)
     num_rows: int
     dictionary: pa.Array | None = None  # the dictionary items, when the page has one
+    items: DictionaryItems | None = None  # the same, ready to expand (see dictionary_items)
     layers: list[int] | None = None  # the page's rep/def layers, innermost first
 
 

@@ -25,10 +25,12 @@ from ..compression.decompress import (
     decompress_miniblock,
     deferred_miniblock,
 )
+from ..compression.dictionary import DictionaryItems
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_1_pb2 as pb
 from ..version import LanceFileVersion
 from . import repdef
+from .arrow import dictionary_items
 from .leaf import LeafPiece, Rows, select_rows
 from .page import EncodedPage
 
@@ -48,6 +50,7 @@ class MiniBlockMeta:
     started_through: np.ndarray
     completed: np.ndarray
     dictionary: pa.Array | None
+    items: DictionaryItems | None = None  # the dictionary, ready to expand
 
     @property
     def nbytes(self) -> int:
@@ -55,6 +58,8 @@ class MiniBlockMeta:
         n += self.started_through.nbytes + self.completed.nbytes
         if self.dictionary is not None:
             n += self.dictionary.nbytes
+        if self.items is not None:
+            n += self.items.nbytes
         return n + 200
 
 
@@ -144,7 +149,8 @@ class MiniBlockPage:
             raise CorruptFileError(
                 f"mini-block chunks hold {completed[-1]} rows, the page says {self.page.num_rows}"
             )
-        return MiniBlockMeta(starts, sizes, values, started, completed, dictionary)
+        items = None if dictionary is None else dictionary_items(dictionary)
+        return MiniBlockMeta(starts, sizes, values, started, completed, dictionary, items)
 
     # -- data ----------------------------------------------------------------------------
 
@@ -206,9 +212,10 @@ class MiniBlockPage:
         sizes = meta.chunk_sizes[chunk_ids]
         rep, defs, levels_per_chunk, value_bufs = self._parse_chunks(base, starts, sizes, counts)
         enc, finish = self.layout.value_compression, None
-        if rows is not None and self.max_rep == 0:
+        if rows is not None and not isinstance(rows, range) and self.max_rep == 0:
             # a take (levels = rows = values): decompress per-value codecs (FSST) only for
-            # the rows kept
+            # the rows kept (a row range wants nearly every value of its chunks: those
+            # are decoded in one pass with the chunks)
             enc, finish = deferred_miniblock(enc)
         values = decompress_miniblock(enc, value_bufs, counts)
         if values.num_values != int(counts.sum()):
@@ -235,13 +242,19 @@ class MiniBlockPage:
         )
         if finish is not None:
             values = finish(values)
-        return LeafPiece(rep, defs, num_levels, values, num_rows, meta.dictionary)
+        return LeafPiece(rep, defs, num_levels, values, num_rows, meta.dictionary, meta.items)
 
     def _empty(self, meta: MiniBlockMeta) -> LeafPiece:
         from ..compression.blocks import FixedWidthBlock
 
         return LeafPiece(
-            None, None, 0, FixedWidthBlock(np.zeros(0, np.uint8), 8, 0), 0, meta.dictionary
+            None,
+            None,
+            0,
+            FixedWidthBlock(np.zeros(0, np.uint8), 8, 0),
+            0,
+            meta.dictionary,
+            meta.items,
         )
 
     def _parse_chunks(

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
 from ..compression import fsst
 from ..compression.bitpacking import FL_ORDER
 from ..compression.blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges
+from ..compression.dictionary import VariableItems
 from ..errors import CorruptFileError
 from ..jit import kernel, readonly
 from .fullzip import FullZipPage
@@ -72,8 +72,6 @@ class PointPlan:
     width: int  # bytes per value (FLAT, RLE), word bytes (BITPACK), offset bytes (VARIABLE)
     bits: int  # bits per decoded value (fixed kinds) or per offset (VARIABLE)
     table: fsst.SymbolTable | None  # FSST symbols applied after VARIABLE
-    # the dictionary's items as numpy (see _dictionary_items), made on first use
-    _items: tuple | None = None
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Chunks holding the (sorted, unique, page-relative) rows: the distinct chunk
@@ -153,32 +151,23 @@ class PointPlan:
         else:
             values = FixedWidthBlock(out, self.bits, n)
             if dictionary is not None:
-                looked_up = self._lookup(dictionary, values)
+                looked_up = self._lookup(values)
                 if looked_up is not None:
                     values, dictionary = looked_up, None
         return LeafPiece(None, defs if self.has_def else None, n, values, n, dictionary)
 
-    def _lookup(self, dictionary: pa.Array, indices: FixedWidthBlock) -> Block | None:
-        """The dictionary items of ``indices`` as a block, by numpy indexing of the
-        dictionary's buffers (Arrow's take costs more than a point lookup's whole decode);
-        None for a dictionary kept as Arrow (with nulls, booleans, nested)."""
-        if self._items is None:
-            self._items = _dictionary_items(dictionary)
-        items = self._items
-        if not items or indices.bits_per_value not in (8, 16, 32, 64):
+    def _lookup(self, indices: FixedWidthBlock) -> Block | None:
+        """The dictionary items of ``indices`` as a block, by the dictionary's compiled
+        expansion (Arrow's take costs more than a point lookup's whole decode); None for
+        a dictionary kept as Arrow (booleans, nested, ...)."""
+        items = self.meta.items
+        if items is None or indices.bits_per_value not in (8, 16, 32, 64):
             return None
-        idx = indices.data.view(f"<u{indices.bits_per_value // 8}")
-        if len(idx) and int(idx.max()) >= len(dictionary):
-            raise CorruptFileError("dictionary index out of range")
-        if len(items) == 1:  # fixed-width items, one row of bytes each
-            picked = items[0][idx]
-            return FixedWidthBlock(picked.reshape(-1), 8 * items[0].shape[1], len(idx))
-        offsets, data, bits = items
-        starts = offsets[idx]
-        lengths = offsets[idx + 1] - starts
-        out = np.zeros(len(idx) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=out[1:])
-        return VariableWidthBlock(out, gather_ranges(data, starts, lengths), bits)
+        idx = indices.data.view(f"<u{indices.bits_per_value // 8}")[: indices.num_values]
+        if isinstance(items, VariableItems):
+            offsets, data = items.expand(idx, None)
+            return VariableWidthBlock(offsets, data, 8 * offsets.itemsize)
+        return FixedWidthBlock(items.expand(idx, None), items.width * 8, len(idx))
 
 
 def merge_ranges(
@@ -226,35 +215,6 @@ class FullZipPoint:
         if len(base) != n * self.page.stride:  # neighbours read with the gaps between them
             base = gather_ranges(base, pos, sizes)
         return self.page.fixed_rows_piece(base.reshape(n, -1))
-
-
-def _dictionary_items(dictionary: pa.Array) -> tuple:
-    """A dictionary's items as numpy: ``(items x width bytes,)`` for fixed-width items,
-    ``(offsets, data, offset bits)`` for strings and binaries; ``()`` for others."""
-    if dictionary.null_count:
-        return ()
-    t = dictionary.type
-    bufs = dictionary.buffers()
-    off, n = dictionary.offset, len(dictionary)
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_string(t)
-        or (pa.types.is_large_binary(t))
-    ):
-        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
-        offsets = np.frombuffer(bufs[1], np.int64 if large else np.int32)[off : off + n + 1]
-        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-        return offsets.astype(np.int64), data, 64 if large else 32
-    try:
-        bits = t.bit_width
-    except ValueError:  # not a fixed-width type
-        return ()
-    if len(bufs) != 2 or pa.types.is_boolean(t) or bits % 8:
-        return ()
-    width = bits // 8
-    data = np.frombuffer(bufs[1], np.uint8)[off * width : (off + n) * width]
-    return (data.reshape(n, width),)
 
 
 def point_plan(dec, meta) -> PointPlan | FullZipPoint | None:

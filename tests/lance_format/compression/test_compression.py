@@ -451,6 +451,59 @@ def test_fsst_code_beyond_table_is_corrupt():
         fsst.decompress(VariableWidthBlock(np.array([0, 2]), h("0005")), table)
 
 
+def test_fsst_decreasing_offsets_are_corrupt():
+    table = make_symbol_table([b"a", b"b"])
+    block = VariableWidthBlock(np.array([0, 3, 1, 4]), h("00010001"))
+    with pytest.raises(CorruptFileError, match="decrease"):
+        fsst.decompress(block, table)
+
+
+def test_fsst_over_variable_chunks_decodes_from_the_chunks():
+    """A page read decodes FSST strings straight from the Variable chunks: the same
+    strings as decoding the chunks and then the strings, corrupt input rejected alike."""
+    symbols = [b"ab", b"cdefghij", b"k", b"\xff"]
+    strings = [b"", b"ab", b"cdefghijk", b"zz", b"abab\xff", b"k" * 40, b"\x00"] * 300
+    compressed = [ref_fsst_encode(s, symbols) for s in strings]
+    lengths = np.array([len(c) for c in compressed])
+    src = variable.from_lengths(lengths, np.frombuffer(b"".join(compressed), np.uint8))
+    table = make_symbol_table(symbols)
+    for bits in (32, 64):
+        src.bits_per_offset = bits
+        counts = variable.plan_chunks(src.offsets, bits, aim=256)
+        assert len(counts) > 4
+        buf, sizes = variable.encode_chunks(src, counts)
+        chunks = ChunkRanges(buf, np.cumsum(sizes) - sizes, sizes)
+        enc = pb.CompressiveEncoding(fsst=pb.Fsst(symbol_table=table, values=e_var(bits)))
+        out = decompress_miniblock(enc, [chunks], counts)
+        got = [
+            out.data[a:b].tobytes() for a, b in zip(out.offsets[:-1], out.offsets[1:], strict=True)
+        ]
+        assert got == strings
+        two_step = fsst.decompress(variable.decode_chunks(chunks, counts, bits), table)
+        assert out.offsets.tolist() == two_step.offsets.tolist()
+    one = [ref_fsst_encode(s, symbols) for s in (b"ab", b"k", b"ab")]
+    width = 4
+    header = np.array([4 * width, 4 * width + 1, 4 * width + 2, 4 * width + 3], "<u4")
+    good = header.tobytes() + b"".join(one)
+    enc = pb.CompressiveEncoding(fsst=pb.Fsst(symbol_table=table, values=e_var(32)))
+    assert decompress_miniblock(enc, [ranges([good])], np.array([3])).data.tobytes() == b"abkab"
+    backwards = header.copy()
+    backwards[2] = backwards[1] - 1
+    with pytest.raises(CorruptFileError):
+        decompress_miniblock(enc, [ranges([backwards.tobytes() + b"".join(one)])], np.array([3]))
+    bad_code = header.tobytes() + bytes([0, 9, 0])  # code 9: no such symbol
+    with pytest.raises(CorruptFileError, match="beyond"):
+        decompress_miniblock(enc, [ranges([bad_code])], np.array([3]))
+    # an escape that ends its string emits nothing, and the next string's first byte is
+    # a code again (not the escaped literal it would be if the chunk were one string)
+    lone = header.tobytes() + bytes([255, 0, 2, 255])
+    out = decompress_miniblock(enc, [ranges([lone])], np.array([3]))
+    got = [out.data[a:b].tobytes() for a, b in zip(out.offsets[:-1], out.offsets[1:], strict=True)]
+    assert got == [b"", b"ab", b"k"]
+    two_step = fsst.decompress(variable.decode_chunks(ranges([lone]), np.array([3]), 32), table)
+    assert two_step.offsets.tolist() == out.offsets.tolist()
+
+
 # ---- RLE -----------------------------------------------------------------------------------
 
 

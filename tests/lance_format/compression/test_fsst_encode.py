@@ -301,31 +301,29 @@ def pylance_comments(tmp_path_factory: pytest.TempPathFactory) -> dict:
     with lance.file.LanceFileWriter(path, table.schema, version="2.2") as w:
         w.write_batch(table)
     seen: dict = {"tables": [], "compressed": [], "chunks": []}
-    parse, decompress, decode_chunks = (
-        fsst.parse_symbol_table,
-        fsst.decompress,
-        variable.decode_chunks,
-    )
+    parse, decompress_chunks = fsst.parse_symbol_table, fsst.decompress_chunks
 
     def spy_parse(raw):
         seen["tables"].append(bytes(raw))
         return parse(raw)
 
-    def spy_decompress(block, st_):
-        seen["compressed"].append(block)
-        return decompress(block, st_)
-
-    def spy_chunks(chunks, counts, bits):
+    def spy_chunks(chunks, counts, bits, st_):
+        # the reader decodes FSST straight from the chunks; the compressed strings are
+        # what the Variable decoder alone makes of them
         seen["chunks"].append((chunks, np.asarray(counts), bits))
-        return decode_chunks(chunks, counts, bits)
+        seen["compressed"].append(variable.decode_chunks(chunks, counts, bits))
+        return decompress_chunks(chunks, counts, bits, st_)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fsst, "parse_symbol_table", spy_parse)
-        mp.setattr(fsst, "decompress", spy_decompress)
-        mp.setattr(variable, "decode_chunks", spy_chunks)
+        mp.setattr(fsst, "decompress_chunks", spy_chunks)
         with LanceFileReader(path) as reader:
             back = reader.read()
     assert back.column(0).equals(table.column(0))
+    # the one-pass decode of the chunks is the two-step one
+    assert strings_of(fsst.decompress(seen["compressed"][0], seen["tables"][0])) == [
+        s.encode() for s in table.column(0).to_pylist()
+    ]
     assert len(seen["compressed"]) == 1 == len(set(seen["tables"])), "expected one FSST page"
     strings = [s.encode() for s in table.column(0).to_pylist()]
     return {"path": path, "strings": strings, "table": seen["tables"][0], **seen}
