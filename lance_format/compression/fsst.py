@@ -83,27 +83,6 @@ def raw_symbol_table() -> bytes:
     return bytes(out)
 
 
-def _escape_roles(data: np.ndarray, rel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the escape codes and of the literal bytes they escape in compressed
-    strings ``data`` (string boundaries ``rel``)."""
-    n = len(data)
-    string_start = np.zeros(n, dtype=bool)
-    string_start[rel[:-1][rel[:-1] < rel[1:]]] = True  # starts of non-empty strings
-
-    # roles of the 0xFF bytes (usually few): in a run of them inside one string, even
-    # distances from the run start are escapes, odd ones escaped literals
-    ff = np.flatnonzero(data == ESCAPE)
-    run_begin = np.ones(len(ff), dtype=bool)
-    run_begin[1:] = (ff[1:] != ff[:-1] + 1) | string_start[ff[1:]]
-    run_start = np.maximum.accumulate(np.where(run_begin, ff, -1)) if len(ff) else ff
-    escapes = ff[(ff - run_start) % 2 == 0]
-    # the byte after an escape is a literal, unless a new string starts there
-    after = escapes + 1
-    literals = after[(after < n)]
-    literals = literals[~string_start[literals]]
-    return escapes, literals
-
-
 def decompress(block: VariableWidthBlock, table: SymbolTable | bytes) -> VariableWidthBlock:
     """Decompress every string of ``block`` with one symbol table."""
     if not isinstance(table, SymbolTable):
@@ -187,6 +166,7 @@ def _flat(block: VariableWidthBlock) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(block.data[start:end], dtype=np.uint8), offsets - start
 
 
+_LOW_BYTE = np.arange(1 << 16) & 0xFF  # a 2-byte prefix's first byte (little-endian)
 _HASH_BITS = 12  # slots of the long-symbol index (at most 255 symbols: few collisions)
 _HASH_MUL = 0x9E3779B1
 
@@ -213,8 +193,9 @@ class _Matcher:
         self.single[(vals[one] & _U64(0xFF)).astype(np.int64)] = one
         pair[(vals[two] & _U64(0xFFFF)).astype(np.int64)] = two
         # the best code of at most two bytes for each 2-byte prefix
-        self.short_code = self.single[np.arange(1 << 16) & 0xFF]
-        self.short_len = np.ones(1 << 16, dtype=np.int64)
+        # narrow types: the two 64K-entry tables then stay in the CPU's cache
+        self.short_code = self.single.astype(np.int16)[_LOW_BYTE]
+        self.short_len = np.ones(1 << 16, dtype=np.int8)
         has_pair = pair >= 0
         self.short_code[has_pair] = pair[has_pair]
         self.short_len[has_pair] = 2
@@ -273,7 +254,7 @@ def _words(data: np.ndarray) -> np.ndarray:
 
 
 @kernel(
-    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]),"
+    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), ro(i2[::1]), ro(i1[::1]),"
     " ro(i8[::1]), ro(u8[::1]), ro(i8[::1]), ro(i8[::1]), ro(u8[::1]), i8[::1], u1[::1])"
 )
 def _parse(
@@ -310,8 +291,8 @@ def _parse(
                     for k in range(len(data) - i):
                         word |= np.uint64(data[i + k]) << np.uint64(8 * k)
                 p = np.int64(word & np.uint64(0xFFFF))
-                code = short_code[p]
-                size = short_len[p]
+                code = np.int64(short_code[p])
+                size = np.int64(short_len[p])
                 if room >= 3:
                     h = ((np.int64(word & np.uint64(0xFFFFFF)) * _HASH_MUL) & 0xFFFFFFFF) >> shift
                     for k in range(bucket[h], bucket[h + 1]):
@@ -351,25 +332,39 @@ def compress(block: VariableWidthBlock, table: bytes | SymbolTable) -> VariableW
     return VariableWidthBlock(out.offsets, out.data, block.bits_per_offset)
 
 
-def _tokens(
-    block: VariableWidthBlock, first_byte: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The codes of compressed strings in order, as (code, first input byte, string).
-
-    Codes are in a space of 512: symbol ``c`` is ``c``, an escaped byte ``b`` is
-    ``256 + b``; ``first_byte[c]`` is the first byte of symbol ``c``.
-    """
-    data, rel = block.data, block.offsets
-    escapes, literals = _escape_roles(data, rel)
-    is_token = np.ones(len(data), dtype=bool)
-    is_token[literals] = False
-    tok = np.flatnonzero(is_token)
-    code = data[tok].astype(np.int64)
-    byte = first_byte[code]
-    esc = np.searchsorted(tok, escapes)
-    byte[esc] = data[escapes + 1]
-    code[esc] = 256 + byte[esc]
-    return code, byte, np.searchsorted(rel, tok, side="right")
+@kernel("void(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8[::1], i8[::1])")
+def _count_codes(data, rel, first_byte, sym_lens, count1, count2):  # pragma: no cover - compiled
+    """Walk compressed strings ``data`` (boundaries ``rel``) code by code and count, in a
+    code space of 512 (symbol ``c`` is ``c``, an escaped byte ``b`` is ``256 + b``):
+    ``count1`` every code, plus the first byte of each code that follows a symbol longer
+    than one byte; ``count2`` (512 x 512, empty to skip pairs) every adjacent pair within a
+    string, plus each code followed by the first byte of a longer next code.  An escape
+    that ends its string (never written by :func:`_parse`) is not a code."""
+    pairs = len(count2) > 0
+    for s in range(len(rel) - 1):
+        i, end = rel[s], rel[s + 1]
+        prev = -1
+        while i < end:
+            c = np.int64(data[i])
+            if c == 255:
+                if i + 1 >= end:
+                    break
+                byte = np.int64(data[i + 1])
+                code = 256 + byte
+                i += 2
+            else:
+                byte = first_byte[c]
+                code = c
+                i += 1
+            count1[code] += 1
+            if prev >= 0:
+                if sym_lens[prev] != 1:
+                    count1[256 + byte] += 1
+                if pairs:
+                    count2[prev * 512 + code] += 1
+                    if sym_lens[code] > 1:
+                        count2[prev * 512 + 256 + byte] += 1
+            prev = code
 
 
 def _symbol_values(symbols: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -403,7 +398,9 @@ def _samples(
     total = int(cum[-1])
     k = min(total, int(2 * (train_bytes + judge_bytes) * total / len(data)) + 32)
     pick = rng.choice(total, size=k, replace=False)
-    string = np.searchsorted(cum, pick, side="right")
+    # the string of each piece, by a gather rather than a binary search per pick (which
+    # misses the cache on every step for a large input)
+    string = np.repeat(np.arange(len(pieces)), pieces)[pick]
     start = offsets[string] + (pick - (cum[string] - pieces[string])) * piece
     take = np.minimum(offsets[string + 1] - start, piece)
     out = []
@@ -441,13 +438,16 @@ def _candidates(
     sym_vals[256:] = np.arange(256, dtype=_U64)
     sym_lens[256:] = 1
     first_byte = (sym_vals[:256] & _U64(0xFF)).astype(np.int64)
-    c, byte, string = _tokens(compressed, first_byte)
-    adjacent = string[1:] == string[:-1]
-    a, b = c[:-1][adjacent], c[1:][adjacent]
-    b_byte = 256 + byte[1:][adjacent]
-
-    count1 = np.bincount(c, minlength=512)
-    count1 += np.bincount(b_byte[sym_lens[a] != 1], minlength=512)
+    count1 = np.zeros(512, dtype=np.int64)
+    count2 = np.zeros(512 * 512 if frac < 128 else 0, dtype=np.int64)
+    _count_codes(
+        readonly(np.ascontiguousarray(compressed.data, dtype=np.uint8)),
+        readonly(np.ascontiguousarray(compressed.offsets, dtype=np.int64)),
+        readonly(first_byte),
+        readonly(sym_lens),
+        count1,
+        count2,
+    )
     threshold = 5 * frac // 128
     weight = np.where(sym_lens == 1, 8, 1)
     ids = np.flatnonzero((count1 > 0) & (count1 * weight >= threshold))
@@ -456,9 +456,6 @@ def _candidates(
     cand_gain = [count1[ids] * weight[ids] * sym_lens[ids]]
 
     if frac < 128:
-        longer = sym_lens[b] > 1
-        pair_ids = np.concatenate([a * 512 + b, a[longer] * 512 + b_byte[longer]])
-        count2 = np.bincount(pair_ids, minlength=512 * 512)
         pid = np.flatnonzero(count2 >= max(threshold, 1))
         pa, pb = pid // 512, pid % 512
         grow = sym_lens[pa] < MAX_SYMBOL_LEN
