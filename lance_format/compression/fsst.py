@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import CorruptFileError, InvalidArgumentError
 from ..jit import kernel, readonly
-from .blocks import VariableWidthBlock, gather_ranges
+from .blocks import VariableWidthBlock, gather_ranges, unaligned_words
 
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 MAGIC = 0x46535354
@@ -223,7 +223,7 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
     new_offsets = np.empty(len(offsets), dtype=np.int64)
     m = matcher
     data = np.ascontiguousarray(data, dtype=np.uint8)
-    words = _words(data)
+    words = unaligned_words(data)
     total = _parse(
         readonly(data),
         readonly(words),
@@ -240,17 +240,6 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
         out,
     )
     return VariableWidthBlock(new_offsets, out[:total])
-
-
-def _words(data: np.ndarray) -> np.ndarray:
-    """The 8 bytes from every position of ``data`` on, as one (unaligned) little-endian
-    word each: a strided view, no copy.  Short inputs are padded so that the view always
-    has the one (non-contiguous) layout the kernel is compiled for."""
-    if len(data) < 16:
-        padded = np.zeros(16, dtype=np.uint8)
-        padded[: len(data)] = data
-        data = padded
-    return np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
 
 
 @kernel(
@@ -332,15 +321,18 @@ def compress(block: VariableWidthBlock, table: bytes | SymbolTable) -> VariableW
     return VariableWidthBlock(out.offsets, out.data, block.bits_per_offset)
 
 
-@kernel("void(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8[::1], i8[::1])")
-def _count_codes(data, rel, first_byte, sym_lens, count1, count2):  # pragma: no cover - compiled
+@kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8[::1], i8[::1], i8[::1])")
+def _count_codes(data, rel, first_byte, sym_lens, count1, count2, touched):  # pragma: no cover
     """Walk compressed strings ``data`` (boundaries ``rel``) code by code and count, in a
     code space of 512 (symbol ``c`` is ``c``, an escaped byte ``b`` is ``256 + b``):
     ``count1`` every code, plus the first byte of each code that follows a symbol longer
-    than one byte; ``count2`` (512 x 512, empty to skip pairs) every adjacent pair within a
-    string, plus each code followed by the first byte of a longer next code.  An escape
-    that ends its string (never written by :func:`_parse`) is not a code."""
+    than one byte; ``count2`` (512 x 512, all zero; empty to skip pairs) every adjacent
+    pair within a string, plus each code followed by the first byte of a longer next code.
+    The pairs seen go to ``touched``, once each; returns how many (so the caller reads
+    and clears just those).  An escape that ends its string (never written by
+    :func:`_parse`) is not a code."""
     pairs = len(count2) > 0
+    n = 0
     for s in range(len(rel) - 1):
         i, end = rel[s], rel[s + 1]
         prev = -1
@@ -361,10 +353,19 @@ def _count_codes(data, rel, first_byte, sym_lens, count1, count2):  # pragma: no
                 if sym_lens[prev] != 1:
                     count1[256 + byte] += 1
                 if pairs:
-                    count2[prev * 512 + code] += 1
+                    pair = prev * 512 + code
+                    if count2[pair] == 0:
+                        touched[n] = pair
+                        n += 1
+                    count2[pair] += 1
                     if sym_lens[code] > 1:
-                        count2[prev * 512 + 256 + byte] += 1
+                        pair = prev * 512 + 256 + byte
+                        if count2[pair] == 0:
+                            touched[n] = pair
+                            n += 1
+                        count2[pair] += 1
             prev = code
+    return n
 
 
 def _symbol_values(symbols: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -423,8 +424,10 @@ def _candidates(
     compressed: VariableWidthBlock,
     frac: int,
     one_per_prefix: bool,
+    pair_counts: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One training round: the best <= 255 symbols given the parse with the current ones.
+    ``pair_counts`` is 512 x 512 zeros, left zero (one allocation for all rounds).
 
     Code space of 512: 0..254 the current symbols, 256 + b the byte b on its own (escaped
     or not).  Candidates are every code seen (bytes weighted x8, as upstream, which keeps
@@ -439,14 +442,17 @@ def _candidates(
     sym_lens[256:] = 1
     first_byte = (sym_vals[:256] & _U64(0xFF)).astype(np.int64)
     count1 = np.zeros(512, dtype=np.int64)
-    count2 = np.zeros(512 * 512 if frac < 128 else 0, dtype=np.int64)
-    _count_codes(
-        readonly(np.ascontiguousarray(compressed.data, dtype=np.uint8)),
+    data = np.ascontiguousarray(compressed.data, dtype=np.uint8)
+    count2 = pair_counts if frac < 128 else pair_counts[:0]
+    touched = np.empty(min(2 * len(data), len(count2)), dtype=np.int64)
+    seen = _count_codes(
+        readonly(data),
         readonly(np.ascontiguousarray(compressed.offsets, dtype=np.int64)),
         readonly(first_byte),
         readonly(sym_lens),
         count1,
         count2,
+        touched,
     )
     threshold = 5 * frac // 128
     weight = np.where(sym_lens == 1, 8, 1)
@@ -456,10 +462,14 @@ def _candidates(
     cand_gain = [count1[ids] * weight[ids] * sym_lens[ids]]
 
     if frac < 128:
-        pid = np.flatnonzero(count2 >= max(threshold, 1))
+        pid = np.sort(touched[:seen])
+        counts = count2[pid]
+        count2[pid] = 0  # zero again for the next round
+        frequent = counts >= max(threshold, 1)
+        pid, counts = pid[frequent], counts[frequent]
         pa, pb = pid // 512, pid % 512
         grow = sym_lens[pa] < MAX_SYMBOL_LEN
-        pa, pb, cnt = pa[grow], pb[grow], count2[pid[grow]]
+        pa, pb, cnt = pa[grow], pb[grow], counts[grow]
         # bytes shifted past the 8th fall off the u64: the concatenation is cut at 8 bytes
         joined = sym_vals[pa] | (sym_vals[pb] << (8 * sym_lens[pa]).astype(_U64))
         jlen = np.minimum(sym_lens[pa] + sym_lens[pb], MAX_SYMBOL_LEN)
@@ -554,13 +564,14 @@ def train_estimated(
     none = np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
     escaped = _encode(sample, sample_offsets, _Matcher(*none))
     # round 1 only makes 1- and 2-byte symbols, the same in both variants
-    first = _candidates(*none, escaped, _ROUNDS[0], False)
+    pair_counts = np.zeros(512 * 512, dtype=np.int64)
+    first = _candidates(*none, escaped, _ROUNDS[0], False, pair_counts)
     first_parse = consider(*first, True)
     for one_per_prefix in (True, False):
         (vals, lens), compressed = first, first_parse
         for i, frac in enumerate(_ROUNDS[1:], start=2):
             assert compressed is not None  # every round but the last parses its sample
-            vals, lens = _candidates(vals, lens, compressed, frac, one_per_prefix)
+            vals, lens = _candidates(vals, lens, compressed, frac, one_per_prefix, pair_counts)
             compressed = consider(vals, lens, i < len(_ROUNDS))
     counts = np.bincount(sample, minlength=256)
     terminator = int(np.argmin(counts))  # upstream: the rarest byte of the sample
