@@ -230,23 +230,9 @@ def _sample_unique_ratio(block: FixedWidthBlock | VariableWidthBlock) -> float |
     idx = _sample_indices(block.num_values)
     if idx is None:
         return None
-    _, items = encode(_take(block, idx))
-    return items.num_values / len(idx)
-
-
-def _take(
-    block: FixedWidthBlock | VariableWidthBlock, idx: np.ndarray
-) -> FixedWidthBlock | VariableWidthBlock:
-    if isinstance(block, VariableWidthBlock):
-        starts = block.offsets[idx]
-        lengths = block.offsets[idx + 1] - starts
-        offsets = np.zeros(len(idx) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        data = gather_ranges(np.asarray(block.data), starts, lengths)
-        return VariableWidthBlock(offsets, data, block.bits_per_offset)
-    width = block.bits_per_value // 8
-    rows = np.asarray(block.data[: block.num_values * width]).reshape(-1, width)
-    return FixedWidthBlock(rows[idx].reshape(-1), block.bits_per_value, len(idx))
+    encoded = _hash_encode_block(block, None, rows=idx)
+    assert encoded is not None  # no budget: never abandoned
+    return encoded[1].num_values / len(idx)
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -268,12 +254,16 @@ def encode(block: Block) -> tuple[np.ndarray, Block]:
 
 
 def _hash_encode_block(
-    block: FixedWidthBlock | VariableWidthBlock, budget: DictBudget | None
+    block: FixedWidthBlock | VariableWidthBlock,
+    budget: DictBudget | None,
+    rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, Block] | None:
     """:func:`encode`, or None as soon as the items pass ``budget`` (pylance's running
     totals only grow, so stopping at the first excess decides as the finished encode
-    would)."""
-    n = block.num_values
+    would).  ``rows`` encodes just those values of the block (a sample), in that order."""
+    total = block.num_values
+    picked = np.zeros(0, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    n = total if rows is None else len(picked)
     if isinstance(block, VariableWidthBlock):
         offsets = np.ascontiguousarray(block.offsets, dtype=np.int64)
         data = np.ascontiguousarray(block.data, dtype=np.uint8)
@@ -286,7 +276,7 @@ def _hash_encode_block(
             raise UnsupportedError(f"dictionary encoding of {bits}-bit values")
         width = bits // 8
         offsets = np.zeros(0, dtype=np.int64)
-        data = np.ascontiguousarray(np.asarray(block.data[: n * width]), dtype=np.uint8)
+        data = np.ascontiguousarray(np.asarray(block.data[: total * width]), dtype=np.uint8)
         per_item = 0
         fixed_cost = n * INDEX_BYTES
     max_items, max_bytes = n, -1  # -1: no byte budget
@@ -305,6 +295,7 @@ def _hash_encode_block(
         readonly(data),
         readonly(unaligned_words(data)),
         readonly(offsets),
+        readonly(picked),
         width,
         max_items,
         max_bytes,
@@ -323,8 +314,8 @@ def _hash_encode_block(
         np.cumsum(lengths, out=item_offsets[1:])
         item_data = gather_ranges(data, offsets[first], lengths)
         return indices, VariableWidthBlock(item_offsets, item_data, block.bits_per_offset)
-    rows = data.reshape(n, width) if n else data.reshape(0, width)
-    return indices, FixedWidthBlock(rows[first].reshape(-1), block.bits_per_value, count)
+    values = data.reshape(total, width)
+    return indices, FixedWidthBlock(values[first].reshape(-1), block.bits_per_value, count)
 
 
 _HASH_K1 = 0x9E3779B97F4A7C15
@@ -332,18 +323,19 @@ _HASH_K2 = 0xBF58476D1CE4E5B9
 
 
 @kernel(
-    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), i8, i8, i8, i8, u4[::1], i8[::1], i4[::1], u8[::1])"
+    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), i8, i8, i8, i8, u4[::1], i8[::1],"
+    " i4[::1], u8[::1])"
 )
 def _hash_encode(
-    data, words, offsets, width, max_items, max_bytes, per_item, indices, first, table, hashes
+    data, words, offsets, rows, width, max_items, max_bytes, per_item, indices, first, table, hashes
 ):  # pragma: no cover - compiled
     """Dictionary-encode values in order of first appearance, with an open-addressing hash
     table (``table``: item per slot, -1 empty; a power of two at least twice the items).
 
-    Value ``i`` is ``data[i*width:][:width]`` (``width > 0``) or ``data[offsets[i]:
-    offsets[i+1]]``; values are hashed and compared 8 bytes at a time (``words``; a read
+    Value ``r`` is ``data[r*width:][:width]`` (``width > 0``) or ``data[offsets[r]:
+    offsets[r+1]]``, for ``r`` in ``rows`` (every value when empty); values are hashed and compared 8 bytes at a time (``words``; a read
     that would pass the end of ``data`` gathers its bytes, see ``unaligned_words``).  Writes each value's
-    item to ``indices`` and each item's first value to ``first``; returns the item count,
+    item to ``indices`` and each item's first value (its ``r``) to ``first``; returns the item count,
     or -1 once there would be more than ``max_items`` items or their bytes (plus
     ``per_item`` each) would pass ``max_bytes`` (-1: no limit)."""
     mask = len(table) - 1
@@ -352,13 +344,15 @@ def _hash_encode(
     spent = 0
     k1 = np.uint64(_HASH_K1)
     k2 = np.uint64(_HASH_K2)
+    sampled = len(rows) > 0
     for i in range(len(indices)):
+        r = rows[i] if sampled else i
         if width > 0:
-            start = i * width
+            start = r * width
             length = width
         else:
-            start = offsets[i]
-            length = offsets[i + 1] - start
+            start = offsets[r]
+            length = offsets[r + 1] - start
         h = np.uint64(length) * k1
         pos = start
         left = length
@@ -388,7 +382,7 @@ def _hash_encode(
                 if max_bytes >= 0 and spent > max_bytes:
                     return -1
                 table[slot] = items
-                first[items] = i
+                first[items] = r
                 hashes[items] = h
                 indices[i] = items
                 items += 1
@@ -405,7 +399,8 @@ def _hash_encode(
                     same = offsets[j + 1] - other == length
                 if same and length > 8:
                     at = 0
-                    while same and at + 8 <= length and start + at + 8 <= size:  # other <= start
+                    end = max(start, other) + 8
+                    while same and at + 8 <= length and end + at <= size:
                         same = words[start + at] == words[other + at]
                         at += 8
                     while same and at < length:
