@@ -166,7 +166,6 @@ def _flat(block: VariableWidthBlock) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(block.data[start:end], dtype=np.uint8), offsets - start
 
 
-_LOW_BYTE = np.arange(1 << 16) & 0xFF  # a 2-byte prefix's first byte (little-endian)
 _HASH_BITS = 12  # slots of the long-symbol index (at most 255 symbols: few collisions)
 _HASH_MUL = 0x9E3779B1
 
@@ -187,18 +186,17 @@ class _Matcher:
         codes = np.arange(len(lens), dtype=np.int64)
         # lowest code wins among duplicates: assign in descending code order
         self.single = np.full(256, -1, dtype=np.int64)
-        pair = np.full(1 << 16, -1, dtype=np.int64)
         down = codes[::-1]
         one, two = down[lens[down] == 1], down[lens[down] == 2]
         self.single[(vals[one] & _U64(0xFF)).astype(np.int64)] = one
-        pair[(vals[two] & _U64(0xFFFF)).astype(np.int64)] = two
-        # the best code of at most two bytes for each 2-byte prefix
+        # the best code of at most two bytes for each 2-byte prefix: the 2-byte symbol,
+        # else the 1-byte symbol of its first byte (a little-endian prefix's low byte);
         # narrow types: the two 64K-entry tables then stay in the CPU's cache
-        self.short_code = self.single.astype(np.int16)[_LOW_BYTE]
+        self.short_code = np.tile(self.single.astype(np.int16), 256)
         self.short_len = np.ones(1 << 16, dtype=np.int8)
-        has_pair = pair >= 0
-        self.short_code[has_pair] = pair[has_pair]
-        self.short_len[has_pair] = 2
+        prefix = (vals[two] & _U64(0xFFFF)).astype(np.int64)
+        self.short_code[prefix] = two
+        self.short_len[prefix] = 2
         long_ = codes[(lens >= 3) & (lens <= MAX_SYMBOL_LEN)]
         slot = _slot((vals[long_] & _U64(0xFFFFFF)).astype(np.int64))
         order = np.lexsort((long_, -lens[long_], slot))
@@ -321,7 +319,7 @@ def compress(block: VariableWidthBlock, table: bytes | SymbolTable) -> VariableW
     return VariableWidthBlock(out.offsets, out.data, block.bits_per_offset)
 
 
-@kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8[::1], i8[::1], i8[::1])")
+@kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8[::1], i4[::1], i8[::1])")
 def _count_codes(data, rel, first_byte, sym_lens, count1, count2, touched):  # pragma: no cover
     """Walk compressed strings ``data`` (boundaries ``rel``) code by code and count, in a
     code space of 512 (symbol ``c`` is ``c``, an escaped byte ``b`` is ``256 + b``):
@@ -366,6 +364,33 @@ def _count_codes(data, rel, first_byte, sym_lens, count1, count2, touched):  # p
                         count2[pair] += 1
             prev = code
     return n
+
+
+@kernel("i8(ro(i8[::1]), i4[::1], ro(u8[::1]), ro(i8[::1]), i8, u8[::1], i8[::1], i8[::1])")
+def _pair_candidates(
+    touched, count2, sym_vals, sym_lens, threshold, joined, jlen, gain
+):  # pragma: no cover - compiled
+    """The pairs ``touched`` (indices ``a * 512 + b`` into ``count2``) seen at least
+    ``threshold`` times whose first code can still grow, as candidate symbols: their
+    concatenation cut at 8 bytes, its length and gain (count x length).  Clears ``count2``
+    for the next round; returns how many candidates were written."""
+    found = 0
+    for k in range(len(touched)):
+        pair = touched[k]
+        count = np.int64(count2[pair])
+        count2[pair] = 0
+        a = pair // 512
+        b = pair % 512
+        if count < threshold or sym_lens[a] >= MAX_SYMBOL_LEN:
+            continue
+        shift = np.uint64(8 * sym_lens[a])
+        # bytes shifted past the 8th fall off the u64: the concatenation is cut at 8 bytes
+        joined[found] = sym_vals[a] | (sym_vals[b] << shift)
+        size = min(sym_lens[a] + sym_lens[b], MAX_SYMBOL_LEN)
+        jlen[found] = size
+        gain[found] = count * size
+        found += 1
+    return found
 
 
 def _symbol_values(symbols: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -462,20 +487,22 @@ def _candidates(
     cand_gain = [count1[ids] * weight[ids] * sym_lens[ids]]
 
     if frac < 128:
-        pid = np.sort(touched[:seen])
-        counts = count2[pid]
-        count2[pid] = 0  # zero again for the next round
-        frequent = counts >= max(threshold, 1)
-        pid, counts = pid[frequent], counts[frequent]
-        pa, pb = pid // 512, pid % 512
-        grow = sym_lens[pa] < MAX_SYMBOL_LEN
-        pa, pb, cnt = pa[grow], pb[grow], counts[grow]
-        # bytes shifted past the 8th fall off the u64: the concatenation is cut at 8 bytes
-        joined = sym_vals[pa] | (sym_vals[pb] << (8 * sym_lens[pa]).astype(_U64))
-        jlen = np.minimum(sym_lens[pa] + sym_lens[pb], MAX_SYMBOL_LEN)
-        cand_vals.append(joined)
-        cand_lens.append(jlen)
-        cand_gain.append(cnt * jlen)
+        joined = np.empty(seen, dtype=_U64)
+        jlen = np.empty(seen, dtype=np.int64)
+        gain = np.empty(seen, dtype=np.int64)
+        found = _pair_candidates(
+            readonly(touched[:seen]),
+            count2,
+            readonly(sym_vals),
+            readonly(sym_lens),
+            max(threshold, 1),
+            joined,
+            jlen,
+            gain,
+        )
+        cand_vals.append(joined[:found])
+        cand_lens.append(jlen[:found])
+        cand_gain.append(gain[:found])
 
     cv, cl, cg = (np.concatenate(x) for x in (cand_vals, cand_lens, cand_gain))
     if len(cv) == 0:
@@ -564,7 +591,7 @@ def train_estimated(
     none = np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
     escaped = _encode(sample, sample_offsets, _Matcher(*none))
     # round 1 only makes 1- and 2-byte symbols, the same in both variants
-    pair_counts = np.zeros(512 * 512, dtype=np.int64)
+    pair_counts = np.zeros(512 * 512, dtype=np.int32)  # 1 MiB: counts stay below 2**31
     first = _candidates(*none, escaped, _ROUNDS[0], False, pair_counts)
     first_parse = consider(*first, True)
     for one_per_prefix in (True, False):
