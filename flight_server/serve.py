@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from . import tracing
+from .memory import tune_for_serving
 from .sql.limits import DEFAULT_MAX_STATEMENTS, DEFAULT_QUEUE_SECONDS, DEFAULT_TIMEOUT, SqlLimits
 
 log = logging.getLogger("lance_flight")
@@ -481,6 +482,7 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
     # supervisor forwarding a SIGTERM) may reach it before it has announced itself
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    log.debug("allocators tuned: %s", ", ".join(tune_for_serving()) or "none")
     if not opts.get("no_warm"):
         compile_kernels()
     from lance_format import storage

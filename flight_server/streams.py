@@ -97,9 +97,9 @@ def range_tables(
     max_bytes: int = MESSAGE_BYTES,
 ) -> Iterator[pa.Table]:
     """``items`` (decoded ranges as tables whose chunks are the decoded pages, or batches)
-    regrouped as tables of about ``range_bytes``, whose chunks are the messages: slices of at
-    most ``batch_rows`` rows and about ``max_bytes``, cut where a column's chunk ends (no
-    copy joining pages)."""
+    regrouped as tables of about ``range_bytes`` (the first ones smaller), whose chunks are
+    the messages: slices of at most ``batch_rows`` rows and about ``max_bytes``, cut where a
+    column's chunk ends (no copy joining pages)."""
 
     def pieces() -> Iterator[pa.RecordBatch]:
         for item in items:
@@ -110,14 +110,18 @@ def range_tables(
 
     group: list[pa.RecordBatch] = []
     size = 0
+    # the first range is one message, each next one twice the last up to ``range_bytes``:
+    # the client gets rows as soon as the first are decoded
+    limit = min(max_bytes, range_bytes)
     for batch in message_sized(pieces(), max_bytes):
         if not batch.num_rows:
             continue
         group.append(batch)
         size += batch.nbytes
-        if size >= range_bytes:
+        if size >= limit:
             yield pa.Table.from_batches(group, schema=schema)
             group, size = [], 0
+            limit = min(2 * limit, range_bytes)
     if group:
         yield pa.Table.from_batches(group, schema=schema)
 

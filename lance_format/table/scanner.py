@@ -44,6 +44,11 @@ SYSTEM_COLUMNS = (ROW_ID, ROW_ADDRESS, ROW_OFFSET, *VERSION_COLUMNS)
 # below this share of matching rows, the other columns are taken row by row
 TAKE_SELECTIVITY = 0.25
 PIPELINE = 2  # steps of a scan decoding at once (see Scanner._pipelined)
+# A stream's first step is 1/2**RAMP of a full one, and each next one twice the last: the
+# first rows leave (to a Flight client) after a fraction of a full step's decode, and the
+# steps decoded meanwhile overlap sending them, where two full first steps decoding at
+# once kept the client waiting for about 100 MB of decoding per endpoint
+RAMP = 3
 
 
 @dataclass(frozen=True)
@@ -251,7 +256,7 @@ class Scanner:
         if self.orderings:
             yield from self._sorted_batches()
         else:
-            for table in self._tables(count_only=False):
+            for table in self._tables(count_only=False, ramp=True):
                 yield from _batches_of(table, self.options.batch_size)
 
     def to_ranges(self) -> Iterator[pa.Table]:
@@ -261,7 +266,7 @@ class Scanner:
         if self.orderings:
             yield from (pa.Table.from_batches([b]) for b in self._sorted_batches())
         else:
-            yield from self._tables(count_only=False)
+            yield from self._tables(count_only=False, ramp=True)
 
     def _sorted_batches(self) -> Iterator[pa.RecordBatch]:
         """Every matching row, sorted by the keys, then offset and limit (a sort needs all
@@ -285,19 +290,24 @@ class Scanner:
         yield from out.combine_chunks().to_batches(max_chunksize=self.options.batch_size)
 
     def _tables(
-        self, count_only: bool, windowed: bool = True, budget: int | None = None
+        self,
+        count_only: bool,
+        windowed: bool = True,
+        budget: int | None = None,
+        ramp: bool = False,
     ) -> Iterator[pa.Table]:
         """The scan's rows, one table per decoded step (columns chunked as decoded); a step
-        decodes about ``budget`` stored bytes (READ_BYTES by default)."""
+        decodes about ``budget`` stored bytes (READ_BYTES by default), the first ones less
+        with ``ramp`` (a stream)."""
         budget = READ_BYTES if budget is None else budget
         skip = (self.options.offset or 0) if windowed else 0
         remaining = self.options.limit if windowed else None
         if remaining == 0:
             return
         if not skip and remaining is None and not count_only:
-            yield from self._pipelined(budget)
+            yield from self._pipelined(budget, ramp)
             return
-        for frag, start, stop, part in self._units(budget, remaining, skip):
+        for frag, start, stop, part in self._units(budget, remaining, skip, ramp):
             offsets, known = self._matching(frag, start, stop)
             if not len(offsets):
                 continue
@@ -320,14 +330,16 @@ class Scanner:
                 return
 
     def _units(
-        self, budget: int, remaining: int | None = None, skip: int = 0
+        self, budget: int, remaining: int | None = None, skip: int = 0, ramp: bool = False
     ) -> Iterator[tuple[Fragment, int, int, int]]:
         """The steps of the scan: (fragment, start, stop, rows per materialised part).
         A filtered scan reads its filter's columns in steps sized by their bytes, and the
         projected columns of the matching rows in parts sized by theirs.  With a limit,
-        steps shrink to what the limit (as it stands when the fragment starts) needs."""
+        steps shrink to what the limit (as it stands when the fragment starts) needs.
+        With ``ramp`` (a stream), the scan's first steps are smaller (see :data:`RAMP`)."""
         ranges = self.options.ranges or {}
         fields = self.fields + [f for f in self.filter_fields if f not in self.fields]
+        shrink = RAMP if ramp else 0
         for frag in self.fragments:
             part = self._step(frag, fields, budget)
             step = part if self.filter is None else self._step(frag, self.filter_fields, budget)
@@ -335,7 +347,12 @@ class Scanner:
                 step = min(step, max(self.options.batch_size, remaining + skip))
             lo, hi = ranges.get(frag.fragment_id, (0, frag.physical_rows))
             for start, stop in self._steps(frag, lo, hi, step, self.terms):
-                yield frag, start, stop, part
+                while shrink and start < stop:  # the stream's first steps: 1/8, 1/4, 1/2
+                    cut = min(stop, start + max(self.options.batch_size, step >> shrink))
+                    yield frag, start, cut, part
+                    start, shrink = cut, shrink - 1
+                if start < stop:
+                    yield frag, start, stop, part
 
     def _parts(
         self,
@@ -362,13 +379,13 @@ class Scanner:
         offsets, known = self._matching(frag, start, stop)
         return list(self._parts(frag, offsets, known, start, stop, part))
 
-    def _pipelined(self, budget: int) -> Iterator[pa.Table]:
+    def _pipelined(self, budget: int, ramp: bool = False) -> Iterator[pa.Table]:
         """The steps of a scan without offset or limit, PIPELINE steps decoding at once
         (each on a thread of its own, its columns on the shared decode pool): the pool
         starts on the next step's columns while the last ones of this step finish, rather
         than idling at every step's end, and a consumer's work on this step's rows
         overlaps the next steps' decoding."""
-        units = self._units(budget)
+        units = self._units(budget, ramp=ramp)
         first = next(units, None)
         second = next(units, None) if first is not None else None
         if first is None or second is None:  # one step (or none): nothing to overlap

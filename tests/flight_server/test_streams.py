@@ -1,0 +1,58 @@
+"""How scans are cut into the ranges and messages a DoGet stream sends."""
+
+from __future__ import annotations
+
+import lance
+import numpy as np
+import pyarrow as pa
+
+import lance_format
+from flight_server.streams import range_tables
+
+
+def _table(rows: int) -> pa.Table:
+    rng = np.random.default_rng(7)
+    return pa.table(
+        {
+            "id": np.arange(rows, dtype=np.int64),
+            "x": rng.random(rows),
+            "s": pa.array([f"row {i}" for i in range(rows)]),
+        }
+    )
+
+
+CAP = 1 << 20
+
+
+def test_range_tables_keep_every_row_and_grow_from_one_message():
+    table = _table(200_000)
+    pieces = [table.slice(a, 30_000) for a in range(0, table.num_rows, 30_000)]
+    message = 256 << 10
+    ranges = list(range_tables(table.schema, iter(pieces), 8192, CAP, message))
+    assert pa.concat_tables(ranges).equals(table)
+    sizes = [r.nbytes for r in ranges]
+    # the first range is about one message, so the client's first rows leave early; each
+    # next one closes at twice the last one's threshold, up to the cap (the last range
+    # may be a remainder)
+    assert sizes[0] < 2 * message
+    for i, size in enumerate(sizes[:-1]):
+        assert min(message << i, CAP) <= size < min(message << i, CAP) + 2 * message
+    assert max(sizes) >= CAP
+    for r in ranges:
+        for batch in r.to_batches():
+            assert batch.num_rows <= 8192
+            assert batch.nbytes <= message + message // 8
+
+
+def test_stream_scans_ramp_up_and_match_pylance(tmp_path):
+    table = _table(300_000)
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(table, uri, data_storage_version="2.1")
+    ds = lance_format.dataset(uri)
+    ranges = list(ds.scanner(batch_size=1024).to_ranges())
+    # the stream's first steps are smaller than the full steps after them
+    assert ranges[0].num_rows < max(r.num_rows for r in ranges)
+    assert ranges[0].num_rows * 2 <= ranges[1].num_rows or len(ranges) == 2
+    assert pa.concat_tables(ranges).equals(lance.dataset(uri).to_table())
+    batches = list(ds.to_batches(batch_size=1000))
+    assert pa.Table.from_batches(batches).equals(lance.dataset(uri).to_table())
