@@ -296,6 +296,7 @@ def _hash_encode_block(
         readonly(unaligned_words(data)),
         readonly(offsets),
         readonly(picked),
+        readonly(_WORD_MASKS),
         width,
         max_items,
         max_bytes,
@@ -304,6 +305,7 @@ def _hash_encode_block(
         first,
         np.full(capacity, -1, dtype=np.int32),
         np.empty(room, dtype=np.uint64),
+        np.empty(room, dtype=np.int64),
     )
     if count < 0:
         return None
@@ -318,32 +320,52 @@ def _hash_encode_block(
     return indices, FixedWidthBlock(values[first].reshape(-1), block.bits_per_value, count)
 
 
-_HASH_K1 = 0x9E3779B97F4A7C15
-_HASH_K2 = 0xBF58476D1CE4E5B9
+_HASH_K = 0x9E3779B97F4A7C15  # odd: multiplying by it is a bijection on 64 bits
+_WORD_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 
 
 @kernel(
-    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), i8, i8, i8, i8, u4[::1], i8[::1],"
-    " i4[::1], u8[::1])"
+    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), ro(u8[::1]), i8, i8, i8, i8,"
+    " u4[::1], i8[::1], i4[::1], u8[::1], i8[::1])"
 )
 def _hash_encode(
-    data, words, offsets, rows, width, max_items, max_bytes, per_item, indices, first, table, hashes
+    data,
+    words,
+    offsets,
+    rows,
+    masks,
+    width,
+    max_items,
+    max_bytes,
+    per_item,
+    indices,
+    first,
+    table,
+    keys,
+    lengths,
 ):  # pragma: no cover - compiled
     """Dictionary-encode values in order of first appearance, with an open-addressing hash
-    table (``table``: item per slot, -1 empty; a power of two at least twice the items).
+    table (``table``: item per slot, -1 empty; a power of two at least twice the items),
+    slots chosen by the top bits of a multiplicative hash.
 
-    Value ``r`` is ``data[r*width:][:width]`` (``width > 0``) or ``data[offsets[r]:
-    offsets[r+1]]``, for ``r`` in ``rows`` (every value when empty); values are hashed and compared 8 bytes at a time (``words``; a read
-    that would pass the end of ``data`` gathers its bytes, see ``unaligned_words``).  Writes each value's
-    item to ``indices`` and each item's first value (its ``r``) to ``first``; returns the item count,
-    or -1 once there would be more than ``max_items`` items or their bytes (plus
-    ``per_item`` each) would pass ``max_bytes`` (-1: no limit)."""
+    Value ``r`` is ``data[r*width:][:width]`` (``width > 0``) or
+    ``data[offsets[r]:offsets[r+1]]``, for ``r`` in ``rows`` (every value when empty);
+    values are read 8 bytes at a time (``words``; a read that would pass the end of
+    ``data`` gathers its bytes, see ``unaligned_words``; ``masks[k]`` keeps k bytes).
+    The hash of a value of at most 8 bytes is a bijection of it for a given length, so
+    equal hashes and lengths mean equal values; longer values are compared byte by byte.
+    Writes each value's item to ``indices`` and each item's first value (its ``r``) to
+    ``first``; returns the item count, or -1 once there would be more than ``max_items``
+    items or their bytes (plus ``per_item`` each) would pass ``max_bytes`` (-1: no
+    limit)."""
     mask = len(table) - 1
+    shift = np.uint64(64)
+    while (np.uint64(1) << (np.uint64(64) - shift)) < np.uint64(len(table)):
+        shift -= np.uint64(1)
     size = len(data)
+    k = np.uint64(_HASH_K)
     items = 0
     spent = 0
-    k1 = np.uint64(_HASH_K1)
-    k2 = np.uint64(_HASH_K2)
     sampled = len(rows) > 0
     for i in range(len(indices)):
         r = rows[i] if sampled else i
@@ -353,26 +375,26 @@ def _hash_encode(
         else:
             start = offsets[r]
             length = offsets[r + 1] - start
-        h = np.uint64(length) * k1
-        pos = start
-        left = length
-        while left > 0:
+        if start + 8 <= size:
+            w = words[start]
+        else:
+            w = np.uint64(0)
+            for b in range(size - start):
+                w |= np.uint64(data[start + b]) << np.uint64(8 * b)
+        w &= masks[min(length, 8)]
+        h = (w ^ np.uint64(length)) * k
+        pos = start + 8
+        while pos < start + length:  # the words after the first, if any
             if pos + 8 <= size:
                 w = words[pos]
             else:
                 w = np.uint64(0)
-                for k in range(size - pos):
-                    w |= np.uint64(data[pos + k]) << np.uint64(8 * k)
-            if left < 8:
-                w &= (np.uint64(1) << np.uint64(8 * left)) - np.uint64(1)
-            h = (h ^ w) * k2
-            h ^= h >> np.uint64(31)
+                for b in range(size - pos):
+                    w |= np.uint64(data[pos + b]) << np.uint64(8 * b)
+            w &= masks[min(start + length - pos, 8)]
+            h = ((h ^ (h >> np.uint64(29))) ^ w) * k
             pos += 8
-            left -= 8
-        h ^= h >> np.uint64(29)
-        h *= k1
-        h ^= h >> np.uint64(32)
-        slot = np.int64(h & np.uint64(mask))
+        slot = np.int64(h >> shift) if shift < 64 else 0
         while True:
             item = table[slot]
             if item < 0:
@@ -383,23 +405,18 @@ def _hash_encode(
                     return -1
                 table[slot] = items
                 first[items] = r
-                hashes[items] = h
+                keys[items] = h
+                lengths[items] = length
                 indices[i] = items
                 items += 1
                 break
-            if hashes[item] == h:
-                # the hash of one word is a bijection of it (for a given length): equal
-                # hashes of equal lengths up to 8 bytes are equal values
-                j = first[item]
-                if width > 0:
-                    other = j * width
-                    same = True
-                else:
-                    other = offsets[j]
-                    same = offsets[j + 1] - other == length
-                if same and length > 8:
-                    at = 0
+            if keys[item] == h and lengths[item] == length:
+                same = True
+                if length > 8:
+                    j = first[item]
+                    other = j * width if width > 0 else offsets[j]
                     end = max(start, other) + 8
+                    at = 0
                     while same and at + 8 <= length and end + at <= size:
                         same = words[start + at] == words[other + at]
                         at += 8
