@@ -32,6 +32,7 @@ the dictionary buffer come out byte-identical.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -207,8 +208,10 @@ def _eligible(block: Block, version: LanceFileVersion) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=64)  # a file's columns share their page sizes
 def _sample_indices(n: int) -> np.ndarray | None:
-    """pylance's deterministic sample: the first values of 32 equal blocks of the page."""
+    """pylance's deterministic sample: the first values of 32 equal blocks of the page
+    (read-only: the array is shared)."""
     count = max(min(n, SAMPLE_MAX), 1)
     if count < SAMPLE_MIN_RELIABLE:
         return None
@@ -223,7 +226,9 @@ def _sample_indices(n: int) -> np.ndarray | None:
         return None
     # the ranges [starts[b], starts[b] + take[b]) end to end, without a page-long arange
     before = np.cumsum(take) - take
-    return np.repeat(starts - before, take) + np.arange(total, dtype=np.int64)
+    out = np.repeat(starts - before, take) + np.arange(total, dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 def _sample_unique_ratio(block: FixedWidthBlock | VariableWidthBlock) -> float | None:
