@@ -402,6 +402,21 @@ def _symbol_values(symbols: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return (raw & keep).astype(_U64)
 
 
+@kernel("i8(ro(i8[::1]), i8, i8[::1], i8[::1])")
+def _pieces(offsets, piece, starts, takes):  # pragma: no cover - compiled
+    """Cut each string (boundaries ``offsets``) into pieces of at most ``piece`` bytes;
+    writes their starts and sizes in order and returns how many there are."""
+    k = 0
+    for s in range(len(offsets) - 1):
+        at, end = offsets[s], offsets[s + 1]
+        while at < end:
+            starts[k] = at
+            takes[k] = min(end - at, piece)
+            k += 1
+            at += piece
+    return k
+
+
 def _samples(
     data: np.ndarray, offsets: np.ndarray, train_bytes: int, judge_bytes: int
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -417,18 +432,17 @@ def _samples(
     if len(data) <= train_bytes:
         return (data, offsets), (data, offsets)
     rng = np.random.default_rng(_SAMPLE_SEED)
-    lengths = np.diff(offsets)
     piece = max(train_bytes // 16, 64)
-    pieces = (lengths + piece - 1) // piece  # empty strings have none
-    cum = np.cumsum(pieces)
-    total = int(cum[-1])
+    # every piece's start and size, in input order (empty strings have none)
+    bound = len(offsets) + len(data) // piece
+    piece_start = np.empty(bound, dtype=np.int64)
+    piece_take = np.empty(bound, dtype=np.int64)
+    total = _pieces(
+        readonly(np.ascontiguousarray(offsets, dtype=np.int64)), piece, piece_start, piece_take
+    )
     k = min(total, int(2 * (train_bytes + judge_bytes) * total / len(data)) + 32)
     pick = rng.choice(total, size=k, replace=False)
-    # the string of each piece, by a gather rather than a binary search per pick (which
-    # misses the cache on every step for a large input)
-    string = np.repeat(np.arange(len(pieces)), pieces)[pick]
-    start = offsets[string] + (pick - (cum[string] - pieces[string])) * piece
-    take = np.minimum(offsets[string + 1] - start, piece)
+    start, take = piece_start[pick], piece_take[pick]
     out = []
     for part, target in ((slice(0, None, 2), train_bytes), (slice(1, None, 2), judge_bytes)):
         s, t = start[part], take[part]
