@@ -448,7 +448,7 @@ def estimate_cardinality(block: Block) -> int:
     near-exact below a few thousand distinct values (linear counting).
 
     Not used by :func:`should_dictionary_encode`: pylance 14 decides with a sample and an
-    exact count, and Arrow's hash kernel counts exactly about as fast as this estimates.
+    exact count, and the compiled hash encode counts exactly about as fast as this estimates.
     """
     if isinstance(block, FixedWidthBlock):
         if block.num_values == 0:
