@@ -128,11 +128,16 @@ def place_ranges(
     array raises IndexError, as indexing would."""
     src = np.ascontiguousarray(src)
     size = src.dtype.itemsize  # copied as bytes: one compiled signature for every dtype
+    starts, lengths, dst_starts = (
+        np.ascontiguousarray(a, dtype=np.int64) for a in (starts, lengths, dst_starts)
+    )
+    if size != 1:
+        starts, lengths, dst_starts = starts * size, lengths * size, dst_starts * size
     ok = _copy_ranges(
         readonly(src.view(np.uint8)),
-        readonly(np.ascontiguousarray(starts, dtype=np.int64) * size),
-        readonly(np.ascontiguousarray(lengths, dtype=np.int64) * size),
-        readonly(np.ascontiguousarray(dst_starts, dtype=np.int64) * size),
+        readonly(starts),
+        readonly(lengths),
+        readonly(dst_starts),
         out.view(np.uint8),
     )
     if not ok:
