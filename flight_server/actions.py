@@ -448,9 +448,9 @@ def cache_stats(ctx: ServiceContext, body: wire.NoBody) -> dict:
     return {**ctx.cache.stats(), "pages": ctx.cache.page_stats()}
 
 
-@action("health", "Liveness: status, datasets, cache, process id.")
+@action("health", "Liveness: status, datasets, cache, read-ahead, process id.")
 def health(ctx: ServiceContext, body: wire.AnyBody) -> dict:
-    return {
+    out = {
         "status": "ok",
         "datasets": len(ctx.catalog.names()),
         "cache": ctx.cache.stats(),
@@ -458,3 +458,6 @@ def health(ctx: ServiceContext, body: wire.AnyBody) -> dict:
         "pid": os.getpid(),
         "locations": ctx.locations,
     }
+    if ctx.read_ahead_stats is not None:
+        out["read_ahead"] = ctx.read_ahead_stats()
+    return out

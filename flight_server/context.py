@@ -8,6 +8,7 @@ import the server (which imports them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,13 +26,15 @@ class ServiceContext:
     """The shared state of one server process.
 
     ``locations``: where endpoints may be read (this process first); filled in once the
-    server knows its port.  ``metrics`` is None when metrics are off.
+    server knows its port.  ``metrics`` is None when metrics are off.  ``read_ahead_stats``
+    gives the Flight server's read-ahead counts (None for other services).
     """
 
     catalog: Catalog
     limits: Limits = field(default_factory=Limits)
     locations: list[str] = field(default_factory=list)
     metrics: ServerMetrics | None = None
+    read_ahead_stats: Callable[[], dict[str, int]] | None = None
 
     @property
     def cache(self) -> SearchCache:

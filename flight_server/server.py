@@ -52,6 +52,7 @@ from .memory import Reclaimer, ReclaimOnRefusal
 from .merge_put import merge_options
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
+from .readahead import ReadAhead
 from .streams import batch_stream, has_dictionary, message_sized, range_stream, range_tables
 from .tickets import Ticket
 
@@ -147,6 +148,8 @@ class LanceFlightServer(flight.FlightServerBase):
             metrics.watch_page_cache(self.cache.page_stats)
             observers["metrics"] = metrics.middleware()
         self.reclaimer = Reclaimer()
+        self.readahead = ReadAhead(self._start_ahead)
+        self.context.read_ahead_stats = self.readahead.stats
         observers["reclaim"] = ReclaimOnRefusal(self.reclaimer)
         if authenticator is not None:
             options = auth_mod.auth_server_options(authenticator, observers)
@@ -207,6 +210,7 @@ class LanceFlightServer(flight.FlightServerBase):
     def shutdown(self) -> None:
         super().shutdown()
         self.reclaimer.close()
+        self.readahead.close()
         if self.sql is not None:
             self.sql.close()  # the engine's DuckDB, now that no call can use it
 
@@ -268,6 +272,8 @@ class LanceFlightServer(flight.FlightServerBase):
         q = parse_descriptor(descriptor)
         requestlog.annotate(context, dataset=q.dataset)
         p = self._plan(q)
+        if len(self.locations) == 1:  # every endpoint is read here: see readahead
+            self.readahead.note_plan([t.encode().ticket for t in p.tickets])
         return flight_info(descriptor, p, self.locations)
 
     @flight_errors
@@ -296,60 +302,97 @@ class LanceFlightServer(flight.FlightServerBase):
             return sql.do_get(context, ticket)
         t = Ticket.decode(raw)
         requestlog.annotate(context, dataset=t.dataset, version=t.version)
-        ds = self.catalog.open(t.dataset, t.version)
-        if t.row_ids is not None:
-            schema = ds.scanner(columns=t.columns, with_row_id=t.with_row_id).schema
-            items: Iterator[Any] = _take_batches(ds, t)
-        else:
-            fragments = ranges = None
-            if t.fragment is not None:
-                frag = ds.get_fragment(t.fragment)
-                if frag is None:
-                    raise NotFound(f"version {t.version} has no fragment {t.fragment}")
-                fragments = [frag]
-                if t.start is not None and t.stop is not None:  # they go together
-                    ranges = {t.fragment: (t.start, t.stop)}
-            scanner = ds.scanner(
-                columns=t.columns,
-                filter=t.filter,
-                limit=t.limit,
-                offset=t.offset,
-                with_row_id=t.with_row_id,
-                batch_size=t.batch_size,
-                fragments=fragments,
-                ranges=ranges,
-                **_nearest_args(t),
-            )
-            schema = scanner.schema
-            if isinstance(scanner, Scanner) and not has_dictionary(schema):
-                items = scanner.to_ranges()  # whole decoded ranges, pages unjoined
+        ds = self.catalog.open(t.dataset, t.version)  # the caller's read permission, too
+        parked = self.readahead.begin(raw)
+        try:
+            if parked is not None:  # decoded ahead for this very ticket (see readahead)
+                schema, tables = parked
             else:
-                items = scanner.to_batches()
-        if has_dictionary(schema):
-            batches = message_sized(prefetch(items))
-            return batch_stream(schema, guarded(self._stream(context, batches), self, context))
+                schema, items, ranged = self._source(ds, t)
+                if not ranged:
+                    batches = message_sized(prefetch(items))
+                    stream = self._stream(context, batches, raw)
+                    return batch_stream(schema, guarded(stream, self, context))
+                tables = prefetch(self._ranges(raw, schema, items, t))
+        except BaseException:
+            self.readahead.end(raw)
+            raise
         # whole ranges, cut into messages and grouped on the decoding thread: Flight sends
         # each range's messages without coming back to Python
-        tables = prefetch(range_tables(schema, items, t.batch_size))
-        return range_stream(schema, guarded(self._stream(context, tables), self, context))
+        return range_stream(schema, guarded(self._stream(context, tables, raw), self, context))
 
-    def _stream(self, context, batches: Iterator[Any]) -> Iterator[Any]:
+    def _source(self, ds, t: Ticket) -> tuple[pa.Schema, Iterator[Any], bool]:
+        """What ticket ``t`` reads: its schema, its items (decoded ranges, or batches), and
+        whether they may travel as ranges (not with dictionary columns: see streams)."""
+        if t.row_ids is not None:
+            schema = ds.scanner(columns=t.columns, with_row_id=t.with_row_id).schema
+            return schema, _take_batches(ds, t), False
+        fragments = ranges = None
+        if t.fragment is not None:
+            frag = ds.get_fragment(t.fragment)
+            if frag is None:
+                raise NotFound(f"version {t.version} has no fragment {t.fragment}")
+            fragments = [frag]
+            if t.start is not None and t.stop is not None:  # they go together
+                ranges = {t.fragment: (t.start, t.stop)}
+        scanner = ds.scanner(
+            columns=t.columns,
+            filter=t.filter,
+            limit=t.limit,
+            offset=t.offset,
+            with_row_id=t.with_row_id,
+            batch_size=t.batch_size,
+            fragments=fragments,
+            ranges=ranges,
+            **_nearest_args(t),
+        )
+        schema = scanner.schema
+        if isinstance(scanner, Scanner) and not has_dictionary(schema):
+            return schema, scanner.to_ranges(), True  # whole decoded ranges, pages unjoined
+        return schema, scanner.to_batches(), False
+
+    def _ranges(self, raw: bytes, schema: pa.Schema, items, t: Ticket) -> Iterator[pa.Table]:
+        """The ranges of ticket ``raw``; once the last is decoded, the next endpoint of its
+        plan starts decoding ahead (on this producer thread's way out)."""
+        yield from range_tables(schema, items, t.batch_size)
+        self.readahead.after(raw)
+
+    def _start_ahead(self, raw: bytes) -> tuple[pa.Schema, Iterator[pa.Table]]:
+        """Start producing the ranges of ticket ``raw`` now, for a DoGet to claim; a ticket
+        that is not a plain range scan starts nothing (ValueError)."""
+        t = Ticket.decode(raw)
+        ds = self.catalog.open(t.dataset, t.version)
+        schema, items, ranged = self._source(ds, t)
+        if not ranged:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+            raise ValueError("not a range scan")
+        return schema, prefetch(self._ranges(raw, schema, items, t), started=True)
+
+    def _stream(self, context, batches: Iterator[Any], ticket: bytes) -> Iterator[Any]:
         """Lazily hand batches (or ranges: tables) to gRPC: pulled one at a time, so a slow
         client slows decoding down, a cancelled one stops it, and memory holds a range or two
-        whatever the dataset's size."""
-        while True:
-            self._check_running()
-            started = time.perf_counter()
-            batch = next(batches, None)
-            if batch is None:
-                return
-            if self.metrics is not None:
-                self.metrics.record_decode(time.perf_counter() - started)
-                self.metrics.record_served(batch.num_rows, batch.nbytes)
-            requestlog.accumulate(context, rows=batch.num_rows, bytes=batch.nbytes)
-            if context.is_cancelled():
-                return
-            yield batch
+        whatever the dataset's size.  Ends the read-ahead's record of ``ticket``'s call."""
+        try:
+            while True:
+                self._check_running()
+                started = time.perf_counter()
+                batch = next(batches, None)
+                if batch is None:
+                    return
+                if self.metrics is not None:
+                    self.metrics.record_decode(time.perf_counter() - started)
+                    self.metrics.record_served(batch.num_rows, batch.nbytes)
+                requestlog.accumulate(context, rows=batch.num_rows, bytes=batch.nbytes)
+                if context.is_cancelled():
+                    return
+                yield batch
+        finally:
+            self.readahead.end(ticket)
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -34,50 +34,87 @@ def pool() -> ThreadPoolExecutor:
 _DONE = object()
 
 
-def prefetch(items: Iterator[T], depth: int = 1) -> Iterator[T]:
+def prefetch(items: Iterator[T], depth: int = 1, *, started: bool = False) -> Prefetched[T]:
     """``items`` produced on a background thread, up to ``depth`` ahead of the consumer.
 
     A streaming reader alternates decoding (mostly GIL-free numpy) with handing batches
     to a consumer (gRPC serialising and sending, GIL-free too): producing the next batch
     while the consumer works on this one overlaps the two.  Memory stays bounded by
     ``depth + 2`` items; an exception in the producer is re-raised in the consumer; a
-    consumer that stops early (``close()``) stops the producer at its next item.
+    consumer that stops early (``close()``, or dropping the iterator) stops the producer at
+    its next item.  The producer starts at the first ``next()``, or at once with
+    ``started`` (a stream decoded ahead of its consumer: then ``close()`` it if unused).
     """
-    slots: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
+    out = Prefetched(items, depth)
+    if started:
+        out.start()
+    return out
 
-    def offer(entry: tuple) -> bool:
+
+class Prefetched(Iterator[T]):
+    """The iterator :func:`prefetch` returns."""
+
+    def __init__(self, items: Iterator[T], depth: int):
+        self._items = items
+        self._slots: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._done = False
+
+    def start(self) -> None:
+        if self._worker is None and not self._stop.is_set():
+            self._worker = threading.Thread(
+                target=self._produce, name="lance-prefetch", daemon=True
+            )
+            self._worker.start()
+
+    def _offer(self, entry: tuple) -> bool:
         """Queue ``entry`` once there is room; False if the consumer stopped meanwhile."""
-        while not stop.is_set():
+        while not self._stop.is_set():
             try:
-                slots.put(entry, timeout=0.1)
+                self._slots.put(entry, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def produce() -> None:
+    def _produce(self) -> None:
+        items = self._items
         try:
             for item in items:
-                if not offer((item, None)):
+                if not self._offer((item, None)):
                     return
-            offer((_DONE, None))
+            self._offer((_DONE, None))
         except BaseException as exc:  # handed to the consumer, raised there
-            offer((_DONE, exc))
+            self._offer((_DONE, exc))
         finally:
             close = getattr(items, "close", None)
             if close is not None:
                 close()
 
-    worker = threading.Thread(target=produce, name="lance-prefetch", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item, exc = slots.get()
-            if item is _DONE:
-                if exc is not None:
-                    raise exc
-                return
-            yield item
-    finally:
-        stop.set()  # the producer notices within 0.1 s or at its next item
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        self.start()
+        if self._worker is None:  # closed before it started
+            self._done = True
+            raise StopIteration
+        item, exc = self._slots.get()
+        if item is _DONE:
+            self.close()
+            if exc is not None:
+                raise exc
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Stop the producer (it notices within 0.1 s or at its next item)."""
+        self._done = True
+        self._stop.set()
+        if self._worker is None:  # never started: nothing else will close the source
+            close = getattr(self._items, "close", None)
+            if close is not None:
+                close()
+
+    def __del__(self) -> None:
+        self._stop.set()

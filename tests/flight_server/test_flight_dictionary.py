@@ -220,8 +220,8 @@ def test_error_after_a_dictionary_batch_keeps_its_flight_status(root):
     batch) reaches the client as its own status, without a server traceback."""
 
     class Stopping(LanceFlightServer):
-        def _stream(self, context, batches):
-            for i, b in enumerate(super()._stream(context, batches)):
+        def _stream(self, context, batches, *rest):
+            for i, b in enumerate(super()._stream(context, batches, *rest)):
                 if i == 1:
                     raise Unavailable("the server is shutting down; retry the call")
                 yield b

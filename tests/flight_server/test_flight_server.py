@@ -283,8 +283,8 @@ def test_stream_is_lazy_and_stops_when_cancelled(wide_root, dataset):
     pulled: list[int] = []
 
     class Counting(LanceFlightServer):
-        def _stream(self, context, batches):
-            for b in super()._stream(context, batches):
+        def _stream(self, context, batches, *rest):
+            for b in super()._stream(context, batches, *rest):
                 pulled.append(b.num_rows)
                 yield b
 
