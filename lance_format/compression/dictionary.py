@@ -296,22 +296,39 @@ def _hash_encode_block(
         capacity *= 2
     indices = np.empty(n, dtype=np.uint32)
     first = np.empty(room, dtype=np.int64)
-    count = _hash_encode(
-        readonly(data),
-        readonly(unaligned_words(data)),
-        readonly(offsets),
-        readonly(picked),
-        readonly(_WORD_MASKS),
-        width,
-        max_items,
-        max_bytes,
-        per_item,
-        indices,
-        first,
-        np.full(capacity, -1, dtype=np.int32),
-        np.empty(room, dtype=np.uint64),
-        np.empty(room, dtype=np.int64),
-    )
+    words = readonly(unaligned_words(data))
+    table = np.full(capacity, -1, dtype=np.int32)
+    keys = np.empty(room, dtype=np.uint64)
+    if 0 < width <= 8:  # one word per value: its hash alone tells values apart
+        count = _hash_encode_words(
+            readonly(data),
+            words,
+            readonly(picked),
+            width,
+            max_items,
+            max_bytes,
+            indices,
+            first,
+            table,
+            keys,
+        )
+    else:
+        count = _hash_encode(
+            readonly(data),
+            words,
+            readonly(offsets),
+            readonly(picked),
+            readonly(_WORD_MASKS),
+            width,
+            max_items,
+            max_bytes,
+            per_item,
+            indices,
+            first,
+            table,
+            keys,
+            np.empty(room, dtype=np.int64),
+        )
     if count < 0:
         return None
     first = first[:count]
@@ -327,6 +344,56 @@ def _hash_encode_block(
 
 _HASH_K = 0x9E3779B97F4A7C15  # odd: multiplying by it is a bijection on 64 bits
 _WORD_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+
+
+@kernel("i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), i8, i8, i8, u4[::1], i8[::1], i4[::1], u8[::1])")
+def _hash_encode_words(
+    data, words, rows, width, max_items, max_bytes, indices, first, table, keys
+):  # pragma: no cover - compiled
+    """:func:`_hash_encode` for fixed-width values of 1 to 8 bytes (``max_bytes`` counts
+    ``width`` per item): each value is one word, whose hash is a bijection of it, so equal
+    hashes are equal values and nothing else is compared."""
+    mask = len(table) - 1
+    shift = np.uint64(64)
+    while (np.uint64(1) << (np.uint64(64) - shift)) < np.uint64(len(table)):
+        shift -= np.uint64(1)
+    keep = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - 8 * width)
+    salt = np.uint64(width)
+    size = len(data)
+    k = np.uint64(_HASH_K)
+    items = 0
+    spent = 0
+    sampled = len(rows) > 0
+    for i in range(len(indices)):
+        r = rows[i] if sampled else i
+        start = r * width
+        if start + 8 <= size:
+            w = words[start]
+        else:
+            w = np.uint64(0)
+            for b in range(size - start):
+                w |= np.uint64(data[start + b]) << np.uint64(8 * b)
+        h = ((w & keep) ^ salt) * k
+        slot = np.int64(h >> shift)
+        while True:
+            item = table[slot]
+            if item < 0:
+                if items >= max_items:
+                    return -1
+                spent += width
+                if max_bytes >= 0 and spent > max_bytes:
+                    return -1
+                table[slot] = items
+                first[items] = r
+                keys[items] = h
+                indices[i] = items
+                items += 1
+                break
+            if keys[item] == h:
+                indices[i] = item
+                break
+            slot = (slot + 1) & mask
+    return items
 
 
 @kernel(
