@@ -264,12 +264,13 @@ def test_batch_size_bounds_every_batch(client, root):
 
 @pytest.fixture(scope="module")
 def wide_root(tmp_path_factory) -> str:
-    """One fragment of 64 batches of 32Ki rows x 2 doubles (1 MiB each): far more than
+    """One fragment of 64 batches of 32Ki rows x 4 doubles (1 MiB each): far more than
     gRPC's flow-control window and the server's read-ahead hold."""
     root = tmp_path_factory.mktemp("wide")
     n = 64 * 32768
     rng = np.random.default_rng(0)
-    lance.write_dataset(pa.table({"a": rng.random(n), "b": rng.random(n)}), str(root / "wide"))
+    wide = pa.table({k: rng.random(n) for k in "abcd"})
+    lance.write_dataset(wide, str(root / "wide"), max_rows_per_file=n)
     # the same with a dictionary column (a pandas categorical): its stream carries dictionaries
     words = pa.array([f"word-{i % 5000}" for i in range(n)]).dictionary_encode()
     lance.write_dataset(pa.table({"a": rng.random(n), "w": words}), str(root / "words"))
@@ -793,7 +794,10 @@ def test_sigterm_with_a_stalled_reader_still_exits_cleanly(wide_root):
     ends with UNAVAILABLE and the process exits 0."""
     with serve(wide_root, "--no-warm", "--shutdown-grace", "1") as s:
         c = fl.connect(s.location)
-        info = c.get_flight_info(cmd(dataset="wide", batch_size=32768))
+        # one endpoint of all 64 MiB: more than gRPC's windows and the server's queues hold,
+        # so the stream cannot finish while the client stalls
+        info = c.get_flight_info(cmd(dataset="wide", batch_size=32768, split_rows=1 << 22))
+        assert len(info.endpoints) == 1
         reader = c.do_get(info.endpoints[0].ticket)
         reader.read_chunk()
         assert s.stop(signal.SIGTERM) == 0
