@@ -47,10 +47,18 @@ def check_arrays(batch: pa.RecordBatch) -> None:
     (see :func:`_checked_before`)."""
     if _checked_before(batch):
         return
+    layouts = [_layout_type(t) for t in batch.schema.types]
+    if all(t is None for t in layouts):
+        try:  # one call for the whole batch; a failure is located column by column below
+            batch.validate(full=True)
+            _remember(batch)
+            return
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
     for i, f in enumerate(batch.schema):
         column = batch.column(i)
         try:
-            layout = _layout_type(column.type)
+            layout = layouts[i]
             (column if layout is None else column.view(layout)).validate(full=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             problem = first_line(e)
@@ -204,22 +212,26 @@ def _checked_before(batch: pa.RecordBatch) -> bool:
     live = [b for b in (ref() for ref in recent) if b is not None]
     if any(b is batch for b in live):
         return True
-    columns = batch.columns
-    mine: list | None = None
+    n = batch.num_columns
+    mine: list = [False] * n  # buffer keys, computed as the comparison needs them
     for old in live:
-        if old.num_columns != len(columns):
+        if old.num_columns != n:
             continue
-        theirs = old.columns
-        if any(a.type != b.type for a, b in zip(columns, theirs, strict=True)):
-            continue
-        if mine is None:
-            mine = [_buffer_key(c) for c in columns]
-            if any(k is None for k in mine):
+        # column by column, so that a batch of other data is told apart at its first column
+        # (the usual case: a new batch), not after every column's buffers were listed
+        for i in range(n):
+            a, b = batch.column(i), old.column(i)
+            if a.type != b.type or not (
+                b.offset <= a.offset and a.offset + len(a) <= b.offset + len(b)
+            ):
+                break
+            if mine[i] is False:
+                mine[i] = _buffer_key(a)
+            if mine[i] is None:
                 return False  # dictionaries: always validated
-        if all(
-            b.offset <= a.offset and a.offset + len(a) <= b.offset + len(b) and k == _buffer_key(b)
-            for a, b, k in zip(columns, theirs, mine, strict=True)
-        ):
+            if mine[i] != _buffer_key(b):
+                break
+        else:
             return True
     return False
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import CorruptFileError, UnsupportedError
 from ..jit import kernel, readonly
-from .blocks import ChunkRanges, gather_ranges
+from .blocks import ChunkRanges, gather_ranges, place_ranges
 
 BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
@@ -400,12 +400,17 @@ def encode_out_of_line_chunks(
         j = np.arange(nb) - (np.cumsum(nblocks) - nblocks)[owner]
         src = starts[owner] + j * BLOCK
         take = np.minimum(counts[owner] - j * BLOCK, BLOCK)  # values in this block
-        blocks = np.zeros((nb, BLOCK), dtype=dtype)
-        keep = np.arange(BLOCK)[None, :] < take[:, None]
-        blocks[keep] = values[(src[:, None] + np.arange(BLOCK)[None, :])[keep]]
+        blocks = np.zeros((nb, BLOCK), dtype=dtype)  # a short last block is zero-padded
+        place_ranges(values, src, take, np.arange(nb, dtype=np.int64) * BLOCK, blocks.reshape(-1))
         packed = pack_blocks(blocks, width, t)  # nb x wpb
         dest = out_start[owner] + j * wpb
-        out[(dest[:, None] + np.arange(wpb)[None, :]).reshape(-1)] = packed.reshape(-1)
+        place_ranges(
+            packed.reshape(-1),
+            np.arange(nb, dtype=np.int64) * wpb,
+            np.full(nb, wpb, dtype=np.int64),
+            dest,
+            out,
+        )
     if raw_tail.any():
         sel = np.flatnonzero(raw_tail)
         src = gather_ranges(values, starts[sel] + nfull[sel] * BLOCK, raw_tail[sel])

@@ -85,6 +85,19 @@ Block = FixedWidthBlock | VariableWidthBlock | FixedSizeListBlock | StructBlock
 _B = TypeVar("_B", FixedWidthBlock, VariableWidthBlock, FixedSizeListBlock, StructBlock)
 
 
+def unaligned_words(data: np.ndarray) -> np.ndarray:
+    """The 8 bytes from every position of ``data`` on, as one (unaligned) little-endian
+    word each: a strided view, no copy, for kernels that read 8 bytes at a time (a read
+    that would pass the end of ``data`` must gather its bytes one by one instead).  Short
+    inputs are padded so that the view always has the one (non-contiguous) layout the
+    kernels are compiled for."""
+    if len(data) < 16:
+        padded = np.zeros(16, dtype=np.uint8)
+        padded[: len(data)] = data
+        data = padded
+    return np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+
+
 def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """``concatenate([base[s:s+n] for s, n in zip(starts, lengths)])`` for a 1-D ``base``,
     copied by :func:`place_ranges`; one range is a view."""
@@ -115,11 +128,16 @@ def place_ranges(
     array raises IndexError, as indexing would."""
     src = np.ascontiguousarray(src)
     size = src.dtype.itemsize  # copied as bytes: one compiled signature for every dtype
+    starts, lengths, dst_starts = (
+        np.ascontiguousarray(a, dtype=np.int64) for a in (starts, lengths, dst_starts)
+    )
+    if size != 1:
+        starts, lengths, dst_starts = starts * size, lengths * size, dst_starts * size
     ok = _copy_ranges(
         readonly(src.view(np.uint8)),
-        readonly(np.ascontiguousarray(starts, dtype=np.int64) * size),
-        readonly(np.ascontiguousarray(lengths, dtype=np.int64) * size),
-        readonly(np.ascontiguousarray(dst_starts, dtype=np.int64) * size),
+        readonly(starts),
+        readonly(lengths),
+        readonly(dst_starts),
         out.view(np.uint8),
     )
     if not ok:

@@ -232,10 +232,13 @@ def bitpacked_size(values: np.ndarray, t: int) -> int:
     if n == 0:
         return 0
     nblocks = -(-n // bitpacking.BLOCK)
-    padded = np.zeros(nblocks * bitpacking.BLOCK, dtype=values.dtype)
-    padded[:n] = values
-    widths = bitpacking.bit_widths(padded.reshape(nblocks, bitpacking.BLOCK), t)
-    return int(nblocks * (t // 8) + 128 * widths.sum())
+    full = n // bitpacking.BLOCK * bitpacking.BLOCK
+    # full blocks as a view; the zero padding of a short last block does not change its
+    # maximum, so that block is measured as it is (no padded copy of the page)
+    total = int(bitpacking.bit_widths(values[:full].reshape(-1, bitpacking.BLOCK), t).sum())
+    if full < n:
+        total += int(bitpacking.bit_widths(values[full:].reshape(1, -1), t).sum())
+    return int(nblocks * (t // 8) + 128 * total)
 
 
 def value_changes(block: FixedWidthBlock) -> np.ndarray:

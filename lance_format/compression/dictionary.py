@@ -32,18 +32,17 @@ the dictionary buffer come out byte-identical.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import CorruptFileError, InvalidArgumentError, UnsupportedError
 from ..jit import kernel, load_u64, readonly, store_u64
 from ..version import LanceFileVersion
-from .blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges
+from .blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges, unaligned_words
 
 DICT_DIVISOR_KEY = "lance-encoding:dict-divisor"
 DICT_SIZE_RATIO_KEY = "lance-encoding:dict-size-ratio"
@@ -94,8 +93,7 @@ def should_dictionary_encode(
     if budget is None:
         return False
     assert isinstance(block, (FixedWidthBlock, VariableWidthBlock))  # eligible: it has a budget
-    items, item_bytes = _distinct_items(block)
-    return _fits(block, items, item_bytes, budget)
+    return _hash_encode_block(block, budget) is not None
 
 
 def encode_if_worthwhile(
@@ -105,11 +103,9 @@ def encode_if_worthwhile(
     budget = dictionary_budget(block, num_values, metadata, version)
     if budget is None:
         return None
-    indices, items = encode(block)
-    item_bytes = int(items.offsets[-1]) if isinstance(items, VariableWidthBlock) else 0
-    if not _fits(block, items.num_values, item_bytes, budget):
-        return None
-    return indices, items
+    assert isinstance(block, (FixedWidthBlock, VariableWidthBlock))  # eligible: it has a budget
+    # the encode stops as soon as a budget is passed (as pylance's loop does)
+    return _hash_encode_block(block, budget)
 
 
 def dictionary_budget(
@@ -212,16 +208,10 @@ def _eligible(block: Block, version: LanceFileVersion) -> bool:
     return False
 
 
-def _fits(block: Block, num_items: int, item_bytes: int, budget: DictBudget) -> bool:
-    """The exact budget check.  pylance aborts its encode loop as soon as a running total
-    passes a budget; every total only grows, so checking the final totals is the same."""
-    if num_items > budget.max_items:
-        return False
-    return encoded_size(block, num_items, item_bytes) <= budget.max_encoded_bytes
-
-
+@functools.lru_cache(maxsize=64)  # a file's columns share their page sizes
 def _sample_indices(n: int) -> np.ndarray | None:
-    """pylance's deterministic sample: the first values of 32 equal blocks of the page."""
+    """pylance's deterministic sample: the first values of 32 equal blocks of the page
+    (read-only: the array is shared)."""
     count = max(min(n, SAMPLE_MAX), 1)
     if count < SAMPLE_MIN_RELIABLE:
         return None
@@ -236,43 +226,18 @@ def _sample_indices(n: int) -> np.ndarray | None:
         return None
     # the ranges [starts[b], starts[b] + take[b]) end to end, without a page-long arange
     before = np.cumsum(take) - take
-    return np.repeat(starts - before, take) + np.arange(total, dtype=np.int64)
+    out = np.repeat(starts - before, take) + np.arange(total, dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 def _sample_unique_ratio(block: FixedWidthBlock | VariableWidthBlock) -> float | None:
     idx = _sample_indices(block.num_values)
     if idx is None:
         return None
-    distinct = _count_distinct(_to_arrow(_take(block, idx)))
-    return distinct / len(idx)
-
-
-def _take(
-    block: FixedWidthBlock | VariableWidthBlock, idx: np.ndarray
-) -> FixedWidthBlock | VariableWidthBlock:
-    if isinstance(block, VariableWidthBlock):
-        starts = block.offsets[idx]
-        lengths = block.offsets[idx + 1] - starts
-        offsets = np.zeros(len(idx) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        data = gather_ranges(np.asarray(block.data), starts, lengths)
-        return VariableWidthBlock(offsets, data, block.bits_per_offset)
-    width = block.bits_per_value // 8
-    rows = np.asarray(block.data[: block.num_values * width]).reshape(-1, width)
-    return FixedWidthBlock(rows[idx].reshape(-1), block.bits_per_value, len(idx))
-
-
-def _distinct_items(block: FixedWidthBlock | VariableWidthBlock) -> tuple[int, int]:
-    """Exact ``(distinct values, their total bytes)`` (bytes only for variable width)."""
-    uniq = pc.unique(_to_arrow(block))
-    if isinstance(block, VariableWidthBlock):
-        offs, _ = _binary_parts(uniq)
-        return len(uniq), int(offs[-1])
-    return len(uniq), 0
-
-
-def _count_distinct(arr: pa.Array) -> int:
-    return int(pc.count_distinct(arr).as_py())
+    encoded = _hash_encode_block(block, None, rows=idx)
+    assert encoded is not None  # no budget: never abandoned
+    return encoded[1].num_values / len(idx)
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -284,64 +249,257 @@ def encode(block: Block) -> tuple[np.ndarray, Block]:
 
     Fixed width of any whole number of bytes gives a :class:`FixedWidthBlock` of the same
     width; variable width gives a :class:`VariableWidthBlock` with offsets from 0 and the
-    same ``bits_per_offset``.  Arrow's hash kernel does the work: it beat ``np.unique`` by
-    5-15x on a million values (and ``np.unique`` sorts, which loses the appearance order).
+    same ``bits_per_offset``.
     """
-    if isinstance(block, FixedWidthBlock | VariableWidthBlock):
-        encoded = pc.dictionary_encode(_to_arrow(block))
-    else:
+    if not isinstance(block, FixedWidthBlock | VariableWidthBlock):
         raise UnsupportedError(f"dictionary encoding of a {type(block).__name__}")
-    # int32 keys from Arrow, never negative: the same bytes as uint32, without a copy
-    indices = encoded.indices.to_numpy(zero_copy_only=False).view(np.uint32)
-    return indices, _from_arrow(encoded.dictionary, block)
+    encoded = _hash_encode_block(block, None)
+    assert encoded is not None  # no budget: never abandoned
+    return encoded
 
 
-def _to_arrow(block: FixedWidthBlock | VariableWidthBlock) -> pa.Array:
-    """A zero-copy Arrow view of the block's values (no validity: nulls are placeholders)."""
-    n = block.num_values
+def _hash_encode_block(
+    block: FixedWidthBlock | VariableWidthBlock,
+    budget: DictBudget | None,
+    rows: np.ndarray | None = None,
+) -> tuple[np.ndarray, Block] | None:
+    """:func:`encode`, or None as soon as the items pass ``budget`` (pylance's running
+    totals only grow, so stopping at the first excess decides as the finished encode
+    would).  ``rows`` encodes just those values of the block (a sample), in that order."""
+    total = block.num_values
+    picked = np.zeros(0, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    n = total if rows is None else len(picked)
     if isinstance(block, VariableWidthBlock):
-        offsets = np.asarray(block.offsets, dtype=np.int64)
-        base = int(offsets[0])
-        data = np.ascontiguousarray(np.asarray(block.data)[base : int(offsets[-1])])
-        rel = offsets - base
-        if int(rel[-1]) < 2**31:
-            return pa.Array.from_buffers(
-                pa.binary(), n, [None, pa.py_buffer(rel.astype(np.int32)), pa.py_buffer(data)]
-            )
-        return pa.Array.from_buffers(
-            pa.large_binary(), n, [None, pa.py_buffer(rel), pa.py_buffer(data)]
+        offsets = np.ascontiguousarray(block.offsets, dtype=np.int64)
+        data = np.ascontiguousarray(block.data, dtype=np.uint8)
+        width = 0
+        per_item = block.bits_per_offset // 8  # each item adds an offset
+        fixed_cost = n * INDEX_BYTES + per_item  # the indices and the first offset
+    else:
+        bits = block.bits_per_value
+        if bits % 8 or bits <= 0:
+            raise UnsupportedError(f"dictionary encoding of {bits}-bit values")
+        width = bits // 8
+        offsets = np.zeros(0, dtype=np.int64)
+        data = np.ascontiguousarray(np.asarray(block.data[: total * width]), dtype=np.uint8)
+        per_item = 0
+        fixed_cost = n * INDEX_BYTES
+    max_items, max_bytes = n, -1  # -1: no byte budget
+    if budget is not None:
+        max_items = min(n, budget.max_items)
+        max_bytes = budget.max_encoded_bytes - fixed_cost
+        if max_bytes < 0:
+            return None
+    room = min(n, max_items + 1)
+    capacity = 16
+    while capacity < 2 * room:
+        capacity *= 2
+    indices = np.empty(n, dtype=np.uint32)
+    first = np.empty(room, dtype=np.int64)
+    words = readonly(unaligned_words(data))
+    table = np.full(capacity, -1, dtype=np.int32)
+    keys = np.empty(room, dtype=np.uint64)
+    if 0 < width <= 8:  # one word per value: its hash alone tells values apart
+        count = _hash_encode_words(
+            readonly(data),
+            words,
+            readonly(picked),
+            width,
+            max_items,
+            max_bytes,
+            indices,
+            first,
+            table,
+            keys,
         )
-    bits = block.bits_per_value
-    if bits % 8 or bits <= 0:
-        raise UnsupportedError(f"dictionary encoding of {bits}-bit values")
-    width = bits // 8
-    data = np.ascontiguousarray(np.asarray(block.data[: n * width]))
-    if width in (1, 2, 4, 8):  # integer hashing is faster than fixed-size binary
-        return pa.array(data.view(f"<u{width}"))
-    return pa.Array.from_buffers(pa.binary(width), n, [None, pa.py_buffer(data)])
+    else:
+        count = _hash_encode(
+            readonly(data),
+            words,
+            readonly(offsets),
+            readonly(picked),
+            readonly(_WORD_MASKS),
+            width,
+            max_items,
+            max_bytes,
+            per_item,
+            indices,
+            first,
+            table,
+            keys,
+            np.empty(room, dtype=np.int64),
+        )
+    if count < 0:
+        return None
+    first = first[:count]
+    if isinstance(block, VariableWidthBlock):
+        lengths = offsets[first + 1] - offsets[first]
+        item_offsets = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(lengths, out=item_offsets[1:])
+        item_data = gather_ranges(data, offsets[first], lengths)
+        return indices, VariableWidthBlock(item_offsets, item_data, block.bits_per_offset)
+    values = data.reshape(total, width)
+    return indices, FixedWidthBlock(values[first].reshape(-1), block.bits_per_value, count)
 
 
-def _from_arrow(items: pa.Array, like: FixedWidthBlock | VariableWidthBlock) -> Block:
-    if isinstance(like, VariableWidthBlock):
-        offs, data = _binary_parts(items)
-        return VariableWidthBlock(offs, data, like.bits_per_offset)
-    width = like.bits_per_value // 8
-    buf = items.buffers()[1]
-    raw = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
-    raw = raw[items.offset * width : (items.offset + len(items)) * width]
-    return FixedWidthBlock(raw, like.bits_per_value, len(items))
+_HASH_K = 0x9E3779B97F4A7C15  # odd: multiplying by it is a bijection on 64 bits
+_WORD_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 
 
-def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Offsets (int64, from 0) and the bytes they cover, of a (large) binary array."""
-    dtype = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
-    _, off_buf, data_buf = arr.buffers()
-    offs = np.frombuffer(off_buf, dtype=dtype)[arr.offset : arr.offset + len(arr) + 1]
-    offs = offs.astype(np.int64)
-    start, stop = int(offs[0]), int(offs[-1])
-    if data_buf is None or stop == start:
-        return offs - start, np.zeros(0, dtype=np.uint8)
-    return offs - start, np.frombuffer(data_buf, dtype=np.uint8)[start:stop]
+@kernel("i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), i8, i8, i8, u4[::1], i8[::1], i4[::1], u8[::1])")
+def _hash_encode_words(
+    data, words, rows, width, max_items, max_bytes, indices, first, table, keys
+):  # pragma: no cover - compiled
+    """:func:`_hash_encode` for fixed-width values of 1 to 8 bytes (``max_bytes`` counts
+    ``width`` per item): each value is one word, whose hash is a bijection of it, so equal
+    hashes are equal values and nothing else is compared."""
+    mask = len(table) - 1
+    shift = np.uint64(64)
+    while (np.uint64(1) << (np.uint64(64) - shift)) < np.uint64(len(table)):
+        shift -= np.uint64(1)
+    keep = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - 8 * width)
+    salt = np.uint64(width)
+    size = len(data)
+    k = np.uint64(_HASH_K)
+    items = 0
+    spent = 0
+    sampled = len(rows) > 0
+    for i in range(len(indices)):
+        r = rows[i] if sampled else i
+        start = r * width
+        if start + 8 <= size:
+            w = words[start]
+        else:
+            w = np.uint64(0)
+            for b in range(size - start):
+                w |= np.uint64(data[start + b]) << np.uint64(8 * b)
+        h = ((w & keep) ^ salt) * k
+        slot = np.int64(h >> shift)
+        while True:
+            item = table[slot]
+            if item < 0:
+                if items >= max_items:
+                    return -1
+                spent += width
+                if max_bytes >= 0 and spent > max_bytes:
+                    return -1
+                table[slot] = items
+                first[items] = r
+                keys[items] = h
+                indices[i] = items
+                items += 1
+                break
+            if keys[item] == h:
+                indices[i] = item
+                break
+            slot = (slot + 1) & mask
+    return items
+
+
+@kernel(
+    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), ro(u8[::1]), i8, i8, i8, i8,"
+    " u4[::1], i8[::1], i4[::1], u8[::1], i8[::1])"
+)
+def _hash_encode(
+    data,
+    words,
+    offsets,
+    rows,
+    masks,
+    width,
+    max_items,
+    max_bytes,
+    per_item,
+    indices,
+    first,
+    table,
+    keys,
+    lengths,
+):  # pragma: no cover - compiled
+    """Dictionary-encode values in order of first appearance, with an open-addressing hash
+    table (``table``: item per slot, -1 empty; a power of two at least twice the items),
+    slots chosen by the top bits of a multiplicative hash.
+
+    Value ``r`` is ``data[r*width:][:width]`` (``width > 0``) or
+    ``data[offsets[r]:offsets[r+1]]``, for ``r`` in ``rows`` (every value when empty);
+    values are read 8 bytes at a time (``words``; a read that would pass the end of
+    ``data`` gathers its bytes, see ``unaligned_words``; ``masks[k]`` keeps k bytes).
+    The hash of a value of at most 8 bytes is a bijection of it for a given length, so
+    equal hashes and lengths mean equal values; longer values are compared byte by byte.
+    Writes each value's item to ``indices`` and each item's first value (its ``r``) to
+    ``first``; returns the item count, or -1 once there would be more than ``max_items``
+    items or their bytes (plus ``per_item`` each) would pass ``max_bytes`` (-1: no
+    limit)."""
+    mask = len(table) - 1
+    shift = np.uint64(64)
+    while (np.uint64(1) << (np.uint64(64) - shift)) < np.uint64(len(table)):
+        shift -= np.uint64(1)
+    size = len(data)
+    k = np.uint64(_HASH_K)
+    items = 0
+    spent = 0
+    sampled = len(rows) > 0
+    for i in range(len(indices)):
+        r = rows[i] if sampled else i
+        if width > 0:
+            start = r * width
+            length = width
+        else:
+            start = offsets[r]
+            length = offsets[r + 1] - start
+        if start + 8 <= size:
+            w = words[start]
+        else:
+            w = np.uint64(0)
+            for b in range(size - start):
+                w |= np.uint64(data[start + b]) << np.uint64(8 * b)
+        w &= masks[min(length, 8)]
+        h = (w ^ np.uint64(length)) * k
+        pos = start + 8
+        while pos < start + length:  # the words after the first, if any
+            if pos + 8 <= size:
+                w = words[pos]
+            else:
+                w = np.uint64(0)
+                for b in range(size - pos):
+                    w |= np.uint64(data[pos + b]) << np.uint64(8 * b)
+            w &= masks[min(start + length - pos, 8)]
+            h = ((h ^ (h >> np.uint64(29))) ^ w) * k
+            pos += 8
+        slot = np.int64(h >> shift) if shift < 64 else 0
+        while True:
+            item = table[slot]
+            if item < 0:
+                if items >= max_items:
+                    return -1
+                spent += length + per_item
+                if max_bytes >= 0 and spent > max_bytes:
+                    return -1
+                table[slot] = items
+                first[items] = r
+                keys[items] = h
+                lengths[items] = length
+                indices[i] = items
+                items += 1
+                break
+            if keys[item] == h and lengths[item] == length:
+                same = True
+                if length > 8:
+                    j = first[item]
+                    other = j * width if width > 0 else offsets[j]
+                    end = max(start, other) + 8
+                    at = 0
+                    while same and at + 8 <= length and end + at <= size:
+                        same = words[start + at] == words[other + at]
+                        at += 8
+                    while same and at < length:
+                        same = data[start + at] == data[other + at]
+                        at += 1
+                if same:
+                    indices[i] = item
+                    break
+            slot = (slot + 1) & mask
+    return items
 
 
 # -- decoding ----------------------------------------------------------------------------------
@@ -570,7 +728,7 @@ def estimate_cardinality(block: Block) -> int:
     near-exact below a few thousand distinct values (linear counting).
 
     Not used by :func:`should_dictionary_encode`: pylance 14 decides with a sample and an
-    exact count, and Arrow's hash kernel counts exactly about as fast as this estimates.
+    exact count, and the compiled hash encode counts exactly about as fast as this estimates.
     """
     if isinstance(block, FixedWidthBlock):
         if block.num_values == 0:

@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import CorruptFileError, InvalidArgumentError
 from ..jit import kernel, readonly, store_u64
 from . import variable
-from .blocks import ChunkRanges, VariableWidthBlock, gather_ranges
+from .blocks import ChunkRanges, VariableWidthBlock, gather_ranges, unaligned_words
 
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 MAGIC = 0x46535354
@@ -82,27 +82,6 @@ def raw_symbol_table() -> bytes:
     out = bytearray(SYMBOL_TABLE_SIZE)
     out[:8] = (MAGIC << 32).to_bytes(8, "little")
     return bytes(out)
-
-
-def _escape_roles(data: np.ndarray, rel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the escape codes and of the literal bytes they escape in compressed
-    strings ``data`` (string boundaries ``rel``)."""
-    n = len(data)
-    string_start = np.zeros(n, dtype=bool)
-    string_start[rel[:-1][rel[:-1] < rel[1:]]] = True  # starts of non-empty strings
-
-    # roles of the 0xFF bytes (usually few): in a run of them inside one string, even
-    # distances from the run start are escapes, odd ones escaped literals
-    ff = np.flatnonzero(data == ESCAPE)
-    run_begin = np.ones(len(ff), dtype=bool)
-    run_begin[1:] = (ff[1:] != ff[:-1] + 1) | string_start[ff[1:]]
-    run_start = np.maximum.accumulate(np.where(run_begin, ff, -1)) if len(ff) else ff
-    escapes = ff[(ff - run_start) % 2 == 0]
-    # the byte after an escape is a literal, unless a new string starts there
-    after = escapes + 1
-    literals = after[(after < n)]
-    literals = literals[~string_start[literals]]
-    return escapes, literals
 
 
 def decompress(block: VariableWidthBlock, table: SymbolTable | bytes) -> VariableWidthBlock:
@@ -341,17 +320,17 @@ class _Matcher:
         codes = np.arange(len(lens), dtype=np.int64)
         # lowest code wins among duplicates: assign in descending code order
         self.single = np.full(256, -1, dtype=np.int64)
-        pair = np.full(1 << 16, -1, dtype=np.int64)
         down = codes[::-1]
         one, two = down[lens[down] == 1], down[lens[down] == 2]
         self.single[(vals[one] & _U64(0xFF)).astype(np.int64)] = one
-        pair[(vals[two] & _U64(0xFFFF)).astype(np.int64)] = two
-        # the best code of at most two bytes for each 2-byte prefix
-        self.short_code = self.single[np.arange(1 << 16) & 0xFF]
-        self.short_len = np.ones(1 << 16, dtype=np.int64)
-        has_pair = pair >= 0
-        self.short_code[has_pair] = pair[has_pair]
-        self.short_len[has_pair] = 2
+        # the best code of at most two bytes for each 2-byte prefix: the 2-byte symbol,
+        # else the 1-byte symbol of its first byte (a little-endian prefix's low byte);
+        # narrow types: the two 64K-entry tables then stay in the CPU's cache
+        self.short_code = np.tile(self.single.astype(np.int16), 256)
+        self.short_len = np.ones(1 << 16, dtype=np.int8)
+        prefix = (vals[two] & _U64(0xFFFF)).astype(np.int64)
+        self.short_code[prefix] = two
+        self.short_len[prefix] = 2
         long_ = codes[(lens >= 3) & (lens <= MAX_SYMBOL_LEN)]
         slot = _slot((vals[long_] & _U64(0xFFFFFF)).astype(np.int64))
         order = np.lexsort((long_, -lens[long_], slot))
@@ -376,7 +355,7 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
     new_offsets = np.empty(len(offsets), dtype=np.int64)
     m = matcher
     data = np.ascontiguousarray(data, dtype=np.uint8)
-    words = _words(data)
+    words = unaligned_words(data)
     total = _parse(
         readonly(data),
         readonly(words),
@@ -395,19 +374,8 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
     return VariableWidthBlock(new_offsets, out[:total])
 
 
-def _words(data: np.ndarray) -> np.ndarray:
-    """The 8 bytes from every position of ``data`` on, as one (unaligned) little-endian
-    word each: a strided view, no copy.  Short inputs are padded so that the view always
-    has the one (non-contiguous) layout the kernel is compiled for."""
-    if len(data) < 16:
-        padded = np.zeros(16, dtype=np.uint8)
-        padded[: len(data)] = data
-        data = padded
-    return np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
-
-
 @kernel(
-    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]),"
+    "i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), ro(i2[::1]), ro(i1[::1]),"
     " ro(i8[::1]), ro(u8[::1]), ro(i8[::1]), ro(i8[::1]), ro(u8[::1]), i8[::1], u1[::1])"
 )
 def _parse(
@@ -444,8 +412,8 @@ def _parse(
                     for k in range(len(data) - i):
                         word |= np.uint64(data[i + k]) << np.uint64(8 * k)
                 p = np.int64(word & np.uint64(0xFFFF))
-                code = short_code[p]
-                size = short_len[p]
+                code = np.int64(short_code[p])
+                size = np.int64(short_len[p])
                 if room >= 3:
                     h = ((np.int64(word & np.uint64(0xFFFFFF)) * _HASH_MUL) & 0xFFFFFFFF) >> shift
                     for k in range(bucket[h], bucket[h + 1]):
@@ -485,25 +453,78 @@ def compress(block: VariableWidthBlock, table: bytes | SymbolTable) -> VariableW
     return VariableWidthBlock(out.offsets, out.data, block.bits_per_offset)
 
 
-def _tokens(
-    block: VariableWidthBlock, first_byte: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The codes of compressed strings in order, as (code, first input byte, string).
+@kernel("i8(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), ro(i8[::1]), i8[::1], i4[::1], i8[::1])")
+def _count_codes(data, rel, first_byte, sym_lens, count1, count2, touched):  # pragma: no cover
+    """Walk compressed strings ``data`` (boundaries ``rel``) code by code and count, in a
+    code space of 512 (symbol ``c`` is ``c``, an escaped byte ``b`` is ``256 + b``):
+    ``count1`` every code, plus the first byte of each code that follows a symbol longer
+    than one byte; ``count2`` (512 x 512, all zero; empty to skip pairs) every adjacent
+    pair within a string, plus each code followed by the first byte of a longer next code.
+    The pairs seen go to ``touched``, once each; returns how many (so the caller reads
+    and clears just those).  An escape that ends its string (never written by
+    :func:`_parse`) is not a code."""
+    pairs = len(count2) > 0
+    n = 0
+    for s in range(len(rel) - 1):
+        i, end = rel[s], rel[s + 1]
+        prev = -1
+        while i < end:
+            c = np.int64(data[i])
+            if c == 255:
+                if i + 1 >= end:
+                    break
+                byte = np.int64(data[i + 1])
+                code = 256 + byte
+                i += 2
+            else:
+                byte = first_byte[c]
+                code = c
+                i += 1
+            count1[code] += 1
+            if prev >= 0:
+                if sym_lens[prev] != 1:
+                    count1[256 + byte] += 1
+                if pairs:
+                    pair = prev * 512 + code
+                    if count2[pair] == 0:
+                        touched[n] = pair
+                        n += 1
+                    count2[pair] += 1
+                    if sym_lens[code] > 1:
+                        pair = prev * 512 + 256 + byte
+                        if count2[pair] == 0:
+                            touched[n] = pair
+                            n += 1
+                        count2[pair] += 1
+            prev = code
+    return n
 
-    Codes are in a space of 512: symbol ``c`` is ``c``, an escaped byte ``b`` is
-    ``256 + b``; ``first_byte[c]`` is the first byte of symbol ``c``.
-    """
-    data, rel = block.data, block.offsets
-    escapes, literals = _escape_roles(data, rel)
-    is_token = np.ones(len(data), dtype=bool)
-    is_token[literals] = False
-    tok = np.flatnonzero(is_token)
-    code = data[tok].astype(np.int64)
-    byte = first_byte[code]
-    esc = np.searchsorted(tok, escapes)
-    byte[esc] = data[escapes + 1]
-    code[esc] = 256 + byte[esc]
-    return code, byte, np.searchsorted(rel, tok, side="right")
+
+@kernel("i8(ro(i8[::1]), i4[::1], ro(u8[::1]), ro(i8[::1]), i8, u8[::1], i8[::1], i8[::1])")
+def _pair_candidates(
+    touched, count2, sym_vals, sym_lens, threshold, joined, jlen, gain
+):  # pragma: no cover - compiled
+    """The pairs ``touched`` (indices ``a * 512 + b`` into ``count2``) seen at least
+    ``threshold`` times whose first code can still grow, as candidate symbols: their
+    concatenation cut at 8 bytes, its length and gain (count x length).  Clears ``count2``
+    for the next round; returns how many candidates were written."""
+    found = 0
+    for k in range(len(touched)):
+        pair = touched[k]
+        count = np.int64(count2[pair])
+        count2[pair] = 0
+        a = pair // 512
+        b = pair % 512
+        if count < threshold or sym_lens[a] >= MAX_SYMBOL_LEN:
+            continue
+        shift = np.uint64(8 * sym_lens[a])
+        # bytes shifted past the 8th fall off the u64: the concatenation is cut at 8 bytes
+        joined[found] = sym_vals[a] | (sym_vals[b] << shift)
+        size = min(sym_lens[a] + sym_lens[b], MAX_SYMBOL_LEN)
+        jlen[found] = size
+        gain[found] = count * size
+        found += 1
+    return found
 
 
 def _symbol_values(symbols: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -513,6 +534,21 @@ def _symbol_values(symbols: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         lengths >= MAX_SYMBOL_LEN, ~_U64(0), (_U64(1) << (8 * lengths).astype(_U64)) - _U64(1)
     )
     return (raw & keep).astype(_U64)
+
+
+@kernel("i8(ro(i8[::1]), i8, i8[::1], i8[::1])")
+def _pieces(offsets, piece, starts, takes):  # pragma: no cover - compiled
+    """Cut each string (boundaries ``offsets``) into pieces of at most ``piece`` bytes;
+    writes their starts and sizes in order and returns how many there are."""
+    k = 0
+    for s in range(len(offsets) - 1):
+        at, end = offsets[s], offsets[s + 1]
+        while at < end:
+            starts[k] = at
+            takes[k] = min(end - at, piece)
+            k += 1
+            at += piece
+    return k
 
 
 def _samples(
@@ -530,16 +566,17 @@ def _samples(
     if len(data) <= train_bytes:
         return (data, offsets), (data, offsets)
     rng = np.random.default_rng(_SAMPLE_SEED)
-    lengths = np.diff(offsets)
     piece = max(train_bytes // 16, 64)
-    pieces = (lengths + piece - 1) // piece  # empty strings have none
-    cum = np.cumsum(pieces)
-    total = int(cum[-1])
+    # every piece's start and size, in input order (empty strings have none)
+    bound = len(offsets) + len(data) // piece
+    piece_start = np.empty(bound, dtype=np.int64)
+    piece_take = np.empty(bound, dtype=np.int64)
+    total = _pieces(
+        readonly(np.ascontiguousarray(offsets, dtype=np.int64)), piece, piece_start, piece_take
+    )
     k = min(total, int(2 * (train_bytes + judge_bytes) * total / len(data)) + 32)
     pick = rng.choice(total, size=k, replace=False)
-    string = np.searchsorted(cum, pick, side="right")
-    start = offsets[string] + (pick - (cum[string] - pieces[string])) * piece
-    take = np.minimum(offsets[string + 1] - start, piece)
+    start, take = piece_start[pick], piece_take[pick]
     out = []
     for part, target in ((slice(0, None, 2), train_bytes), (slice(1, None, 2), judge_bytes)):
         s, t = start[part], take[part]
@@ -560,8 +597,10 @@ def _candidates(
     compressed: VariableWidthBlock,
     frac: int,
     one_per_prefix: bool,
+    pair_counts: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One training round: the best <= 255 symbols given the parse with the current ones.
+    ``pair_counts`` is 512 x 512 zeros, left zero (one allocation for all rounds).
 
     Code space of 512: 0..254 the current symbols, 256 + b the byte b on its own (escaped
     or not).  Candidates are every code seen (bytes weighted x8, as upstream, which keeps
@@ -575,13 +614,19 @@ def _candidates(
     sym_vals[256:] = np.arange(256, dtype=_U64)
     sym_lens[256:] = 1
     first_byte = (sym_vals[:256] & _U64(0xFF)).astype(np.int64)
-    c, byte, string = _tokens(compressed, first_byte)
-    adjacent = string[1:] == string[:-1]
-    a, b = c[:-1][adjacent], c[1:][adjacent]
-    b_byte = 256 + byte[1:][adjacent]
-
-    count1 = np.bincount(c, minlength=512)
-    count1 += np.bincount(b_byte[sym_lens[a] != 1], minlength=512)
+    count1 = np.zeros(512, dtype=np.int64)
+    data = np.ascontiguousarray(compressed.data, dtype=np.uint8)
+    count2 = pair_counts if frac < 128 else pair_counts[:0]
+    touched = np.empty(min(2 * len(data), len(count2)), dtype=np.int64)
+    seen = _count_codes(
+        readonly(data),
+        readonly(np.ascontiguousarray(compressed.offsets, dtype=np.int64)),
+        readonly(first_byte),
+        readonly(sym_lens),
+        count1,
+        count2,
+        touched,
+    )
     threshold = 5 * frac // 128
     weight = np.where(sym_lens == 1, 8, 1)
     ids = np.flatnonzero((count1 > 0) & (count1 * weight >= threshold))
@@ -590,19 +635,22 @@ def _candidates(
     cand_gain = [count1[ids] * weight[ids] * sym_lens[ids]]
 
     if frac < 128:
-        longer = sym_lens[b] > 1
-        pair_ids = np.concatenate([a * 512 + b, a[longer] * 512 + b_byte[longer]])
-        count2 = np.bincount(pair_ids, minlength=512 * 512)
-        pid = np.flatnonzero(count2 >= max(threshold, 1))
-        pa, pb = pid // 512, pid % 512
-        grow = sym_lens[pa] < MAX_SYMBOL_LEN
-        pa, pb, cnt = pa[grow], pb[grow], count2[pid[grow]]
-        # bytes shifted past the 8th fall off the u64: the concatenation is cut at 8 bytes
-        joined = sym_vals[pa] | (sym_vals[pb] << (8 * sym_lens[pa]).astype(_U64))
-        jlen = np.minimum(sym_lens[pa] + sym_lens[pb], MAX_SYMBOL_LEN)
-        cand_vals.append(joined)
-        cand_lens.append(jlen)
-        cand_gain.append(cnt * jlen)
+        joined = np.empty(seen, dtype=_U64)
+        jlen = np.empty(seen, dtype=np.int64)
+        gain = np.empty(seen, dtype=np.int64)
+        found = _pair_candidates(
+            readonly(touched[:seen]),
+            count2,
+            readonly(sym_vals),
+            readonly(sym_lens),
+            max(threshold, 1),
+            joined,
+            jlen,
+            gain,
+        )
+        cand_vals.append(joined[:found])
+        cand_lens.append(jlen[:found])
+        cand_gain.append(gain[:found])
 
     cv, cl, cg = (np.concatenate(x) for x in (cand_vals, cand_lens, cand_gain))
     if len(cv) == 0:
@@ -691,13 +739,14 @@ def train_estimated(
     none = np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64)
     escaped = _encode(sample, sample_offsets, _Matcher(*none))
     # round 1 only makes 1- and 2-byte symbols, the same in both variants
-    first = _candidates(*none, escaped, _ROUNDS[0], False)
+    pair_counts = np.zeros(512 * 512, dtype=np.int32)  # 1 MiB: counts stay below 2**31
+    first = _candidates(*none, escaped, _ROUNDS[0], False, pair_counts)
     first_parse = consider(*first, True)
     for one_per_prefix in (True, False):
         (vals, lens), compressed = first, first_parse
         for i, frac in enumerate(_ROUNDS[1:], start=2):
             assert compressed is not None  # every round but the last parses its sample
-            vals, lens = _candidates(vals, lens, compressed, frac, one_per_prefix)
+            vals, lens = _candidates(vals, lens, compressed, frac, one_per_prefix, pair_counts)
             compressed = consider(vals, lens, i < len(_ROUNDS))
     counts = np.bincount(sample, minlength=256)
     terminator = int(np.argmin(counts))  # upstream: the rarest byte of the sample

@@ -318,27 +318,58 @@ def encode_block(block: FixedWidthBlock) -> np.ndarray:
 
 
 def encode_blocks(block: FixedWidthBlock, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The 2.2 block form of each run of ``counts[i]`` values, back to back, in one pass
-    (a page's levels have one block per chunk: a Python loop per chunk cost more than the
-    encoding).  Returns ``(bytes, size of each block)``; each block is what
-    :func:`encode_block` makes of its values."""
+    """The 2.2 block form of each run of ``counts[i]`` values, back to back, in one
+    compiled pass (a page's levels have one block per chunk).  Returns ``(bytes, size of
+    each block)``; each block is what :func:`encode_block` makes of its values."""
     counts = np.asarray(counts, dtype=np.int64)
     width = _bytes_per_value(block.bits_per_value)
-    values, run_lens, value_bytes, runs = encode_chunks(block, counts)
-    sizes = 8 + value_bytes + runs
-    ends = np.cumsum(sizes)
-    base = ends - sizes
-    out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
-    if len(sizes) == 0:
-        return out, sizes
-    # u64 prefix: the bytes of run values in the block
-    prefix = np.ascontiguousarray(value_bytes, dtype="<u8").view(np.uint8).reshape(-1, 8)
-    out[base[:, None] + np.arange(8)] = prefix
-    # value bytes of run r go after its block's prefix; run lengths after its values
-    run_block = np.repeat(np.arange(len(runs)), runs)
-    run_first = np.cumsum(runs) - runs  # first run of each block
-    rank = np.arange(len(run_block)) - run_first[run_block]
-    value_at = base[run_block] + 8 + rank * width
-    out[(value_at[:, None] + np.arange(width)).reshape(-1)] = values
-    out[base[run_block] + 8 + value_bytes[run_block] + rank] = run_lens
-    return out, sizes
+    n = int(counts.sum())
+    data = np.ascontiguousarray(np.asarray(block.data[: n * width]), dtype=np.uint8)
+    if len(data) < n * width:
+        raise UnsupportedError(f"{n} values need {n * width} bytes, the block has {len(data)}")
+    # at most one run per value: its bytes and a length, plus each block's u64 prefix
+    out = np.empty(n * (width + 1) + 8 * len(counts), dtype=np.uint8)
+    sizes = np.empty(len(counts), dtype=np.int64)
+    change = _changes(data.reshape(n, width))  # vectorised: a whole-value compare
+    total = _encode_blocks(readonly(data), width, readonly(counts), readonly(change), out, sizes)
+    return out[:total], sizes
+
+
+@kernel("i8(ro(u1[::1]), i8, ro(i8[::1]), ro(b1[::1]), u1[::1], i8[::1])")
+def _encode_blocks(data, width, counts, change, out, sizes):  # pragma: no cover - compiled
+    """Per block of ``counts[c]`` values: a u64 of its run values' bytes, the value of each
+    run (runs of equal values, split at :data:`MAX_RUN`; ``change[i]``: value ``i`` differs
+    from the one before), then each run's length.  A first walk counts the runs (so the
+    lengths' place is known), a second writes them."""
+    o = 0
+    pos = 0
+    for c in range(len(counts)):
+        end = pos + counts[c]
+        runs = 0
+        i = pos
+        while i < end:
+            j = i + 1
+            while j < end and j - i < MAX_RUN and not change[j]:
+                j += 1
+            runs += 1
+            i = j
+        value_bytes = runs * width
+        for k in range(8):
+            out[o + k] = (value_bytes >> (8 * k)) & 0xFF
+        at = o + 8
+        lengths_at = at + value_bytes
+        r = 0
+        i = pos
+        while i < end:
+            j = i + 1
+            while j < end and j - i < MAX_RUN and not change[j]:
+                j += 1
+            for k in range(width):
+                out[at + r * width + k] = data[i * width + k]
+            out[lengths_at + r] = j - i
+            r += 1
+            i = j
+        sizes[c] = 8 + value_bytes + runs
+        o += sizes[c]
+        pos = end
+    return o

@@ -162,7 +162,10 @@ def find_entry(root: str, version: int | None) -> paths.VersionEntry:
 
 
 def _load(entry: paths.VersionEntry) -> manifest.Manifest:
-    m = manifest.read_manifest(entry.path)
+    return _readable(manifest.read_manifest(entry.path))
+
+
+def _readable(m: manifest.Manifest) -> manifest.Manifest:
     features.check_reader_flags(m)
     return m
 
@@ -1250,7 +1253,10 @@ def write_dataset(
         config=config,
         progress=progress,
     )
-    return dataset(storage.register(uri, storage_options), outcome.version)
+    root = storage.register(uri, storage_options)
+    if outcome.manifest is not None:  # the commit read it back: no listing again
+        return Dataset(root, _readable(outcome.manifest))
+    return dataset(root, outcome.version)
 
 
 def _delete(ds: Dataset, predicate: str | pc.Expression) -> tuple[Dataset, int]:

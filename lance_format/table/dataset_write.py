@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -40,6 +40,7 @@ from ..schema import LanceSchema
 from ..version import DEFAULT_VERSION, writable
 from . import commit, manifest, paths, staging, write
 from .fragment_metadata import DataFile, FragmentMetadata
+from .manifest import Manifest
 
 IDEMPOTENCY_KEY = "lance_flight.idempotency_key"
 ROWS_PROPERTY = "lance_flight.rows"
@@ -59,6 +60,9 @@ class WriteOutcome:
     version: int
     rows_written: int
     duplicate: bool = False
+    # the committed manifest, as read back by the commit (None for a duplicate): opening
+    # the new version from it needs no second listing and read
+    manifest: Manifest | None = field(default=None, repr=False, compare=False)
 
 
 def find_idempotent(uri: str | os.PathLike[str], key: str) -> WriteOutcome | None:
@@ -184,13 +188,14 @@ def write_version(
     )
     try:
         if not idempotency_key:
-            return WriteOutcome(_commit(root, fragments, staged, options, mode, reader), rows[0])
+            m = _commit(root, fragments, staged, options, mode, reader)
+            return WriteOutcome(m.version, rows[0], manifest=m)
         with _key_lock(root, idempotency_key):
             earlier = find_idempotent(root, idempotency_key)
             if earlier is None:
                 try:
-                    v = _commit(root, fragments, staged, options, mode, reader)
-                    return WriteOutcome(v, rows[0])
+                    m = _commit(root, fragments, staged, options, mode, reader)
+                    return WriteOutcome(m.version, rows[0], manifest=m)
                 except CommitConflictError:  # a concurrent retry of the same write won?
                     earlier = find_idempotent(root, idempotency_key)
                     if earlier is None:
@@ -229,12 +234,12 @@ def _append_subset(schema: LanceSchema, data: pa.Schema) -> LanceSchema | None:
     return LanceSchema(kept, dict(schema.metadata))
 
 
-def _commit(root: str, fragments, staged: dict, options: dict, mode: str, reader) -> int:
+def _commit(root: str, fragments, staged: dict, options: dict, mode: str, reader) -> Manifest:
     """Commit; a create that lost the race to another creator becomes an append to the
     dataset the other one made (``append`` mode) or a :class:`DatasetExistsError`."""
     txn = staging.staged_transaction(fragments, **staged)
     try:
-        return commit.commit(root, txn, **options).version
+        return commit.commit(root, txn, **options)
     except DatasetExistsError:
         if mode != "append":
             raise DatasetExistsError(
@@ -244,7 +249,7 @@ def _commit(root: str, fragments, staged: dict, options: dict, mode: str, reader
     write.check_schema(theirs.schema.to_dataset_arrow(), reader.schema)
     again = dict(staged, mode="append", read_version=theirs.version)
     txn = staging.staged_transaction(fragments, **again)
-    return commit.commit(root, txn).version
+    return commit.commit(root, txn)
 
 
 def remove_created_dirs(root: str, created_from: str | None, *extra: str) -> None:

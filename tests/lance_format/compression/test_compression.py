@@ -511,6 +511,25 @@ def e_rle(bits: int) -> pb.CompressiveEncoding:
     return pb.CompressiveEncoding(rle=pb.Rle(values=e_flat(bits), run_lengths=e_flat(8)))
 
 
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 8])
+def test_block_rle_of_many_chunks_is_each_chunks_block(width):
+    """The one-pass encode of a page's chunks equals each chunk's own block form, for runs
+    shorter and longer than 255 values, runs cut by chunk ends and empty chunks."""
+    rng = np.random.default_rng(width)
+    values = np.repeat(rng.integers(0, 3, 200), rng.integers(1, 700, 200))[:20_000]
+    rows = np.zeros((len(values), width), np.uint8)
+    rows[:, -1] = values
+    counts = np.array([4096, 0, 1, 5000, 255, 256, len(values) - 9608])
+    got, sizes = rle.encode_blocks(FixedWidthBlock(rows.reshape(-1), width * 8, len(rows)), counts)
+    starts = np.cumsum(counts) - counts
+    blocks = [
+        rle.encode_block(FixedWidthBlock(rows[s : s + c].reshape(-1), width * 8, int(c))).tobytes()
+        for s, c in zip(starts, counts, strict=True)
+    ]
+    assert sizes.tolist() == [len(b) for b in blocks]
+    assert got.tobytes() == b"".join(blocks)
+
+
 def test_block_rle_digest_example():
     data = h("0a000000 00000000 | 0100 0100 0100 0100 0100 | ff ff ff ff 04")
     levels = decompress_levels(e_rle(16), data, 1024)

@@ -166,6 +166,61 @@ def test_encode_round_trip_strings(bits: int) -> None:
     check_encoding(strings([], bits))
 
 
+def test_encode_words_and_tails() -> None:
+    """Values compared 8 bytes at a time: lengths around a word, trailing zero bytes that a
+    masked word alone cannot tell apart, shared prefixes, and values that end at the last
+    byte of the data (their words are gathered byte by byte)."""
+    pool = [
+        b"abcdefgh",
+        b"abcdefghi",
+        b"abcdefgh\x00",
+        b"abcdefg",
+        b"abcdefg\x00",
+        b"\x00",
+        b"",
+        b"x" * 16,
+        b"x" * 17,
+        b"x" * 15 + b"y",
+        b"abcdefghijklmnopq",
+        b"abcdefghijklmnopr",
+    ]
+    rng = np.random.default_rng(7)
+    values = [pool[i] for i in rng.integers(0, len(pool), 2000)]
+    for tail in pool:  # each value once more as the very last bytes
+        check_encoding(strings([*values, tail]))
+        check_encoding(strings([tail, tail]))
+
+
+def test_encode_many_distinct_values() -> None:
+    """Enough items for long probe runs in the hash table, each seen several times."""
+    rng = np.random.default_rng(3)
+    check_encoding(fixed(rng.integers(0, 1 << 62, 30_000)[rng.integers(0, 30_000, 90_000)]))
+    words = rng.integers(0, 1 << 40, 20_000)
+    check_encoding(strings([b"k%d" % w for w in words[rng.integers(0, 20_000, 60_000)]]))
+
+
+@pytest.mark.parametrize("kind", ["fixed", "strings"])
+def test_budget_stops_the_encode_as_the_finished_totals_would(kind: str) -> None:
+    """Stopping at the first excess decides as the whole encode and the final totals do:
+    for budgets on both sides of the exact item count and encoded size."""
+    rng = np.random.default_rng(11)
+    if kind == "fixed":
+        block: Block = fixed(rng.integers(0, 300, 4000).astype(np.int64))
+    else:
+        block = strings([b"v%d" % v * (1 + v % 3) for v in rng.integers(0, 300, 4000)])
+    values = block_values(block)
+    distinct = list(dict.fromkeys(values))
+    size = D.encoded_size(block, len(distinct), sum(len(v) for v in distinct))
+    for max_items in (len(distinct) - 1, len(distinct), len(distinct) + 1):
+        for max_bytes in (size - 1, size, size + 1):
+            budget = D.DictBudget(max_items, max_bytes)
+            fits = len(distinct) <= max_items and size <= max_bytes
+            got = D._hash_encode_block(block, budget)
+            assert (got is not None) == fits, (max_items, max_bytes)
+            if got is not None:
+                assert [block_values(got[1])[i] for i in got[0].tolist()] == values
+
+
 def test_encode_block_with_offset_and_slack() -> None:
     """Offsets that do not start at 0, and bytes past the last offset, are handled."""
     data = np.frombuffer(b"XXabcabcYY", dtype=np.uint8)

@@ -231,6 +231,49 @@ def test_raw_table_leaves_strings_alone_and_bad_offsets_are_refused():
 # -- the table -------------------------------------------------------------------------------
 
 
+def test_training_counts_match_a_walk_of_the_codes():
+    """The compiled count of a training round (codes, and pairs within a string) equals a
+    plain walk over the compressed strings, escapes and literal 0xFF bytes included."""
+    rng = np.random.default_rng(5)
+    words = [b"ab", b"abc", b"\xff", b"\xff\xff", b"zz", b"q", b"\x00"]
+    strings = [b"".join(rng.choice(words, rng.integers(0, 6))) for _ in range(400)]
+    block = block_of(strings)
+    table = fsst.parse_symbol_table(fsst.train(block))
+    packed = fsst.compress(block, table)
+    n = table.n_symbols
+    lens = np.zeros(512, dtype=np.int64)
+    lens[:n] = table.lengths[:n]
+    lens[256:] = 1
+    first = np.zeros(256, dtype=np.int64)
+    first[:n] = table.symbols[:n, 0]
+    count1 = np.zeros(512, dtype=np.int64)
+    count2 = np.zeros(512 * 512, dtype=np.int32)
+    touched = np.empty(2 * len(packed.data), dtype=np.int64)
+    seen = fsst._count_codes(packed.data, packed.offsets, first, lens, count1, count2, touched)
+
+    want1, want2 = np.zeros(512, dtype=np.int64), {}
+    data, o = packed.data.tolist(), packed.offsets.tolist()
+    for s in range(len(o) - 1):
+        i, prev = o[s], None
+        while i < o[s + 1]:
+            if data[i] == 255:
+                code, byte, i = 256 + data[i + 1], data[i + 1], i + 2
+            else:
+                code, byte, i = data[i], int(first[data[i]]), i + 1
+            want1[code] += 1
+            if prev is not None:
+                if lens[prev] != 1:
+                    want1[256 + byte] += 1
+                want2[prev * 512 + code] = want2.get(prev * 512 + code, 0) + 1
+                if lens[code] > 1:
+                    key = prev * 512 + 256 + byte
+                    want2[key] = want2.get(key, 0) + 1
+            prev = code
+    assert count1.tolist() == want1.tolist()
+    assert sorted(touched[:seen].tolist()) == sorted(want2)
+    assert {k: int(count2[k]) for k in want2} == want2
+
+
 def test_table_layout_and_header():
     strings = comment_corpus(1000)  # ~27 KB: the sample is the whole input
     data = np.frombuffer(b"".join(strings), np.uint8)
