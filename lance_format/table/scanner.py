@@ -347,6 +347,8 @@ class Scanner:
                 step = min(step, max(self.options.batch_size, remaining + skip))
             lo, hi = ranges.get(frag.fragment_id, (0, frag.physical_rows))
             for start, stop in self._steps(frag, lo, hi, step, self.terms):
+                if stop - start < step:  # a scan within one step: nothing to ramp
+                    shrink = 0
                 while shrink and start < stop:  # the stream's first steps: 1/8, 1/4, 1/2
                     cut = min(stop, start + max(self.options.batch_size, step >> shrink))
                     yield frag, start, cut, part

@@ -8,6 +8,7 @@ import pyarrow as pa
 
 import lance_format
 from flight_server.streams import range_tables
+from lance_format.table import scanner as scanner_module
 
 
 def _table(rows: int) -> pa.Table:
@@ -44,7 +45,8 @@ def test_range_tables_keep_every_row_and_grow_from_one_message():
             assert batch.nbytes <= message + message // 8
 
 
-def test_stream_scans_ramp_up_and_match_pylance(tmp_path):
+def test_stream_scans_ramp_up_and_match_pylance(tmp_path, monkeypatch):
+    monkeypatch.setattr(scanner_module, "READ_BYTES", 1 << 20)  # several steps a fragment
     table = _table(300_000)
     uri = str(tmp_path / "ds")
     lance.write_dataset(table, uri, data_storage_version="2.1")
@@ -56,3 +58,6 @@ def test_stream_scans_ramp_up_and_match_pylance(tmp_path):
     assert pa.concat_tables(ranges).equals(lance.dataset(uri).to_table())
     batches = list(ds.to_batches(batch_size=1000))
     assert pa.Table.from_batches(batches).equals(lance.dataset(uri).to_table())
+    # a scan within one step is not cut up
+    monkeypatch.setattr(scanner_module, "READ_BYTES", 1 << 30)
+    assert len(list(ds.scanner(batch_size=1024).to_ranges())) == 1

@@ -162,9 +162,11 @@ def test_stopping_early_leaves_no_step_running(uri: str, monkeypatch: pytest.Mon
     import threading
 
     monkeypatch.setattr(scanner_module, "READ_BYTES", 200)
+    before = set(threading.enumerate())  # other tests' scans are not this one's business
     batches = dataset(uri).to_batches(columns=["id", "comment"], batch_size=16)
     first = next(iter(batches))
     ids = lance.dataset(uri).to_table(columns=["id"]).column("id").to_pylist()
     assert first.column("id").to_pylist() == ids[: first.num_rows]
     batches.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("lance-scan")]
+    left = set(threading.enumerate()) - before
+    assert not [t for t in left if t.name.startswith("lance-scan")]
