@@ -31,7 +31,7 @@ from typing import Any
 
 log = logging.getLogger("lance_flight")
 
-PLANS = 4096  # ticket -> next ticket links remembered (least recently noted dropped first)
+PLANS = 4096  # ticket -> next ticket links, and calls, remembered (oldest dropped first)
 
 
 class ReadAhead:
@@ -71,14 +71,19 @@ class ReadAhead:
         with self._lock:
             self._active[ticket] = self._active.get(ticket, 0) + 1
             self._began[ticket] = time.monotonic()
+            # a call whose stream was never pulled never ends: the oldest records go (losing
+            # one only allows a read-ahead nobody claims, which expires)
+            while len(self._active) > PLANS:
+                old = next(iter(self._active))
+                self._active.pop(old)
+                self._began.pop(old, None)
             parked = self._parked.pop(ticket, None)  # a stream still starting is dropped
+            chain = ticket in self._chain and parked is not None and parked[1] is not None
+            self._chain.discard(ticket)
         self._expire()
         if parked is None or parked[1] is None:
             return None
         self.claimed += 1
-        with self._lock:
-            chain = ticket in self._chain
-            self._chain.discard(ticket)
         if chain:
             self.after(ticket)
         return parked[1]

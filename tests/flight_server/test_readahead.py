@@ -113,3 +113,20 @@ def test_a_parked_stream_goes_only_to_a_caller_who_may_read_it(root, tmp_path):
         assert pa.concat_tables([first, second]).equals(want.slice(0, 20_000))
     finally:
         server.shutdown()
+
+
+def test_calls_that_never_end_do_not_grow_the_records():
+    """A DoGet whose stream is never pulled never ends its record: the records stay bounded
+    (a client cannot grow the server's memory with such calls)."""
+    from flight_server import readahead
+
+    started: list[bytes] = []
+    ra = readahead.ReadAhead(lambda t: started.append(t) or iter(()))
+    for i in range(readahead.PLANS + 500):
+        assert ra.begin(b"ticket-%d" % i) is None
+    assert len(ra._active) == readahead.PLANS and len(ra._began) == readahead.PLANS
+    # the newest calls are still known as being served: no read-ahead for them
+    ra.note_plan([b"a", b"ticket-%d" % (readahead.PLANS + 499)])
+    ra.begin(b"a")
+    ra.after(b"a")
+    assert started == []
