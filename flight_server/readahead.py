@@ -29,6 +29,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from lance_format import close_iterator
+
 log = logging.getLogger("lance_flight")
 
 PLANS = 4096  # ticket -> next ticket links, and calls, remembered (oldest dropped first)
@@ -172,10 +174,7 @@ class ReadAhead:
 def _close(stream: Any) -> None:
     """Close a parked stream (or each part of a tuple holding one, such as (schema, stream))."""
     for part in stream if isinstance(stream, tuple) else (stream,):
-        close = getattr(part, "close", None)
-        if close is None:
-            continue
         try:
-            close()
+            close_iterator(part)
         except Exception:  # noqa: BLE001 - closing a stream nobody reads must not fail a call
             log.debug("closing a parked stream failed", exc_info=True)

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from lance_format import ROW_ID, PageCache, Scanner, SearchCache, prefetch
+from lance_format import ROW_ID, PageCache, Scanner, SearchCache, close_iterator, prefetch
 from lance_format.errors import CommitConflictError, LanceError
 
 from . import auth as auth_mod
@@ -364,9 +364,7 @@ class LanceFlightServer(flight.FlightServerBase):
         ds = self.catalog.open(t.dataset, t.version)
         schema, items, ranged = self._source(ds, t)
         if not ranged:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()
+            close_iterator(items)
             raise ValueError("not a range scan")
         return schema, prefetch(self._ranges(raw, schema, items, t), started=True)
 
@@ -390,9 +388,7 @@ class LanceFlightServer(flight.FlightServerBase):
                 yield batch
         finally:
             self.readahead.end(ticket)
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()
+            close_iterator(batches)
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from .table.mutation import MergeInsertBuilder
 from .table.scanner import ROW_ADDRESS, ROW_ID, ColumnOrdering, Scanner
 from .table.udf import BatchUDF, batch_udf
 from .version import LanceFileVersion
-from .workers import prefetch
+from .workers import close_iterator, prefetch
 from .writer import LanceFileWriter, WriteResult
 
 LanceDataset = Dataset  # pylance's name for the class
@@ -94,6 +94,7 @@ __all__ = [
     "ROW_ID",
     "compile_kernels",
     "prefetch",
+    "close_iterator",
     "BatchUDF",
     "Blob",
     "BlobArray",

@@ -34,6 +34,14 @@ def pool() -> ThreadPoolExecutor:
 _DONE = object()
 
 
+def close_iterator(items: object) -> None:
+    """Close ``items`` if it can be closed (a generator, a :class:`Prefetched`): its
+    ``finally`` blocks run now, not whenever it is collected."""
+    close = getattr(items, "close", None)
+    if close is not None:
+        close()
+
+
 def prefetch(items: Iterator[T], depth: int = 1, *, started: bool = False) -> Prefetched[T]:
     """``items`` produced on a background thread, up to ``depth`` ahead of the consumer.
 
@@ -88,9 +96,7 @@ class Prefetched(Iterator[T]):
         except BaseException as exc:  # handed to the consumer, raised there
             self._offer((_DONE, exc))
         finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()
+            close_iterator(items)
 
     def __next__(self) -> T:
         if self._done:
@@ -112,9 +118,7 @@ class Prefetched(Iterator[T]):
         self._done = True
         self._stop.set()
         if self._worker is None:  # never started: nothing else will close the source
-            close = getattr(self._items, "close", None)
-            if close is not None:
-                close()
+            close_iterator(self._items)
 
     def __del__(self) -> None:
         self._stop.set()
