@@ -53,7 +53,14 @@ from .merge_put import merge_options
 from .planning import checked_scanner, flight_info, plan
 from .query import Query, parse_descriptor, parse_json
 from .readahead import ReadAhead
-from .streams import batch_stream, has_dictionary, message_sized, range_stream, range_tables
+from .streams import (
+    Range,
+    batch_stream,
+    has_dictionary,
+    message_sized,
+    range_stream,
+    range_tables,
+)
 from .tickets import Ticket
 
 if TYPE_CHECKING:
@@ -310,8 +317,8 @@ class LanceFlightServer(flight.FlightServerBase):
             else:
                 schema, items, ranged = self._source(ds, t)
                 if not ranged:
-                    batches = message_sized(prefetch(items))
-                    stream = self._stream(context, batches, raw)
+                    sized = ((b, b.nbytes) for b in message_sized(prefetch(items)))
+                    stream = self._stream(context, sized, raw)
                     return batch_stream(schema, guarded(stream, self, context))
                 tables = prefetch(self._ranges(raw, schema, items, t))
         except BaseException:
@@ -321,9 +328,10 @@ class LanceFlightServer(flight.FlightServerBase):
         # each range's messages without coming back to Python
         return range_stream(schema, guarded(self._stream(context, tables, raw), self, context))
 
-    def _source(self, ds, t: Ticket) -> tuple[pa.Schema, Iterator[Any], bool]:
+    def _source(self, ds, t: Ticket, ramp: bool = True) -> tuple[pa.Schema, Iterator[Any], bool]:
         """What ticket ``t`` reads: its schema, its items (decoded ranges, or batches), and
-        whether they may travel as ranges (not with dictionary columns: see streams)."""
+        whether they may travel as ranges (not with dictionary columns: see streams).
+        ``ramp``: small first steps, for a reader waiting (not for a read-ahead)."""
         if t.row_ids is not None:
             schema = ds.scanner(columns=t.columns, with_row_id=t.with_row_id).schema
             return schema, _take_batches(ds, t), False
@@ -348,47 +356,53 @@ class LanceFlightServer(flight.FlightServerBase):
         )
         schema = scanner.schema
         if isinstance(scanner, Scanner) and not has_dictionary(schema):
-            return schema, scanner.to_ranges(), True  # whole decoded ranges, pages unjoined
+            return (
+                schema,
+                scanner.to_ranges(ramp=ramp),
+                True,
+            )  # whole decoded ranges, pages unjoined
         return schema, scanner.to_batches(), False
 
-    def _ranges(self, raw: bytes, schema: pa.Schema, items, t: Ticket) -> Iterator[pa.Table]:
+    def _ranges(self, raw: bytes, schema: pa.Schema, items, t: Ticket) -> Iterator[Range]:
         """The ranges of ticket ``raw``; once the last is decoded, the next endpoint of its
         plan starts decoding ahead (on this producer thread's way out)."""
         yield from range_tables(schema, items, t.batch_size)
         self.readahead.after(raw)
 
-    def _start_ahead(self, raw: bytes) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    def _start_ahead(self, raw: bytes) -> tuple[pa.Schema, Iterator[Range]]:
         """Start producing the ranges of ticket ``raw`` now, for a DoGet to claim; a ticket
         that is not a plain range scan starts nothing (ValueError)."""
         t = Ticket.decode(raw)
         ds = self.catalog.open(t.dataset, t.version)
-        schema, items, ranged = self._source(ds, t)
+        schema, items, ranged = self._source(ds, t, ramp=False)
         if not ranged:
             close_iterator(items)
             raise ValueError("not a range scan")
         return schema, prefetch(self._ranges(raw, schema, items, t), started=True)
 
-    def _stream(self, context, batches: Iterator[Any], ticket: bytes) -> Iterator[Any]:
-        """Lazily hand batches (or ranges: tables) to gRPC: pulled one at a time, so a slow
-        client slows decoding down, a cancelled one stops it, and memory holds a range or two
-        whatever the dataset's size.  Ends the read-ahead's record of ``ticket``'s call."""
+    def _stream(self, context, sized: Iterator[tuple[Any, int]], ticket: bytes) -> Iterator[Any]:
+        """Lazily hand batches (or ranges: tables), each with its Arrow size, to gRPC:
+        pulled one at a time, so a slow client slows decoding down, a cancelled one stops
+        it, and memory holds a range or two whatever the dataset's size.  Ends the
+        read-ahead's record of ``ticket``'s call."""
         try:
             while True:
                 self._check_running()
                 started = time.perf_counter()
-                batch = next(batches, None)
-                if batch is None:
+                item = next(sized, None)
+                if item is None:
                     return
+                batch, nbytes = item
                 if self.metrics is not None:
                     self.metrics.record_decode(time.perf_counter() - started)
-                    self.metrics.record_served(batch.num_rows, batch.nbytes)
-                requestlog.accumulate(context, rows=batch.num_rows, bytes=batch.nbytes)
+                    self.metrics.record_served(batch.num_rows, nbytes)
+                requestlog.accumulate(context, rows=batch.num_rows, bytes=nbytes)
                 if context.is_cancelled():
                     return
                 yield batch
         finally:
             self.readahead.end(ticket)
-            close_iterator(batches)
+            close_iterator(sized)
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -13,8 +13,16 @@ Workloads: reading TPC-H ``lineitem`` (--scale) and a vectors table (--vectors r
 dataset; endpoints of one client are read in order), and do_put of lineitem's first 10%.
 Printed: GB/s of Arrow data received, ours/baseline ratios of the TIME taken (<1: we are
 faster), the first ("cold") read of each dataset after start apart from the best of
---repeat ("hot": ours serves it from its decoded-page cache, --page-cache-bytes), and each
+--repeat ("hot": ours serves it from its decoded-page cache, --page-cache-bytes), each
+server's CPU seconds per read (the cold read's, and the median of the hot ones), and each
 server's peak RSS.
+
+Client and servers share the machine, so the client's own state must be the same for every
+server: its CPU per GB received depends on how much memory its allocators hold (a client's
+first read faults in every buffer, a later one reuses them; measured 0.4 against 0.9
+CPU-s for the same read).  So each cold read runs in a fresh client process, and the hot
+repeats alternate between the servers (one read of each, then again), rather than one
+client reading ours first while it is cold, then the baselines.
 
 Example (smoke):  python scripts/bench_flight.py --scale 0.01 --vectors 5000
 """
@@ -25,6 +33,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -163,6 +172,27 @@ def read_all(location: str, name: str) -> int:
     return nbytes
 
 
+def server_cpu(pid: int) -> float:
+    """A server process's CPU seconds so far (user + system, all threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(pid: int, read, *args) -> tuple[float, float]:
+    """(GB/s, the server's CPU seconds) of one ``read(*args)``."""
+    before = server_cpu(pid)
+    gbps = read(*args)
+    return gbps, server_cpu(pid) - before
+
+
+def fresh_client_read(location: str, name: str) -> float:
+    """GB/s of one full read by a new client process (see the module notes)."""
+    cmd = [sys.executable, __file__, "--read", location, "--names", name]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO).stdout
+    return float(out.split()[-1])
+
+
 def timed_read(location: str, name: str, clients: int) -> float:
     """GB/s of Arrow data received by ``clients`` concurrent full reads."""
     totals = [0] * clients
@@ -209,11 +239,15 @@ def main() -> None:
         help="our server's decoded-page cache (hot reads are served from it; 0: off)",
     )
     p.add_argument("--serve", help=argparse.SUPPRESS)
+    p.add_argument("--read", help=argparse.SUPPRESS)  # one read as a fresh client
     p.add_argument("--root", help=argparse.SUPPRESS)
     p.add_argument("--names", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
         return _serve(args.serve, args.root, args.names)
+    if args.read:
+        print(timed_read(args.read, args.names[0], 1))
+        return None
     global PAGE_CACHE_BYTES
     PAGE_CACHE_BYTES = args.page_cache_bytes
 
@@ -237,20 +271,26 @@ def main() -> None:
     names = ["lineitem", "vectors"]
     servers = {k: start(k, root, names) for k in ("ours", "memory", "pylance")}
     try:
-        print("GB/s of Arrow data received; ratios are TIME ours/baseline (<1: we are faster)")
+        print("GB/s of Arrow data received; ratios are TIME ours/baseline (<1: we are faster);")
+        print("server CPU: seconds per read, ours / memory / pylance")
         print(f"{'workload':22} {'ours GB/s':>10} {'memory':>8} {'pylance':>8} "
-              f"{'ours/memory':>12} {'ours/pylance':>13}")  # fmt: skip
+              f"{'ours/memory':>12} {'ours/pylance':>13}  server CPU")  # fmt: skip
         for name in names:
-            # cold: the first read of the dataset after start (no decoded page cached yet)
-            _row(
-                f"read {name} cold",
-                {k: timed_read(loc, name, 1) for k, (_, loc) in servers.items()},
-            )
+            # cold: the first read of the dataset after start (no decoded page cached yet),
+            # each by a fresh client
+            cold = {
+                k: measured(proc.pid, fresh_client_read, loc, name)
+                for k, (proc, loc) in servers.items()
+            }
+            _row(f"read {name} cold", {k: g for k, (g, _) in cold.items()}, cold)
             for clients in (1, 2):
-                best = {}
-                for kind, (_, loc) in servers.items():
-                    best[kind] = max(timed_read(loc, name, clients) for _ in range(args.repeat))
-                _row(f"read {name} x{clients}", best)
+                runs: dict[str, list[tuple[float, float]]] = {k: [] for k in servers}
+                for _ in range(args.repeat):  # alternating: one read of each server, again
+                    for kind, (proc, loc) in servers.items():
+                        runs[kind].append(measured(proc.pid, timed_read, loc, name, clients))
+                best = {k: max(g for g, _ in r) for k, r in runs.items()}
+                cpu = {k: (0.0, statistics.median(c for _, c in r)) for k, r in runs.items()}
+                _row(f"read {name} x{clients}", best, cpu)
         part = li.slice(0, max(1, li.num_rows // 10))
         best = {}
         for kind, (_, loc) in servers.items():
@@ -265,9 +305,12 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)  # a GB or more per run
 
 
-def _row(label: str, gbps: dict) -> None:
+def _row(label: str, gbps: dict, cpu: dict | None = None) -> None:
     o, m, b = gbps["ours"], gbps["memory"], gbps["pylance"]
-    print(f"{label:22} {o:10.3f} {m:8.3f} {b:8.3f} {m / o:11.2f}x {b / o:12.2f}x", flush=True)
+    line = f"{label:22} {o:10.3f} {m:8.3f} {b:8.3f} {m / o:11.2f}x {b / o:12.2f}x"
+    if cpu is not None:
+        line += "  " + " / ".join(f"{cpu[k][1]:.2f}" for k in ("ours", "memory", "pylance"))
+    print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -29,9 +29,15 @@ def test_range_tables_keep_every_row_and_grow_from_one_message():
     table = _table(200_000)
     pieces = [table.slice(a, 30_000) for a in range(0, table.num_rows, 30_000)]
     message = 256 << 10
-    ranges = list(range_tables(table.schema, iter(pieces), 8192, CAP, message))
+    sized = list(range_tables(table.schema, iter(pieces), 8192, CAP, message))
+    ranges = [r.table for r in sized]
     assert pa.concat_tables(ranges).equals(table)
     sizes = [r.nbytes for r in ranges]
+    # each range's size (for metrics) is shared out from its pieces' sizes by rows: close
+    # to what Arrow measures range by range, and exactly the pieces' total
+    for r in sized:
+        assert abs(r.nbytes - r.table.nbytes) <= r.table.nbytes // 50
+    assert abs(sum(r.nbytes for r in sized) - sum(p.nbytes for p in pieces)) <= len(sized)
     # the first range is about one message, so the client's first rows leave early; each
     # next one closes at twice the last one's threshold, up to the cap (the last range
     # may be a remainder)
