@@ -379,8 +379,11 @@ class LanceFileWriter:
         n_valid = len(values) - values.null_count
         if n_valid == 0 or _is_empty_struct(values.type):
             return constant.encode_page(rav.layers, rav.rep, rav.defs, rav.num_rows, self.version)
-        block = arrow_to_block(values)
         arrow_dict = pa.types.is_dictionary(values.type)
+        # an Arrow dictionary column keeps its own dictionary (see _arrow_dictionary): no
+        # need to expand its values
+        own = _arrow_dictionary(values) if arrow_dict else None
+        block = arrow_to_block(values) if own is None else own[1]
         if self.version >= LanceFileVersion.V2_2 and _constant_candidate(block, rav, arrow_dict):
             valid_block: Block | None = block
             if values.null_count:
@@ -409,7 +412,7 @@ class LanceFileWriter:
         if arrow_dict:
             # an Arrow dictionary column always keeps a page dictionary, with indices in the
             # width of its key type (pylance checks the width against the schema)
-            encoded = dictionary_encoding.encode(block)
+            encoded = own if own is not None else dictionary_encoding.encode(block)
             key_bits = values.type.index_type.bit_width
             if encoded[1].num_values > 1 << (key_bits - 1):
                 raise UnsupportedError(
@@ -756,6 +759,22 @@ def _check_encodable(leaf: _Leaf, rav: repdef.Raveled) -> None:
                     f"packed struct child {t.field(i).name!r} has nulls; packed structs "
                     "store no child validity"
                 )
+
+
+def _arrow_dictionary(values: pa.Array) -> tuple[np.ndarray, Block] | None:
+    """An Arrow dictionary column's page dictionary, as pylance keeps it: the column's own
+    dictionary (the categories in their order, unused ones too) and its keys, keys under
+    nulls stored as 0 (nullness is in the levels).  A page's arrays were concatenated
+    first, which unifies differing dictionaries into one without repeats.  None for a
+    dictionary holding nulls itself (a valid key naming a null item): its values are
+    expanded and re-encoded, so the nulls reach the levels."""
+    dictionary = values.dictionary
+    if dictionary.null_count:
+        return None
+    keys = values.indices
+    if keys.null_count:
+        keys = keys.fill_null(0)
+    return keys.to_numpy(zero_copy_only=False), arrow_to_block(dictionary)
 
 
 def _constant_candidate(block, rav: repdef.Raveled, arrow_dict: bool) -> bool:

@@ -203,6 +203,36 @@ def take_dictionary(
     return dictionary.take(pa.array(indices, mask=None if valid is None else ~valid))
 
 
+def dictionary_array(
+    dictionary: pa.Array,
+    indices: np.ndarray,
+    valid: np.ndarray | None,
+    arrow_type: pa.DictionaryType,
+) -> pa.Array:
+    """A dictionary page of a field of Arrow dictionary type, as that type: the page's items
+    are the dictionary and its indices the keys, as pylance returns them.  The categories
+    come back as written, in their order and with the unused ones (re-encoding the expanded
+    values put them in first-seen order, which changes what an ordered dictionary means),
+    and nothing is expanded.  An index past the items raises CorruptFileError."""
+    n = len(indices)
+    key_dtype = np.dtype(arrow_type.index_type.to_pandas_dtype())
+    live = indices if valid is None else indices[valid]
+    if len(live):
+        top = int(live.max())
+        if top >= len(dictionary) or top > np.iinfo(key_dtype).max:
+            raise CorruptFileError("dictionary index out of range")
+    keys = indices.astype(key_dtype, copy=False)
+    if valid is not None:  # the keys under nulls are whatever was stored: make them 0
+        keys = np.where(valid, keys, 0).astype(key_dtype, copy=False)
+    key_array = pa.Array.from_buffers(
+        arrow_type.index_type, n, [validity_buffer(valid), pa.py_buffer(keys)]
+    )
+    values = dictionary
+    if values.type != arrow_type.value_type:
+        values = values.cast(arrow_type.value_type)
+    return pa.DictionaryArray.from_arrays(key_array, values, ordered=arrow_type.ordered, safe=False)
+
+
 def _zeros(t: pa.DataType, n: int, valid: np.ndarray | None) -> pa.Array:
     """An array of ``n`` zero-filled slots (fixed-width types, nested fixed-size lists)."""
     if pa.types.is_fixed_size_list(t):

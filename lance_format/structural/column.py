@@ -22,7 +22,14 @@ from ..errors import CorruptFileError, LanceError, UnsupportedError
 from ..io import RandomAccessFile
 from ..schema import LEGACY_BLOB_DESCRIPTOR
 from ..version import LanceFileVersion
-from .arrow import block_to_arrow, flat_array, flat_kind, take_dictionary, validity_buffer
+from .arrow import (
+    block_to_arrow,
+    dictionary_array,
+    flat_array,
+    flat_kind,
+    take_dictionary,
+    validity_buffer,
+)
 from .cached import result_nbytes, select_cached
 from .constant import ConstantPage
 from .fullzip import FullZipPage
@@ -402,9 +409,11 @@ class LeafColumnReader:
         if isinstance(values, pa.Array):
             arr = values
         elif piece.dictionary is not None:
-            arr = take_dictionary(piece.dictionary, piece.items, _indices(values), leaf_valid)
+            indices = _indices(values)
             if pa.types.is_dictionary(self.arrow_type):
-                arr = arr.dictionary_encode().cast(self.arrow_type)
+                arr = dictionary_array(piece.dictionary, indices, leaf_valid, self.arrow_type)
+            else:
+                arr = take_dictionary(piece.dictionary, piece.items, indices, leaf_valid)
         else:
             arr = block_to_arrow(values, self.arrow_type, leaf_valid)
         if len(arr) != un.num_leaf_slots:

@@ -143,8 +143,9 @@ def _same_extension(a: pa.DataType, b: pa.DataType) -> bool:
 
 
 def comparable_type(t: pa.DataType) -> pa.DataType:
-    """``t`` with every nested field nullable (map keys stay as they must be) and view
-    types as the plain types Lance stores them as."""
+    """``t`` with every nested field nullable (map keys stay as they must be), view
+    types as the plain types Lance stores them as, and dictionaries unordered (Lance keeps
+    no ``ordered`` flag; pylance writes an ordered categorical as an unordered one)."""
 
     def loose(f: pa.Field) -> pa.Field:
         return f.with_type(comparable_type(f.type)).with_nullable(True)
@@ -153,6 +154,8 @@ def comparable_type(t: pa.DataType) -> pa.DataType:
         return pa.string()
     if pa.types.is_binary_view(t):
         return pa.binary()
+    if pa.types.is_dictionary(t):
+        return pa.dictionary(t.index_type, comparable_type(t.value_type), ordered=False)
     if pa.types.is_struct(t):
         return pa.struct([loose(t.field(i)) for i in range(t.num_fields)])
     if pa.types.is_map(t):

@@ -1,0 +1,113 @@
+"""Fields of Arrow dictionary type (pandas categoricals) keep their dictionary, as pylance does.
+
+pylance 2.1/2.2 files store such a column as a dictionary page whose items are the column's
+own dictionary: the categories as written, in their order, unused ones included.  Reading
+must give that dictionary back (re-encoding the values gave the categories in first-seen
+order), and writing must store it so pylance reads back the categories it was given.
+Lance keeps no ``ordered`` flag: an ordered categorical is written (pylance accepts it) and
+reads back unordered, as from pylance.  Truth: pylance's own read and write.
+"""
+
+from __future__ import annotations
+
+import lance
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import lance_format
+from lance_format.errors import CorruptFileError
+from lance_format.structural.arrow import dictionary_array
+
+LEVELS = ["low", "medium", "high", "unused"]
+
+
+def _rows(column: pa.ChunkedArray) -> list[tuple[tuple, int | None]]:
+    """Each row as (its chunk's dictionary, its key): equal only if both readers return
+    the same dictionaries and keys, however they chunk."""
+    out = []
+    for chunk in column.chunks:
+        items = tuple(chunk.dictionary.to_pylist())
+        out += [(items, k) for k in chunk.indices.to_pylist()]
+    return out
+
+
+def _table(batches: int = 2) -> pa.Table:
+    rng = np.random.default_rng(3)
+    n = 5000
+    ordered = pd.Categorical(
+        rng.choice(LEVELS[:3] + [None], n), categories=LEVELS, ordered=True
+    )  # an ordered categorical with nulls and an unused category
+    small_keys = pa.DictionaryArray.from_arrays(
+        pa.array(rng.integers(0, 3, n), pa.int8()), pa.array(["x", "y", "z"])
+    )
+    first = pa.table({"id": np.arange(n), "level": pa.array(ordered), "tag": small_keys})
+    if batches == 1:
+        return first
+    # a second batch whose dictionaries are other objects, one with other items
+    second = pa.table(
+        {
+            "id": np.arange(n, n + 10),
+            "level": pa.array(pd.Categorical(["high"] * 10, categories=LEVELS, ordered=True)),
+            "tag": pa.DictionaryArray.from_arrays(
+                pa.array([0, 1] * 5, pa.int8()), pa.array(["w", "x"])
+            ),
+        }
+    )
+    return pa.concat_tables([first, second])
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    return table.cast(
+        pa.schema([("id", pa.int64()), ("level", pa.large_string()), ("tag", pa.string())])
+    )
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+@pytest.mark.parametrize("batches", [1, 2])
+def test_pylance_written_dictionaries_read_as_pylance_reads_them(tmp_path, version, batches):
+    uri = str(tmp_path / "theirs")
+    lance.write_dataset(_table(batches), uri, data_storage_version=version)
+    theirs = lance.dataset(uri).to_table()
+    ours = lance_format.dataset(uri).to_table()
+    assert ours.schema.equals(theirs.schema)
+    for name in ("level", "tag"):
+        assert _rows(ours[name]) == _rows(theirs[name])
+    # pandas wants unique, non-null categories: pylance repeats the items of differing
+    # dictionaries, and its 2.0 files add a null item
+    if batches == 1 and version != "2.0":
+        level = ours.to_pandas()["level"]
+        assert list(level.cat.categories) == LEVELS
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_our_written_dictionaries_read_back_as_written(tmp_path, version):
+    table = _table()
+    uri = str(tmp_path / "ours")
+    lance_format.write_dataset(table, uri, data_storage_version=version)
+    for got in (lance.dataset(uri).to_table(), lance_format.dataset(uri).to_table()):
+        assert _plain(got).equals(_plain(table))
+        assert not got.schema.field("level").type.ordered  # as pylance stores it
+        assert list(got.to_pandas()["level"].cat.categories) == LEVELS
+        # the page dictionary is the column's own; differing batches' are united in order
+        assert {tuple(c.dictionary.to_pylist()) for c in got["level"].chunks} == {tuple(LEVELS)}
+        assert {tuple(c.dictionary.to_pylist()) for c in got["tag"].chunks} == {
+            ("x", "y", "z", "w")
+        }
+
+
+def test_a_dictionary_key_past_the_items_is_corrupt():
+    t = pa.dictionary(pa.int32(), pa.string())
+    items = pa.array(["a", "b", "c"])
+    with pytest.raises(CorruptFileError):
+        dictionary_array(items, np.array([0, 3, 1], np.uint32), None, t)
+    # a key under a null is never looked at: it reads as null, whatever was stored
+    got = dictionary_array(items, np.array([0, 9, 1], np.uint32), np.array([1, 0, 1], bool), t)
+    assert got.to_pylist() == ["a", None, "b"]
+    got.validate(full=True)
+    # keys too wide for the field's key type are corrupt as well
+    small = pa.dictionary(pa.int8(), pa.string())
+    many = pa.array([f"v{i}" for i in range(300)])
+    with pytest.raises(CorruptFileError):
+        dictionary_array(many, np.array([0, 200], np.uint32), None, small)
