@@ -199,6 +199,29 @@ def test_put_of_a_dictionary_column(client, root, tmp_path):
     assert _decoded(got).equals(_decoded(table))
 
 
+def test_put_of_an_ordered_categorical_keeps_its_categories(client, root):
+    """An ordered categorical with an unused category, put (create, then append): pylance
+    and our endpoints read the categories as the client sent them, in their order (Lance
+    keeps no ordered flag: unordered, as pylance writes it)."""
+    sizes = ["S", "M", "L", "XL"]
+    frame = pd.DataFrame(
+        {"n": np.arange(600), "size": pd.Categorical(["L", "S", None] * 200, sizes, ordered=True)}
+    )
+    batch = pa.RecordBatch.from_pandas(frame, preserve_index=False)
+    for mode in ("create", "append"):
+        writer, results = client.do_put(cmd(dataset="put/ordered", mode=mode), batch.schema)
+        writer.write_batch(batch)
+        writer.done_writing()
+        results.read()
+        writer.close()
+    theirs = lance.dataset(str(root / "put" / "ordered")).to_table()
+    ours, _ = _read_endpoints(client, client.get_flight_info(cmd(dataset="put/ordered")))
+    for got in (theirs, ours):
+        assert got.num_rows == 1200
+        assert _dictionaries(got["size"]) == {tuple(sizes)}
+        assert got["size"].to_pylist() == ["L", "S", None] * 400
+
+
 def test_nested_dictionaries_put_and_read(client, root):
     """Dictionaries inside a struct and a list: put by a client in batches, read back over
     Flight (every endpoint) and by pylance, the same rows as sent."""
