@@ -9,7 +9,11 @@ calls it at start, so no user request pays for compilation.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -19,6 +23,48 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 _REGISTRY: list[tuple[Any, tuple[str, ...]]] = []
+
+_PACKAGE = Path(__file__).resolve().parent
+_STAMP = _PACKAGE / "__pycache__" / "kernels.stamp"
+
+
+def kernel_sources_digest(package: Path = _PACKAGE) -> str:
+    """A digest of every module that declares kernels or uses this module's helpers."""
+    digest = hashlib.blake2b(digest_size=16)
+    for path in sorted(package.rglob("*.py")):
+        data = path.read_bytes()
+        if path.name == "jit.py" or b"jit import" in data:
+            digest.update(str(path.relative_to(package)).encode() + b"\0" + data)
+    return digest.hexdigest()
+
+
+def drop_stale_caches(package: Path = _PACKAGE, stamp: Path = _STAMP) -> bool:
+    """Delete numba's on-disk kernel caches under ``package`` when a kernel module changed
+    since they were written; whether it did.
+
+    numba keys a kernel's cache on its own file's time and size only, so a change to what
+    it calls in another module (the intrinsics here, another module's kernel) would leave
+    stale machine code running, silently.  Any change to any kernel module (see
+    :func:`kernel_sources_digest`) drops them all; the next start recompiles.  A package
+    whose caches cannot be written (installed read-only) is left alone."""
+    current = kernel_sources_digest(package)
+    try:
+        if stamp.read_text() == current:
+            return False
+    except OSError:
+        pass
+    for cached in (*package.rglob("__pycache__/*.nbi"), *package.rglob("__pycache__/*.nbc")):
+        with contextlib.suppress(OSError):  # another process may have removed it already
+            cached.unlink()
+    with contextlib.suppress(OSError):
+        stamp.parent.mkdir(exist_ok=True)
+        tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}")
+        tmp.write_text(current)
+        tmp.replace(stamp)
+    return True
+
+
+drop_stale_caches()
 
 
 def _readonly(array: types.Array) -> types.Array:

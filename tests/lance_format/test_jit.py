@@ -7,7 +7,11 @@ the same data.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import lance.file
 import numpy as np
@@ -85,3 +89,44 @@ def test_server_compiles_the_kernels_before_it_listens(tmp_path):
     assert ready and int(ready.group(1)) >= sum(len(sigs) for _, sigs in _registered())
     with serve(str(tmp_path), "--no-warm") as server:
         assert "kernel signatures ready" not in server.log()
+
+
+_HELPER = "import numba\n\n\n@numba.njit(cache=True)\ndef helper(x):\n    return x + {n}\n"
+_KERNEL = (
+    "import numba\n\nfrom .jit import helper\n\n\n"
+    "@numba.njit(cache=True)\ndef k(x):\n    return helper(x)\n"
+)
+_RUN = (
+    "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1])\n"
+    "from lance_format.jit import drop_stale_caches\n"
+    "dropped = drop_stale_caches(Path(sys.argv[1]) / 'pkg', Path(sys.argv[1]) / 'stamp')\n"
+    "from pkg.kern import k\n"
+    "print(k(1), dropped)\n"
+)
+
+
+def test_a_changed_helper_drops_the_cached_kernels_that_call_it(tmp_path):
+    """numba caches a kernel keyed on its own file only: after the helper it calls (in
+    another module) changes, the cached machine code must not be loaded again."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "jit.py").write_text(_HELPER.format(n=1))
+    (pkg / "kern.py").write_text(_KERNEL)
+
+    def run() -> tuple[int, bool]:
+        repo = str(Path(jit.__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": repo}
+        out = subprocess.run(
+            [sys.executable, "-c", _RUN, str(tmp_path)], capture_output=True, text=True, env=env
+        )
+        assert out.returncode == 0, out.stderr
+        value, dropped = out.stdout.split()
+        return int(value), dropped == "True"
+
+    assert run() == (2, True)  # no stamp yet: nothing cached is trusted
+    assert list(pkg.glob("__pycache__/kern.k-*.nbi"))  # numba cached the kernel
+    assert run() == (2, False)  # unchanged: the cache stays and is used
+    (pkg / "jit.py").write_text(_HELPER.format(n=2))
+    assert run() == (3, True)  # the helper changed: the kernel calling it is rebuilt
+    assert run() == (3, False)
