@@ -328,10 +328,9 @@ class LanceFlightServer(flight.FlightServerBase):
         # each range's messages without coming back to Python
         return range_stream(schema, guarded(self._stream(context, tables, raw), self, context))
 
-    def _source(self, ds, t: Ticket, ramp: bool = True) -> tuple[pa.Schema, Iterator[Any], bool]:
+    def _source(self, ds, t: Ticket) -> tuple[pa.Schema, Iterator[Any], bool]:
         """What ticket ``t`` reads: its schema, its items (decoded ranges, or batches), and
-        whether they may travel as ranges (not with dictionary columns: see streams).
-        ``ramp``: small first steps, for a reader waiting (not for a read-ahead)."""
+        whether they may travel as ranges (not with dictionary columns: see streams)."""
         if t.row_ids is not None:
             schema = ds.scanner(columns=t.columns, with_row_id=t.with_row_id).schema
             return schema, _take_batches(ds, t), False
@@ -356,11 +355,7 @@ class LanceFlightServer(flight.FlightServerBase):
         )
         schema = scanner.schema
         if isinstance(scanner, Scanner) and not has_dictionary(schema):
-            return (
-                schema,
-                scanner.to_ranges(ramp=ramp),
-                True,
-            )  # whole decoded ranges, pages unjoined
+            return schema, scanner.to_ranges(), True  # whole decoded ranges, pages unjoined
         return schema, scanner.to_batches(), False
 
     def _ranges(self, raw: bytes, schema: pa.Schema, items, t: Ticket) -> Iterator[Range]:
@@ -374,7 +369,7 @@ class LanceFlightServer(flight.FlightServerBase):
         that is not a plain range scan starts nothing (ValueError)."""
         t = Ticket.decode(raw)
         ds = self.catalog.open(t.dataset, t.version)
-        schema, items, ranged = self._source(ds, t, ramp=False)
+        schema, items, ranged = self._source(ds, t)
         if not ranged:
             close_iterator(items)
             raise ValueError("not a range scan")

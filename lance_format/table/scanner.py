@@ -259,19 +259,14 @@ class Scanner:
             for table in self._tables(count_only=False, ramp=True):
                 yield from _batches_of(table, self.options.batch_size)
 
-    def to_ranges(self, ramp: bool = True) -> Iterator[pa.Table]:
+    def to_ranges(self) -> Iterator[pa.Table]:
         """The scan as whole decoded ranges: one table per step, its columns chunked as the
         pages decoded (no copy joining them), for a consumer that cuts its own batches
-        (``Table.to_batches`` cuts at chunk boundaries, zero-copy): a Flight stream.
-
-        ``ramp`` makes the first steps smaller (see :data:`RAMP`): right for a stream whose
-        reader waits for its first rows, wasted on one decoded ahead of its reader (each
-        extra step cuts every column's pages once more: RAMP=3 cost a sixth more CPU on
-        TPC-H lineitem, whose pages hold a whole fragment)."""
+        (``Table.to_batches`` cuts at chunk boundaries, zero-copy): a Flight stream."""
         if self.orderings:
             yield from (pa.Table.from_batches([b]) for b in self._sorted_batches())
         else:
-            yield from self._tables(count_only=False, ramp=ramp)
+            yield from self._tables(count_only=False, ramp=True)
 
     def _sorted_batches(self) -> Iterator[pa.RecordBatch]:
         """Every matching row, sorted by the keys, then offset and limit (a sort needs all
