@@ -10,7 +10,7 @@ leaf below it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -255,7 +255,12 @@ class LeafColumnReader:
         )
 
     def _make_point(self, page: PageInfo) -> PointPlan | FullZipPoint | None:
-        return point_plan(self.decoder(page), self.meta(page))
+        meta = self.meta(page)
+        if pa.types.is_dictionary(self.arrow_type) and getattr(meta, "items", None) is not None:
+            # keys stay keys: the rows come back with the page's own dictionary (as a scan
+            # gives them), rather than expanded and encoded again
+            meta = replace(meta, items=None)
+        return point_plan(self.decoder(page), meta)
 
     def take_plan(self, rows: np.ndarray) -> TakePlan:
         """Plan a take of sorted unique ``rows`` without reading: per page, the chunks

@@ -111,3 +111,27 @@ def test_a_dictionary_key_past_the_items_is_corrupt():
     many = pa.array([f"v{i}" for i in range(300)])
     with pytest.raises(CorruptFileError):
         dictionary_array(many, np.array([0, 200], np.uint32), None, small)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_takes_and_filters_keep_the_written_categories(tmp_path, version):
+    """Rows by position and by filter: pylance's values, with the categories as written
+    (where pylance's own take re-encodes the taken values and its filtered scan repeats
+    the items of every page), so a categorical's categories do not depend on the query."""
+    sizes = ["S", "M", "L", "XL"]
+    table = pa.table(
+        {
+            "n": np.arange(20_000),
+            "size": pd.Categorical(np.resize(["L", "S", None, "M"], 20_000), sizes),
+        }
+    )
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(table, uri, data_storage_version=version, max_rows_per_file=8000)
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    rows = [5, 19_999, 3, 8001, 7999, 2]
+    for got, expected in (
+        (ours.take(rows), theirs.take(rows)),
+        (ours.to_table(filter="n % 1000 = 7"), theirs.to_table(filter="n % 1000 = 7")),
+    ):
+        assert got["size"].to_pylist() == expected["size"].to_pylist()
+        assert {tuple(c.dictionary.to_pylist()) for c in got["size"].chunks} == {tuple(sizes)}
