@@ -175,6 +175,11 @@ class PageCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def holds(self, key: Hashable) -> bool:
+        """Whether the page is cached (a look that counts as neither hit nor miss)."""
+        with self._lock:
+            return key in self._entries
+
     def get(self, key: Hashable) -> Any | None:
         """The cached page, or None (counted as a miss)."""
         if not self.enabled:

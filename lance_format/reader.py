@@ -296,6 +296,19 @@ class LanceFileReader:
                     total += self._meta.columns[col].stored_bytes()
         return total
 
+    def pages_cached(self, columns: Sequence[str], row: int) -> bool:
+        """Whether the decoded-page cache holds the page of ``row`` of every leaf column of
+        ``columns`` (a scan then starts with full steps: slicing cached pages is quick)."""
+        if self.version < LanceFileVersion.V2_1:
+            return False
+        for f in self._project(columns):
+            for leaf in _leaves(f):
+                if leaf.id not in self._field_columns:
+                    return False
+                if not self._leaf_reader(leaf).page_cached(row):
+                    return False
+        return True
+
     # -- internals -------------------------------------------------------------------------
 
     def _default_columns(self) -> dict[int, int]:

@@ -254,6 +254,15 @@ class LeafColumnReader:
             self.cache_key + (page.index, "point"), lambda: self._make_point(page)
         )
 
+    def page_cached(self, row: int) -> bool:
+        """Whether the decoded-page cache holds the page of ``row``."""
+        if self.page_cache is None or self.page_key is None:
+            return False
+        i = int(self.page_starts.searchsorted(row, side="right")) - 1
+        if not 0 <= i < len(self.column.pages):
+            return False
+        return self.page_cache.holds(self.page_key + (self.column.pages[i].index,))
+
     def _make_point(self, page: PageInfo) -> PointPlan | FullZipPoint | None:
         meta = self.meta(page)
         if pa.types.is_dictionary(self.arrow_type) and getattr(meta, "items", None) is not None:

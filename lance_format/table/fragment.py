@@ -479,6 +479,13 @@ class Fragment:
             )
         return _assemble(field, parts, n)
 
+    def pages_cached(self, fields: list[LanceField], row: int) -> bool:
+        """Whether the decoded pages of physical ``row`` of ``fields`` are all cached."""
+        by_file = self._names_by_file(fields)
+        return bool(by_file) and all(
+            self._readers[i].pages_cached(names, row) for i, names in by_file.items()
+        )
+
     def _names_by_file(self, fields: list[LanceField]) -> dict[int, list[str]]:
         """Data file index -> the names ``fields`` have in that file (absent fields skipped)."""
         out: dict[int, list[str]] = {}

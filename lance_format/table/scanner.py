@@ -349,6 +349,8 @@ class Scanner:
             for start, stop in self._steps(frag, lo, hi, step, self.terms):
                 if stop - start < step:  # a scan within one step: nothing to ramp
                     shrink = 0
+                if shrink and frag.pages_cached(fields, start):
+                    shrink = 0  # a hot scan: its first rows are slices of cached pages
                 while shrink and start < stop:  # the stream's first steps: 1/8, 1/4, 1/2
                     cut = min(stop, start + max(self.options.batch_size, step >> shrink))
                     yield frag, start, cut, part

@@ -67,3 +67,25 @@ def test_stream_scans_ramp_up_and_match_pylance(tmp_path, monkeypatch):
     # a scan within one step is not cut up
     monkeypatch.setattr(scanner_module, "READ_BYTES", 1 << 30)
     assert len(list(ds.scanner(batch_size=1024).to_ranges())) == 1
+
+
+def test_a_hot_scan_starts_with_full_steps(tmp_path, monkeypatch):
+    """Once a fragment's pages are in the decoded-page cache, its stream does not ramp: the
+    first rows are slices of cached pages anyway, and each extra step cuts every column
+    once more.  The rows stay pylance's."""
+    monkeypatch.setattr(scanner_module, "READ_BYTES", 1 << 20)  # several steps a fragment
+    table = _table(300_000)
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(table, uri, data_storage_version="2.1")
+    pages = lance_format.PageCache(256 << 20)  # pages are kept from their second read
+    ds = lance_format.dataset(uri, cache=lance_format.SearchCache(64 << 20, pages=pages))
+    sizes = []
+    for _ in range(3):  # cold, admitting, hot
+        ranges = list(ds.scanner(batch_size=1024).to_ranges())
+        assert pa.concat_tables(ranges).equals(lance.dataset(uri).to_table())
+        sizes.append([r.num_rows for r in ranges])
+    assert sizes[0][0] < sizes[0][1]  # a cold scan ramps up
+    assert pages.stats()["entries"] > 0
+    full = max(sizes[0])
+    assert sizes[2][0] == full  # the hot one starts at a full step
+    assert len(sizes[2]) < len(sizes[0])
