@@ -166,6 +166,10 @@ def logical_type_of(t: pa.DataType, name: str = "?") -> str:
     if pa.types.is_fixed_size_binary(t):
         return f"fixed_size_binary:{t.byte_width}"
     if pa.types.is_dictionary(t):
+        if not _dictionary_value_ok(t.value_type):
+            # pylance refuses to write these ("Cannot encode dictionary type"), and panics
+            # reading a file that has one
+            raise SchemaError(f"cannot encode dictionary type {t}", column=name)
         value = logical_type_of(t.value_type, name)
         return f"dict:{value}:{logical_type_of(t.index_type, name)}:false"
     if pa.types.is_fixed_size_list(t):
@@ -181,6 +185,20 @@ def logical_type_of(t: pa.DataType, name: str = "?") -> str:
     if pa.types.is_struct(t):
         return "struct"
     raise SchemaError(f"Arrow type {t} has no Lance logical type", column=name)
+
+
+def _dictionary_value_ok(t: pa.DataType) -> bool:
+    """Whether pylance encodes a dictionary of these values: numbers, booleans, strings and
+    binaries (not dates, times, decimals, fixed-size binaries or views)."""
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
 
 
 def _storage(t: pa.DataType) -> pa.DataType:

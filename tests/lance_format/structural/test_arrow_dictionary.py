@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.errors import CorruptFileError
+from lance_format.errors import CorruptFileError, SchemaError
 from lance_format.structural.arrow import dictionary_array
 
 LEVELS = ["low", "medium", "high", "unused"]
@@ -135,3 +135,52 @@ def test_takes_and_filters_keep_the_written_categories(tmp_path, version):
     ):
         assert got["size"].to_pylist() == expected["size"].to_pylist()
         assert {tuple(c.dictionary.to_pylist()) for c in got["size"].chunks} == {tuple(sizes)}
+
+
+DICTIONARY_VALUES = {
+    "int8": pa.array([1, 2, 3], pa.int8()),
+    "uint64": pa.array([1, 2, 3], pa.uint64()),
+    "float16": pa.array(np.array([1, 2, 3], np.float16)),
+    "float64": pa.array([1.5, -0.0, 3.0]),
+    "bool": pa.array([True, False, True]),
+    "large_string": pa.array(["a", "bb", "c"], pa.large_string()),
+    "binary": pa.array([b"a", b"\x00b", b"c"]),
+    "large_binary": pa.array([b"a", b"b", b"c"], pa.large_binary()),
+}
+# values pylance refuses to dictionary-encode ("Cannot encode dictionary type"); a file
+# holding one makes its reader panic
+REFUSED_VALUES = {
+    "date32": pa.array([1, 2, 3], pa.date32()),
+    "timestamp": pa.array([1, 2, 3], pa.timestamp("us")),
+    "decimal": pa.array([1, 2, 3], pa.decimal128(10, 2)),
+    "fixed_size_binary": pa.array([b"ab", b"cd", b"ef"], pa.binary(2)),
+    "list": pa.array([[1], [2, 3], []], pa.list_(pa.int8())),
+}
+
+
+def _dictionary_table(items: pa.Array) -> pa.Table:
+    keys_array = pa.array(np.resize([2, 0, None, 1], 400), pa.int16())
+    return pa.table({"c": pa.DictionaryArray.from_arrays(keys_array, items)})
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+@pytest.mark.parametrize("kind", DICTIONARY_VALUES)
+def test_dictionaries_of_every_value_kind_pylance_encodes(tmp_path, version, kind):
+    table = _dictionary_table(DICTIONARY_VALUES[kind])
+    uri = str(tmp_path / "ds")
+    lance_format.write_dataset(table, uri, data_storage_version=version)
+    theirs = lance.dataset(uri).to_table()
+    assert theirs.schema.equals(table.schema)
+    assert theirs["c"].to_pylist() == table["c"].to_pylist()
+    assert _rows(lance_format.dataset(uri).to_table()["c"]) == _rows(theirs["c"])
+
+
+@pytest.mark.parametrize("kind", REFUSED_VALUES)
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_dictionaries_pylance_cannot_encode_are_refused_before_writing(tmp_path, kind, version):
+    table = _dictionary_table(REFUSED_VALUES[kind])
+    with pytest.raises(OSError, match="Cannot encode dictionary type"):
+        lance.write_dataset(table, str(tmp_path / "theirs"), data_storage_version=version)
+    with pytest.raises(SchemaError, match="cannot encode dictionary type"):
+        lance_format.write_dataset(table, str(tmp_path / "ours"), data_storage_version=version)
+    assert not (tmp_path / "ours").exists()

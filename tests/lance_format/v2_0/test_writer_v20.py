@@ -376,10 +376,6 @@ def test_pylance_refusals_are_refused(tmp_path, theme: str, column: str) -> None
 REFUSALS = {
     "map": (pa.array([[("a", 1)]], pa.map_(pa.string(), pa.int32())), "maps"),
     "fsl_string": (pa.array([["a", "b"]], pa.list_(pa.string(), 2)), "fixed-size lists"),
-    "dict_of_list": (
-        pa.DictionaryArray.from_arrays(pa.array([0]), pa.array([[1]], pa.list_(pa.int8()))),
-        "dictionaries",
-    ),
     "string_view": (pa.array(["a"], pa.string_view()), "string_view"),
     "struct_nulls": (pa.array([{"x": 1}, None]), "struct validity"),
     "list_struct_nulls": (pa.array([[{"x": 1}, None]]), "struct validity"),
