@@ -63,6 +63,7 @@ def test_split_ranges_read_like_pylance(written, monkeypatch) -> None:
 
     monkeypatch.setattr(LeafColumnReader, "read", recording)
     monkeypatch.setattr(reader_module, "POOL_SIZE", 2)  # as on the 2-core CI machine
+    monkeypatch.setattr(reader_module, "MIN_SPLIT_SECONDS", 0.0)  # however quick to decode
     reader = LanceFileReader(path)
     for start, stop in [(0, N), (12_345, 140_001), (70_000, N)]:
         got = reader.read_range(start, stop)
@@ -72,6 +73,25 @@ def test_split_ranges_read_like_pylance(written, monkeypatch) -> None:
             got = reader.read_range(start, stop, [column])
             assert got.column(0).equals(theirs.column(column).slice(start, stop - start))
             assert any((a, b) != (start, stop) for _, a, b in parts), parts  # a leaf was cut
+
+
+def test_a_quick_leaf_is_not_cut(written, monkeypatch) -> None:
+    """Cutting a leaf pays a hand-off and a join: a part must be worth MIN_SPLIT_SECONDS
+    of decoding (as measured for the leaf), or the leaf is decoded whole."""
+    path, theirs = written
+    parts: list[tuple[int, int]] = []
+    original = LeafColumnReader.read
+
+    def recording(self, rows=None, start=0, stop=None):
+        parts.append((start, stop))
+        return original(self, rows, start, stop)
+
+    monkeypatch.setattr(LeafColumnReader, "read", recording)
+    monkeypatch.setattr(reader_module, "POOL_SIZE", 2)
+    monkeypatch.setattr(reader_module, "MIN_SPLIT_SECONDS", 3600.0)
+    got = LanceFileReader(path).read_range(0, N, ["text"])
+    assert got.column(0).equals(theirs.column("text"))
+    assert parts == [(0, N)]
 
 
 def test_takes_decode_on_the_pool_like_pylance(written) -> None:
