@@ -414,7 +414,9 @@ class LanceFileWriter:
             # width of its key type (pylance checks the width against the schema)
             encoded = own if own is not None else dictionary_encoding.encode(block)
             key_bits = values.type.index_type.bit_width
-            if encoded[1].num_values > 1 << (key_bits - 1):
+            # the column's own keys fit their type (Arrow's rule), however many items the
+            # dictionary has; re-encoded values need as many keys as distinct values
+            if own is None and encoded[1].num_values > 1 << (key_bits - 1):
                 raise UnsupportedError(
                     f"{encoded[1].num_values} distinct values do not fit the "
                     f"{values.type.index_type} dictionary keys"

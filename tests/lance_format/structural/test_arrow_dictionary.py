@@ -184,3 +184,18 @@ def test_dictionaries_pylance_cannot_encode_are_refused_before_writing(tmp_path,
     with pytest.raises(SchemaError, match="cannot encode dictionary type"):
         lance_format.write_dataset(table, str(tmp_path / "ours"), data_storage_version=version)
     assert not (tmp_path / "ours").exists()
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_a_dictionary_longer_than_its_key_type_reaches_is_kept(tmp_path, version):
+    """int8 keys reach 127 items, but an Arrow dictionary may hold more, unused: pylance
+    writes it whole, and so do we (no key needs more than its type)."""
+    items = pa.array([f"v{i}" for i in range(200)])
+    table = pa.table(
+        {"c": pa.DictionaryArray.from_arrays(pa.array([0, 99, 5] * 10, pa.int8()), items)}
+    )
+    uri = str(tmp_path / "ours")
+    lance_format.write_dataset(table, uri, data_storage_version=version)
+    for got in (lance.dataset(uri).to_table(), lance_format.dataset(uri).to_table()):
+        assert got["c"].to_pylist() == table["c"].to_pylist()
+        assert {len(c.dictionary) for c in got["c"].chunks} == {200}
