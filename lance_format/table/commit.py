@@ -49,6 +49,7 @@ def commit(
     data_storage_version: str | LanceFileVersion | None = None,
     max_retries: int = MAX_RETRIES,
     affected_rows_known: bool = True,
+    read: manifest.Manifest | None = None,
 ) -> manifest.Manifest:
     """Commit ``txn`` (based on ``txn.read_version``; 0 = creating the dataset).
 
@@ -56,19 +57,32 @@ def commit(
     dataset's own writes can; a low-level commit of caller-made fragments cannot), which
     decides whether it can be merged with a concurrent one on the same fragment.
 
+    ``read``, the manifest of ``txn.read_version`` as the caller read it, lets the first
+    attempt skip listing the versions: the manifest is written if absent, so a commit made
+    meanwhile makes that attempt fail and the next one lists, rebases and retries at once.
+    (A dataset taking many small appends has thousands of versions: the listing was the
+    cost of an append that grew with them.)
+
     Raises :class:`CommitConflictError` (``RetryableCommitConflictError`` when redoing the
     operation against the new version may succeed) if a concurrent commit is incompatible.
     """
     txn = as_transaction(txn)
     read_version = txn.read_version
     txn_name = transaction.write_transaction_file(root, txn)
+    guess = read if read is not None and read.version == read_version else None
     for attempt in range(max_retries):
-        if attempt:
+        if attempt > (guess is not None):  # no wait after the unlisted first attempt
             _backoff(attempt)
-        versions = paths.list_versions(root)
-        latest = manifest.read_manifest(versions[-1].path) if versions else None
+        latest: manifest.Manifest | None
+        newest_naming: paths.ManifestNaming | None
+        if attempt == 0 and guess is not None and guess.naming is not None:
+            latest, newest_naming = guess, guess.naming
+        else:
+            newest = paths.latest_version(root)
+            latest = manifest.read_manifest(newest.path) if newest is not None else None
+            newest_naming = newest.naming if newest is not None else None
         if naming is None:
-            naming = versions[-1].naming if versions else paths.ManifestNaming.V2
+            naming = newest_naming or paths.ManifestNaming.V2
         if latest is None and read_version:
             raise CommitConflictError(
                 f"the dataset at {root} has no version {read_version} to commit against"
@@ -78,6 +92,7 @@ def commit(
             if latest.version > read_version:
                 if txn.read_version == 0 and txn.operation.CREATES_DATASET:
                     raise DatasetExistsError(f"dataset already exists at {root}")
+                versions = paths.list_versions(root)  # the commits to rebase over
                 txn, txn_name = _rebase(
                     root, txn, txn_name, read_version, versions, latest, affected_rows_known
                 )

@@ -143,21 +143,20 @@ def _resolve(root: str, version: int | None) -> manifest.Manifest:
 def find_entry(root: str, version: int | None) -> paths.VersionEntry:
     """The manifest of ``version`` (None: the latest), found with one listing.
     DatasetNotFoundError (a LanceIOError) when there is no dataset, InvalidArgumentError when no such version."""
-    versions = paths.list_versions(root)
-    if not versions:
-        raise DatasetNotFoundError(
-            f"{root} is not a Lance dataset (no committed version in _versions)"
-        )
     if version is None:
-        entry = versions[-1]
+        entry = paths.latest_version(root)
     else:
-        found = [v for v in versions if v.version == int(version)]
-        if not found:
+        versions = paths.list_versions(root)
+        entry = next((v for v in versions if v.version == int(version)), None)
+        if entry is None and versions:
             raise InvalidArgumentError(
                 f"{root} has no version {version} (versions {versions[0].version}.."
                 f"{versions[-1].version})"
             )
-        entry = found[0]
+    if entry is None:
+        raise DatasetNotFoundError(
+            f"{root} is not a Lance dataset (no committed version in _versions)"
+        )
     return entry
 
 
@@ -206,7 +205,10 @@ class Dataset:
 
     @property
     def latest_version(self) -> int:
-        return paths.list_versions(self.uri)[-1].version
+        newest = paths.latest_version(self.uri)
+        if newest is None:
+            raise DatasetNotFoundError(f"{self.uri} has no committed version any more")
+        return newest.version
 
     @functools.cached_property
     def lance_schema(self) -> LanceSchema:
@@ -1171,7 +1173,7 @@ class _Optimize:
 
 
 def _exists(root: str) -> bool:
-    return bool(paths.list_versions(root))
+    return paths.latest_version(root) is not None
 
 
 def write_dataset(

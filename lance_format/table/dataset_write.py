@@ -123,10 +123,10 @@ def write_version(
             for _ in reader:  # drain: a streaming source is still sending
                 pass
             return earlier
-    versions = paths.list_versions(root)
-    if mode == "create" and versions:
+    newest = paths.latest_version(root)
+    if mode == "create" and newest is not None:
         raise DatasetExistsError(f"dataset already exists at {root} (use mode='append')")
-    current = manifest.read_manifest(versions[-1].path) if versions else None
+    current = manifest.read_manifest(newest.path) if newest is not None else None
     appending = mode == "append" and current is not None
     file_schema = None
     if current is not None and appending:
@@ -185,6 +185,7 @@ def write_version(
         naming=naming,
         stable_row_ids=enable_stable_row_ids,
         data_storage_version=None if appending else version,
+        read=current,
     )
     try:
         if not idempotency_key:
@@ -245,7 +246,9 @@ def _commit(root: str, fragments, staged: dict, options: dict, mode: str, reader
             raise DatasetExistsError(
                 f"dataset at {root} was created by another writer meanwhile"
             ) from None
-    theirs = manifest.read_manifest(paths.list_versions(root)[-1].path)
+    newest = paths.latest_version(root)
+    assert newest is not None  # another writer just created it
+    theirs = manifest.read_manifest(newest.path)
     write.check_schema(theirs.schema.to_dataset_arrow(), reader.schema)
     again = dict(staged, mode="append", read_version=theirs.version)
     txn = staging.staged_transaction(fragments, **again)

@@ -136,3 +136,33 @@ def test_writer_killed_during_commits(tmp_path):
     assert len(txns) == 1  # only the latest version's transaction remains
     ids = lance.dataset(uri).to_table().column("id").to_numpy()
     assert len(np.unique(ids)) == len(ids)
+
+
+def test_an_append_commits_without_listing_unless_it_lost_a_race(tmp_path, monkeypatch):
+    """The commit of an append first tries the version after the one it read, without
+    listing the versions (a dataset of many small appends has thousands); when another
+    writer took that version meanwhile, the put fails and the commit lists, rebases and
+    lands after it.  Truth: pylance's read of every row."""
+    from lance_format.table import commit as commit_module
+    from lance_format.table import manifest as manifest_module
+    from lance_format.table import paths, staging
+    from lance_format.table import write as write_module
+
+    uri = str(tmp_path / "ds")
+    write_dataset(_rows(0, 0), uri)
+    listings = []
+    real = paths.latest_version
+    monkeypatch.setattr(paths, "latest_version", lambda root: listings.append(root) or real(root))
+    write_dataset(_rows(0, 1), uri, mode="append")
+    assert len(listings) == 1  # the write's own look at the dataset, none in the commit
+    # a commit based on version 2 while another writer already made version 3
+    read = manifest_module.read_manifest(real(uri).path)
+    write_dataset(_rows(1, 0), uri, mode="append")
+    fragments = write_module.write_fragments(_rows(1, 1), uri, read.schema)
+    txn = staging.staged_transaction(fragments, mode="append", read_version=read.version)
+    listings.clear()
+    committed = commit_module.commit(uri, txn, read=read)
+    assert committed.version == 4 and len(listings) == 1  # lost the race, listed, rebased
+    got = lance.dataset(uri).to_table().sort_by("id")
+    expected = pa.concat_tables([_rows(0, 0), _rows(0, 1), _rows(1, 0), _rows(1, 1)])
+    assert got.equals(expected.sort_by("id"))
