@@ -61,7 +61,9 @@ def commit(
     attempt skip listing the versions: the manifest is written if absent, so a commit made
     meanwhile makes that attempt fail and the next one lists, rebases and retries at once.
     (A dataset taking many small appends has thousands of versions: the listing was the
-    cost of an append that grew with them.)
+    cost of an append that grew with them.)  Pass it only when it was read moments ago: a
+    version made meanwhile and already removed by a cleanup would not stop the write (a
+    listing first narrows that window, it cannot close it).
 
     Raises :class:`CommitConflictError` (``RetryableCommitConflictError`` when redoing the
     operation against the new version may succeed) if a concurrent commit is incompatible.

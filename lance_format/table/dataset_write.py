@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,7 @@ from .manifest import Manifest
 
 IDEMPOTENCY_KEY = "lance_flight.idempotency_key"
 ROWS_PROPERTY = "lance_flight.rows"
+FRESH_READ_SECONDS = 1.0  # see write_version
 IDEMPOTENCY_WINDOW = 100
 MODES = ("create", "append", "overwrite")
 _BEFORE_COMMIT_POINT = (CommitConflictError, InvalidArgumentError, SchemaError, UnsupportedError)
@@ -127,6 +129,7 @@ def write_version(
     if mode == "create" and newest is not None:
         raise DatasetExistsError(f"dataset already exists at {root} (use mode='append')")
     current = manifest.read_manifest(newest.path) if newest is not None else None
+    read_at = time.monotonic()
     appending = mode == "append" and current is not None
     file_schema = None
     if current is not None and appending:
@@ -181,11 +184,15 @@ def write_version(
     naming = None
     if current is None:
         naming = paths.ManifestNaming.V2 if enable_v2_manifest_paths else paths.ManifestNaming.V1
-    options = dict(
+    # a small append's commit may skip listing the versions (see commit.commit): only
+    # while what it read is fresh, so that the window in which another writer's commit and
+    # a cleanup could both pass unseen stays as short as a listing's
+    fresh = time.monotonic() - read_at < FRESH_READ_SECONDS
+    options: dict[str, Any] = dict(
         naming=naming,
         stable_row_ids=enable_stable_row_ids,
         data_storage_version=None if appending else version,
-        read=current,
+        read=current if fresh else None,
     )
     try:
         if not idempotency_key:
