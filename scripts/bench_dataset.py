@@ -7,8 +7,9 @@ written once by pylance (``lance.write_dataset``).
 Workloads, each timed for both implementations alternately (best of --repeat):
 full scan, projection (3 columns; ``id`` alone for vectors), filtered scan, iterating
 ``to_batches()`` (8K-row batches), 50 ``take`` calls of one random row each, ``take`` of
-1,000 random rows, and appending the first 10% of the table as a new version (each side
-appends to its own copy).
+1,000 random rows, appending the first 10% of the table as a new version, and 50 appends
+of 100 rows each (a stream of small writes: a version each; each side appends to its own
+copy).
 Ratios are ours/pylance: throughput > 1 or latency < 1 means we are faster.
 
 Example (smoke):  python scripts/bench_dataset.py --scale 0.01 --repeat 1
@@ -91,7 +92,7 @@ def main() -> None:
     p.add_argument("--tables", nargs="*")
     args = p.parse_args()
     work = tempfile.mkdtemp(prefix="bench-dataset-")
-    print(f"{'table':9} {'workload':12} {'ours s':>9} {'pylance s':>10} {'ours/pylance':>13}")
+    print(f"{'table':9} {'workload':14} {'ours s':>9} {'pylance s':>10} {'ours/pylance':>13}")
     for name, table in load(args.data_dir, args.scale, args.tables).items():
         run_table(name, table, os.path.join(work, name), args.repeat)
     shutil.rmtree(work, ignore_errors=True)
@@ -107,6 +108,7 @@ def run_table(name: str, table: pa.Table, uri: str, repeat: int) -> None:
     cols, flt = WORKLOADS[name]
     idx = np.random.default_rng(0).integers(0, table.num_rows, 1000)
     part = table.slice(0, max(1, table.num_rows // 10))
+    small = table.slice(0, min(100, table.num_rows))
     a, b = uri + "_ours", uri + "_pylance"
     shutil.copytree(uri, a)
     shutil.copytree(uri, b)
@@ -127,14 +129,18 @@ def run_table(name: str, table: pa.Table, uri: str, repeat: int) -> None:
             lambda: write_dataset(part, a, mode="append"),
             lambda: lance.write_dataset(part, b, mode="append"),
         ),
+        "append 100 x50": (
+            lambda: [write_dataset(small, a, mode="append") for _ in range(50)],
+            lambda: [lance.write_dataset(small, b, mode="append") for _ in range(50)],
+        ),
     }
     for label, (f_ours, f_theirs) in cases.items():
         try:
             t_o = best(f_ours, repeat)
             t_t = best(f_theirs, repeat)
-            print(f"{name:9} {label:12} {t_o:9.3f} {t_t:10.3f} {t_o / t_t:12.2f}x", flush=True)
+            print(f"{name:9} {label:14} {t_o:9.3f} {t_t:10.3f} {t_o / t_t:12.2f}x", flush=True)
         except Exception as e:  # keep going: one broken workload must not hide the rest
-            print(f"{name:9} {label:12} FAILED: {type(e).__name__}: {e}", flush=True)
+            print(f"{name:9} {label:14} FAILED: {type(e).__name__}: {e}", flush=True)
 
 
 if __name__ == "__main__":
