@@ -359,6 +359,13 @@ def _assemble(headers: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]]) -
     loop per part."""
     nchunks, width = headers.shape
     head = _pad8(width)
+    if nchunks == 1:  # a small page (one chunk): the same bytes, joined directly
+        pad = bytes([_HEADER_PAD]) * 7
+        pieces = [headers.tobytes(), pad[: head - width]]
+        for data, sz in parts:
+            n = int(np.asarray(sz).reshape(-1)[0])
+            pieces += [np.asarray(data, dtype=np.uint8).reshape(-1)[:n].tobytes(), pad[: (-n) & 7]]
+        return np.frombuffer(bytearray(b"".join(pieces)), dtype=np.uint8)
     sizes = [np.asarray(sz, dtype=np.int64) for _, sz in parts]
     row_sizes = np.full(nchunks, head, dtype=np.int64)
     for sz in sizes:

@@ -1,0 +1,25 @@
+"""Mini-block chunk assembly: a one-chunk page (a small write) is joined directly; its bytes
+must be those the general, many-chunk assembly lays out for the same chunk."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_format.structural.miniblock import _assemble
+
+
+def test_a_one_chunk_page_is_laid_out_as_the_first_of_many():
+    rng = np.random.default_rng(11)
+    for _ in range(500):
+        width = int(rng.integers(2, 20))
+        headers = rng.integers(0, 256, (2, width)).astype(np.uint8)
+        parts_one, parts_two = [], []
+        for _ in range(int(rng.integers(0, 4))):
+            first, second = (int(x) for x in rng.integers(0, 50, 2))
+            data = rng.integers(0, 256, first + second).astype(np.uint8)
+            parts_two.append((data, np.array([first, second])))
+            parts_one.append((data[:first], np.array([first])))
+        one = _assemble(headers[:1], parts_one)
+        two = _assemble(headers, parts_two)  # two chunks: the general path
+        assert len(one) % 8 == 0
+        assert one.tobytes() == two[: len(one)].tobytes()
