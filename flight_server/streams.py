@@ -103,13 +103,12 @@ class Range(NamedTuple):
 
 def range_tables(
     schema: pa.Schema,
-    items: Iterator[pa.Table | pa.RecordBatch],
+    items: Iterator[pa.Table],
     batch_rows: int,
     range_bytes: int = RANGE_BYTES,
     max_bytes: int = MESSAGE_BYTES,
 ) -> Iterator[Range]:
-    """``items`` (decoded ranges as tables whose chunks are the decoded pages, or batches)
-    regrouped as tables of about ``range_bytes`` (the first ones smaller), whose chunks are
+    """``items`` (decoded ranges as tables whose chunks are the decoded pages) regrouped as tables of about ``range_bytes`` (the first ones smaller), whose chunks are
     the messages: slices of at most ``batch_rows`` rows and about ``max_bytes``, cut where a
     column's chunk ends (no copy joining pages).
 
@@ -124,13 +123,8 @@ def range_tables(
                 continue
             per_row = item.nbytes / n
             rows = batch_rows if per_row <= 0 else max(1, min(batch_rows, int(max_bytes / per_row)))
-            if isinstance(item, pa.Table):
-                for batch in item.to_batches(max_chunksize=rows):
-                    yield batch, batch.num_rows * per_row
-            else:
-                for start in range(0, n, rows):
-                    batch = item.slice(start, rows)
-                    yield batch, batch.num_rows * per_row
+            for batch in item.to_batches(max_chunksize=rows):
+                yield batch, batch.num_rows * per_row
 
     group: list[pa.RecordBatch] = []
     size = 0.0
