@@ -80,9 +80,10 @@ class Catalog:
                     f"cannot list the dataset root {root!r}: {exc.problem}"
                 ) from None
         self.cache = cache
-        # (name, version) -> (dataset, its manifest's path): the path is checked on every hit,
-        # so a version removed by ``cleanup`` is not served from the cache
-        self._open: OrderedDict[tuple[str, int], tuple[Dataset, str]] = OrderedDict()
+        # (name, version) -> (dataset, its manifest's path and identity): both are checked on
+        # every hit, so a version removed by ``cleanup`` is not served from the cache, nor a
+        # dataset dropped and made again under its name (its new version 1 has the old path)
+        self._open: OrderedDict[tuple[str, int], tuple[Dataset, str, tuple]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- names ----------------------------------------------------------------------------
@@ -139,9 +140,10 @@ class Catalog:
         except InvalidArgumentError:
             raise NotFound(f"dataset {name!r} has no version {version}") from None
         key = (name, entry.version)
+        identity = _identity(entry.path)
         with self._lock:
             hit = self._open.get(key)
-            if hit is not None and hit[1] == entry.path:  # the listing just saw it
+            if hit is not None and hit[1:] == (entry.path, identity):  # the listing saw it
                 self._open.move_to_end(key)
                 return hit[0]
         try:
@@ -149,7 +151,7 @@ class Catalog:
         except LanceIOError:
             raise NotFound(f"dataset {name!r} has no version {entry.version}") from None
         with self._lock:
-            self._open[key] = (ds, entry.path)
+            self._open[key] = (ds, entry.path, identity)
             while len(self._open) > OPEN_VERSIONS:
                 self._open.popitem(last=False)
         return ds
@@ -188,3 +190,13 @@ class Catalog:
                 continue
             warmed["datasets"] += 1
         return warmed
+
+
+def _identity(path: str) -> tuple:
+    """What tells one manifest file from another at the same path (a stat on a local disk,
+    a HEAD on an object store): its size, modification time and entity tag."""
+    try:
+        meta = storage.head(path)
+    except LanceIOError:
+        return ()
+    return () if meta is None else (meta.size, meta.mtime, meta.e_tag)

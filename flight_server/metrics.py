@@ -138,11 +138,26 @@ _PAGE_COUNTERS = (
     ("hits", "lance_flight_page_cache_hits", "Decoded-page cache hits"),
     ("misses", "lance_flight_page_cache_misses", "Decoded-page cache misses"),
     ("evictions", "lance_flight_page_cache_evictions", "Pages evicted to stay within budget"),
+    (
+        "derived_hits",
+        "lance_flight_page_cache_derived_hits",
+        "Hot tickets answered whole from results kept beside their pages",
+    ),
+    (
+        "derived_misses",
+        "lance_flight_page_cache_derived_misses",
+        "Range-scan tickets with no whole result kept",
+    ),
 )
 _PAGE_GAUGES = (
     ("bytes", "lance_flight_page_cache_bytes", "Bytes of decoded pages held"),
     ("entries", "lance_flight_page_cache_entries", "Pages in the decoded-page cache"),
     ("capacity_bytes", "lance_flight_page_cache_capacity_bytes", "Decoded-page cache budget"),
+    (
+        "derived",
+        "lance_flight_page_cache_derived_entries",
+        "Whole ticket results kept beside the pages they share memory with",
+    ),
 )
 
 

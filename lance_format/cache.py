@@ -12,6 +12,8 @@ dataset costs slicing and transport, not decoding.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import threading
 from collections import OrderedDict
@@ -19,6 +21,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import cachetools
+import numpy as np
+import pyarrow as pa
 
 
 class SearchCache:
@@ -115,6 +119,12 @@ class PageCache:
     then keep a stable share of it cached, where plain LRU would evict every page just
     before it is read again and pay the whole-page decode of admission on every scan.
     Read counts halve whenever the memory of missed pages is reset, so old popularity fades.
+
+    *Derived* entries (:meth:`put_derived`) are results made of cached pages, such as a Flight
+    server's whole answer to a hot ticket: a slice of a page shares its buffers, so a derived
+    entry is charged only for the memory it holds beyond the resident pages, and leaves the
+    cache with the first page whose memory it shares (it would otherwise keep that page's
+    memory alive, uncounted).  So the bound holds for pages and derived entries together.
     """
 
     def __init__(self, capacity_bytes: int = 0, admit_after: int = 2):
@@ -128,6 +138,9 @@ class PageCache:
         self.admit_after = admit_after
         self._seen: dict[Hashable, int] = {}  # reads of pages not (yet) admitted
         self._evictions = 0
+        self.derived_hits = 0
+        self.derived_misses = 0
+        self._serial = itertools.count()
         self._new_lru(capacity_bytes)
 
     def admits(self, key: Hashable) -> bool:
@@ -163,6 +176,12 @@ class PageCache:
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._reads: dict[Hashable, int] = {}
         self._size = 0
+        # the memory of resident pages, sorted (start, end, serial): what derived entries share
+        self._spans: list[tuple[int, int, int]] = []
+        self._span_page: dict[int, Hashable] = {}  # serial -> page key
+        self._page_spans: dict[Hashable, list[tuple[int, int, int]]] = {}
+        self._depends: dict[Hashable, set[Hashable]] = {}  # derived key -> page keys it shares
+        self._dependents: dict[Hashable, set[Hashable]] = {}  # page key -> derived keys
 
     @property
     def enabled(self) -> bool:
@@ -182,17 +201,7 @@ class PageCache:
 
     def get(self, key: Hashable) -> Any | None:
         """The cached page, or None (counted as a miss)."""
-        if not self.enabled:
-            return None
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self.misses += 1
-                return None
-            self.hits += 1
-            self._entries.move_to_end(key)
-            self._reads[key] += 1
-            return entry[0]
+        return self._lookup(key, derived=False)
 
     def put(self, key: Hashable, value: Any) -> None:
         if not self.enabled:
@@ -208,13 +217,102 @@ class PageCache:
             self._entries[key] = (value, size)
             self._reads[key] = reads
             self._size += size
+            spans = []
+            for start, end in _merged(_memory_of(value)):
+                span = (start, end, next(self._serial))
+                bisect.insort(self._spans, span)
+                self._span_page[span[2]] = key
+                spans.append(span)
+            self._page_spans[key] = spans
+
+    def get_derived(self, key: Hashable) -> Any | None:
+        """A derived entry (see :meth:`put_derived`), or None; counted apart from pages."""
+        return self._lookup(key, derived=True)
+
+    def _lookup(self, key: Hashable, derived: bool) -> Any | None:
+        if not self.enabled:
+            return None
+        with self._lock:
+            entry = self._entries.get(key)
+            found = entry is not None and (not derived or key in self._depends)
+            if derived:
+                self.derived_hits += found
+                self.derived_misses += not found
+            else:
+                self.hits += found
+                self.misses += not found
+            if entry is None or not found:
+                return None
+            self._entries.move_to_end(key)
+            self._reads[key] += 1
+            return entry[0]
+
+    def put_derived(self, key: Hashable, value: Any, data: pa.Table) -> bool:
+        """Keep ``value``, a result whose Arrow memory is ``data``'s, charged for the buffers
+        of ``data`` that no resident page holds (plus a little per buffer); it is dropped
+        with any page it shares memory with.  Returns whether it was kept (not when its own
+        memory alone exceeds the budget)."""
+        if not self.enabled:
+            return False
+        buffers = _arrow_memory(data)
+        with self._lock:
+            reads = self._drop(key) or self.admit_after
+            while True:
+                shared: set[Hashable] = set()
+                size = DERIVED_OVERHEAD * len(buffers)
+                for start, end in buffers.items():
+                    page = self._page_holding(start, end)
+                    if page is None:
+                        size += end - start
+                    else:
+                        shared.add(page)
+                if size > self.capacity_bytes:
+                    return False
+                if self._size + size <= self.capacity_bytes or not self._entries:
+                    break
+                # evicting may drop a page it shares: then that memory is its own, recount
+                self._drop(next(iter(self._entries)))
+                self._evictions += 1
+            self._entries[key] = (value, size)
+            self._reads[key] = reads
+            self._size += size
+            self._depends[key] = shared
+            for page in shared:
+                self._dependents.setdefault(page, set()).add(key)
+            return True
+
+    def _page_holding(self, start: int, end: int) -> Hashable | None:
+        """The resident page whose memory holds [start, end), if any (under the lock)."""
+        i = bisect.bisect_right(self._spans, (start, 1 << 64, 0)) - 1
+        if i >= 0:
+            s, e, serial = self._spans[i]
+            if s <= start and end <= e:
+                return self._span_page[serial]
+        return None
 
     def _drop(self, key: Hashable) -> int:
-        """Remove a resident page (under the lock); its read count, 0 if it was not kept."""
+        """Remove a resident entry (under the lock); its read count, 0 if it was not kept.
+        A page takes the derived entries sharing its memory with it."""
         entry = self._entries.pop(key, None)
         if entry is None:
             return 0
         self._size -= entry[1]
+        shared = self._depends.pop(key, None)
+        if shared is not None:  # a derived entry
+            for page in shared:
+                users = self._dependents.get(page)
+                if users is not None:
+                    users.discard(key)
+                    if not users:
+                        del self._dependents[page]
+        else:
+            for span in self._page_spans.pop(key, ()):
+                i = bisect.bisect_left(self._spans, span)
+                if i < len(self._spans) and self._spans[i] == span:
+                    del self._spans[i]
+                self._span_page.pop(span[2], None)
+            for derived in list(self._dependents.pop(key, ())):
+                self._drop(derived)
         return self._reads.pop(key)
 
     def resize(self, capacity_bytes: int) -> None:
@@ -236,7 +334,64 @@ class PageCache:
                 "bytes": self._size,
                 "evictions": self._evictions,
                 "capacity_bytes": self.capacity_bytes,
+                "derived": len(self._depends),
+                "derived_hits": self.derived_hits,
+                "derived_misses": self.derived_misses,
             }
+
+
+DERIVED_OVERHEAD = 64  # bytes charged per buffer a derived entry references (its objects)
+
+
+def _arrow_memory(data: pa.Table) -> dict[int, int]:
+    """The distinct Arrow buffers a table references: start address -> end address (a
+    slice's buffers are its parent's, whole: the memory it keeps alive)."""
+    out: dict[int, int] = {}
+    for column in data.columns:
+        for chunk in column.chunks:
+            for buf in chunk.buffers():
+                if buf is not None and buf.size:
+                    out[buf.address] = max(out.get(buf.address, 0), buf.address + buf.size)
+    return out
+
+
+def _memory_of(value: Any) -> list[tuple[int, int]]:
+    """The (start, end) memory ranges of the Arrow and numpy arrays in a cached page
+    (its arrays, and the lists, tuples and attributes holding them)."""
+    out: list[tuple[int, int]] = []
+    pending = [value]
+    seen: set[int] = set()
+    while pending:
+        obj = pending.pop()
+        if obj is None or isinstance(obj, (int, float, str, bytes, bool)) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, pa.ChunkedArray):
+            pending.extend(obj.chunks)
+        elif isinstance(obj, pa.Array):
+            for buf in obj.buffers():
+                if buf is not None and buf.size:
+                    out.append((buf.address, buf.address + buf.size))
+        elif isinstance(obj, np.ndarray):
+            if obj.nbytes:
+                start = obj.__array_interface__["data"][0]
+                out.append((start, start + obj.nbytes))
+        elif isinstance(obj, (list, tuple)):
+            pending.extend(obj)
+        elif hasattr(obj, "__dict__"):
+            pending.extend(vars(obj).values())
+    return out
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping memory ranges joined (an Arrow buffer over a numpy array is one)."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 PAGE_CACHE_ENV = "LANCE_PAGE_CACHE_BYTES"

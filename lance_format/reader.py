@@ -300,16 +300,17 @@ class LanceFileReader:
                     total += self._meta.columns[col].stored_bytes()
         return total
 
-    def pages_cached(self, columns: Sequence[str], row: int) -> bool:
+    def pages_cached(self, columns: Sequence[str], row: int, stop: int | None = None) -> bool:
         """Whether the decoded-page cache holds the page of ``row`` of every leaf column of
-        ``columns`` (a scan then starts with full steps: slicing cached pages is quick)."""
+        ``columns`` (a scan then starts with full steps: slicing cached pages is quick);
+        with ``stop``, every page of the rows [row, stop)."""
         if self.version < LanceFileVersion.V2_1:
             return False
         for f in self._project(columns):
             for leaf in _leaves(f):
                 if leaf.id not in self._field_columns:
                     return False
-                if not self._leaf_reader(leaf).page_cached(row):
+                if not self._leaf_reader(leaf).page_cached(row, stop):
                     return False
         return True
 

@@ -254,14 +254,20 @@ class LeafColumnReader:
             self.cache_key + (page.index, "point"), lambda: self._make_point(page)
         )
 
-    def page_cached(self, row: int) -> bool:
-        """Whether the decoded-page cache holds the page of ``row``."""
+    def page_cached(self, row: int, stop: int | None = None) -> bool:
+        """Whether the decoded-page cache holds the page of ``row`` (with ``stop``: every
+        page of the rows [row, stop))."""
         if self.page_cache is None or self.page_key is None:
             return False
-        i = int(self.page_starts.searchsorted(row, side="right")) - 1
-        if not 0 <= i < len(self.column.pages):
+        ps = self.page_starts
+        first = int(ps.searchsorted(row, side="right")) - 1
+        last = first if stop is None else int(ps.searchsorted(stop - 1, side="right")) - 1
+        if not 0 <= first <= last < len(self.column.pages):
             return False
-        return self.page_cache.holds(self.page_key + (self.column.pages[i].index,))
+        pages = self.column.pages
+        return all(
+            self.page_cache.holds(self.page_key + (pages[i].index,)) for i in range(first, last + 1)
+        )
 
     def _make_point(self, page: PageInfo) -> PointPlan | FullZipPoint | None:
         meta = self.meta(page)

@@ -479,11 +479,12 @@ class Fragment:
             )
         return _assemble(field, parts, n)
 
-    def pages_cached(self, fields: list[LanceField], row: int) -> bool:
-        """Whether the decoded pages of physical ``row`` of ``fields`` are all cached."""
+    def pages_cached(self, fields: list[LanceField], row: int, stop: int | None = None) -> bool:
+        """Whether the decoded pages of physical ``row`` of ``fields`` are all cached (with
+        ``stop``: of every row in [row, stop))."""
         by_file = self._names_by_file(fields)
         return bool(by_file) and all(
-            self._readers[i].pages_cached(names, row) for i, names in by_file.items()
+            self._readers[i].pages_cached(names, row, stop) for i, names in by_file.items()
         )
 
     def _names_by_file(self, fields: list[LanceField]) -> dict[int, list[str]]:

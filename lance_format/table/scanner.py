@@ -268,6 +268,29 @@ class Scanner:
         else:
             yield from self._tables(count_only=False, ramp=True)
 
+    def slices_cached(self) -> bool:
+        """Whether every row of this scan is a slice of a page the decoded-page cache holds:
+        no filter, deletion, sort, computed or system column, and every page of the
+        projected columns over the scan's rows cached.  Such a scan's whole result costs
+        slicing and (nearly) no new memory, so a server may make and keep it whole."""
+        if (
+            self.filter is not None
+            or self.orderings
+            or self.projection is not None
+            or self._blob_binary
+            or self._extra_meta()
+            or not self.fields
+        ):
+            return False
+        ranges = self.options.ranges or {}
+        for frag in self.fragments:
+            if frag.deletion_file() is not None:
+                return False
+            lo, hi = ranges.get(frag.fragment_id, (0, frag.physical_rows))
+            if hi > lo and not frag.pages_cached(self.fields, lo, hi):
+                return False
+        return True
+
     def _sorted_batches(self) -> Iterator[pa.RecordBatch]:
         """Every matching row, sorted by the keys, then offset and limit (a sort needs all
         rows before the first one out, as pylance's does)."""

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -836,5 +837,49 @@ def test_do_get_ranges_through_a_small_page_cache(tmp_path):
                 pages = action(c, "cache_stats")["pages"]
                 assert pages["capacity_bytes"] == capacity and pages["bytes"] <= capacity
             assert pages["hits"] > 0 and pages["entries"] > 0
+    finally:
+        server.shutdown()
+
+
+def test_a_hot_ticket_is_answered_whole_and_never_stale(tmp_path):
+    """Once every page a plain ticket reads is cached, the server makes the ticket's whole
+    answer (slices of those pages) and keeps it in the page cache: later reads of the
+    ticket are sent by Flight from it, in messages of at most ``batch_size`` rows.  Every
+    read equals pylance's: after an append (a new version, new tickets), after the
+    dataset is dropped and made again (version 1 again, other data), and for tickets
+    that are not plain scans."""
+    root = str(tmp_path)
+    uri = os.path.join(root, "t")
+    lance.write_dataset(make_table(30_000), uri, max_rows_per_file=10_000)
+    server = LanceFlightServer(root, "grpc://127.0.0.1:0", warm=False, page_cache_bytes=64 << 20)
+
+    def read(c, **kw) -> pa.Table:
+        info = c.get_flight_info(cmd(dataset="t", batch_size=4096, **kw))
+        batches = [chunk.data for e in info.endpoints for chunk in c.do_get(e.ticket)]
+        assert max(b.num_rows for b in batches) <= 4096
+        return pa.Table.from_batches(batches, schema=info.schema)
+
+    def theirs(**kw) -> pa.Table:
+        return lance.dataset(uri).to_table(**kw)
+
+    try:
+        with fl.connect(f"grpc://127.0.0.1:{server.port}") as c:
+            for _ in range(4):  # cold, admitting the pages, making the answers, from them
+                assert read(c).equals(theirs())
+            pages = action(c, "cache_stats")["pages"]
+            assert pages["derived"] == 3  # one whole answer per endpoint (fragment)
+            assert pages["derived_hits"] == 3  # the fourth read
+            assert pages["bytes"] <= 64 << 20
+            for _ in range(3):
+                assert read(c, columns=["id"]).equals(theirs(columns=["id"]))
+                assert read(c, filter="id < 100").equals(theirs(filter="id < 100"))
+            assert action(c, "cache_stats")["pages"]["derived"] == 6  # and the projection's
+            lance.write_dataset(make_table(5_000), uri, mode="append")
+            for _ in range(4):
+                assert read(c).equals(theirs())
+            shutil.rmtree(uri)  # dropped and made again: version 1 holds other rows
+            lance.write_dataset(make_table(20_000).slice(7_000), uri, max_rows_per_file=10_000)
+            for _ in range(4):
+                assert read(c).equals(theirs())
     finally:
         server.shutdown()

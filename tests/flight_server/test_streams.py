@@ -89,3 +89,36 @@ def test_a_hot_scan_starts_with_full_steps(tmp_path, monkeypatch):
     full = max(sizes[0])
     assert sizes[2][0] == full  # the hot one starts at a full step
     assert len(sizes[2]) < len(sizes[0])
+
+
+def test_a_scan_knows_when_its_rows_are_slices_of_cached_pages(tmp_path):
+    """What lets a server make and keep a ticket's whole answer (see the server's
+    ``_whole``): every page the scan reads is cached, and nothing is computed."""
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_table(60_000), uri, data_storage_version="2.1", max_rows_per_file=25_000)
+    pages = lance_format.PageCache(256 << 20)  # pages are kept from their second read
+    ds = lance_format.dataset(uri, cache=lance_format.SearchCache(64 << 20, pages=pages))
+    first = ds.get_fragments()[0]
+
+    def scan(**kw):
+        return ds.scanner(batch_size=1024, **kw)
+
+    assert not scan().slices_cached()  # cold
+    for _ in range(2):  # only the first fragment, read twice: its pages are kept
+        list(scan(fragments=[first]).to_ranges())
+    assert scan(fragments=[first]).slices_cached()
+    assert scan(fragments=[first], columns=["s"]).slices_cached()
+    assert not scan().slices_cached()  # the other fragments are not cached
+    for _ in range(2):
+        list(scan().to_ranges())
+    assert scan().slices_cached()
+    # rows that are computed, filtered or reordered are not slices of pages
+    assert not scan(filter="id < 10").slices_cached()
+    assert not scan(with_row_id=True).slices_cached()
+    assert not scan(columns={"y": "x * 2"}).slices_cached()
+    assert not scan(order_by=["x"]).slices_cached()
+    # deleted rows are not slices either (the same data files, so the same cached pages)
+    lance.dataset(uri).delete("id < 10")
+    again = lance_format.dataset(uri, cache=lance_format.SearchCache(64 << 20, pages=pages))
+    assert not again.scanner().slices_cached()
+    assert again.scanner(fragments=[again.get_fragments()[1]]).slices_cached()

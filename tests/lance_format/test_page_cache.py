@@ -294,3 +294,114 @@ def test_scans_larger_than_the_cache_keep_a_stable_share_cached() -> None:
     cache.put(15, np.zeros(1000, dtype=np.uint8))
     assert cache.get(15) is not None and cache.get(0) is None
     assert cache.stats()["evictions"] == 1
+
+
+# -- derived entries: results made of cached pages ------------------------------------------
+
+
+def _referenced_bytes(cache: PageCache) -> int:
+    """The distinct memory the cache's entries keep alive, counted independently of the
+    cache's own accounting: every Arrow buffer of every resident value (a page here is an
+    Arrow array; a derived value is a table), each buffer once."""
+    seen: dict[int, int] = {}
+    for value, _size in cache._entries.values():
+        arrays = [value] if isinstance(value, pa.Array) else value.table.columns
+        for arr in arrays:
+            for chunk in arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]:
+                for buf in chunk.buffers():
+                    if buf is not None:
+                        seen[buf.address] = buf.size
+    return sum(seen.values())
+
+
+class _Result:
+    """A derived value as a server keeps one: its table and something else."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+
+
+def test_derived_entry_is_charged_only_for_memory_no_page_holds() -> None:
+    cache = PageCache(10 << 20, admit_after=1)
+    page = pa.array(np.arange(100_000, dtype=np.int64))  # 800 KB
+    cache.put("p", page)
+    alone = cache.currsize
+    shared = pa.table({"a": pa.chunked_array([page.slice(10, 5000), page.slice(90_000)])})
+    assert cache.put_derived("d", _Result(shared), shared)
+    assert 0 < cache.currsize - alone <= 1024  # the slices cost their bookkeeping only
+    fresh = pa.array(np.arange(50_000, dtype=np.int64))  # 400 KB of its own
+    mixed = pa.table({"a": page.slice(0, 50_000), "b": fresh})
+    assert cache.put_derived("m", _Result(mixed), mixed)
+    assert cache.currsize - alone >= fresh.nbytes
+    assert cache.get_derived("d").table is shared and cache.get_derived("nope") is None
+    stats = cache.stats()
+    assert (stats["derived"], stats["derived_hits"], stats["derived_misses"]) == (2, 1, 1)
+    assert stats["hits"] == stats["misses"] == 0  # page statistics are left alone
+    assert cache.get("d") is not None  # a plain get finds it too (one LRU)
+    assert _referenced_bytes(cache) <= cache.currsize
+
+
+def test_derived_entries_leave_with_the_pages_they_share() -> None:
+    """However recently a derived entry was used, it goes when a page whose memory it
+    shares is evicted: kept, it would hold that memory outside the cache's bound."""
+    cache = PageCache(2_000_000, admit_after=1)
+    p1 = pa.array(np.arange(100_000, dtype=np.int64))
+    p2 = pa.array(np.arange(100_000, dtype=np.int64))
+    cache.put("p1", p1)
+    cache.put("p2", p2)
+    on_p1 = pa.table({"a": p1.slice(5, 10)})
+    on_p2 = pa.table({"a": p2.slice(5, 10)})
+    cache.put_derived("d1", _Result(on_p1), on_p1)
+    cache.put_derived("d2", _Result(on_p2), on_p2)
+    cache.get_derived("d1")  # d1 is now the most recently used entry
+    cache.put("p3", pa.array(np.arange(100_000, dtype=np.int64)))  # evicts p1, the oldest
+    assert cache.get("p1") is None
+    assert cache.get_derived("d1") is None  # gone with p1
+    assert cache.get_derived("d2") is not None and cache.get("p2") is not None
+    assert cache.stats()["derived"] == 1
+    # a result whose own memory alone exceeds the budget is not kept
+    big = pa.table({"a": np.zeros(300_000, dtype=np.int64)})
+    assert not cache.put_derived("big", _Result(big), big)
+    assert cache.get_derived("big") is None and cache.currsize <= 2_000_000
+    cache.clear()
+    assert cache.stats()["derived"] == 0 and cache.get_derived("d2") is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    capacity=st.integers(0, 400_000),
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["page", "slices", "own", "get"]),
+            st.integers(0, 12),
+            st.integers(1, 20_000),
+        ),
+        min_size=1,
+        max_size=80,
+    ),
+)
+def test_pages_and_derived_entries_stay_within_the_bound_together(capacity, ops) -> None:
+    """Whatever the order of pages and results built from them, the memory the cache keeps
+    alive (each buffer counted once, computed from the values themselves) stays within
+    its byte bound."""
+    cache = PageCache(capacity, admit_after=1)
+    made: dict[int, pa.Array] = {}
+    for kind, key, n in ops:
+        if kind == "page":
+            made[key] = pa.array(np.arange(n, dtype=np.int64))
+            cache.put(("p", key), made[key])
+        elif kind in ("slices", "own"):
+            page = cache.get(("p", key))
+            base = page if page is not None else made.get(key)
+            if base is None:
+                continue
+            cols = {"a": base.slice(len(base) // 3, len(base) // 2)}
+            if kind == "own":
+                cols["b"] = pa.array(np.full(len(cols["a"]), n, dtype=np.int32))  # its own
+            table = pa.table(cols)
+            cache.put_derived(("d", key), _Result(table), table)
+        else:
+            cache.get_derived(("d", key))
+        assert cache.currsize <= capacity
+        assert _referenced_bytes(cache) <= cache.currsize
+    assert cache.stats()["bytes"] == cache.currsize
