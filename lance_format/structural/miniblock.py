@@ -12,6 +12,7 @@ numpy fancy indexing rather than one at a time.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -386,6 +387,54 @@ def _assemble(headers: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]]) -
     return out
 
 
+def _chunks(
+    level_counts: np.ndarray, level_parts: list, value_buffers: list, large: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The chunks buffer and each chunk's size: per chunk a header (u16 levels, u16 rep/def
+    sizes, u16|u32 value buffer sizes), then its piece of every part, each padded to 8."""
+    if len(level_counts) == 1:
+        return _one_chunk(int(level_counts[0]), level_parts, value_buffers, large)
+    return _many_chunks(level_counts, level_parts, value_buffers, large)
+
+
+def _one_chunk(
+    levels: int, level_parts: list, value_buffers: list, large: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_chunks` of a small page (one chunk, most appends): the same bytes, made from
+    Python ints (a dozen numpy calls on one-element arrays cost more than the data)."""
+    parts = [*level_parts, *value_buffers]
+    sizes = [int(np.asarray(s).reshape(-1)[0]) for _, s in parts]
+    fmt = f"<{1 + len(level_parts)}H{len(value_buffers)}{'I' if large else 'H'}"
+    header = np.frombuffer(struct.pack(fmt, levels, *sizes), dtype=np.uint8)
+    out = _assemble(header.reshape(1, -1), parts)
+    return out, np.array([len(out)], dtype=np.int64)
+
+
+def _many_chunks(
+    level_counts: np.ndarray, level_parts: list, value_buffers: list, large: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    nchunks = len(level_counts)
+    size_word = 4 if large else 2
+    header_len = 2 + 2 * len(level_parts) + size_word * len(value_buffers)
+    parts = [*level_parts, *value_buffers]
+    padded = [np.asarray(_pad8(np.asarray(s, dtype=np.int64))) for _, s in parts]
+    chunk_sizes = _pad8(header_len) + (np.sum(padded, axis=0) if padded else 0)
+    chunk_sizes = np.asarray(chunk_sizes, dtype=np.int64) * np.ones(nchunks, dtype=np.int64)
+    hdr = np.zeros((nchunks, header_len), dtype=np.uint8)
+    hdr[:, 0:2] = level_counts.astype("<u2").view(np.uint8).reshape(nchunks, 2)
+    col = 2
+    for _, sizes in level_parts:
+        hdr[:, col : col + 2] = np.asarray(sizes).astype("<u2").view(np.uint8).reshape(-1, 2)
+        col += 2
+    for _, sizes in value_buffers:
+        dt = "<u4" if large else "<u2"
+        hdr[:, col : col + size_word] = (
+            np.asarray(sizes).astype(dt).view(np.uint8).reshape(-1, size_word)
+        )
+        col += size_word
+    return _assemble(hdr, parts), chunk_sizes
+
+
 def encode_page(
     values,
     rep: np.ndarray | None,
@@ -431,33 +480,13 @@ def encode_page(
             enc, data, sizes = compress_levels(defs, level_counts, version)
             layout.def_compression.CopyFrom(enc)
             level_parts.append((data, sizes))
-    size_word = 4 if large else 2
     for _, sizes in values.buffers:
         if not large and len(sizes) and int(np.max(sizes)) > 0xFFFF:
             raise UnsupportedError("a 2.1 mini-block buffer would exceed 65535 bytes")
     for _, sizes in level_parts:
         if len(sizes) and int(np.max(sizes)) > 0xFFFF:
             raise UnsupportedError("mini-block levels of a chunk would exceed 65535 bytes")
-    header_len = 2 + 2 * len(level_parts) + size_word * len(values.buffers)
-    header_padded = _pad8(header_len)
-    parts = [*level_parts, *values.buffers]
-    padded = [np.asarray(_pad8(np.asarray(s, dtype=np.int64))) for _, s in parts]
-    chunk_sizes = header_padded + (np.sum(padded, axis=0) if padded else 0)
-    chunk_sizes = np.asarray(chunk_sizes, dtype=np.int64) * np.ones(nchunks, dtype=np.int64)
-    # headers: u16 num_levels, u16 rep/def sizes, u16|u32 value buffer sizes
-    hdr = np.zeros((nchunks, header_len), dtype=np.uint8)
-    hdr[:, 0:2] = level_counts.astype("<u2").view(np.uint8).reshape(nchunks, 2)
-    col = 2
-    for _, sizes in level_parts:
-        hdr[:, col : col + 2] = np.asarray(sizes).astype("<u2").view(np.uint8).reshape(-1, 2)
-        col += 2
-    for _, sizes in values.buffers:
-        dt = "<u4" if large else "<u2"
-        hdr[:, col : col + size_word] = (
-            np.asarray(sizes).astype(dt).view(np.uint8).reshape(-1, size_word)
-        )
-        col += size_word
-    out = _assemble(hdr, parts)
+    out, chunk_sizes = _chunks(level_counts, level_parts, values.buffers, large)
     if large and (chunk_sizes // 8 - 1 >= (1 << 28)).any():
         raise UnsupportedError("a mini-block chunk is too large")
     if not large and (chunk_sizes // 8 - 1 >= (1 << 12)).any():

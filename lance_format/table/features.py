@@ -109,11 +109,19 @@ def has_row_id_sequence(fragment: table_pb2.DataFragment) -> bool:
     return fragment.WhichOneof("row_id_sequence") is not None
 
 
+# the flags that follow from the fragments, one by one (set in both reader and writer flags)
+FRAGMENT_FLAGS = (
+    FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_DATA_OVERLAY_FILES
+    | FLAG_MIXED_DATA_FILE_VERSIONS
+)  # fmt: skip
+
+
 def required_flags(
     manifest: table_pb2.Manifest,
     *,
     stable_row_ids: bool | None = None,
     disable_transaction_file: bool | None = None,
+    known: tuple[int, int] = (0, 0),
 ) -> tuple[int, int]:
     """``(reader_flags, writer_flags)`` that a manifest with these contents needs.
 
@@ -123,6 +131,11 @@ def required_flags(
     -> bit 6 both; transaction files disabled -> bit 5 writer.  ``None`` keeps what the
     manifest's current flags say for the last two.  The manifest naming scheme is not a
     flag: readers detect it from the names.
+
+    ``known = (n, flags)``: the first ``n`` fragments are those of a committed manifest
+    whose flags were ``flags`` (an append adds fragments after them), so only the others
+    are looked at: a dataset taking many small appends has thousands of fragments, and
+    walking them all in Python cost more than the rest of a commit.
     """
     # a Manifest wrapper or the protobuf itself
     pb = cast(table_pb2.Manifest, getattr(manifest, "pb", manifest))
@@ -132,13 +145,18 @@ def required_flags(
         stable_row_ids = bool(current_r & FLAG_STABLE_ROW_IDS)
     if disable_transaction_file is None:
         disable_transaction_file = bool(current_w & FLAG_DISABLE_TRANSACTION_FILE)
-    reader = writer = 0
-    frags = pb.fragments
+    skip, known_flags = known
+    frags = pb.fragments[skip:] if skip else pb.fragments
+    reader = writer = known_flags & FRAGMENT_FLAGS if skip else 0
     if any(f.HasField("deletion_file") for f in frags):
         reader |= FLAG_DELETION_FILES
         writer |= FLAG_DELETION_FILES
     with_ids = [has_row_id_sequence(f) for f in frags]
     if stable_row_ids or any(with_ids):
+        if skip and not known_flags & FLAG_STABLE_ROW_IDS:  # the first ones may lack them
+            return required_flags(
+                pb, stable_row_ids=stable_row_ids, disable_transaction_file=disable_transaction_file
+            )
         if not all(with_ids):
             missing = [f.id for f, ok in zip(frags, with_ids, strict=True) if not ok]
             raise InvalidArgumentError(
@@ -157,13 +175,13 @@ def required_flags(
         writer |= FLAG_DATA_OVERLAY_FILES
     if disable_transaction_file:
         writer |= FLAG_DISABLE_TRANSACTION_FILE
-    if _mixed_versions(pb):
+    if _mixed_versions(pb, frags):
         reader |= FLAG_MIXED_DATA_FILE_VERSIONS
         writer |= FLAG_MIXED_DATA_FILE_VERSIONS
     return reader, writer
 
 
-def _mixed_versions(pb: table_pb2.Manifest) -> bool:
+def _mixed_versions(pb: table_pb2.Manifest, fragments) -> bool:
     """A 2.x data file of another version than the dataset's (compaction into another
     version writes them; each file is read by its own version)."""
     try:
@@ -174,7 +192,7 @@ def _mixed_versions(pb: table_pb2.Manifest) -> bool:
         return False
     return any(
         d.file_major_version >= 2 and (d.file_major_version, d.file_minor_version) != (major, minor)
-        for f in pb.fragments
+        for f in fragments
         for d in f.files
     )
 
@@ -184,11 +202,15 @@ def apply_feature_flags(
     *,
     stable_row_ids: bool | None = None,
     disable_transaction_file: bool | None = None,
+    known: tuple[int, int] = (0, 0),
 ) -> None:
     """Set ``manifest``'s flags to :func:`required_flags` (stale bits such as deletion files
     after an overwrite are cleared, as upstream does on every commit)."""
     reader, writer = required_flags(
-        manifest, stable_row_ids=stable_row_ids, disable_transaction_file=disable_transaction_file
+        manifest,
+        stable_row_ids=stable_row_ids,
+        disable_transaction_file=disable_transaction_file,
+        known=known,
     )
     manifest.reader_feature_flags = reader
     manifest.writer_feature_flags = writer

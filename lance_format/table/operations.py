@@ -290,6 +290,9 @@ class Operation:
     """A write that could falsify a concurrent schema change (upstream ``supplies_values``)."""
     CUSTOM_FIELDS: ClassVar[frozenset[str]] = frozenset()
     """Fields the descriptor-driven conversion skips (the class converts them itself)."""
+    ONLY_ADDS_FRAGMENTS: ClassVar[bool] = False
+    """Keeps the previous version's fragments, unchanged and first, and adds some after
+    them (so their feature flags are known: see ``features.required_flags``)."""
 
     # -- protobuf -------------------------------------------------------------------------
 
@@ -429,6 +432,7 @@ class Append(Operation):
     KIND: ClassVar[str] = "append"
     NAME: ClassVar[str] = "Append"
     SUPPLIES_VALUES: ClassVar[bool] = True
+    ONLY_ADDS_FRAGMENTS: ClassVar[bool] = True
     fragments: list[DataFragment] = field(default_factory=list)
 
     def apply(self, change: ManifestChange) -> None:
@@ -1454,7 +1458,10 @@ def new_manifest(
     operation.apply(change)
     if out.fragments:
         out.max_fragment_id = max([out.max_fragment_id, *(f.id for f in out.fragments)])
-    features.apply_feature_flags(out)
+    known = (0, 0)
+    if prev is not None and operation.ONLY_ADDS_FRAGMENTS:  # prev's fragments lead, unchanged
+        known = (len(prev.fragments), int(prev.reader_feature_flags))
+    features.apply_feature_flags(out, known=known)
     return out, change.index_section
 
 

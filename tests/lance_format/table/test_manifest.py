@@ -193,6 +193,50 @@ def test_listing_ignores_detached_and_temporary_files(history):
     assert paths.list_versions(root) == before
 
 
+
+def test_listing_follows_the_name_rules_one_name_at_a_time(tmp_path):
+    """The listing matches all names at once; what it finds must be what
+    ``parse_manifest_name`` says of each name on its own (an independent reading), for
+    listings mixing good names with look-alikes: other digits, line breaks, 20-digit stems
+    past u64, temporary and detached files."""
+    rng = np.random.default_rng(3)
+    junk = [
+        "٣.manifest", "5.manifest.tmp", ".manifest", "x5.manifest", "5.manifest\n7",
+        "7\n5.manifest", f"{(1 << 64) + 3:020d}.manifest", "d5.manifest", "5.manifes",
+        "99999999999999999999.manifest", "_latest_manifest_hint.json",
+    ]  # fmt: skip
+    for trial in range(40):
+        root = tmp_path / f"ds{trial}"
+        vdir = root / "_versions"
+        vdir.mkdir(parents=True)
+        naming = ManifestNaming.V2 if trial % 2 else ManifestNaming.V1
+        versions = {int(v) for v in rng.choice(5000, int(rng.integers(0, 40)), replace=False)}
+        names = [paths.manifest_name(v, naming) for v in versions if v]
+        names += list(rng.choice(junk, int(rng.integers(0, 5)), replace=False))
+        for name in names:
+            (vdir / name).write_bytes(b"")
+        expected = sorted(
+            (parsed[0], str(vdir / name))
+            for name in os.listdir(vdir)
+            if (parsed := paths.parse_manifest_name(name)) is not None
+        )
+        if len({n for _, n in expected}) and len({v for v, _ in expected}) < len(expected):
+            with pytest.raises(CorruptFileError):
+                paths.list_versions(str(root))
+            continue
+        kinds = {paths.parse_manifest_name(os.path.basename(p))[1] for _, p in expected}
+        if len(kinds) > 1:
+            with pytest.raises(CorruptFileError, match="both"):
+                paths.list_versions(str(root))
+            with pytest.raises(CorruptFileError, match="both"):
+                paths.latest_version(str(root))
+            continue
+        listed = paths.list_versions(str(root))
+        assert [(e.version, e.path) for e in listed] == expected
+        latest = paths.latest_version(str(root))
+        assert (latest.version, latest.path) == expected[-1] if expected else latest is None
+
+
 def test_mixed_naming_is_corrupt(history):
     root, _, v2_names, _ = history
     entries = paths.list_versions(root)
@@ -476,6 +520,48 @@ def test_required_flags_rules():
     pb.writer_feature_flags = 1 | 4  # stale bits are not kept
     features.apply_feature_flags(pb)
     assert (pb.reader_feature_flags, pb.writer_feature_flags) == (2, 10)
+
+
+
+def _random_fragment(pb, rng, fid: int, ids: bool) -> None:
+    frag = pb.fragments.add(id=fid, physical_rows=10)
+    if rng.random() < 0.2:
+        frag.deletion_file.num_deleted_rows = 1
+    if ids:
+        frag.inline_row_ids = b"\x00"
+    if rng.random() < 0.1:
+        frag.overlays.add()
+    f = frag.files.add(path=f"{fid}.lance")
+    f.file_major_version, f.file_minor_version = 2, int(rng.choice([1, 2], p=[0.1, 0.9]))
+
+
+def test_flags_of_an_append_from_the_previous_flags_equal_a_full_count():
+    """An append keeps the previous fragments first and unchanged: its flags, worked out
+    from the previous manifest's flags and the new fragments alone, are those the whole
+    manifest needs (or the same error, for a fragment without row ids in a stable-row-id
+    dataset)."""
+    rng = np.random.default_rng(5)
+    for _ in range(400):
+        prev = table_pb2.Manifest()
+        prev.data_format.version = "2.2"
+        stable = rng.random() < 0.3
+        for fid in range(int(rng.integers(0, 6))):
+            _random_fragment(prev, rng, fid, stable)
+        prev.reader_feature_flags, prev.writer_feature_flags = features.required_flags(
+            prev, stable_row_ids=stable
+        )
+        out = table_pb2.Manifest()
+        out.CopyFrom(prev)
+        for fid in range(len(prev.fragments), len(prev.fragments) + int(rng.integers(1, 4))):
+            _random_fragment(out, rng, fid, stable if rng.random() < 0.9 else not stable)
+        known = (len(prev.fragments), int(prev.reader_feature_flags))
+        try:
+            whole = features.required_flags(out)
+        except InvalidArgumentError:
+            with pytest.raises(InvalidArgumentError, match="row-id sequence on every fragment"):
+                features.required_flags(out, known=known)
+            continue
+        assert features.required_flags(out, known=known) == whole
 
 
 # -- corrupt manifests -------------------------------------------------------------------------
