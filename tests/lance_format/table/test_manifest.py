@@ -193,7 +193,6 @@ def test_listing_ignores_detached_and_temporary_files(history):
     assert paths.list_versions(root) == before
 
 
-
 def test_listing_follows_the_name_rules_one_name_at_a_time(tmp_path):
     """The listing matches all names at once; what it finds must be what
     ``parse_manifest_name`` says of each name on its own (an independent reading), for
@@ -520,7 +519,6 @@ def test_required_flags_rules():
     pb.writer_feature_flags = 1 | 4  # stale bits are not kept
     features.apply_feature_flags(pb)
     assert (pb.reader_feature_flags, pb.writer_feature_flags) == (2, 10)
-
 
 
 def _random_fragment(pb, rng, fid: int, ids: bool) -> None:
