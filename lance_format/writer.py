@@ -294,7 +294,7 @@ class LanceFileWriter:
             for leaf in self._leaves[i]:  # each job's tables chained to the previous job's
                 leaf.fsst = cz.FsstReuse(leaf.fsst)
                 reuse.append(leaf.fsst)
-            job = _Job(functools.partial(self._encode_field, i, arrays, reuse), reuse)
+            job = _Job(functools.partial(self._encode_field, i, arrays, nbytes, reuse), reuse)
             if nbytes < POOL_MIN_BYTES:
                 job.run()
             else:
@@ -323,15 +323,17 @@ class LanceFileWriter:
             self._write_page(leaf, page)
 
     def _encode_field(
-        self, i: int, arrays: list[pa.Array], reuse: list[cz.FsstReuse]
+        self, i: int, arrays: list[pa.Array], nbytes: int, reuse: list[cz.FsstReuse]
     ) -> list[tuple[_Leaf, EncodedPage]]:
         """Encode the buffered arrays of top-level column ``i`` (joined here, on the pool,
-        not on the thread that feeds the writer)."""
+        not on the thread that feeds the writer); ``nbytes``: their measured size."""
         assert self._schema is not None  # set before any batch is encoded
         top = self._schema.field(i)
         arr = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
         out: list = []
-        for piece in _split_rows(arr, self.max_page_bytes):
+        # one array was measured as it is; a join may size its validity differently
+        total = nbytes if len(arrays) == 1 else None
+        for piece in _split_rows(arr, self.max_page_bytes, total):
             self._encode_field_pages(i, piece, top, out, reuse)
         return out
 
@@ -824,10 +826,11 @@ def _storage_deep(arr: pa.Array) -> pa.Array:
     return arr
 
 
-def _split_rows(arr: pa.Array, max_bytes: int) -> list[pa.Array]:
-    """Cut a buffered column into row slices of about ``max_bytes`` of Arrow data."""
+def _split_rows(arr: pa.Array, max_bytes: int, total: int | None = None) -> list[pa.Array]:
+    """Cut a buffered column into row slices of about ``max_bytes`` of Arrow data
+    (``total``: its size, when already measured)."""
     n = len(arr)
-    total = _arrow_bytes(arr)
+    total = _arrow_bytes(arr) if total is None else total
     if total <= max_bytes or n <= 1:
         return [arr]
     pieces = -(-total // max_bytes)

@@ -197,6 +197,9 @@ def _pack(values, widths, starts, words):  # pragma: no cover - compiled
 
 def bit_widths(values: np.ndarray, t: int) -> np.ndarray:
     """Bit length of the maximum of each row of ``values`` (shape ``blocks x n``)."""
+    if len(values) <= 1 and values.dtype.kind == "u":  # a small page: Python's bit_length
+        top = int(values.max()) if values.size else 0
+        return np.full(len(values), top.bit_length(), dtype=np.int64)
     maxes = values.max(axis=1) if values.shape[1] else np.zeros(len(values), values.dtype)
     # the bit length of m is the number of powers of two at most m (one search, exact)
     powers = np.left_shift(np.ones(t, dtype=maxes.dtype), np.arange(t, dtype=maxes.dtype))

@@ -435,6 +435,39 @@ def _many_chunks(
     return _assemble(hdr, parts), chunk_sizes
 
 
+def _largest(sizes) -> int:
+    """The largest of a part's chunk sizes (0 for none); one chunk without a numpy call."""
+    if len(sizes) == 1:
+        return int(sizes[0])
+    return int(np.max(sizes)) if len(sizes) else 0
+
+
+def _chunk_meta(chunk_sizes: np.ndarray, counts: np.ndarray, large: bool) -> np.ndarray:
+    """Buffer 0: a word per chunk, ``(size / 8 - 1) << 4 | log2(values)`` (0 for the
+    last chunk), u32 in 2.2 and u16 in 2.1."""
+    nchunks = len(chunk_sizes)
+    if nchunks == 1:  # a small page: from a Python int
+        word = int(chunk_sizes[0]) // 8 - 1
+        if word >= (1 << 28 if large else 1 << 12):
+            raise UnsupportedError(
+                "a mini-block chunk is too large"
+                if large
+                else "a 2.1 mini-block chunk would exceed 32 KiB"
+            )
+        return np.frombuffer(bytearray(struct.pack("<I" if large else "<H", word << 4)), np.uint8)
+    if large and (chunk_sizes // 8 - 1 >= (1 << 28)).any():
+        raise UnsupportedError("a mini-block chunk is too large")
+    if not large and (chunk_sizes // 8 - 1 >= (1 << 12)).any():
+        raise UnsupportedError("a 2.1 mini-block chunk would exceed 32 KiB")
+    logs = np.zeros(nchunks, dtype=np.int64)
+    c = counts[:-1]
+    logs[:-1] = np.log2(c).astype(np.int64)
+    if (np.left_shift(1, logs[:-1]) != c).any() or (logs[:-1] > 15).any():
+        raise UnsupportedError("mini-block chunks must hold a power of two values")
+    words = ((chunk_sizes // 8 - 1) << 4) | logs
+    return words.astype("<u4" if large else "<u2").view(np.uint8)
+
+
 def encode_page(
     values,
     rep: np.ndarray | None,
@@ -481,24 +514,13 @@ def encode_page(
             layout.def_compression.CopyFrom(enc)
             level_parts.append((data, sizes))
     for _, sizes in values.buffers:
-        if not large and len(sizes) and int(np.max(sizes)) > 0xFFFF:
+        if not large and _largest(sizes) > 0xFFFF:
             raise UnsupportedError("a 2.1 mini-block buffer would exceed 65535 bytes")
     for _, sizes in level_parts:
-        if len(sizes) and int(np.max(sizes)) > 0xFFFF:
+        if _largest(sizes) > 0xFFFF:
             raise UnsupportedError("mini-block levels of a chunk would exceed 65535 bytes")
     out, chunk_sizes = _chunks(level_counts, level_parts, values.buffers, large)
-    if large and (chunk_sizes // 8 - 1 >= (1 << 28)).any():
-        raise UnsupportedError("a mini-block chunk is too large")
-    if not large and (chunk_sizes // 8 - 1 >= (1 << 12)).any():
-        raise UnsupportedError("a 2.1 mini-block chunk would exceed 32 KiB")
-    logs = np.zeros(nchunks, dtype=np.int64)
-    if nchunks > 1:
-        c = counts[:-1]
-        logs[:-1] = np.log2(c).astype(np.int64)
-        if (np.left_shift(1, logs[:-1]) != c).any() or (logs[:-1] > 15).any():
-            raise UnsupportedError("mini-block chunks must hold a power of two values")
-    words = ((chunk_sizes // 8 - 1) << 4) | logs
-    meta = words.astype("<u4" if large else "<u2").view(np.uint8)
+    meta = _chunk_meta(chunk_sizes, counts, large)
     buffers: list = [meta, out]
     if dictionary is not None:
         denc, dbytes, ditems = dictionary

@@ -1234,3 +1234,19 @@ def test_out_of_line_many_buffers_at_once_match_one_at_a_time(width):
     ranges = ChunkRanges(data, np.cumsum(sizes) - sizes, sizes)
     decoded = bitpacking.decode_out_of_line_chunks(ranges, counts, width, 16)
     assert np.array_equal(decoded, values)
+
+
+def test_bit_widths_of_one_block_are_the_bit_length_of_its_maximum():
+    """A small page's single block takes a scalar path; both paths must give the bit
+    length Python computes for the block's maximum (and 0 for an empty block)."""
+    rng = np.random.default_rng(21)
+    for t in (8, 16, 32, 64):
+        dtype = bitpacking.word_dtype(t)
+        for n in (0, 1, 5, 1024):
+            for top in (0, 1, 2, 255, (1 << t) - 1):
+                block = rng.integers(0, top + 1, n, dtype=np.uint64).astype(dtype)
+                expected = int(block.max()).bit_length() if n else 0
+                assert bitpacking.bit_widths(block.reshape(1, n), t).tolist() == [expected]
+                two = np.stack([block, np.zeros(n, dtype)])  # the general path, two rows
+                assert bitpacking.bit_widths(two, t).tolist() == [expected, 0]
+        assert bitpacking.bit_widths(np.zeros((0, 1024), dtype), t).tolist() == []

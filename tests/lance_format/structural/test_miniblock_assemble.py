@@ -5,8 +5,10 @@ lays out for the same chunk."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from lance_format.structural.miniblock import _assemble, _many_chunks, _one_chunk
+from lance_format.errors import UnsupportedError
+from lance_format.structural.miniblock import _assemble, _chunk_meta, _many_chunks, _one_chunk
 
 
 def test_a_one_chunk_page_is_laid_out_as_the_first_of_many():
@@ -45,3 +47,16 @@ def test_a_one_chunk_page_gets_the_header_and_size_of_the_general_layout():
         many, many_size = _many_chunks(np.array([levels]), level_parts, value_buffers, large)
         assert one.tobytes() == many.tobytes()
         assert one_size.tolist() == many_size.tolist() == [len(one)]
+
+
+def test_the_metadata_word_of_a_one_chunk_page():
+    """``(size / 8 - 1) << 4``, the last chunk's log2 being 0, as u32 (2.2) or u16 (2.1);
+    a chunk past the format's limit is refused as the many-chunk path refuses it."""
+    for large, limit in ((True, 1 << 28), (False, 1 << 12)):
+        width = 4 if large else 2
+        for size in (8, 16, 4096, 8 * limit):
+            got = _chunk_meta(np.array([size]), np.array([7]), large)
+            assert got.tobytes() == ((size // 8 - 1) << 4).to_bytes(width, "little")
+        for sizes in ([8 * limit + 8], [64, 8 * limit + 8]):
+            with pytest.raises(UnsupportedError):
+                _chunk_meta(np.array(sizes), np.array([4, 7]), large)
