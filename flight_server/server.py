@@ -354,7 +354,10 @@ class LanceFlightServer(flight.FlightServerBase):
         shares memory with: the next read of the ticket is sent by Flight from it alone,
         with no Python between messages, as from a table in memory."""
         started = time.perf_counter()
-        ranges = list(range_tables(schema, items, t.batch_size))
+        try:
+            ranges = list(range_tables(schema, items, t.batch_size))
+        finally:
+            close_iterator(items)  # on an error too: its steps stop
         table = pa.concat_tables([r.table for r in ranges]) if ranges else schema.empty_table()
         whole = Range(table, sum(r.nbytes for r in ranges))
         assert self.cache.pages is not None  # a key is only made with a page cache

@@ -249,17 +249,18 @@ class PageCache:
 
     def put_derived(self, key: Hashable, value: Any, data: pa.Table) -> bool:
         """Keep ``value``, a result whose Arrow memory is ``data``'s, charged for the buffers
-        of ``data`` that no resident page holds (plus a little per buffer); it is dropped
+        of ``data`` that no resident page holds (plus a little per array); it is dropped
         with any page it shares memory with.  Returns whether it was kept (not when its own
         memory alone exceeds the budget)."""
         if not self.enabled:
             return False
         buffers = _arrow_memory(data)
+        overhead = DERIVED_OVERHEAD * sum(c.num_chunks for c in data.columns)
         with self._lock:
             reads = self._drop(key) or self.admit_after
             while True:
                 shared: set[Hashable] = set()
-                size = DERIVED_OVERHEAD * len(buffers)
+                size = overhead
                 for start, end in buffers.items():
                     page = self._page_holding(start, end)
                     if page is None:
@@ -340,7 +341,9 @@ class PageCache:
             }
 
 
-DERIVED_OVERHEAD = 64  # bytes charged per buffer a derived entry references (its objects)
+# bytes charged per array of a derived entry (each column's slice per message: Arrow's
+# array data and the references to its buffers)
+DERIVED_OVERHEAD = 256
 
 
 def _arrow_memory(data: pa.Table) -> dict[int, int]:
