@@ -511,7 +511,9 @@ class LanceFlightServer(flight.FlightServerBase):
             return self.sql.do_action(context, action)
         entry = ACTIONS.get(kind)
         if entry is None:
-            raise NotFound(f"unknown action {kind!r}; list_actions names them")
+            # UNIMPLEMENTED, as Arrow's own servers answer an action they lack: clients
+            # ignore it for optional ones (the ADBC driver's CloseSession on close)
+            raise Unimplemented(f"unknown action {kind!r}; list_actions names them")
         raw = parse_json(action.body.to_pybytes() if action.body else b"", "the action body")
         if entry.mutates:
             self._require_write(context)

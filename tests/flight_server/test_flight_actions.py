@@ -188,7 +188,7 @@ def test_cache_stats_and_health(client, server):
         ("cleanup", {"dataset": "two", "delete_unverified": 1}, "INVALID_ARGUMENT"),
         ("commit_staged", {"dataset": "two", "fragments": "x"}, "INVALID_ARGUMENT"),
         ("cache_stats", {"x": 1}, "INVALID_ARGUMENT"),
-        ("no_such_action", {}, "NOT_FOUND"),
+        ("no_such_action", {}, "UNIMPLEMENTED"),
     ],
     ids=lambda v: v if isinstance(v, str) else json.dumps(v, sort_keys=True),
 )

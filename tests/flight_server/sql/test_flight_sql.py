@@ -191,6 +191,25 @@ def test_connect_warns_autocommit_and_refuses_transactions(server):
     client.close()
 
 
+def test_closing_an_adbc_connection_is_quiet(server, capfd):
+    """On close the ADBC driver sends the optional ``CloseSession`` action and ignores an
+    UNIMPLEMENTED answer; any other answer it prints to stderr (it printed "DoAction
+    NOT_FOUND" at every close when the server called unknown actions not found)."""
+    with pytest.warns(Warning, match="Cannot disable autocommit"):
+        c = dbapi.connect(uri(server))
+    cur = c.cursor()
+    cur.execute("SELECT 1 AS x")
+    assert cur.fetch_arrow_table().to_pylist() == [{"x": 1}]
+    cur.close()
+    c.close()
+    captured = capfd.readouterr()
+    assert "DoAction" not in captured.err and "NOT_FOUND" not in captured.err
+    client = flight.connect(uri(server))
+    with pytest.raises(pa.ArrowNotImplementedError, match=r"\[UNIMPLEMENTED\] unknown action"):
+        list(client.do_action(flight.Action("CloseSession", b"")))
+    client.close()
+
+
 def test_adbc_get_info(conn):
     info = conn.adbc_get_info()
     assert info["vendor_name"] == "lance-flight"
