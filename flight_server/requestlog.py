@@ -58,6 +58,7 @@ class _RequestLogMiddleware(flight.ServerMiddleware):
         self.peer: str | None = None
         self.user: str | None = None
         self.fields: dict[str, Any] = {}
+        self.expected_failure = False  # see expect_failure()
         self._lock = threading.Lock()  # a do_get generator may annotate from another thread
         self._start = time.perf_counter()
         self._done = False
@@ -174,7 +175,8 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):
             if key in _FIXED:
                 key = f"x_{key}"  # handlers cannot overwrite the fixed fields
             record[key] = value
-        level = self.level if exception is None else max(self.level, logging.WARNING)
+        failed = exception is not None and not call.expected_failure
+        level = max(self.level, logging.WARNING) if failed else self.level
         self.logger.log(level, "%s %s", call.method, status, extra={"fields": record})
 
 
@@ -190,6 +192,15 @@ def _middleware(context: flight.ServerCallContext) -> _RequestLogMiddleware | No
 def _span(context: flight.ServerCallContext):
     """The call's tracing middleware (:mod:`.tracing`), or None when tracing is off."""
     return context.get_middleware(TRACING_KEY)
+
+
+def expect_failure(context: flight.ServerCallContext) -> None:
+    """Log this call's failure at the normal level, not WARNING: the answer is an expected
+    one (an optional action a client probes for, such as ADBC's CloseSession on every
+    connection close), and a warning per connection would only be noise."""
+    call = _middleware(context)
+    if call is not None:
+        call.expected_failure = True
 
 
 def annotate(context: flight.ServerCallContext, **fields: Any) -> None:

@@ -513,6 +513,8 @@ class LanceFlightServer(flight.FlightServerBase):
         if entry is None:
             # UNIMPLEMENTED, as Arrow's own servers answer an action they lack: clients
             # ignore it for optional ones (the ADBC driver's CloseSession on close)
+            if kind in SESSION_ACTIONS:
+                requestlog.expect_failure(context)
             raise Unimplemented(f"unknown action {kind!r}; list_actions names them")
         raw = parse_json(action.body.to_pybytes() if action.body else b"", "the action body")
         if entry.mutates:
@@ -526,6 +528,11 @@ class LanceFlightServer(flight.FlightServerBase):
             self.metrics.record_action(kind)
         result = entry.fn(self.context, body)
         return iter([flight.Result(pa.py_buffer(json.dumps(result, default=str).encode()))])
+
+
+# Flight's optional server-session actions: this server keeps no sessions (every call
+# carries its own credentials), so a client's probe for them is answered UNIMPLEMENTED
+SESSION_ACTIONS = frozenset({"SetSessionOptions", "GetSessionOptions", "CloseSession"})
 
 
 def _put_options(raw: dict) -> PutOptions:
