@@ -445,21 +445,19 @@ def _largest(sizes) -> int:
 def _chunk_meta(chunk_sizes: np.ndarray, counts: np.ndarray, large: bool) -> np.ndarray:
     """Buffer 0: a word per chunk, ``(size / 8 - 1) << 4 | log2(values)`` (0 for the
     last chunk), u32 in 2.2 and u16 in 2.1."""
-    nchunks = len(chunk_sizes)
-    if nchunks == 1:  # a small page: from a Python int
+    limit, problem = (
+        (1 << 28, "a mini-block chunk is too large")
+        if large
+        else (1 << 12, "a 2.1 mini-block chunk would exceed 32 KiB")
+    )
+    if len(chunk_sizes) == 1:  # a small page: from a Python int
         word = int(chunk_sizes[0]) // 8 - 1
-        if word >= (1 << 28 if large else 1 << 12):
-            raise UnsupportedError(
-                "a mini-block chunk is too large"
-                if large
-                else "a 2.1 mini-block chunk would exceed 32 KiB"
-            )
+        if word >= limit:
+            raise UnsupportedError(problem)
         return np.frombuffer(bytearray(struct.pack("<I" if large else "<H", word << 4)), np.uint8)
-    if large and (chunk_sizes // 8 - 1 >= (1 << 28)).any():
-        raise UnsupportedError("a mini-block chunk is too large")
-    if not large and (chunk_sizes // 8 - 1 >= (1 << 12)).any():
-        raise UnsupportedError("a 2.1 mini-block chunk would exceed 32 KiB")
-    logs = np.zeros(nchunks, dtype=np.int64)
+    if (chunk_sizes // 8 - 1 >= limit).any():
+        raise UnsupportedError(problem)
+    logs = np.zeros(len(chunk_sizes), dtype=np.int64)
     c = counts[:-1]
     logs[:-1] = np.log2(c).astype(np.int64)
     if (np.left_shift(1, logs[:-1]) != c).any() or (logs[:-1] > 15).any():
