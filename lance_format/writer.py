@@ -22,6 +22,7 @@ import os
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -294,10 +295,12 @@ class LanceFileWriter:
             for leaf in self._leaves[i]:  # each job's tables chained to the previous job's
                 leaf.fsst = cz.FsstReuse(leaf.fsst)
                 reuse.append(leaf.fsst)
-            job = _Job(functools.partial(self._encode_field, i, arrays, nbytes, reuse), reuse)
+            work = functools.partial(self._encode_field, i, arrays, nbytes, reuse)
             if nbytes < POOL_MIN_BYTES:
+                job = _Job(work, reuse, _Ready())
                 job.run()
             else:
+                job = _Job(work, reuse, Future())
                 pool().submit(job.run)
             self._inflight.append(job)
         while self._inflight and (
@@ -679,18 +682,49 @@ def _is_integer(t: pa.DataType) -> bool:
     )
 
 
+class _Ready:
+    """The result of a job the writer's own thread runs at once (too small for the pool),
+    with the part of :class:`Future`'s interface the writer uses.  A Future builds a lock
+    and a condition, which cost as much as encoding one column of a small append."""
+
+    __slots__ = ("_done", "_error", "_value")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, value: Any) -> None:
+        self._value, self._done = value, True
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error, self._done = error, True
+
+    def cancel(self) -> bool:
+        self._done = True
+        return True
+
+    def result(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 class _Job:
     """One column's encoding, run by whichever comes first: a pool thread, or the thread
     feeding the writer when it needs the result (it would only wait otherwise, and on a
     busy machine a pool thread may be slow to get a core).  The FSST tables the job
     chained are released as it ends, whoever ran it, or when it is cancelled."""
 
-    def __init__(self, work: functools.partial, reuse: list[cz.FsstReuse]):
+    def __init__(self, work: functools.partial, reuse: list[cz.FsstReuse], future: Future | _Ready):
         self._work = work
         self._reuse = reuse
         self._lock = threading.Lock()
         self._claimed = False
-        self.future: Future = Future()
+        self.future = future
 
     def _claim(self) -> bool:
         with self._lock:

@@ -104,34 +104,35 @@ def main() -> None:
     args = p.parse_args()
     versions = args.version or ["2.1", "2.2"]
     tables = load_tables(args.data_dir, args.scale, args.tables)
-    out_dir = tempfile.mkdtemp(prefix="bench-write-")
-    print(
-        f"{'table':16} {'ver':4} {'ours MB/s':>10} {'pylance MB/s':>13} {'ratio':>6}   "
-        f"{'ours bytes':>12} {'pylance bytes':>14} {'size ratio':>10}"
-    )
-    for name, table in tables.items():
-        mb = table.nbytes / 1e6
-        for version in versions:
-            ours = os.path.join(out_dir, f"{name}_{version}_ours.lance")
-            theirs = os.path.join(out_dir, f"{name}_{version}_pylance.lance")
-            t_ours, t_theirs = [], []
-            for r in range(args.repeat):
-                order = [(write_ours, ours, t_ours), (write_pylance, theirs, t_theirs)]
-                for fn, path, acc in order if r % 2 == 0 else order[::-1]:
-                    acc.append(timed(fn, path, table, version, args.batch_rows))
-            so, st = os.path.getsize(ours), os.path.getsize(theirs)
-            mo, mt = mb / min(t_ours), mb / min(t_theirs)
-            print(
-                f"{name:16} {version:4} {mo:10.1f} {mt:13.1f} {mo / mt:6.2f}x  "
-                f"{so:12,} {st:14,} {so / st:9.3f}x",
-                flush=True,
-            )
-            print(f"    {check_readback(ours, theirs, table)}", flush=True)
-            if args.columns:
-                co, ct = column_sizes(ours), column_sizes(theirs)
-                for col in co:
-                    ratio = co[col] / ct[col] if ct.get(col) else float("nan")
-                    print(f"      {col:24} {co[col]:>12,} {ct.get(col, 0):>12,} {ratio:6.2f}")
+    # the written files (over a GB at SF1) go with the run, however it ends
+    with tempfile.TemporaryDirectory(prefix="bench-write-") as out_dir:
+        print(
+            f"{'table':16} {'ver':4} {'ours MB/s':>10} {'pylance MB/s':>13} {'ratio':>6}   "
+            f"{'ours bytes':>12} {'pylance bytes':>14} {'size ratio':>10}"
+        )
+        for name, table in tables.items():
+            mb = table.nbytes / 1e6
+            for version in versions:
+                ours = os.path.join(out_dir, f"{name}_{version}_ours.lance")
+                theirs = os.path.join(out_dir, f"{name}_{version}_pylance.lance")
+                t_ours, t_theirs = [], []
+                for r in range(args.repeat):
+                    order = [(write_ours, ours, t_ours), (write_pylance, theirs, t_theirs)]
+                    for fn, path, acc in order if r % 2 == 0 else order[::-1]:
+                        acc.append(timed(fn, path, table, version, args.batch_rows))
+                so, st = os.path.getsize(ours), os.path.getsize(theirs)
+                mo, mt = mb / min(t_ours), mb / min(t_theirs)
+                print(
+                    f"{name:16} {version:4} {mo:10.1f} {mt:13.1f} {mo / mt:6.2f}x  "
+                    f"{so:12,} {st:14,} {so / st:9.3f}x",
+                    flush=True,
+                )
+                print(f"    {check_readback(ours, theirs, table)}", flush=True)
+                if args.columns:
+                    co, ct = column_sizes(ours), column_sizes(theirs)
+                    for col in co:
+                        ratio = co[col] / ct[col] if ct.get(col) else float("nan")
+                        print(f"      {col:24} {co[col]:>12,} {ct.get(col, 0):>12,} {ratio:6.2f}")
 
 
 if __name__ == "__main__":

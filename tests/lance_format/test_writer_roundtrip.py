@@ -690,6 +690,28 @@ def test_batch_with_other_schema_is_schema_error(tmp_path, kind: str) -> None:
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("rows", [3, 200_000], ids=["inline", "pool"])  # pool: >= 1 MiB
+def test_refusal_while_encoding_a_column_raises_it_and_leaves_nothing(tmp_path, rows) -> None:
+    """A column refused only when its page is encoded (a packed struct whose child has a
+    null under a valid row), after a column that encodes fine: the refusal is what the
+    caller gets, whether the small job ran on the caller's thread or the large one on the
+    pool, and no file (nor temporary file) is left."""
+    packed = pa.field(
+        "s", pa.struct([("a", pa.int32()), ("b", pa.int32())]), metadata={"packed": "true"}
+    )
+    schema = pa.schema([pa.field("x", pa.int64()), packed])
+    a = pa.array([None] + list(range(1, rows)), pa.int32())
+    b = pa.array(range(rows), pa.int32())
+    batch = pa.record_batch(
+        [pa.array(range(rows), pa.int64()), pa.StructArray.from_arrays([a, b], ["a", "b"])],
+        schema=schema,
+    )
+    with pytest.raises(UnsupportedError, match="packed struct child 'a' has nulls"):
+        with LanceFileWriter(tmp_path / "p.lance", schema, version="2.2") as w:
+            w.write_batch(batch)
+    assert os.listdir(tmp_path) == []
+
+
 def test_with_block_closes_on_success_and_closed_writer_refuses(tmp_path) -> None:
     path = str(tmp_path / "ok.lance")
     with LanceFileWriter(path, SCHEMA, version="stable") as w:
