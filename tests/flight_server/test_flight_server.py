@@ -49,6 +49,7 @@ from flight_server.errors import (
 )
 from flight_server.logs import LogfmtFormatter
 from flight_server.server import LanceFlightServer
+from flight_server.streams import LARGE_MESSAGE_BYTES, MESSAGE_BYTES
 from lance_format.cache import SearchCache
 from lance_format.errors import (
     CommitConflictError,
@@ -881,5 +882,46 @@ def test_a_hot_ticket_is_answered_whole_and_never_stale(tmp_path):
             lance.write_dataset(make_table(20_000).slice(7_000), uri, max_rows_per_file=10_000)
             for _ in range(4):
                 assert read(c).equals(theirs())
+    finally:
+        server.shutdown()
+
+
+def test_a_scan_stream_sends_one_large_message_early(tmp_path):
+    """A scan's second message is one of about LARGE_MESSAGE_BYTES, the others of about
+    MESSAGE_BYTES, on every read: cold, from the page cache, and from a hot ticket's whole
+    answer (a new pyarrow client's allocator then keeps the later messages' memory instead
+    of faulting it in afresh: see ``streams.LARGE_MESSAGE_BYTES``).  The rows are
+    pylance's; a ticket's batch size still bounds the large message."""
+    rows = 120_000  # 170 bytes a row: 64K rows (the default batch size) pass 8 MB
+    table = pa.table(
+        {
+            "id": np.arange(rows, dtype=np.int64),
+            "x": np.random.default_rng(3).random(rows),
+            "s": pa.array([f"value {i:012d} " * 10 for i in range(rows)]),
+        }
+    )
+    uri = str(tmp_path / "t")
+    lance.write_dataset(table, uri)
+    expected = lance.dataset(uri).to_table()
+    assert expected.nbytes > 2 * LARGE_MESSAGE_BYTES
+    server = LanceFlightServer(
+        str(tmp_path), "grpc://127.0.0.1:0", warm=False, page_cache_bytes=256 << 20
+    )
+    try:
+        with fl.connect(f"grpc://127.0.0.1:{server.port}") as c:
+            for _ in range(4):  # cold, admitting the pages, making the whole answer, from it
+                info = c.get_flight_info(cmd(dataset="t"))
+                (endpoint,) = info.endpoints
+                batches = [chunk.data for chunk in c.do_get(endpoint.ticket)]
+                assert pa.Table.from_batches(batches).equals(expected)
+                sizes = [b.nbytes for b in batches]
+                (big,) = [i for i, n in enumerate(sizes) if n > MESSAGE_BYTES * 9 // 8]
+                assert 1 <= big <= 2  # after the first range (a message or two)
+                assert LARGE_MESSAGE_BYTES <= sizes[big] < LARGE_MESSAGE_BYTES + 2 * MESSAGE_BYTES
+            assert action(c, "cache_stats")["pages"]["derived_hits"] == 1
+            info = c.get_flight_info(cmd(dataset="t", batch_size=5_000))
+            batches = [chunk.data for chunk in c.do_get(info.endpoints[0].ticket)]
+            assert max(b.num_rows for b in batches) == 5_000
+            assert pa.Table.from_batches(batches).equals(expected)
     finally:
         server.shutdown()

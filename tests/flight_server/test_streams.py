@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 import lance_format
-from flight_server.streams import range_tables
+from flight_server.streams import MESSAGE_BYTES, range_tables
 from lance_format.table import scanner as scanner_module
 
 
@@ -28,27 +28,50 @@ CAP = 1 << 20
 def test_range_tables_keep_every_row_and_grow_from_one_message():
     table = _table(200_000)
     pieces = [table.slice(a, 30_000) for a in range(0, table.num_rows, 30_000)]
-    message = 256 << 10
-    sized = list(range_tables(table.schema, iter(pieces), 8192, CAP, message))
+    message = 64 << 10
+    large = 4 * message
+    sized = list(range_tables(table.schema, iter(pieces), 65536, CAP, message, large))
     ranges = [r.table for r in sized]
     assert pa.concat_tables(ranges).equals(table)
     sizes = [r.nbytes for r in ranges]
     # each range's size (for metrics) is shared out from its pieces' sizes by rows: close
-    # to what Arrow measures range by range, and exactly the pieces' total
+    # to what Arrow measures range by range (the joined one within a few percent: its
+    # string slices shared their buffers), and exactly the pieces' total
     for r in sized:
-        assert abs(r.nbytes - r.table.nbytes) <= r.table.nbytes // 50
+        assert abs(r.nbytes - r.table.nbytes) <= r.table.nbytes // 25
     assert abs(sum(r.nbytes for r in sized) - sum(p.nbytes for p in pieces)) <= len(sized)
-    # the first range is about one message, so the client's first rows leave early; each
-    # next one closes at twice the last one's threshold, up to the cap (the last range
-    # may be a remainder)
+    # the first range is about one message, so the client's first rows leave early; the
+    # second is one message of about ``large`` bytes (a new pyarrow client's allocator
+    # then keeps the later messages' memory: see LARGE_MESSAGE_BYTES); each next one
+    # closes at twice the last one's threshold, up to the cap (the last range may be a
+    # remainder)
     assert sizes[0] < 2 * message
-    for i, size in enumerate(sizes[:-1]):
-        assert min(message << i, CAP) <= size < min(message << i, CAP) + 2 * message
+    assert len(ranges[1].to_batches()) == 1 and large <= sizes[1] < large + message
+    for i, size in enumerate(sizes[2:-1]):
+        assert min(large << (i + 1), CAP) <= size < min(large << (i + 1), CAP) + 2 * message
     assert max(sizes) >= CAP
-    for r in ranges:
+    for r in ranges[:1] + ranges[2:]:
         for batch in r.to_batches():
-            assert batch.num_rows <= 8192
+            assert batch.num_rows <= 65536
             assert batch.nbytes <= message + message // 8
+
+
+def test_the_large_message_keeps_the_ticket_batch_size():
+    """A ticket's batch size bounds every message, the joined one too, which then has
+    exactly that many rows; a scan smaller than the large message is sent as it was cut
+    (no copy)."""
+    table = _table(200_000)
+    pieces = [table.slice(a, 30_000) for a in range(0, table.num_rows, 30_000)]
+    message = 16 << 10
+    ranges = [r.table for r in range_tables(table.schema, iter(pieces), 1000, CAP, message)]
+    assert pa.concat_tables(ranges).equals(table)
+    assert ranges[1].num_rows == 1000 and len(ranges[1].to_batches()) == 1
+    assert all(b.num_rows <= 1000 for r in ranges for b in r.to_batches())
+    small = table.slice(0, 80_000)  # one message, then less than a large one or a batch
+    parts = [small.slice(a, 10_000) for a in range(0, 80_000, 10_000)]
+    out = [r.table for r in range_tables(small.schema, iter(parts), 65536)]  # server sizes
+    assert max(b.nbytes for t in out for b in t.to_batches()) <= MESSAGE_BYTES * 9 // 8
+    assert pa.concat_tables(out).equals(small)
 
 
 def test_stream_scans_ramp_up_and_match_pylance(tmp_path, monkeypatch):
