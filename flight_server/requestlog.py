@@ -238,6 +238,14 @@ def call_ids(context: flight.ServerCallContext) -> logs.CallIds | None:
     return None if call is None else call.ids
 
 
+def header(context: flight.ServerCallContext, name: str) -> str | None:
+    """The call's first value of request header ``name`` (lower case), or None (absent,
+    or the request log is off)."""
+    call = _middleware(context)
+    values = None if call is None else call.headers.get(name)
+    return str(values[0]) if values else None
+
+
 def request_id(context: flight.ServerCallContext) -> str | None:
     """The call's request id (for error messages), or None when the request log is off."""
     call = _middleware(context)

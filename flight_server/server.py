@@ -57,6 +57,7 @@ from .streams import (
     Range,
     batch_stream,
     has_dictionary,
+    large_message_bytes,
     message_sized,
     range_stream,
     range_tables,
@@ -310,7 +311,8 @@ class LanceFlightServer(flight.FlightServerBase):
         t = Ticket.decode(raw)
         requestlog.annotate(context, dataset=t.dataset, version=t.version)
         ds = self.catalog.open(t.dataset, t.version)  # the caller's read permission, too
-        key = self._whole_key(ds, t)
+        large = large_message_bytes(requestlog.header(context, "user-agent"))
+        key = self._whole_key(ds, t, large)
         if key is not None:
             kept = self.cache.pages.get_derived(key) if self.cache.pages is not None else None
             if kept is not None:  # a hot ticket, answered before (see _whole)
@@ -326,10 +328,10 @@ class LanceFlightServer(flight.FlightServerBase):
                     stream = self._stream(context, sized, raw)
                     return batch_stream(schema, guarded(stream, self, context))
                 if key is not None and scanner.slices_cached():
-                    whole = self._whole(key, schema, items, t)
+                    whole = self._whole(key, schema, items, t, large)
                     self.readahead.end(raw)
                     return self._send_whole(context, whole)
-                tables = prefetch(self._ranges(raw, schema, items, t))
+                tables = prefetch(self._ranges(raw, schema, items, t, large))
         except BaseException:
             self.readahead.end(raw)
             raise
@@ -337,25 +339,26 @@ class LanceFlightServer(flight.FlightServerBase):
         # each range's messages without coming back to Python
         return range_stream(schema, guarded(self._stream(context, tables, raw), self, context))
 
-    def _whole_key(self, ds, t: Ticket) -> tuple | None:
+    def _whole_key(self, ds, t: Ticket, large: int) -> tuple | None:
         """The page-cache key of ticket ``t``'s whole answer, for a plain range scan (None
         otherwise): the dataset's location, its version and the commit that made it (a
-        dataset removed and made again restarts at version 1), and what the ticket reads."""
+        dataset removed and made again restarts at version 1), what the ticket reads, and
+        whether the answer holds a large message (``large``: see streams)."""
         pages = self.cache.pages
         if pages is None or not pages.enabled or t.row_ids is not None or t.nearest is not None:
             return None
         m = ds.manifest
         return ("flight-ticket", ds.uri, ds.version, m.transaction_file, m.timestamp_ns,
-                t.encode().ticket)  # fmt: skip
+                t.encode().ticket, large > 0)  # fmt: skip
 
-    def _whole(self, key: tuple, schema: pa.Schema, items, t: Ticket) -> Range:
+    def _whole(self, key: tuple, schema: pa.Schema, items, t: Ticket, large: int) -> Range:
         """Ticket ``t``'s whole answer, made at once from cached pages (``items``: its
         scan's ranges, all slices of them) and kept in the page cache beside the pages it
         shares memory with: the next read of the ticket is sent by Flight from it alone,
         with no Python between messages, as from a table in memory."""
         started = time.perf_counter()
         try:
-            ranges = list(range_tables(schema, items, t.batch_size))
+            ranges = list(range_tables(schema, items, t.batch_size, large_bytes=large))
         finally:
             close_iterator(items)  # on an error too: its steps stop
         table = pa.concat_tables([r.table for r in ranges]) if ranges else schema.empty_table()
@@ -407,10 +410,13 @@ class LanceFlightServer(flight.FlightServerBase):
             return schema, scanner, scanner.to_ranges(ramp=ramp), True
         return schema, scanner, scanner.to_batches(), False
 
-    def _ranges(self, raw: bytes, schema: pa.Schema, items, t: Ticket) -> Iterator[Range]:
-        """The ranges of ticket ``raw``; once the last is decoded, the next endpoint of its
-        plan starts decoding ahead (on this producer thread's way out)."""
-        yield from range_tables(schema, items, t.batch_size)
+    def _ranges(
+        self, raw: bytes, schema: pa.Schema, items, t: Ticket, large: int
+    ) -> Iterator[Range]:
+        """The ranges of ticket ``raw`` (``large``: its large message, see streams); once
+        the last is decoded, the next endpoint of its plan starts decoding ahead (on this
+        producer thread's way out)."""
+        yield from range_tables(schema, items, t.batch_size, large_bytes=large)
         self.readahead.after(raw)
 
     def _start_ahead(self, raw: bytes) -> tuple[pa.Schema, Iterator[Range]]:
@@ -423,7 +429,8 @@ class LanceFlightServer(flight.FlightServerBase):
         if not ranged:
             close_iterator(items)
             raise ValueError("not a range scan")
-        return schema, prefetch(self._ranges(raw, schema, items, t), started=True)
+        # no large message: the plan's first stream sent one to this client (see streams)
+        return schema, prefetch(self._ranges(raw, schema, items, t, 0), started=True)
 
     def _stream(self, context, sized: Iterator[tuple[Any, int]], ticket: bytes) -> Iterator[Any]:
         """Lazily hand batches (or ranges: tables), each with its Arrow size, to gRPC:

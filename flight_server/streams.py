@@ -53,6 +53,18 @@ MESSAGE_BYTES = 3 << 19
 # early took a new client's read of TPC-H SF1 from 0.83 to 0.36 CPU-s (228,000 page faults
 # to 20,000; 6 MB did as well, 4 MB half as well).  The other messages keep MESSAGE_BYTES.
 LARGE_MESSAGE_BYTES = 8 << 20
+# gRPC's Go, Java and Rust clients refuse messages over 4 MiB unless told otherwise (ADBC's
+# Go driver allows 16 MiB); Arrow's C++ Flight client, pyarrow's, takes any size
+_TAKES_LARGE = "grpc-c++/"
+
+
+def large_message_bytes(user_agent: str | None) -> int:
+    """The large message's size for a client with this gRPC user agent: LARGE_MESSAGE_BYTES
+    for Arrow's C++ Flight client (pyarrow's, the one whose allocator it helps), 0 (none)
+    for any other or unknown client."""
+    return LARGE_MESSAGE_BYTES if user_agent and user_agent.startswith(_TAKES_LARGE) else 0
+
+
 # Arrow bytes per range handed to Flight in one piece: a few messages per GIL hand-off, while
 # the ranges in flight (one sending, one queued, one being decoded) stay small
 RANGE_BYTES = 32 << 20
@@ -123,7 +135,7 @@ def range_tables(
     slices of at most ``batch_rows`` rows and about ``max_bytes``, cut where a column's chunk
     ends (no copy joining pages).  The second range is one message of about ``large_bytes``
     (joined: a copy of that much at most; see LARGE_MESSAGE_BYTES), or of ``batch_rows``
-    rows if fewer.
+    rows if fewer; none with ``large_bytes=0``.
 
     Sizes are measured once per item and shared out by rows: the item's arrays are whole
     pages (cheap to measure), while measuring each slice walked every column's buffers
@@ -167,8 +179,9 @@ def range_tables(
             else:
                 yield Range(pa.Table.from_batches(group, schema=schema), round(size))
             group, size, rows = [], 0.0, 0
-            limit = min(max(large_bytes, 2 * limit) if stage == 0 else 2 * limit, range_bytes)
-            stage = min(stage + 1, 2)
+            large = stage == 0 and large_bytes > 0
+            limit = min(max(large_bytes, 2 * limit) if large else 2 * limit, range_bytes)
+            stage = 1 if large else 2
     if group:
         yield Range(pa.Table.from_batches(group, schema=schema), round(size))
 

@@ -31,6 +31,7 @@ import pytest
 from flight_fixtures import REPO, action, cmd, make_table, read_info, serve
 
 import lance_format
+from flight_server import requestlog
 from flight_server.catalog import Catalog
 from flight_server.errors import (
     AlreadyExists,
@@ -886,7 +887,7 @@ def test_a_hot_ticket_is_answered_whole_and_never_stale(tmp_path):
         server.shutdown()
 
 
-def test_a_scan_stream_sends_one_large_message_early(tmp_path):
+def test_a_scan_stream_sends_one_large_message_early(tmp_path, monkeypatch):
     """A scan's second message is one of about LARGE_MESSAGE_BYTES, the others of about
     MESSAGE_BYTES, on every read: cold, from the page cache, and from a hot ticket's whole
     answer (a new pyarrow client's allocator then keeps the later messages' memory instead
@@ -923,5 +924,18 @@ def test_a_scan_stream_sends_one_large_message_early(tmp_path):
             batches = [chunk.data for chunk in c.do_get(info.endpoints[0].ticket)]
             assert max(b.num_rows for b in batches) == 5_000
             assert pa.Table.from_batches(batches).equals(expected)
+            # a client that is not pyarrow's (the ADBC driver's user agent, as it sends it)
+            # gets no large message, read after read, its whole answer made apart
+            go = "ADBC Flight SQL Driver (unknown or development build) grpc-go/1.84.0"
+            monkeypatch.setattr(requestlog, "header", lambda context, name: go)
+            before = action(c, "cache_stats")["pages"]
+            for _ in range(3):
+                info = c.get_flight_info(cmd(dataset="t"))
+                batches = [chunk.data for chunk in c.do_get(info.endpoints[0].ticket)]
+                assert pa.Table.from_batches(batches).equals(expected)
+                assert max(b.nbytes for b in batches) <= MESSAGE_BYTES * 9 // 8
+            pages = action(c, "cache_stats")["pages"]
+            assert pages["derived"] == before["derived"] + 1  # made from cached pages
+            assert pages["derived_hits"] == before["derived_hits"] + 2
     finally:
         server.shutdown()

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import warnings
+
+import adbc_driver_flightsql.dbapi as flightsql
 import lance
 import numpy as np
 import pyarrow as pa
+import pyarrow.flight as fl
+import pytest
 
 import lance_format
-from flight_server.streams import MESSAGE_BYTES, range_tables
+from flight_server.streams import (
+    LARGE_MESSAGE_BYTES,
+    MESSAGE_BYTES,
+    large_message_bytes,
+    range_tables,
+)
 from lance_format.table import scanner as scanner_module
 
 
@@ -150,3 +160,37 @@ def test_a_scan_knows_when_its_rows_are_slices_of_cached_pages(tmp_path):
     again = lance_format.dataset(uri, cache=lance_format.SearchCache(64 << 20, pages=pages))
     assert not again.scanner().slices_cached()
     assert again.scanner(fragments=[again.get_fragments()[1]]).slices_cached()
+
+
+def test_large_messages_go_only_to_clients_that_take_them():
+    """The large message goes to Arrow's C++ Flight client (pyarrow) alone: gRPC's Go
+    client, which the ADBC driver is, refuses messages over 4 MiB by default (16 MiB in
+    ADBC), and so do gRPC's Java and Rust clients.  The user agents are the ones the real
+    clients send."""
+    seen: list[str] = []
+
+    class Agents(fl.ServerMiddlewareFactory):
+        def start_call(self, info, headers):
+            seen.extend(headers.get("user-agent", []))
+
+    class Server(fl.FlightServerBase):
+        def list_flights(self, context, criteria):
+            return iter([])
+
+    server = Server("grpc://127.0.0.1:0", middleware={"agents": Agents()})
+    try:
+        with fl.connect(f"grpc://127.0.0.1:{server.port}") as client:
+            list(client.list_flights())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the driver warns that autocommit stays on
+            with flightsql.connect(f"grpc://127.0.0.1:{server.port}") as conn:
+                with pytest.raises(flightsql.Error), conn.cursor() as cur:  # no SQL here
+                    cur.execute("SELECT 1")
+    finally:
+        server.shutdown()
+    pyarrow_agent, *go_agents = seen
+    assert pyarrow_agent.startswith("grpc-c++/")
+    assert go_agents and all("grpc-go/" in a for a in go_agents)
+    assert large_message_bytes(pyarrow_agent) == LARGE_MESSAGE_BYTES
+    assert {large_message_bytes(a) for a in go_agents} == {0}
+    assert large_message_bytes(None) == large_message_bytes("") == 0
