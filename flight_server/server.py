@@ -376,12 +376,10 @@ class LanceFlightServer(flight.FlightServerBase):
         requestlog.accumulate(context, rows=whole.table.num_rows, bytes=whole.nbytes)
         return flight.RecordBatchStream(whole.table)
 
-    def _source(
-        self, ds, t: Ticket, *, ramp: bool = True
-    ) -> tuple[pa.Schema, Any, Iterator[Any], bool]:
+    def _source(self, ds, t: Ticket) -> tuple[pa.Schema, Any, Iterator[Any], bool]:
         """What ticket ``t`` reads: its schema, its scanner, its items (decoded ranges, or
         batches), and whether they may travel as ranges (not with dictionary columns: see
-        streams).  ``ramp``: the scan starts with small steps (see Scanner.to_ranges)."""
+        streams)."""
         if t.row_ids is not None:
             schema = ds.scanner(columns=t.columns, with_row_id=t.with_row_id).schema
             return schema, None, _take_batches(ds, t), False
@@ -407,7 +405,7 @@ class LanceFlightServer(flight.FlightServerBase):
         schema = scanner.schema
         if isinstance(scanner, Scanner) and not has_dictionary(schema):
             # whole decoded ranges, pages unjoined
-            return schema, scanner, scanner.to_ranges(ramp=ramp), True
+            return schema, scanner, scanner.to_ranges(), True
         return schema, scanner, scanner.to_batches(), False
 
     def _ranges(
@@ -424,8 +422,7 @@ class LanceFlightServer(flight.FlightServerBase):
         that is not a plain range scan starts nothing (ValueError)."""
         t = Ticket.decode(raw)
         ds = self.catalog.open(t.dataset, t.version)
-        # no small first steps: nobody waits for this scan's first rows yet
-        schema, _, items, ranged = self._source(ds, t, ramp=False)
+        schema, _, items, ranged = self._source(ds, t)
         if not ranged:
             close_iterator(items)
             raise ValueError("not a range scan")

@@ -259,16 +259,14 @@ class Scanner:
             for table in self._tables(count_only=False, ramp=True):
                 yield from _batches_of(table, self.options.batch_size)
 
-    def to_ranges(self, *, ramp: bool = True) -> Iterator[pa.Table]:
+    def to_ranges(self) -> Iterator[pa.Table]:
         """The scan as whole decoded ranges: one table per step, its columns chunked as the
         pages decoded (no copy joining them), for a consumer that cuts its own batches
-        (``Table.to_batches`` cuts at chunk boundaries, zero-copy): a Flight stream.
-        ``ramp=False``: full steps from the start, for a scan decoded ahead of its reader
-        (the small first steps only hasten the first rows, and cost a tenth more CPU)."""
+        (``Table.to_batches`` cuts at chunk boundaries, zero-copy): a Flight stream."""
         if self.orderings:
             yield from (pa.Table.from_batches([b]) for b in self._sorted_batches())
         else:
-            yield from self._tables(count_only=False, ramp=ramp)
+            yield from self._tables(count_only=False, ramp=True)
 
     def slices_cached(self) -> bool:
         """Whether every row of this scan is a slice of a page the decoded-page cache holds:
