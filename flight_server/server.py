@@ -108,7 +108,8 @@ class LanceFlightServer(flight.FlightServerBase):
     ``sql`` answers Flight SQL, bounded by ``sql_limits`` (:class:`.sql.limits.SqlLimits`:
     statement timeout, memory limit, threads, concurrent statements; default: its defaults).
     ``middleware`` adds factories to the server's own (request log, metrics, auth); ``limits``
-    bounds the size of client messages (:class:`.limits.Limits`); further keyword arguments
+    bounds the size of client messages (:class:`.limits.Limits`); ``large_messages=False``
+    sends pyarrow clients no large message (see :mod:`.streams`); further keyword arguments
     (``auth_handler``, ``tls_certificates``, ``verify_client``, ...) go to ``FlightServerBase``
     unchanged.
     """
@@ -131,6 +132,7 @@ class LanceFlightServer(flight.FlightServerBase):
         middleware: dict[str, flight.ServerMiddlewareFactory] | None = None,
         limits: Limits | None = None,
         storage_options: dict[str, str] | None = None,
+        large_messages: bool = True,
         **kwargs: Any,
     ):
         # pyarrow serves from inside super().__init__: everything a call touches exists first
@@ -146,6 +148,7 @@ class LanceFlightServer(flight.FlightServerBase):
             metrics=metrics,
         )
         self.authenticator = authenticator
+        self.large_messages = large_messages  # see streams.LARGE_MESSAGE_BYTES
         self._deadline: float | None = None  # set by begin_shutdown
         observers: dict[str, flight.ServerMiddlewareFactory] = {
             requestlog.REQUEST_LOG_KEY: requestlog.RequestLogMiddlewareFactory(),
@@ -311,7 +314,8 @@ class LanceFlightServer(flight.FlightServerBase):
         t = Ticket.decode(raw)
         requestlog.annotate(context, dataset=t.dataset, version=t.version)
         ds = self.catalog.open(t.dataset, t.version)  # the caller's read permission, too
-        large = large_message_bytes(requestlog.header(context, "user-agent"))
+        agent = requestlog.header(context, "user-agent") if self.large_messages else None
+        large = large_message_bytes(agent)
         key = self._whole_key(ds, t, large)
         if key is not None:
             kept = self.cache.pages.get_derived(key) if self.cache.pages is not None else None

@@ -939,3 +939,27 @@ def test_a_scan_stream_sends_one_large_message_early(tmp_path, monkeypatch):
             assert pages["derived_hits"] == before["derived_hits"] + 2
     finally:
         server.shutdown()
+
+
+def test_no_large_message_turns_it_off(tmp_path):
+    """``lance-flight serve --no-large-message``: a pyarrow client's scan comes in messages
+    of about MESSAGE_BYTES only (for clients or proxies that limit message sizes); the
+    same root served without it sends one large message.  Rows are pylance's both ways."""
+    rows = 120_000  # 170 bytes a row, as in the test above
+    table = pa.table(
+        {
+            "id": np.arange(rows, dtype=np.int64),
+            "s": pa.array([f"value {i:012d} " * 10 for i in range(rows)]),
+        }
+    )
+    uri = str(tmp_path / "t")
+    lance.write_dataset(table, uri)
+    expected = lance.dataset(uri).to_table()
+    for args, large in ((["--no-large-message"], False), ([], True)):
+        with serve(str(tmp_path), "--no-warm", *args) as s, fl.connect(s.location) as c:
+            info = c.get_flight_info(cmd(dataset="t"))
+            batches = [chunk.data for e in info.endpoints for chunk in c.do_get(e.ticket)]
+            assert pa.Table.from_batches(batches).equals(expected)
+            biggest = max(b.nbytes for b in batches)
+            assert (biggest >= LARGE_MESSAGE_BYTES) is large
+            assert large or biggest <= MESSAGE_BYTES * 9 // 8
