@@ -138,8 +138,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-large-message",
         action="store_true",
-        help="send pyarrow clients no 8 MB message early in a scan (it saves a new client "
-        "half its CPU; turn it off for clients or proxies that limit messages below 10 MB)",
+        help="send pyarrow clients no 8 MB message early in a scan (the message saves a new "
+        "client half its CPU; use this for clients or proxies that limit messages to less)",
     )
     p.add_argument(
         "--sql-timeout",
