@@ -314,8 +314,11 @@ class LanceFlightServer(flight.FlightServerBase):
         t = Ticket.decode(raw)
         requestlog.annotate(context, dataset=t.dataset, version=t.version)
         ds = self.catalog.open(t.dataset, t.version)  # the caller's read permission, too
-        agent = requestlog.header(context, "user-agent") if self.large_messages else None
-        large = large_message_bytes(agent)
+        large = (
+            large_message_bytes(requestlog.header(context, "user-agent"))
+            if self.large_messages
+            else 0
+        )
         key = self._whole_key(ds, t, large)
         if key is not None:
             kept = self.cache.pages.get_derived(key) if self.cache.pages is not None else None

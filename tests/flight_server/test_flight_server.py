@@ -887,13 +887,10 @@ def test_a_hot_ticket_is_answered_whole_and_never_stale(tmp_path):
         server.shutdown()
 
 
-def test_a_scan_stream_sends_one_large_message_early(tmp_path, monkeypatch):
-    """A scan's second message is one of about LARGE_MESSAGE_BYTES, the others of about
-    MESSAGE_BYTES, on every read: cold, from the page cache, and from a hot ticket's whole
-    answer (a new pyarrow client's allocator then keeps the later messages' memory instead
-    of faulting it in afresh: see ``streams.LARGE_MESSAGE_BYTES``).  The rows are
-    pylance's; a ticket's batch size still bounds the large message."""
-    rows = 120_000  # 170 bytes a row: 64K rows (the default batch size) pass 8 MB
+def _wide_dataset(root) -> pa.Table:
+    """Dataset ``t`` under ``root``, written by pylance, of 120,000 rows of 170 bytes (64K
+    rows, the default batch size, pass the large message's 8 MB); pylance's read of it."""
+    rows = 120_000
     table = pa.table(
         {
             "id": np.arange(rows, dtype=np.int64),
@@ -901,9 +898,18 @@ def test_a_scan_stream_sends_one_large_message_early(tmp_path, monkeypatch):
             "s": pa.array([f"value {i:012d} " * 10 for i in range(rows)]),
         }
     )
-    uri = str(tmp_path / "t")
+    uri = str(root / "t")
     lance.write_dataset(table, uri)
-    expected = lance.dataset(uri).to_table()
+    return lance.dataset(uri).to_table()
+
+
+def test_a_scan_stream_sends_one_large_message_early(tmp_path, monkeypatch):
+    """A scan's second message is one of about LARGE_MESSAGE_BYTES, the others of about
+    MESSAGE_BYTES, on every read: cold, from the page cache, and from a hot ticket's whole
+    answer (a new pyarrow client's allocator then keeps the later messages' memory instead
+    of faulting it in afresh: see ``streams.LARGE_MESSAGE_BYTES``).  The rows are
+    pylance's; a ticket's batch size still bounds the large message."""
+    expected = _wide_dataset(tmp_path)
     assert expected.nbytes > 2 * LARGE_MESSAGE_BYTES
     server = LanceFlightServer(
         str(tmp_path), "grpc://127.0.0.1:0", warm=False, page_cache_bytes=256 << 20
@@ -945,16 +951,7 @@ def test_no_large_message_turns_it_off(tmp_path):
     """``lance-flight serve --no-large-message``: a pyarrow client's scan comes in messages
     of about MESSAGE_BYTES only (for clients or proxies that limit message sizes); the
     same root served without it sends one large message.  Rows are pylance's both ways."""
-    rows = 120_000  # 170 bytes a row, as in the test above
-    table = pa.table(
-        {
-            "id": np.arange(rows, dtype=np.int64),
-            "s": pa.array([f"value {i:012d} " * 10 for i in range(rows)]),
-        }
-    )
-    uri = str(tmp_path / "t")
-    lance.write_dataset(table, uri)
-    expected = lance.dataset(uri).to_table()
+    expected = _wide_dataset(tmp_path)
     for args, large in ((["--no-large-message"], False), ([], True)):
         with serve(str(tmp_path), "--no-warm", *args) as s, fl.connect(s.location) as c:
             info = c.get_flight_info(cmd(dataset="t"))
