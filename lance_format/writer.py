@@ -102,6 +102,13 @@ class _Leaf:
     rows: int = 0
     layouts: list = dataclasses.field(default_factory=list)  # each page's layout
     fsst: cz.FsstReuse | None = None  # the FSST table of the column's latest encoding job
+    fixed: bool = False  # fixed-width values: never FSST, so no table to carry
+
+    def __post_init__(self) -> None:
+        t = self.field.arrow_type
+        self.fixed = pa.types.is_boolean(t) or (
+            not pa.types.is_dictionary(t) and _fixed_width(t)  # a dictionary's width is its keys'
+        )
 
 
 class LanceFileWriter:
@@ -291,13 +298,14 @@ class LanceFileWriter:
             nbytes = self._pending_bytes[i]
             self._pending[i] = []
             self._pending_bytes[i] = 0
-            reuse = []
+            reuse: list[cz.FsstReuse | None] = []
             for leaf in self._leaves[i]:  # each job's tables chained to the previous job's
-                leaf.fsst = cz.FsstReuse(leaf.fsst)
+                if not leaf.fixed:
+                    leaf.fsst = cz.FsstReuse(leaf.fsst)
                 reuse.append(leaf.fsst)
             work = functools.partial(self._encode_field, i, arrays, nbytes, reuse)
-            if nbytes < POOL_MIN_BYTES:
-                job = _Job(work, reuse, _Ready())
+            if nbytes < POOL_MIN_BYTES:  # encoded here and now: nobody else can claim it
+                job = _Job(work, reuse, _Ready(), shared=False)
                 job.run()
             else:
                 job = _Job(work, reuse, Future())
@@ -326,7 +334,7 @@ class LanceFileWriter:
             self._write_page(leaf, page)
 
     def _encode_field(
-        self, i: int, arrays: list[pa.Array], nbytes: int, reuse: list[cz.FsstReuse]
+        self, i: int, arrays: list[pa.Array], nbytes: int, reuse: list[cz.FsstReuse | None]
     ) -> list[tuple[_Leaf, EncodedPage]]:
         """Encode the buffered arrays of top-level column ``i`` (joined here, on the pool,
         not on the thread that feeds the writer); ``nbytes``: their measured size."""
@@ -341,7 +349,7 @@ class LanceFileWriter:
         return out
 
     def _encode_field_pages(
-        self, i: int, arr: pa.Array, top: pa.Field, out: list, reuse: list[cz.FsstReuse]
+        self, i: int, arr: pa.Array, top: pa.Field, out: list, reuse: list[cz.FsstReuse | None]
     ) -> None:
         if self.version == LanceFileVersion.V2_0:
             leaves = self._leaves[i]
@@ -719,14 +727,25 @@ class _Job:
     busy machine a pool thread may be slow to get a core).  The FSST tables the job
     chained are released as it ends, whoever ran it, or when it is cancelled."""
 
-    def __init__(self, work: functools.partial, reuse: list[cz.FsstReuse], future: Future | _Ready):
+    def __init__(
+        self,
+        work: functools.partial,
+        reuse: list[cz.FsstReuse | None],
+        future: Future | _Ready,
+        *,
+        shared: bool = True,
+    ):
         self._work = work
-        self._reuse = reuse
-        self._lock = threading.Lock()
+        self._reuse = [r for r in reuse if r is not None]
+        # a job only the writer's thread sees needs no lock to be claimed once
+        self._lock = threading.Lock() if shared else None
         self._claimed = False
         self.future = future
 
     def _claim(self) -> bool:
+        if self._lock is None:
+            claimed, self._claimed = self._claimed, True
+            return not claimed
         with self._lock:
             if self._claimed:
                 return False

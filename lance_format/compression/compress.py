@@ -150,6 +150,8 @@ def _pow2_floor(x: int) -> int:
 
 def uniform_counts(n: int, per_chunk: int) -> np.ndarray:
     """``n`` values in chunks of ``per_chunk`` (a power of two), the last takes the rest."""
+    if 0 < n <= per_chunk:  # a small page: one chunk (no np.full/np.append of nothing)
+        return np.array([n], dtype=np.int64)
     full, rest = divmod(n, per_chunk)
     counts = np.full(full, per_chunk, dtype=np.int64)
     return np.append(counts, rest) if rest else counts
@@ -180,8 +182,7 @@ def _bitpack_chunks(values: np.ndarray, t: int) -> Chunked:
 
 
 def _rle_chunks(block: FixedWidthBlock) -> Chunked:
-    counts = rle.plan_chunks(block)
-    vals, lens, vsizes, lsizes = rle.encode_chunks(block, counts)
+    counts, vals, lens, vsizes, lsizes = rle.encode_page(block)
     enc = pb.CompressiveEncoding(
         rle=pb.Rle(values=flat_enc(block.bits_per_value), run_lengths=flat_enc(8))
     )
@@ -231,6 +232,8 @@ def bitpacked_size(values: np.ndarray, t: int) -> int:
     n = len(values)
     if n == 0:
         return 0
+    if n <= bitpacking.BLOCK:  # one block (small pages): its maximum's bit length
+        return t // 8 + 128 * int(values.max()).bit_length()
     nblocks = -(-n // bitpacking.BLOCK)
     full = n // bitpacking.BLOCK * bitpacking.BLOCK
     # full blocks as a view; the zero padding of a short last block does not change its
@@ -264,14 +267,7 @@ def value_changes(block: FixedWidthBlock) -> np.ndarray:
 
 def run_count(block: FixedWidthBlock) -> int:
     """Runs of equal values (each split at 255, as RLE stores them)."""
-    n = block.num_values
-    if n == 0:
-        return 0
-    change = np.ones(n, dtype=bool)
-    change[1:] = value_changes(block)
-    starts = np.flatnonzero(change)
-    lengths = np.diff(np.append(starts, n))
-    return int((-(-lengths // rle.MAX_RUN)).sum())
+    return rle.run_pieces(rle.rows_of(block))
 
 
 def _fixed_chunks(block: FixedWidthBlock, opts: ColumnOptions, *, integer: bool) -> Chunked:

@@ -148,6 +148,66 @@ def decode_block_chunks(chunks: ChunkRanges, counts: np.ndarray, bits: int) -> F
 # -- encoder ---------------------------------------------------------------------------------
 
 
+_WORDS = ("u1", "u2", "u4", "u8")
+
+
+@kernel(*(f"i8(ro({w}[::1]), {w}[::1], u1[::1])" for w in _WORDS))
+def _word_runs(values, out_values, out_lengths):  # pragma: no cover - compiled
+    """Runs of equal words split at :data:`MAX_RUN`: each piece's value and length, in
+    order; returns the number of pieces (``out_*`` hold one per value at most)."""
+    n = len(values)
+    count = 0
+    i = 0
+    while i < n:
+        v = values[i]
+        j = i + 1
+        while j < n and j - i < MAX_RUN and values[j] == v:
+            j += 1
+        out_values[count] = v
+        out_lengths[count] = j - i
+        count += 1
+        i = j
+    return count
+
+
+@kernel(*(f"i8(ro({w}[::1]))" for w in _WORDS))
+def _word_run_pieces(values):  # pragma: no cover - compiled
+    """How many pieces :func:`_word_runs` would write."""
+    n = len(values)
+    count = 0
+    i = 0
+    while i < n:
+        v = values[i]
+        j = i + 1
+        while j < n and j - i < MAX_RUN and values[j] == v:
+            j += 1
+        count += 1
+        i = j
+    return count
+
+
+def _words(rows: np.ndarray) -> np.ndarray | None:
+    """The rows as one native word each (1, 2, 4 or 8 bytes), else None."""
+    width = rows.shape[1]
+    if width not in (1, 2, 4, 8):
+        return None
+    return readonly(np.ascontiguousarray(rows).view(f"<u{width}").reshape(-1))
+
+
+def run_pieces(rows: np.ndarray) -> int:
+    """Runs of equal rows (``rows`` is ``n x B`` bytes), each split at 255: the run
+    count RLE stores."""
+    words = _words(rows)
+    if words is not None:
+        return int(_word_run_pieces(words))
+    n = len(rows)
+    if n == 0:
+        return 0
+    starts = np.flatnonzero(_changes(rows))
+    lengths = np.diff(np.append(starts, n))
+    return int((-(-lengths // MAX_RUN)).sum())
+
+
 def encode_runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Runs of equal rows (``rows`` is ``n x B`` bytes), split at 255.
 
@@ -156,6 +216,12 @@ def encode_runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(rows)
     if n == 0:
         return rows[:0], np.zeros(0, dtype=np.uint8)
+    words = _words(rows)
+    if words is not None:  # one compiled pass
+        out_values = np.empty(n, dtype=words.dtype)
+        out_lengths = np.empty(n, dtype=np.uint8)
+        count = _word_runs(words, out_values, out_lengths)
+        return out_values[:count].view(np.uint8).reshape(count, -1), out_lengths[:count]
     change = _changes(rows)
     starts = np.flatnonzero(change)
     lengths = np.diff(np.append(starts, n))
@@ -166,7 +232,7 @@ def encode_runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[starts[run_idx]], piece_len.astype(np.uint8)
 
 
-def _rows(block: FixedWidthBlock) -> np.ndarray:
+def rows_of(block: FixedWidthBlock) -> np.ndarray:
     width = _bytes_per_value(block.bits_per_value)
     return np.asarray(block.data[: block.num_values * width]).reshape(-1, width)
 
@@ -205,7 +271,7 @@ def plan_chunks(block: FixedWidthBlock, max_bytes: int = MAX_CHUNK_BYTES) -> np.
     the ends.  The greedy walk over chunks is sequential; each chunk's size search starts
     from the previous chunk's size, so it usually takes two probes.
     """
-    rows = _rows(block)
+    rows = rows_of(block)
     width = rows.shape[1]
     n = len(rows)
     if n == 0:
@@ -282,6 +348,33 @@ def _plan(starts, cum, n, max_pieces, out):  # pragma: no cover - compiled
     return count
 
 
+def encode_page(
+    block: FixedWidthBlock, max_bytes: int = MAX_CHUNK_BYTES
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`plan_chunks` then :func:`encode_chunks`: ``(counts, values_buffer,
+    run_lengths_buffer, values_sizes, run_lengths_sizes)``.
+
+    A page whose runs fit one chunk (small appends) is that chunk, as the plan's first
+    step decides: its runs are found once, not planned and then encoded.
+    """
+    rows = rows_of(block)
+    n, width = rows.shape
+    if 0 < n <= MAX_CHUNK_VALUES:
+        values, lengths = encode_runs(rows)
+        runs = len(lengths)
+        if runs <= max_bytes // (width + 1):
+            sizes = np.array([runs * width], dtype=np.int64)
+            return (
+                np.array([n], dtype=np.int64),
+                values.reshape(-1),
+                lengths,
+                sizes,
+                np.array([runs], dtype=np.int64),
+            )
+    counts = plan_chunks(block, max_bytes)
+    return (counts, *encode_chunks(block, counts))
+
+
 def encode_chunks(
     block: FixedWidthBlock, counts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -289,7 +382,7 @@ def encode_chunks(
 
     Returns ``(values_buffer, run_lengths_buffer, values_sizes, run_lengths_sizes)``.
     """
-    rows = _rows(block)
+    rows = rows_of(block)
     width = rows.shape[1]
     counts = np.asarray(counts, dtype=np.int64)
     n = len(rows)
@@ -311,7 +404,7 @@ def encode_chunks(
 
 def encode_block(block: FixedWidthBlock) -> np.ndarray:
     """The 2.2 block form."""
-    run_vals, run_lens = encode_runs(_rows(block))
+    run_vals, run_lens = encode_runs(rows_of(block))
     vbytes = run_vals.reshape(-1)
     prefix = np.array([len(vbytes)], dtype="<u8").view(np.uint8)
     return np.concatenate([prefix, vbytes, run_lens])

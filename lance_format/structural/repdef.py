@@ -332,6 +332,13 @@ def ravel(arr: pa.Array, field_metadata: dict | None = None) -> list[Raveled]:
     Packed and blob structs are leaves (their metadata is read from the fields).
     """
     n = len(arr)
+    t = arr.type
+    if not pa.types.is_struct(t) and _leaf_like(t, field_metadata):
+        # a flat column (most are): one level per row, what the walk below gives for it
+        if arr.null_count == 0:
+            return [Raveled([ALL_VALID_ITEM], None, None, n, arr)]
+        defs = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=np.uint16)
+        return [Raveled([NULLABLE_ITEM], None, defs, n, arr)]
     out: list[Raveled] = []
     _walk(arr, field_metadata, _Levels(n, None, None, None, []), n, out)
     return out

@@ -234,3 +234,61 @@ def test_rle_chunks_respect_budget_via_encoder() -> None:
     _, _, vsizes, lsizes = rle.encode_chunks(block, counts)
     total = vsizes + lsizes
     assert (total[counts > 1] <= 4096).all()
+
+
+# -- RLE runs (compiled for native widths) against a plain loop ---------------------------
+
+
+def ref_runs(rows: np.ndarray) -> tuple[list[bytes], list[int]]:
+    """Runs of equal rows split at 255, one row at a time."""
+    values: list[bytes] = []
+    lengths: list[int] = []
+    for row in (bytes(r) for r in rows):
+        if values and values[-1] == row and lengths[-1] < 255:
+            lengths[-1] += 1
+        else:
+            values.append(row)
+            lengths.append(1)
+    return values, lengths
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32, np.int64])
+@pytest.mark.parametrize("max_run", [1, 3, 254, 256, 600])
+def test_encode_runs_matches_a_loop(dtype, max_run: int) -> None:
+    rng = np.random.default_rng(max_run)
+    for n in (1, 2, 100, 255, 256, 1000, 3000):
+        rows = rle.rows_of(rle_block(runs_of(rng, n, max_run, 3, dtype)))
+        want_values, want_lengths = ref_runs(rows)
+        got_values, got_lengths = rle.encode_runs(rows)
+        assert [bytes(r) for r in got_values] == want_values
+        assert got_lengths.dtype == np.uint8
+        assert got_lengths.tolist() == want_lengths
+        assert rle.run_pieces(rows) == len(want_lengths)
+
+
+def test_encode_runs_odd_width_matches_a_loop() -> None:
+    rng = np.random.default_rng(3)
+    row_ids = runs_of(rng, 2000, 300, 3, np.int64)
+    rows = rng.integers(0, 256, (3, 3), dtype=np.uint8)[row_ids]
+    want_values, want_lengths = ref_runs(rows)
+    got_values, got_lengths = rle.encode_runs(rows)
+    assert [bytes(r) for r in got_values] == want_values
+    assert got_lengths.tolist() == want_lengths
+    assert rle.run_pieces(rows) == len(want_lengths)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.int64])
+def test_encode_page_is_plan_then_encode(dtype) -> None:
+    """The one-chunk shortcut of a small page gives what planning and encoding give."""
+    rng = np.random.default_rng(5)
+    for n in (1, 7, 100, 1000, 4096, 4097, 9000):
+        for max_run in (1, 4, 300):
+            block = rle_block(runs_of(rng, n, max_run, 4, dtype))
+            for max_bytes in (4096, 60, 1):
+                got = rle.encode_page(block, max_bytes)
+                counts = rle.plan_chunks(block, max_bytes)
+                want = (counts, *rle.encode_chunks(block, counts))
+                assert len(got) == len(want)
+                for g, w in zip(got, want, strict=True):
+                    assert g.dtype == w.dtype
+                    np.testing.assert_array_equal(g, w)
