@@ -170,22 +170,6 @@ def _word_runs(values, out_values, out_lengths):  # pragma: no cover - compiled
     return count
 
 
-@kernel(*(f"i8(ro({w}[::1]))" for w in _WORDS))
-def _word_run_pieces(values):  # pragma: no cover - compiled
-    """How many pieces :func:`_word_runs` would write."""
-    n = len(values)
-    count = 0
-    i = 0
-    while i < n:
-        v = values[i]
-        j = i + 1
-        while j < n and j - i < MAX_RUN and values[j] == v:
-            j += 1
-        count += 1
-        i = j
-    return count
-
-
 def _words(rows: np.ndarray) -> np.ndarray | None:
     """The rows as one native word each (1, 2, 4 or 8 bytes), else None."""
     width = rows.shape[1]
@@ -197,15 +181,7 @@ def _words(rows: np.ndarray) -> np.ndarray | None:
 def run_pieces(rows: np.ndarray) -> int:
     """Runs of equal rows (``rows`` is ``n x B`` bytes), each split at 255: the run
     count RLE stores."""
-    words = _words(rows)
-    if words is not None:
-        return int(_word_run_pieces(words))
-    n = len(rows)
-    if n == 0:
-        return 0
-    starts = np.flatnonzero(_changes(rows))
-    lengths = np.diff(np.append(starts, n))
-    return int((-(-lengths // MAX_RUN)).sum())
+    return len(encode_runs(rows)[1])
 
 
 def encode_runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -221,7 +197,10 @@ def encode_runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out_values = np.empty(n, dtype=words.dtype)
         out_lengths = np.empty(n, dtype=np.uint8)
         count = _word_runs(words, out_values, out_lengths)
-        return out_values[:count].view(np.uint8).reshape(count, -1), out_lengths[:count]
+        values, lengths = out_values[:count], out_lengths[:count]
+        if 2 * count < n:  # a page of long runs keeps no page-sized buffers alive
+            values, lengths = values.copy(), lengths.copy()
+        return values.view(np.uint8).reshape(count, -1), lengths
     change = _changes(rows)
     starts = np.flatnonzero(change)
     lengths = np.diff(np.append(starts, n))
