@@ -64,6 +64,8 @@ class ColumnOptions:
 
     @classmethod
     def from_metadata(cls, md: dict | None) -> ColumnOptions:
+        if not md:
+            return _DEFAULT_OPTIONS  # frozen: one instance serves every plain field
         md = {
             (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
             for k, v in (md or {}).items()
@@ -106,6 +108,9 @@ class ColumnOptions:
         kw["packed"] = "lance-encoding:packed" in md or "packed" in md
         kw["blob"] = (get("blob") or "").lower() in ("true", "1", "yes", "on")
         return cls(**kw)
+
+
+_DEFAULT_OPTIONS = ColumnOptions()
 
 
 # -- encoding messages -----------------------------------------------------------------------

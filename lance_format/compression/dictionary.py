@@ -64,6 +64,7 @@ SAMPLE_UNIQUE_RATIO = 0.98
 HLL_PRECISION = 12  # 4096 registers: about 1.6% standard error
 _HASH_CHUNK_BYTES = 1 << 24  # bound the temporaries of the string hash (~8 bytes a byte)
 
+_NO_ROWS = readonly(np.zeros(0, dtype=np.int64))  # no sample, no offsets (kernels read none)
 _U64_PATTERN = re.compile(r"\+?[0-9]+")
 _I32_MAX = 2**31 - 1
 
@@ -121,12 +122,15 @@ def dictionary_budget(
         return None
     if num_values < DICT_TOO_SMALL:
         return None
-    md = _str_metadata(metadata)
-    divisor = _parse_u64(md.get(DICT_DIVISOR_KEY), DEFAULT_DICT_DIVISOR)
+    if metadata:
+        md = _str_metadata(metadata)
+        divisor = _parse_u64(md.get(DICT_DIVISOR_KEY), DEFAULT_DICT_DIVISOR)
+        ratio = _parse_f64(md.get(DICT_SIZE_RATIO_KEY), DEFAULT_DICT_SIZE_RATIO)
+    else:  # most fields: the defaults, without parsing (a small append's every column)
+        divisor, ratio = DEFAULT_DICT_DIVISOR, DEFAULT_DICT_SIZE_RATIO
     max_items = min(num_values // max(divisor, 1), DEFAULT_DICT_MAX_CARDINALITY)
     if max_items == 0:
         return None
-    ratio = _parse_f64(md.get(DICT_SIZE_RATIO_KEY), DEFAULT_DICT_SIZE_RATIO)
     if ratio <= 0.0 or ratio > 1.0:  # pylance panics on this (the whole write fails)
         raise InvalidArgumentError(
             f"{DICT_SIZE_RATIO_KEY} is {ratio}, which is not in the range (0, 1]"
@@ -267,7 +271,7 @@ def _hash_encode_block(
     totals only grow, so stopping at the first excess decides as the finished encode
     would).  ``rows`` encodes just those values of the block (a sample), in that order."""
     total = block.num_values
-    picked = np.zeros(0, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    picked = _NO_ROWS if rows is None else readonly(np.asarray(rows, dtype=np.int64))
     n = total if rows is None else len(picked)
     if isinstance(block, VariableWidthBlock):
         offsets = np.ascontiguousarray(block.offsets, dtype=np.int64)
@@ -280,7 +284,7 @@ def _hash_encode_block(
         if bits % 8 or bits <= 0:
             raise UnsupportedError(f"dictionary encoding of {bits}-bit values")
         width = bits // 8
-        offsets = np.zeros(0, dtype=np.int64)
+        offsets = _NO_ROWS
         data = np.ascontiguousarray(np.asarray(block.data[: total * width]), dtype=np.uint8)
         per_item = 0
         fixed_cost = n * INDEX_BYTES
@@ -303,7 +307,7 @@ def _hash_encode_block(
         count = _hash_encode_words(
             readonly(data),
             words,
-            readonly(picked),
+            picked,
             width,
             max_items,
             max_bytes,
@@ -317,7 +321,7 @@ def _hash_encode_block(
             readonly(data),
             words,
             readonly(offsets),
-            readonly(picked),
+            picked,
             readonly(_WORD_MASKS),
             width,
             max_items,
