@@ -466,6 +466,42 @@ def _chunk_meta(chunk_sizes: np.ndarray, counts: np.ndarray, large: bool) -> np.
     return words.astype("<u4" if large else "<u2").view(np.uint8)
 
 
+_PAD = bytes([_HEADER_PAD]) * 7
+
+
+def _add_dictionary(layout: pb.MiniBlockLayout, buffers: list, dictionary) -> None:
+    """A dictionary page's items: described in the layout, their bytes the third buffer."""
+    if dictionary is not None:
+        denc, dbytes, ditems = dictionary
+        layout.dictionary.CopyFrom(denc)
+        layout.num_dictionary_items = ditems
+        buffers.append(np.asarray(dbytes, dtype=np.uint8))
+
+
+def _one_chunk_page(values, layers: list[int], num_rows: int, large: bool, dictionary):
+    """:func:`encode_page` of a page of one chunk without levels (a small append's usual
+    column), from Python ints: the same layout and bytes, without the per-chunk arrays."""
+    sizes = [int(s[0]) for _, s in values.buffers]
+    if not large and max(sizes) > 0xFFFF:
+        raise UnsupportedError("a 2.1 mini-block buffer would exceed 65535 bytes")
+    header = struct.pack(f"<H{len(sizes)}{'I' if large else 'H'}", 0, *sizes)
+    pieces = [header, _PAD[: -len(header) & 7]]
+    for (data, _), n in zip(values.buffers, sizes, strict=True):
+        pieces += [np.asarray(data, dtype=np.uint8).reshape(-1)[:n].tobytes(), _PAD[: -n & 7]]
+    out = np.frombuffer(bytearray(b"".join(pieces)), dtype=np.uint8)
+    meta = _chunk_meta(np.array([len(out)], dtype=np.int64), values.counts, large)
+    layout = pb.MiniBlockLayout(
+        layers=repdef.pb_layers(layers),
+        num_buffers=len(values.buffers),
+        num_items=int(values.counts[0]),
+        has_large_chunk=large,
+        value_compression=values.encoding,
+    )
+    buffers: list = [meta, out]
+    _add_dictionary(layout, buffers, dictionary)
+    return EncodedPage(pb.PageLayout(mini_block_layout=layout), buffers, num_rows)
+
+
 def encode_page(
     values,
     rep: np.ndarray | None,
@@ -481,6 +517,8 @@ def encode_page(
     """
 
     large = version >= LanceFileVersion.V2_2
+    if rep is None and defs is None and len(values.counts) == 1:
+        return _one_chunk_page(values, layers, num_rows, large, dictionary)
     counts = np.asarray(values.counts, dtype=np.int64)
     nchunks = len(counts)
     max_rep_ = repdef.max_rep(layers)
@@ -520,11 +558,7 @@ def encode_page(
     out, chunk_sizes = _chunks(level_counts, level_parts, values.buffers, large)
     meta = _chunk_meta(chunk_sizes, counts, large)
     buffers: list = [meta, out]
-    if dictionary is not None:
-        denc, dbytes, ditems = dictionary
-        layout.dictionary.CopyFrom(denc)
-        layout.num_dictionary_items = ditems
-        buffers.append(np.asarray(dbytes, dtype=np.uint8))
+    _add_dictionary(layout, buffers, dictionary)
     if rep_index is not None:
         buffers.append(rep_index.view(np.uint8))
     return EncodedPage(pb.PageLayout(mini_block_layout=layout), buffers, num_rows)

@@ -7,8 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lance_format.compression.compress import Chunked, flat_enc
 from lance_format.errors import UnsupportedError
-from lance_format.structural.miniblock import _assemble, _chunk_meta, _many_chunks, _one_chunk
+from lance_format.structural import repdef
+from lance_format.structural.miniblock import (
+    _assemble,
+    _chunk_meta,
+    _many_chunks,
+    _one_chunk,
+    encode_page,
+)
+from lance_format.version import LanceFileVersion
 
 
 def test_a_one_chunk_page_is_laid_out_as_the_first_of_many():
@@ -60,3 +69,37 @@ def test_the_metadata_word_of_a_one_chunk_page():
         for sizes in ([8 * limit + 8], [64, 8 * limit + 8]):
             with pytest.raises(UnsupportedError):
                 _chunk_meta(np.array(sizes), np.array([4, 7]), large)
+
+
+def test_a_page_of_one_chunk_without_levels_is_the_general_page():
+    """``encode_page`` lays out a one-chunk page without levels from Python ints; its
+    buffers and layout must be those the general assembly gives the same chunk."""
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        large = bool(rng.integers(0, 2))
+        n = int(rng.integers(1, 4097))
+        value_buffers = []
+        for _ in range(int(rng.integers(1, 4))):
+            size = int(rng.integers(0, 3000))
+            value_buffers.append((rng.integers(0, 256, size).astype(np.uint8), np.array([size])))
+        chunked = Chunked(flat_enc(64), np.array([n]), value_buffers)
+        dictionary = None
+        if rng.integers(0, 2):
+            dictionary = (flat_enc(32), rng.integers(0, 256, 40).astype(np.uint8), 10)
+        version = LanceFileVersion.V2_2 if large else LanceFileVersion.V2_1
+        page = encode_page(chunked, None, None, [repdef.ALL_VALID_ITEM], n, version, dictionary)
+        many, sizes = _many_chunks(np.array([0]), [], value_buffers, large)
+        assert page.buffers[1].tobytes() == many.tobytes()
+        assert page.buffers[0].tobytes() == _chunk_meta(sizes, np.array([n]), large).tobytes()
+        layout = page.layout.mini_block_layout
+        assert list(layout.layers) == [repdef.ALL_VALID_ITEM]
+        assert (layout.num_items, layout.num_buffers) == (n, len(value_buffers))
+        assert layout.has_large_chunk == large
+        assert layout.value_compression == chunked.encoding
+        assert not layout.HasField("def_compression") and not layout.HasField("rep_compression")
+        if dictionary is None:
+            assert len(page.buffers) == 2 and not layout.HasField("dictionary")
+        else:
+            assert page.buffers[2].tobytes() == dictionary[1].tobytes()
+            assert layout.dictionary == dictionary[0] and layout.num_dictionary_items == 10
+        assert page.num_rows == n
