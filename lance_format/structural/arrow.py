@@ -7,6 +7,8 @@ says how the bytes are laid out.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 
@@ -273,8 +275,32 @@ def plain_storage(arr: pa.Array) -> pa.Array:
     return arr
 
 
+@functools.lru_cache(maxsize=256)
+def _cached_plain_width(t: pa.DataType) -> int:
+    if isinstance(t, pa.BaseExtensionType) or pa.types.is_dictionary(t):
+        return 0
+    try:
+        return t.byte_width  # booleans and nested or variable-width types raise
+    except ValueError:
+        return 0
+
+
+def _plain_width(t: pa.DataType) -> int:
+    """Bytes per value of a plain fixed-width type (integers, floats, dates, times,
+    decimals, fixed-size binary), else 0: the common leaf, told apart in one lookup."""
+    try:
+        return _cached_plain_width(t)
+    except TypeError:  # an extension type defined in Python may not hash
+        return 0
+
+
 def arrow_to_block(arr: pa.Array) -> Block:
     """The values of a leaf array as a block (the bytes under nulls are kept as they are)."""
+    width = _plain_width(arr.type)
+    if width:
+        n = len(arr)
+        data = _buffer_bytes(arr.buffers()[1])[arr.offset * width : (arr.offset + n) * width]
+        return FixedWidthBlock(data, width * 8, n)
     arr = plain_storage(arr)
     t = arr.type
     n = len(arr)
