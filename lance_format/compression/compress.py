@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidArgumentError, UnsupportedError
+from ..jit import kernel, readonly
 from ..pb import encodings_v2_1_pb2 as pb
 from ..version import LanceFileVersion
 from . import bitpacking, bss, flat, fsl, fsst, general, packed, rle, variable
@@ -249,25 +250,30 @@ def bitpacked_size(values: np.ndarray, t: int) -> int:
     return int(nblocks * (t // 8) + 128 * total)
 
 
-def value_changes(block: FixedWidthBlock) -> np.ndarray:
-    """``values[i+1] != values[i]`` for fixed-width values, compared as whole words."""
-    n = block.num_values
-    width = block.bits_per_value // 8
-    data = np.asarray(block.data[: n * width])
-    if width in (1, 2, 4, 8):
-        v = data.view(f"<u{width}")
-        return v[1:] != v[:-1]
-    if width % 8 == 0:
-        rows = data.view("<u8").reshape(n, width // 8)
-    else:
-        rows = data.reshape(n, width)
-    if rows.shape[1] > 8:
-        return (rows[1:] != rows[:-1]).any(axis=1)
-    # a few columns: one comparison per column (``any(axis=1)`` over a short axis is slow)
-    changes = rows[1:, 0] != rows[:-1, 0]
-    for k in range(1, rows.shape[1]):
-        changes |= rows[1:, k] != rows[:-1, k]
-    return changes
+@kernel(*(f"UniTuple(i8, 2)(ro({w}[::1]), i8)" for w in ("u1", "u2", "u4", "u8")))
+def _word_stats(words, block_values):  # pragma: no cover - compiled
+    """What the choice between Flat, InlineBitpacking and RLE needs, in one pass: the bit
+    lengths of each ``block_values`` block's maximum, summed, and the RLE run pieces
+    (runs of equal words, split at 255)."""
+    n = len(words)
+    one = np.uint64(1)
+    width_sum = 0
+    pieces = 0
+    top = np.uint64(0)
+    run = 0
+    for i in range(n):
+        v = np.uint64(words[i])
+        if i % block_values == 0 or v > top:
+            top = v
+        if i == 0 or words[i] != words[i - 1] or run == rle.MAX_RUN:
+            pieces += 1
+            run = 0
+        run += 1
+        if i % block_values == block_values - 1 or i == n - 1:
+            while top:  # the bit length of the block's maximum
+                top = top >> one
+                width_sum += 1
+    return width_sum, pieces
 
 
 def run_count(block: FixedWidthBlock) -> int:
@@ -286,27 +292,19 @@ def _fixed_chunks(block: FixedWidthBlock, opts: ColumnOptions, *, integer: bool)
         )
         if use_bss:
             return _general_wrap(_bss_chunks(block), opts.compression, opts.compression_level)
-    if bits == 1 or bits % 8 or n == 0:
+    # InlineBitpacking and RLE need values of a native integer width
+    u = unsigned_view(block) if n else None
+    if u is None:
         base = _flat_chunks(block)
     else:
-        flat_size = n * bits // 8
-        best, best_size = "flat", flat_size
-        u = unsigned_view(block) if integer else None
-        if u is not None:
-            size = bitpacked_size(u, bits)
+        best, best_size = "flat", n * bits // 8
+        width_sum, runs = _word_stats(readonly(u), bitpacking.BLOCK)
+        if integer:  # per 1024-value block: a width word, then 128 words per bit
+            size = -(-n // bitpacking.BLOCK) * (bits // 8) + 128 * width_sum
             if size < best_size:
                 best, best_size = "ibp", size
-        if bits in (8, 16, 32, 64):  # RLE values must be a native integer width
-
-            def rle_wins(runs: int) -> bool:
-                return runs / n < opts.rle_threshold and runs * (bits // 8 + 1) < best_size
-
-            # the runs before splitting at 255 are a lower bound: when even that many runs
-            # lose, the exact count (a few passes more) is not needed
-            if rle_wins(int(np.count_nonzero(value_changes(block))) + 1) and rle_wins(
-                run_count(block)
-            ):
-                best = "rle"
+        if runs / n < opts.rle_threshold and runs * (bits // 8 + 1) < best_size:
+            best = "rle"
         if best == "ibp":
             assert u is not None  # bitpacking is only sized for integers
             base = _bitpack_chunks(u, bits)

@@ -6,6 +6,7 @@ the type URL tells a 2.0 ``ArrayEncoding`` from a 2.1/2.2 ``PageLayout``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -159,13 +160,16 @@ def wrap_encoding(msg: Message, type_url: str) -> file2_pb2.Encoding:
 
 def encode_column(pages: list[file2_pb2.ColumnMetadata.Page]) -> bytes:
     """The ColumnMetadata of a 2.1+ column: its pages and an empty ColumnEncoding."""
-    meta = file2_pb2.ColumnMetadata(
-        encoding=wrap_encoding(
-            encodings_v2_0_pb2.ColumnEncoding(values=empty_pb2.Empty()), COLUMN_ENCODING_URL
-        ),
-        pages=pages,
-    )
+    meta = file2_pb2.ColumnMetadata(encoding=_plain_column_encoding(), pages=pages)
     return meta.SerializeToString()
+
+
+@functools.cache
+def _plain_column_encoding() -> file2_pb2.Encoding:
+    """Every 2.1+ column's (constant) encoding; the constructor above copies it."""
+    return wrap_encoding(
+        encodings_v2_0_pb2.ColumnEncoding(values=empty_pb2.Empty()), COLUMN_ENCODING_URL
+    )
 
 
 def page_entry(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lance_format.compression import rle, variable
+from lance_format.compression import compress, rle, variable
 from lance_format.compression.blocks import FixedWidthBlock
 
 MAX_VALUES = 4096
@@ -292,3 +292,26 @@ def test_encode_page_is_plan_then_encode(dtype) -> None:
                 for g, w in zip(got, want, strict=True):
                     assert g.dtype == w.dtype
                     np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_word_stats_match_numpy_and_a_loop(dtype) -> None:
+    """The one-pass statistics behind the Flat / InlineBitpacking / RLE choice: the bit
+    lengths of each 1024-value block's maximum (numpy, per block) and the RLE pieces (a
+    plain loop)."""
+    rng = np.random.default_rng(int(np.dtype(dtype).itemsize))
+    top = np.iinfo(dtype).max
+    for n in (1, 5, 1023, 1024, 1025, 3000, 5000):
+        for max_run in (1, 40, 700):
+            for high in (1, 2, 1000, int(top)):
+                values = runs_of(rng, n, max_run, min(high, 2**62), np.uint64)
+                values = (values % (high + 1) if high < top else values).astype(dtype)
+                if high == top:
+                    values[:: max(1, n // 3)] = top  # the top bit set in some blocks
+                got_widths, got_pieces = compress._word_stats(values, 1024)
+                pad = -n % 1024
+                blocks = np.concatenate([values, np.zeros(pad, dtype)]).reshape(-1, 1024)
+                widths = [int(m).bit_length() for m in blocks.max(axis=1)]
+                assert got_widths == sum(widths)
+                rows = values.view(np.uint8).reshape(n, -1)
+                assert got_pieces == len(ref_runs(rows)[1])
