@@ -40,9 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CorruptFileError, InvalidArgumentError, UnsupportedError
-from ..jit import kernel, load_u64, readonly, store_u64
+from ..jit import copy_bytes, kernel, load_u64, readonly, store_u64
 from ..version import LanceFileVersion
-from .blocks import Block, FixedWidthBlock, VariableWidthBlock, gather_ranges, unaligned_words
+from .blocks import Block, FixedWidthBlock, VariableWidthBlock, unaligned_words
 
 DICT_DIVISOR_KEY = "lance-encoding:dict-divisor"
 DICT_SIZE_RATIO_KEY = "lance-encoding:dict-size-ratio"
@@ -322,7 +322,7 @@ def _hash_encode_block(
             words,
             readonly(offsets),
             picked,
-            readonly(_WORD_MASKS),
+            _WORD_MASKS,
             width,
             max_items,
             max_bytes,
@@ -337,17 +337,33 @@ def _hash_encode_block(
         return None
     first = first[:count]
     if isinstance(block, VariableWidthBlock):
-        lengths = offsets[first + 1] - offsets[first]
-        item_offsets = np.zeros(count + 1, dtype=np.int64)
-        np.cumsum(lengths, out=item_offsets[1:])
-        item_data = gather_ranges(data, offsets[first], lengths)
+        item_offsets, item_data = _gather_items(readonly(data), readonly(offsets), readonly(first))
         return indices, VariableWidthBlock(item_offsets, item_data, block.bits_per_offset)
     values = data.reshape(total, width)
     return indices, FixedWidthBlock(values[first].reshape(-1), block.bits_per_value, count)
 
 
+@kernel("Tuple((i8[::1], u1[::1]))(ro(u1[::1]), ro(i8[::1]), ro(i8[::1]))")
+def _gather_items(data, offsets, first):  # pragma: no cover - compiled
+    """The dictionary items of variable-width values: value ``first[k]`` becomes item
+    ``k``; returns their offsets (from 0) and bytes."""
+    count = len(first)
+    item_offsets = np.empty(count + 1, dtype=np.int64)
+    item_offsets[0] = 0
+    for k in range(count):
+        r = first[k]
+        item_offsets[k + 1] = item_offsets[k] + offsets[r + 1] - offsets[r]
+    out = np.empty(item_offsets[count], dtype=np.uint8)
+    for k in range(count):
+        r = first[k]
+        copy_bytes(out, item_offsets[k], data, offsets[r], offsets[r + 1] - offsets[r])
+    return item_offsets, out
+
+
 _HASH_K = 0x9E3779B97F4A7C15  # odd: multiplying by it is a bijection on 64 bits
-_WORD_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_WORD_MASKS = readonly(
+    np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+)
 
 
 @kernel("i8(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), i8, i8, i8, u4[::1], i8[::1], i4[::1], u8[::1])")
