@@ -70,6 +70,7 @@ POOL_MIN_BYTES = 1 << 20
 FULLZIP_MIN_VALUE_BYTES = 256
 CONSTANT_SAMPLE = 64  # valid values looked at before gathering them all for a constant check
 _PAD = b"\x48" * 64  # pylance's padding byte between buffers
+_JOIN_PAGE_BYTES = 64 * 1024  # pages up to this size are joined and written at once
 
 
 @dataclass
@@ -103,12 +104,6 @@ class _Leaf:
     layouts: list = dataclasses.field(default_factory=list)  # each page's layout
     fsst: cz.FsstReuse | None = None  # the FSST table of the column's latest encoding job
     fixed: bool = False  # fixed-width values: never FSST, so no table to carry
-
-    def __post_init__(self) -> None:
-        t = self.field.arrow_type
-        self.fixed = pa.types.is_boolean(t) or (
-            not pa.types.is_dictionary(t) and _fixed_width(t)  # a dictionary's width is its keys'
-        )
 
 
 class LanceFileWriter:
@@ -211,7 +206,11 @@ class LanceFileWriter:
                         f"field {lf.name!r}: packed structs with variable-width children "
                         "need Lance 2.2"
                     )
-                leaves.append(_Leaf(lf, _leaf_path(top, lf), opts, _str_dict(md)))
+                t = arrow_field.type if lf is top else lf.arrow_type
+                fixed = pa.types.is_boolean(t) or (
+                    not pa.types.is_dictionary(t) and _fixed_width(t)  # (a dictionary: its keys')
+                )
+                leaves.append(_Leaf(lf, _leaf_path(top, lf), opts, _str_dict(md), fixed=fixed))
                 if opts.blob and self._blobs is not None:
                     self._blobs.add_column(leaves[-1].path, lf.arrow_type, leaves[-1].metadata)
             if self.version == LanceFileVersion.V2_0:
@@ -512,10 +511,22 @@ class LanceFileWriter:
 
     def _write_page(self, leaf: _Leaf, page: EncodedPage) -> None:
         locs = []
-        for buf in page.buffers:
-            self._align()
-            locs.append((self._pos, len(buf)))
-            self._write(buf)
+        if page.nbytes <= _JOIN_PAGE_BYTES:  # a small page: one write (copying is cheaper)
+            pos, pieces = self._pos, []
+            for buf in page.buffers:
+                pad = -pos % 64
+                pieces += [
+                    _PAD[:pad],
+                    np.ascontiguousarray(buf) if isinstance(buf, np.ndarray) else buf,
+                ]
+                locs.append((pos + pad, len(buf)))
+                pos += pad + len(buf)
+            self._write(b"".join(pieces))
+        else:
+            for buf in page.buffers:
+                self._align()
+                locs.append((self._pos, len(buf)))
+                self._write(buf)
         if self.version == LanceFileVersion.V2_0:
             leaf.pages.append(v20_meta.page_entry(page.layout, locs, page.num_rows))
         else:
