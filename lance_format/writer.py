@@ -387,11 +387,13 @@ class LanceFileWriter:
     ) -> EncodedPage:
         opts = leaf.options
         values = rav.values
-        _check_encodable(leaf, rav)
+        facts = _type_facts(values.type)
+        if facts.shaped:
+            _check_encodable(leaf, rav)
         n_valid = len(values) - values.null_count
-        if n_valid == 0 or _is_empty_struct(values.type):
+        if n_valid == 0 or facts.empty_struct:
             return constant.encode_page(rav.layers, rav.rep, rav.defs, rav.num_rows, self.version)
-        arrow_dict = pa.types.is_dictionary(values.type)
+        arrow_dict = facts.dictionary
         # an Arrow dictionary column keeps its own dictionary (see _arrow_dictionary): no
         # need to expand its values
         own = _arrow_dictionary(values) if arrow_dict else None
@@ -414,7 +416,7 @@ class LanceFileWriter:
                 return constant.encode_page(
                     rav.layers, rav.rep, rav.defs, rav.num_rows, self.version, inline, scalar
                 )
-        integer = _is_integer(values.type)
+        integer = facts.integer
         if not arrow_dict and _use_fullzip(block, opts):
             enc, per_value = cz.compress_per_value(block, opts, fsst_reuse=fsst_reuse)
             return fullzip.encode_page(enc, per_value, rav.rep, rav.defs, rav.layers, rav.num_rows)
@@ -515,10 +517,8 @@ class LanceFileWriter:
             pos, pieces = self._pos, []
             for buf in page.buffers:
                 pad = -pos % 64
-                pieces += [
-                    _PAD[:pad],
-                    np.ascontiguousarray(buf) if isinstance(buf, np.ndarray) else buf,
-                ]
+                data = np.ascontiguousarray(buf).data if isinstance(buf, np.ndarray) else buf
+                pieces += [_PAD[:pad], data]
                 locs.append((pos + pad, len(buf)))
                 pos += pad + len(buf)
             self._write(b"".join(pieces))
@@ -804,6 +804,34 @@ def _unstorable(t: pa.DataType, version: LanceFileVersion) -> str | None:
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return _unstorable(t.value_type, version)
     return None
+
+
+@dataclass(frozen=True)
+class _TypeFacts:
+    """What :meth:`LanceFileWriter._encode_leaf` asks of a leaf's Arrow type, answered once
+    per type (a small append asks for every column of every file)."""
+
+    shaped: bool  # a struct or fixed-size list: :func:`_check_encodable` has work to do
+    empty_struct: bool
+    dictionary: bool
+    integer: bool
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_type_facts(t: pa.DataType) -> _TypeFacts:
+    return _TypeFacts(
+        shaped=pa.types.is_struct(t) or pa.types.is_fixed_size_list(t),
+        empty_struct=_is_empty_struct(t),
+        dictionary=pa.types.is_dictionary(t),
+        integer=_is_integer(t),
+    )
+
+
+def _type_facts(t: pa.DataType) -> _TypeFacts:
+    try:
+        return _cached_type_facts(t)
+    except TypeError:  # an extension type defined in Python may not hash
+        return _cached_type_facts.__wrapped__(t)
 
 
 def _check_encodable(leaf: _Leaf, rav: repdef.Raveled) -> None:
