@@ -298,41 +298,19 @@ def _hash_encode_block(
     capacity = 16
     while capacity < 2 * room:
         capacity *= 2
-    indices = np.empty(n, dtype=np.uint32)
-    first = np.empty(room, dtype=np.int64)
-    words = readonly(unaligned_words(data))
-    table = np.full(capacity, -1, dtype=np.int32)
-    keys = np.empty(room, dtype=np.uint64)
-    if 0 < width <= 8:  # one word per value: its hash alone tells values apart
-        count = _hash_encode_words(
-            readonly(data),
-            words,
-            picked,
-            width,
-            max_items,
-            max_bytes,
-            indices,
-            first,
-            table,
-            keys,
-        )
-    else:
-        count = _hash_encode(
-            readonly(data),
-            words,
-            readonly(offsets),
-            picked,
-            _WORD_MASKS,
-            width,
-            max_items,
-            max_bytes,
-            per_item,
-            indices,
-            first,
-            table,
-            keys,
-            np.empty(room, dtype=np.int64),
-        )
+    count, indices, first = _hash_encode_page(
+        readonly(data),
+        readonly(unaligned_words(data)),
+        readonly(offsets),
+        picked,
+        width,
+        max_items,
+        max_bytes,
+        per_item,
+        n,
+        room,
+        capacity,
+    )
     if count < 0:
         return None
     first = first[:count]
@@ -358,6 +336,45 @@ def _gather_items(data, offsets, first):  # pragma: no cover - compiled
         r = first[k]
         copy_bytes(out, item_offsets[k], data, offsets[r], offsets[r + 1] - offsets[r])
     return item_offsets, out
+
+
+@kernel(
+    "Tuple((i8, u4[::1], i8[::1]))(ro(u1[::1]), ro(u8[:]), ro(i8[::1]), ro(i8[::1]), i8, i8,"
+    " i8, i8, i8, i8, i8)"
+)
+def _hash_encode_page(
+    data, words, offsets, rows, width, max_items, max_bytes, per_item, n, room, capacity
+):  # pragma: no cover - compiled
+    """:func:`_hash_encode_words` (values of 1 to 8 bytes) or :func:`_hash_encode`, with
+    their scratch made here (a small page's every numpy allocation is a Python call):
+    ``(count, indices, first)``, count -1 once a budget is passed."""
+    indices = np.empty(n, dtype=np.uint32)
+    first = np.empty(room, dtype=np.int64)
+    table = np.full(capacity, -1, dtype=np.int32)
+    keys = np.empty(room, dtype=np.uint64)
+    if 0 < width <= 8:
+        count = _hash_encode_words(
+            data, words, rows, width, max_items, max_bytes, indices, first, table, keys
+        )
+    else:
+        lengths = np.empty(room, dtype=np.int64)
+        count = _hash_encode(
+            data,
+            words,
+            offsets,
+            rows,
+            _WORD_MASKS,
+            width,
+            max_items,
+            max_bytes,
+            per_item,
+            indices,
+            first,
+            table,
+            keys,
+            lengths,
+        )
+    return count, indices, first
 
 
 _HASH_K = 0x9E3779B97F4A7C15  # odd: multiplying by it is a bijection on 64 bits
