@@ -14,6 +14,7 @@ list their packed children with ``id = parent_id = -1`` (docs/format/structural.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -663,7 +664,18 @@ class LanceSchema:
     def from_protos(
         cls, fields: Sequence[file_pb2.Field], metadata: Mapping[str, bytes] | None = None
     ) -> LanceSchema:
-        """Rebuild the tree from the flat depth-first list, validating every type."""
+        """Rebuild the tree from the flat depth-first list, validating every type.
+
+        The same protos give the same (shared, never modified) schema: every commit reads
+        the dataset's schema again, and building it costs ten times its cache key."""
+        key = (
+            tuple(f.SerializeToString() for f in fields),
+            tuple(sorted((k, bytes(v)) for k, v in (metadata or {}).items())),
+        )
+        return _schema_of_protos(*key)
+
+    @classmethod
+    def _build(cls, fields: Sequence[file_pb2.Field], metadata: Mapping[str, bytes]) -> LanceSchema:
         top: list[LanceField] = []
         by_id: dict[int, LanceField] = {}
         blob_parent: LanceField | None = None
@@ -690,7 +702,7 @@ class LanceSchema:
                 parent.children.append(f)
             if f.logical_type == "struct" and f.is_blob() and f.is_packed_struct():
                 blob_parent = f
-        schema = cls(top, {k: bytes(v) for k, v in (metadata or {}).items()})
+        schema = cls(top, {k: bytes(v) for k, v in metadata.items()})
         for f in top:
             try:
                 f._raw_arrow()
@@ -793,3 +805,10 @@ class LanceSchema:
 
         fields = [k for k in (prune(f) for f in order) if k is not None]
         return LanceSchema(fields, dict(self.metadata))
+
+
+@functools.lru_cache(maxsize=64)
+def _schema_of_protos(
+    fields: tuple[bytes, ...], metadata: tuple[tuple[str, bytes], ...]
+) -> LanceSchema:
+    return LanceSchema._build([file_pb2.Field.FromString(b) for b in fields], dict(metadata))

@@ -481,3 +481,26 @@ def test_flags():
     v2 = LanceField(0, -1, "b", "struct", metadata={"ARROW:extension:name": b"lance.blob.v2"})
     assert v2.is_blob()
     assert not LanceField(0, -1, "b", "large_binary").is_blob()
+
+
+def test_equal_protos_share_one_schema_and_bad_ones_fail_each_time():
+    """A schema rebuilt from the same protos (every commit reads the dataset's again) is
+    the one already built; other protos or metadata give another, equal to a fresh build;
+    a refused schema is refused again, never remembered."""
+    fields = [_pb(0, -1, "a", "int64"), _pb(1, -1, "s", "struct"), _pb(2, 1, "x", "string")]
+    first = LanceSchema.from_protos(fields, {"k": b"v"})
+    again = LanceSchema.from_protos(
+        [file_pb2.Field.FromString(f.SerializeToString()) for f in fields], {"k": b"v"}
+    )
+    assert again is first
+    assert first == LanceSchema._build(fields, {"k": b"v"})
+    arrow = first.to_arrow()
+    assert arrow.types == [pa.int64(), pa.struct([pa.field("x", pa.string(), False)])]
+    assert arrow.names == ["a", "s"] and arrow.metadata == {b"k": b"v"}
+    other = LanceSchema.from_protos(fields, {"k": b"w"})
+    assert other is not first and other.metadata == {"k": b"w"}
+    renamed = LanceSchema.from_protos([_pb(0, -1, "b", "int64")], {})
+    assert [f.name for f in renamed.fields] == ["b"]
+    for _ in range(2):
+        with pytest.raises(SchemaError):
+            LanceSchema.from_protos([_pb(0, -1, "bad", "int33")], {})
