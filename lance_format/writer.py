@@ -187,40 +187,16 @@ class LanceFileWriter:
             # a dataset's schema (given) has the manifest's ids already
             keep = self._given_lance_schema is not None
             self._file_schema = blob_v2_file_schema(lance_schema, keep_ids=keep)
-        for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
-            leaves = []
-            columns = (
-                v20_column_fields([top])
-                if self.version == LanceFileVersion.V2_0
-                else leaf_fields([top])
-            )
-            for lf in columns:
-                md = _field_metadata(schema, top, lf)
-                opts = cz.ColumnOptions.from_metadata(md)
-                if (
-                    opts.packed
-                    and self.version == LanceFileVersion.V2_1
-                    and _has_variable_child(lf)
-                ):
-                    raise UnsupportedError(
-                        f"field {lf.name!r}: packed structs with variable-width children "
-                        "need Lance 2.2"
-                    )
-                t = arrow_field.type if lf is top else lf.arrow_type
-                fixed = pa.types.is_boolean(t) or (
-                    not pa.types.is_dictionary(t) and _fixed_width(t)  # (a dictionary: its keys')
-                )
-                leaves.append(_Leaf(lf, _leaf_path(top, lf), opts, _str_dict(md), fixed=fixed))
-                if opts.blob and self._blobs is not None:
-                    self._blobs.add_column(leaves[-1].path, lf.arrow_type, leaves[-1].metadata)
-            if self.version == LanceFileVersion.V2_0:
-                problem = v20.unstorable(top, arrow_field.type)
-            else:
-                problem = _unstorable(arrow_field.type, self.version)
-            if problem is not None:
-                raise UnsupportedError(f"field {arrow_field.name!r}: {problem}")
+        for plan in _column_plans(lance_schema, schema, self.version, self._blobs is not None):
+            leaves = [
+                _Leaf(lf, path, opts, md, fixed=fixed) for lf, path, opts, md, fixed in plan.leaves
+            ]
+            if self._blobs is not None:
+                for leaf in leaves:
+                    if leaf.options.blob:
+                        self._blobs.add_column(leaf.path, leaf.field.arrow_type, leaf.metadata)
             self._leaves.append(leaves)
-            self._json.append(top if top.has_json() else None)
+            self._json.append(plan.top if plan.json else None)
             self._pending.append([])
             self._pending_bytes.append(0)
 
@@ -832,6 +808,56 @@ def _type_facts(t: pa.DataType) -> _TypeFacts:
         return _cached_type_facts(t)
     except TypeError:  # an extension type defined in Python may not hash
         return _cached_type_facts.__wrapped__(t)
+
+
+@dataclass(frozen=True)
+class _ColumnPlan:
+    """What a writer sets up for one top-level column, the same for every file written
+    with one schema: its leaves as ``(field, path, options, metadata, fixed)``."""
+
+    top: LanceField
+    leaves: list[tuple[LanceField, str, cz.ColumnOptions, dict[str, str], bool]]
+    json: bool  # the column holds JSON (stored as JSONB)
+
+
+def _column_plans(
+    lance_schema: LanceSchema, schema: pa.Schema, version: LanceFileVersion, blobs: bool
+) -> list[_ColumnPlan]:
+    """The columns' setup, checked; kept on the (shared, unchanging) Lance schema, since a
+    dataset's every write uses its one schema and a small append opens a file each time."""
+    cache = lance_schema.__dict__.setdefault("_writer_plans", {})
+    # the IPC form: field metadata too, which steers encodings (and Arrow's == ignores)
+    key = (schema.serialize().to_pybytes(), version, blobs)
+    if (plans := cache.get(key)) is not None:
+        return plans
+    plans = []
+    for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
+        leaves = []
+        columns = (
+            v20_column_fields([top]) if version == LanceFileVersion.V2_0 else leaf_fields([top])
+        )
+        for lf in columns:
+            md = _field_metadata(schema, top, lf)
+            opts = cz.ColumnOptions.from_metadata(md)
+            if opts.packed and version == LanceFileVersion.V2_1 and _has_variable_child(lf):
+                raise UnsupportedError(
+                    f"field {lf.name!r}: packed structs with variable-width children need Lance 2.2"
+                )
+            t = arrow_field.type if lf is top else lf.arrow_type
+            fixed = pa.types.is_boolean(t) or (
+                not pa.types.is_dictionary(t) and _fixed_width(t)  # (a dictionary: its keys')
+            )
+            leaves.append((lf, _leaf_path(top, lf), opts, _str_dict(md), fixed))
+        if version == LanceFileVersion.V2_0:
+            problem = v20.unstorable(top, arrow_field.type)
+        else:
+            problem = _unstorable(arrow_field.type, version)
+        if problem is not None:
+            raise UnsupportedError(f"field {arrow_field.name!r}: {problem}")
+        plans.append(_ColumnPlan(top, leaves, top.has_json()))
+    if len(cache) < 8:  # a schema meets few Arrow schemas; never grow without bound
+        cache[key] = plans
+    return plans
 
 
 def _check_encodable(leaf: _Leaf, rav: repdef.Raveled) -> None:

@@ -39,6 +39,7 @@ from lance_format.errors import (
     SchemaError,
     UnsupportedError,
 )
+from lance_format.schema import LanceSchema
 
 WRITE_VERSIONS = ("2.1", "2.2")
 VARIANT_ROWS = 6000  # row cap for the batched / tiny-page variants (keeps the file fast)
@@ -972,3 +973,25 @@ def test_full_zip_fixed_width_rows_read_by_pylance(tmp_path, version: str) -> No
     theirs = lance.file.LanceFileReader(path).read_all().to_table()
     assert theirs.equals(table)
     assert LanceFileReader(path).read().equals(table)
+
+
+def test_one_lance_schema_follows_each_arrow_schemas_field_metadata(tmp_path) -> None:
+    """Writers sharing one Lance schema (a dataset's every write) keep their column setup
+    per Arrow schema, field metadata included (Arrow's == ignores it): zstd asked for by
+    one schema's field metadata compresses that file only; pylance reads both."""
+    values = np.arange(12_800, dtype=np.int64) * 1_000_003  # distinct: no dictionary
+    plain = pa.schema([pa.field("v", pa.int64())])
+    zstd = pa.schema([pa.field("v", pa.int64(), metadata={"lance-encoding:compression": "zstd"})])
+    assert plain == zstd  # the trap: equal to Arrow
+    lance_schema = LanceSchema.from_arrow(plain)
+    found = {}
+    for name, schema in (("plain", plain), ("zstd", zstd), ("plain2", plain)):
+        path = str(tmp_path / f"{name}.lance")
+        with LanceFileWriter(path, schema, lance_schema=lance_schema) as w:
+            w.write_batch(pa.table({"v": values}, schema=schema))
+        meta = lance.file.LanceFileReader(path).metadata()
+        found[name] = " ".join(p.encoding for c in meta.columns for p in c.pages)
+        got = lance.file.LanceFileReader(path).read_all().to_table()
+        assert got.column("v").to_numpy().tolist() == values.tolist()
+    assert "General" in found["zstd"] and "zstd" in found["zstd"].lower()
+    assert "General" not in found["plain"] and found["plain"] == found["plain2"]
