@@ -17,6 +17,7 @@ arrives parsed as :class:`ColumnOptions`.
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -117,10 +118,17 @@ _DEFAULT_OPTIONS = ColumnOptions()
 # -- encoding messages -----------------------------------------------------------------------
 
 
+# The leaf encodings below are built once per width and shared (every column of a small
+# append asks for them): a caller embeds them (a protobuf constructor or CopyFrom copies)
+# and never modifies one.
+
+
+@functools.lru_cache(maxsize=256)  # widths are few; a bound all the same
 def flat_enc(bits: int) -> pb.CompressiveEncoding:
     return pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=bits))
 
 
+@functools.lru_cache(maxsize=256)  # widths are few; a bound all the same
 def variable_enc(bits: int) -> pb.CompressiveEncoding:
     return pb.CompressiveEncoding(variable=pb.Variable(offsets=flat_enc(bits)))
 
@@ -174,7 +182,10 @@ def _flat_chunks(block: FixedWidthBlock) -> Chunked:
     bits = block.bits_per_value
     counts = uniform_counts(block.num_values, _values_per_chunk(bits))
     data = flat.encode(block)
-    sizes = (counts * bits + 7) // 8
+    if len(counts) == 1:  # one chunk: its size from a Python int
+        sizes = np.array([(int(counts[0]) * bits + 7) // 8], dtype=np.int64)
+    else:
+        sizes = (counts * bits + 7) // 8
     return Chunked(flat_enc(bits), counts, [(data, sizes)])
 
 
