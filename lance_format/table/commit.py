@@ -108,19 +108,21 @@ def commit(
             data_storage_version=data_storage_version,
             root=root,
         )
-        written = manifest.write_manifest(
-            root, pb, naming, txn.to_bytes(), index_section=index_section
+        # the new manifest is this attempt's own: encoded in place, not copied
+        committed = manifest.write_manifest(
+            root, pb, naming, txn.to_bytes(), index_section=index_section, in_place=True
         )
-        if written is not None:
-            paths.write_version_hint(root, pb.version)
-            committed = manifest.read_manifest(written)
+        if committed is not None:
+            paths.write_version_hint(root, committed.version)
             # cleanup reaches staging, which commits through here: imported on use
             from .cleanup import auto_cleanup
 
             try:
                 auto_cleanup(root, committed)
             except LanceError as e:  # the commit stands; the cleanup is only housekeeping
-                warnings.warn(f"auto cleanup after version {pb.version} failed: {e}", stacklevel=2)
+                warnings.warn(
+                    f"auto cleanup after version {committed.version} failed: {e}", stacklevel=2
+                )
             return committed
     raise CommitConflictError(f"gave up committing to {root} after {max_retries} attempts")
 

@@ -314,6 +314,7 @@ def encode_manifest(
     transaction: transaction_pb2.Transaction | bytes | None | object = _KEEP,
     *,
     index_section: table_pb2.IndexSection | bytes | None | object = _KEEP,
+    in_place: bool = False,
 ) -> bytes:
     """The bytes of a manifest file for ``manifest``, framed exactly as pylance 14 does.
 
@@ -322,7 +323,9 @@ def encode_manifest(
     :class:`Manifest`, both default to the sections it was read with; for a bare pb they
     default to none, and a pb that still points at an index section is refused then,
     because the offset belongs to another file and silently dropping the indices would
-    lose them.  The pb passed in is not modified.
+    lose them.  The pb passed in is not modified, unless ``in_place`` says the caller
+    built it for this file alone (a commit's new manifest: copying it cost as much as
+    serialising it, and grows with the fragments).
     """
     if isinstance(manifest, Manifest):
         src = manifest.pb
@@ -342,8 +345,11 @@ def encode_manifest(
                     "field to drop the indices"
                 )
             index_section = None
-    pb = table_pb2.Manifest()
-    pb.CopyFrom(src)
+    if in_place and not isinstance(manifest, Manifest):
+        pb = src
+    else:
+        pb = table_pb2.Manifest()
+        pb.CopyFrom(src)
     for name in ("index_section", "transaction_section", "transaction_section_deprecated"):
         pb.ClearField(name)
     for fld in pb.fields:
@@ -378,15 +384,19 @@ def write_manifest(
     transaction: transaction_pb2.Transaction | bytes | None | object = _KEEP,
     *,
     index_section: table_pb2.IndexSection | bytes | None | object = _KEEP,
-) -> str | None:
+    in_place: bool = False,
+) -> Manifest | None:
     """Write the manifest of ``manifest.version`` with put-if-not-exists semantics.
 
-    Returns its path, or None when that version already exists (another writer won).
-    The version hint is not touched: the committer updates it after a successful write.
+    Returns the manifest as written (decoded from the bytes written, not read back), or
+    None when that version already exists (another writer won).  The version hint is not
+    touched: the committer updates it after a successful write.  ``in_place``: see
+    :func:`encode_manifest`.
     """
     pb = manifest.pb if isinstance(manifest, Manifest) else manifest
-    data = encode_manifest(manifest, transaction, index_section=index_section)
     version = int(pb.version)
+    data = encode_manifest(manifest, transaction, index_section=index_section, in_place=in_place)
     path = paths.manifest_path(root, version, naming)
-    committed = handler_for(root).commit_manifest(root, version, path, data)
-    return path if committed else None
+    if not handler_for(root).commit_manifest(root, version, path, data):
+        return None
+    return decode_manifest(data, path)

@@ -343,9 +343,18 @@ def _commit_restore(root: str, version: int) -> manifest.Manifest:
     written = manifest.write_manifest(
         root, pb, latest_entry.naming, txn, index_section=old.index_section
     )
-    assert written == paths.manifest_path(root, pb.version, latest_entry.naming)
+    assert written is not None
+    assert written.path == paths.manifest_path(root, pb.version, latest_entry.naming)
     paths.write_version_hint(root, pb.version)
-    return manifest.read_manifest(written)
+    read = manifest.read_manifest(written.path)
+    # what write_manifest returns is what a read of the file gives
+    assert (read.pb, read.size, read.transaction_bytes) == (
+        written.pb,
+        written.size,
+        written.transaction_bytes,
+    )
+    assert read.index_section == written.index_section
+    return read
 
 
 @pytest.mark.parametrize("source", [7, 5, 3])
@@ -466,7 +475,9 @@ def _commit_with_flags(root: str, reader: int = 0, writer: int = 0) -> str:
     pb.version += 1
     pb.reader_feature_flags |= reader
     pb.writer_feature_flags |= writer
-    return manifest.write_manifest(root, pb, entry.naming, m.transaction_bytes)
+    written = manifest.write_manifest(root, pb, entry.naming, m.transaction_bytes)
+    assert written is not None
+    return written.path
 
 
 def test_unknown_reader_flag(history):
@@ -758,8 +769,9 @@ def test_storage_version_inferred_like_pylance(history):
     pb.CopyFrom(m.pb)
     pb.version += 1
     pb.ClearField("data_format")
-    path = manifest.write_manifest(root, pb, entry.naming, m.transaction_bytes)
-    ours = manifest.read_manifest(path)
+    written = manifest.write_manifest(root, pb, entry.naming, m.transaction_bytes)
+    assert written is not None
+    ours = manifest.read_manifest(written.path)
     assert ours.data_storage_version == storage == lance.dataset(root).data_storage_version
 
 
@@ -782,3 +794,25 @@ def test_deprecated_transaction_pointer_is_read():
     assert again.transaction == txn
     assert not again.pb.HasField("transaction_section_deprecated")
     assert again.pb.transaction_section == 0
+
+
+def test_encoding_in_place_gives_the_same_bytes_and_only_then_changes_the_pb(history):
+    """A commit's own new manifest is encoded in place (no copy); any other pb is left as
+    it was.  Both give the same file."""
+    root = history[0]
+    m = manifest.read_manifest(paths.latest_version(root).path)
+    pb = table_pb2.Manifest()
+    pb.CopyFrom(m.pb)
+    pb.ClearField("index_section")  # as a commit builds it: the sections are placed anew
+    pb.transaction_section = 12345  # a stale offset the encode must replace
+    before = pb.SerializeToString()
+    copied = manifest.encode_manifest(pb, m.transaction_bytes, index_section=m.index_section)
+    assert pb.SerializeToString() == before
+    in_place = manifest.encode_manifest(
+        pb, m.transaction_bytes, index_section=m.index_section, in_place=True
+    )
+    assert in_place == copied
+    assert pb.SerializeToString() != before
+    decoded = manifest.decode_manifest(in_place, "x")
+    assert decoded.transaction_bytes == m.transaction_bytes
+    assert decoded.pb.version == m.version
