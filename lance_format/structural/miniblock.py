@@ -445,11 +445,7 @@ def _largest(sizes) -> int:
 def _chunk_meta(chunk_sizes: np.ndarray, counts: np.ndarray, large: bool) -> np.ndarray:
     """Buffer 0: a word per chunk, ``(size / 8 - 1) << 4 | log2(values)`` (0 for the
     last chunk), u32 in 2.2 and u16 in 2.1."""
-    limit, problem = (
-        (1 << 28, "a mini-block chunk is too large")
-        if large
-        else (1 << 12, "a 2.1 mini-block chunk would exceed 32 KiB")
-    )
+    limit, problem = _CHUNK_LIMITS[large]
     if len(chunk_sizes) == 1:  # a small page: from a Python int
         word = int(chunk_sizes[0]) // 8 - 1
         if word >= limit:
@@ -467,6 +463,11 @@ def _chunk_meta(chunk_sizes: np.ndarray, counts: np.ndarray, large: bool) -> np.
 
 
 _PAD = bytes([_HEADER_PAD]) * 7
+# the largest metadata word (size / 8 - 1) a chunk may have, by large (2.2) or not (2.1)
+_CHUNK_LIMITS = {
+    True: (1 << 28, "a mini-block chunk is too large"),
+    False: (1 << 12, "a 2.1 mini-block chunk would exceed 32 KiB"),
+}
 
 
 def _add_dictionary(layout: pb.MiniBlockLayout, buffers: list, dictionary) -> None:
@@ -485,11 +486,15 @@ def _one_chunk_page(values, layers: list[int], num_rows: int, large: bool, dicti
     if not large and max(sizes) > 0xFFFF:
         raise UnsupportedError("a 2.1 mini-block buffer would exceed 65535 bytes")
     header = struct.pack(f"<H{len(sizes)}{'I' if large else 'H'}", 0, *sizes)
-    pieces = [header, _PAD[: -len(header) & 7]]
+    pieces: list[bytes | memoryview] = [header, _PAD[: -len(header) & 7]]
     for (data, _), n in zip(values.buffers, sizes, strict=True):
-        pieces += [np.asarray(data, dtype=np.uint8).reshape(-1)[:n].tobytes(), _PAD[: -n & 7]]
-    out = np.frombuffer(bytearray(b"".join(pieces)), dtype=np.uint8)
-    meta = _chunk_meta(np.array([len(out)], dtype=np.int64), values.counts, large)
+        pieces += [np.asarray(data, dtype=np.uint8).reshape(-1)[:n].data, _PAD[: -n & 7]]
+    out = np.frombuffer(bytearray().join(pieces), dtype=np.uint8)
+    word = len(out) // 8 - 1  # the metadata word: the last (only) chunk's log2 is 0
+    limit, problem = _CHUNK_LIMITS[large]
+    if word >= limit:
+        raise UnsupportedError(problem)
+    meta = np.frombuffer(bytearray(struct.pack("<I" if large else "<H", word << 4)), np.uint8)
     layout = pb.MiniBlockLayout(
         layers=repdef.pb_layers(layers),
         num_buffers=len(values.buffers),
