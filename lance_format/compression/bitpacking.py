@@ -286,21 +286,43 @@ def encode_inline_chunks(values: np.ndarray, t: int) -> tuple[np.ndarray, np.nda
     Returns ``(buffer, chunk_sizes)``: the concatenated chunks and each chunk's byte size.
     W per chunk is the bit length of its maximum (no zigzag, no frame of reference).
     """
-    dtype = word_dtype(t)
-    values = np.asarray(values, dtype=dtype)
-    n = len(values)
-    nblocks = -(-n // BLOCK)
-    padded = np.zeros(nblocks * BLOCK, dtype=dtype)
-    padded[:n] = values
-    padded = padded.reshape(nblocks, BLOCK)
-    widths = bit_widths(padded, t)
-    word = t // 8
-    sizes = word + 128 * widths
-    offsets = np.cumsum(sizes) - sizes
-    out = np.zeros(int(sizes.sum()) // word, dtype=dtype)
-    out[offsets // word] = widths  # each chunk's W word, then its packed block
-    _pack(readonly(padded.reshape(-1)), readonly(widths), readonly(offsets // word + 1), out)
+    values = np.ascontiguousarray(values, dtype=word_dtype(t))
+    out, sizes = _inline_chunks(readonly(values))
     return out.view(np.uint8), sizes
+
+
+@kernel(*(f"Tuple(({u}[::1], i8[::1]))(ro({u}[::1]))" for u in ("u1", "u2", "u4", "u8")))
+def _inline_chunks(values):  # pragma: no cover - compiled
+    """:func:`encode_inline_chunks` in one call (a small page's dozen numpy calls cost
+    more than packing it): each 1024-value block (the last zero-padded) to the bit length
+    of its maximum, after a word holding that width."""
+    n = len(values)
+    t = values.itemsize * 8
+    nblocks = (n + BLOCK - 1) // BLOCK
+    padded = np.zeros(nblocks * BLOCK, dtype=values.dtype)
+    padded[:n] = values
+    widths = np.empty(nblocks, dtype=np.int64)
+    sizes = np.empty(nblocks, dtype=np.int64)
+    starts = np.empty(nblocks, dtype=np.int64)  # each block's first packed word
+    total = 0
+    for b in range(nblocks):
+        top = np.uint64(0)
+        for i in range(b * BLOCK, (b + 1) * BLOCK):
+            if np.uint64(padded[i]) > top:
+                top = np.uint64(padded[i])
+        width = 0
+        while top:
+            top = top >> np.uint64(1)
+            width += 1
+        widths[b] = width
+        sizes[b] = t // 8 + 128 * width
+        starts[b] = total + 1
+        total += 1 + BLOCK * width // t
+    out = np.zeros(total, dtype=values.dtype)
+    for b in range(nblocks):
+        out[starts[b] - 1] = widths[b]
+    _pack(padded, widths, starts, out)
+    return out, sizes
 
 
 def encode_inline_block(values: np.ndarray, t: int) -> np.ndarray:
