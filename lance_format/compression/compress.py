@@ -133,6 +133,19 @@ def variable_enc(bits: int) -> pb.CompressiveEncoding:
     return pb.CompressiveEncoding(variable=pb.Variable(offsets=flat_enc(bits)))
 
 
+@functools.lru_cache(maxsize=8)
+def inline_bitpacking_enc(bits: int) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(
+        inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=bits)
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def rle_enc(bits: int) -> pb.CompressiveEncoding:
+    """RLE of ``bits``-wide values with 8-bit run lengths."""
+    return pb.CompressiveEncoding(rle=pb.Rle(values=flat_enc(bits), run_lengths=flat_enc(8)))
+
+
 def general_enc(
     scheme: str, inner: pb.CompressiveEncoding, level: int | None = None
 ) -> pb.CompressiveEncoding:
@@ -192,18 +205,12 @@ def _flat_chunks(block: FixedWidthBlock) -> Chunked:
 def _bitpack_chunks(values: np.ndarray, t: int) -> Chunked:
     data, sizes = bitpacking.encode_inline_chunks(values, t)
     counts = uniform_counts(len(values), bitpacking.BLOCK)
-    enc = pb.CompressiveEncoding(
-        inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=t)
-    )
-    return Chunked(enc, counts, [(data, sizes)])
+    return Chunked(inline_bitpacking_enc(t), counts, [(data, sizes)])
 
 
 def _rle_chunks(block: FixedWidthBlock) -> Chunked:
     counts, vals, lens, vsizes, lsizes = rle.encode_page(block)
-    enc = pb.CompressiveEncoding(
-        rle=pb.Rle(values=flat_enc(block.bits_per_value), run_lengths=flat_enc(8))
-    )
-    return Chunked(enc, counts, [(vals, vsizes), (lens, lsizes)])
+    return Chunked(rle_enc(block.bits_per_value), counts, [(vals, vsizes), (lens, lsizes)])
 
 
 def _bss_chunks(block: FixedWidthBlock) -> Chunked:
@@ -517,11 +524,7 @@ def compress_block(
         u = unsigned_view(block) if integer and small else None
         if u is not None and bitpacked_size(u, block.bits_per_value) < len(data):
             data = bitpacking.encode_inline_block(u, block.bits_per_value)
-            enc = pb.CompressiveEncoding(
-                inline_bitpacking=pb.InlineBitpacking(
-                    uncompressed_bits_per_value=block.bits_per_value
-                )
-            )
+            enc = inline_bitpacking_enc(block.bits_per_value)
             scheme = None  # bitpacked items are already small; pylance leaves them raw
     else:
         raise UnsupportedError(f"cannot block encode {type(block).__name__}")
@@ -624,8 +627,7 @@ def compress_levels(
         runs = run_count(block)
         if runs * 3 + 8 * len(chunk_levels) < n * width // 8:
             data, sizes = rle.encode_blocks(block, chunk_levels)
-            enc = pb.CompressiveEncoding(rle=pb.Rle(values=flat_enc(16), run_lengths=flat_enc(8)))
-            return enc, data, sizes
+            return rle_enc(16), data, sizes
     data, sizes = bitpacking.encode_out_of_line_chunks(levels, chunk_levels, width, 16)
     enc = pb.CompressiveEncoding(
         out_of_line_bitpacking=pb.OutOfLineBitpacking(

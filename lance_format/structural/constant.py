@@ -23,7 +23,7 @@ from ..compression.blocks import (
     VariableWidthBlock,
     take_block,
 )
-from ..compression.compress import flat_enc
+from ..compression.compress import rle_enc
 from ..compression.decompress import decompress_levels
 from ..errors import CorruptFileError
 from ..jit import kernel, readonly
@@ -315,10 +315,7 @@ def encode_page(
             if version >= LanceFileVersion.V2_2 and inline is None and scalar is None:
                 data = rle.encode_block(FixedWidthBlock(raw.view(np.uint8), 16, n))
                 if len(data) < raw.nbytes:
-                    enc = pb.CompressiveEncoding(
-                        rle=pb.Rle(values=flat_enc(16), run_lengths=flat_enc(8))
-                    )
-                    getattr(layout, f"{which}_compression").CopyFrom(enc)
+                    getattr(layout, f"{which}_compression").CopyFrom(rle_enc(16))
                 else:
                     data = None
             buffers.append(raw.tobytes() if data is None else data)

@@ -998,14 +998,20 @@ def test_one_lance_schema_follows_each_arrow_schemas_field_metadata(tmp_path) ->
 
 
 def test_writing_leaves_the_shared_leaf_encodings_as_built(tmp_path) -> None:
-    """Flat and Variable encodings are built once per width and shared by every page that
-    embeds them: writing the whole fixture corpus must not modify one."""
+    """Flat, Variable, InlineBitpacking and RLE encodings are built once per width and
+    shared by every page that embeds them: writing the whole fixture corpus must not
+    modify one."""
     from lance_format.compression import compress
 
     for i, (theme, version) in enumerate(MATRIX):
         _write(str(tmp_path / f"{i}.lance"), _source(theme, version), version)
-    for shared in (compress.flat_enc, compress.variable_enc):
-        widths = [8, 16, 32, 64] if shared is compress.variable_enc else [1, 8, 16, 32, 64, 128]
-        for bits in widths:
+    shared_encodings = (
+        compress.flat_enc,
+        compress.variable_enc,
+        compress.inline_bitpacking_enc,
+        compress.rle_enc,
+    )
+    for shared in shared_encodings:
+        for bits in (8, 16, 32, 64):
             assert shared(bits) == shared.__wrapped__(bits), (shared.__name__, bits)
         assert shared.cache_info().currsize > 0
