@@ -278,6 +278,16 @@ class LanceFileWriter:
                 if not leaf.fixed:
                     leaf.fsst = cz.FsstReuse(leaf.fsst)
                 reuse.append(leaf.fsst)
+            if nbytes < POOL_MIN_BYTES and not self._inflight:
+                # small, and nothing queued before it: encoded and written here and now
+                try:
+                    pages = self._encode_field(i, arrays, nbytes, reuse)
+                finally:
+                    for r in reuse:
+                        if r is not None:
+                            r.close()
+                self._write_pages(pages)
+                continue
             work = functools.partial(self._encode_field, i, arrays, nbytes, reuse)
             if nbytes < POOL_MIN_BYTES:  # encoded here and now: nobody else can claim it
                 job = _Job(work, reuse, _Ready(), shared=False)
