@@ -552,7 +552,7 @@ class LanceFileWriter:
             self._flush(list(range(len(self._pending))), wait=True)
             self._align()
             descriptor = file_pb2.FileDescriptor(
-                schema=self._file_schema.to_proto_schema(), length=self._rows
+                schema=_proto_schema(self._file_schema), length=self._rows
             )
             columns = [self._column_metadata(leaf) for leaves in self._leaves for leaf in leaves]
             buffers = [descriptor.SerializeToString(), *self._global_buffers]
@@ -818,6 +818,15 @@ def _type_facts(t: pa.DataType) -> _TypeFacts:
         return _cached_type_facts(t)
     except TypeError:  # an extension type defined in Python may not hash
         return _cached_type_facts.__wrapped__(t)
+
+
+def _proto_schema(schema: LanceSchema) -> file_pb2.Schema:
+    """The file descriptor's schema, built once per (shared, unchanging) Lance schema: a
+    dataset's every data file stores it.  The descriptor's constructor copies it."""
+    cached = schema.__dict__.get("_proto_schema")
+    if cached is None:
+        cached = schema.__dict__["_proto_schema"] = schema.to_proto_schema()
+    return cached
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,8 @@ def commit(
     """
     txn = as_transaction(txn)
     read_version = txn.read_version
-    txn_name = transaction.write_transaction_file(root, txn)
+    txn_bytes = txn.to_bytes()  # the .txn file's bytes, embedded in the manifest too
+    txn_name = transaction.write_transaction_file(root, txn, txn_bytes)
     guess = read if read is not None and read.version == read_version else None
     for attempt in range(max_retries):
         if attempt > (guess is not None):  # no wait after the unlisted first attempt
@@ -95,9 +96,11 @@ def commit(
                 if txn.read_version == 0 and txn.operation.CREATES_DATASET:
                     raise DatasetExistsError(f"dataset already exists at {root}")
                 versions = paths.list_versions(root)  # the commits to rebase over
-                txn, txn_name = _rebase(
+                rebased, txn_name = _rebase(
                     root, txn, txn_name, read_version, versions, latest, affected_rows_known
                 )
+                if rebased is not txn:
+                    txn, txn_bytes = rebased, rebased.to_bytes()
                 read_version = latest.version
         pb, index_section = build_manifest(
             latest.pb if latest is not None else None,
@@ -110,7 +113,7 @@ def commit(
         )
         # the new manifest is this attempt's own: encoded in place, not copied
         committed = manifest.write_manifest(
-            root, pb, naming, txn.to_bytes(), index_section=index_section, in_place=True
+            root, pb, naming, txn_bytes, index_section=index_section, in_place=True
         )
         if committed is not None:
             paths.write_version_hint(root, committed.version)

@@ -255,15 +255,19 @@ def transaction_path(root: str, name: str) -> str:
     return storage.join(root, TXN_DIR, rel)
 
 
-def write_transaction_file(root: str, txn: Transaction | PbTransaction) -> str:
+def write_transaction_file(
+    root: str, txn: Transaction | PbTransaction, data: bytes | None = None
+) -> str:
     """Write ``_transactions/{read_version}-{uuid}.txn`` (bare protobuf, as pylance) and
-    return its name, the value for ``Manifest.transaction_file``.
+    return its name, the value for ``Manifest.transaction_file``.  ``data``: ``txn``'s
+    bytes when the caller has them already (a commit also embeds them in the manifest).
 
     Written atomically, so a reader never sees a partial file."""
     t = as_transaction(txn)
     if not t.uuid or "/" in t.uuid or "\\" in t.uuid:
         raise InvalidArgumentError(f"invalid transaction uuid {t.uuid!r}")
-    data = t.to_bytes()
+    if data is None:
+        data = t.to_bytes()
     name = t.file_name
     storage.put(storage.join(root, TXN_DIR, name), data)
     return name

@@ -1015,3 +1015,22 @@ def test_writing_leaves_the_shared_leaf_encodings_as_built(tmp_path) -> None:
         for bits in (8, 16, 32, 64):
             assert shared(bits) == shared.__wrapped__(bits), (shared.__name__, bits)
         assert shared.cache_info().currsize > 0
+
+
+def test_files_sharing_a_lance_schema_keep_their_own_schema_metadata(tmp_path) -> None:
+    """The descriptor's schema is built once per Lance schema; metadata one writer adds
+    (a new schema of its own) reaches its file only."""
+    schema = pa.schema([pa.field("v", pa.int64())])
+    lance_schema = LanceSchema.from_arrow(schema)
+    found = []
+    for i in range(3):
+        path = str(tmp_path / f"{i}.lance")
+        with LanceFileWriter(path, schema, lance_schema=lance_schema) as w:
+            w.write_batch(pa.table({"v": [i, i + 1]}, schema=schema))
+            if i == 1:
+                w.add_schema_metadata("job", "seven")
+        read = lance.file.LanceFileReader(path).read_all().to_table()
+        assert read.column("v").to_pylist() == [i, i + 1]
+        found.append(dict(lance.file.LanceFileReader(path).metadata().schema.metadata or {}))
+    assert found[1].get(b"job") == b"seven"
+    assert b"job" not in found[0] and b"job" not in found[2]
