@@ -31,13 +31,52 @@ def check_batch(batch: pa.RecordBatch, required: Sequence[bool], *, arrays: bool
     them; ``required[i]`` says the target schema declares top-level column ``i`` non-nullable
     (a dataset's own nullability, which an append's data may not repeat).  ``arrays=False``
     skips Arrow's full validation, for data the caller has just validated itself."""
+    schema = batch.schema
+    facts = _schema_facts(schema)
     if arrays:
-        check_arrays(batch)
-    for i, f in enumerate(batch.schema):
-        _check_nulls(batch.column(i), not required[i] and f.nullable, f.name, None)
+        check_arrays(batch, facts.layouts)
+    for i, (nullable, deep) in enumerate(zip(facts.nullable, facts.deep, strict=True)):
+        if nullable and not required[i] and not deep:
+            continue  # nulls allowed and no non-nullable field below: nothing to look at
+        f = schema.field(i)
+        _check_nulls(batch.column(i), not required[i] and nullable, f.name, None)
 
 
-def check_arrays(batch: pa.RecordBatch) -> None:
+class _SchemaFacts:
+    """Per column of a schema: nullable, a non-nullable field below, and the layout type
+    full validation uses (see :func:`_layout_type`)."""
+
+    __slots__ = ("deep", "layouts", "nullable")
+
+    def __init__(self, schema: pa.Schema):
+        self.nullable = tuple(f.nullable for f in schema)
+        self.deep = tuple(has_required_field(t) for t in schema.types)
+        self.layouts = tuple(_layout_type(t) for t in schema.types)
+
+
+_SCHEMA_FACTS: dict[bytes, _SchemaFacts] = {}
+_SCHEMA_FACTS_MAX = 64
+
+
+def _schema_facts(schema: pa.Schema) -> _SchemaFacts:
+    """The facts of ``schema``, kept by its IPC form (Arrow's ``==`` ignores metadata, which
+    extension types live in): a stream of batches asks for the same schema each time."""
+    try:
+        key = schema.serialize().to_pybytes()
+    except (pa.ArrowException, TypeError, ValueError):  # a type IPC cannot carry
+        return _SchemaFacts(schema)
+    facts = _SCHEMA_FACTS.get(key)
+    if facts is None:
+        facts = _SchemaFacts(schema)
+        if len(_SCHEMA_FACTS) >= _SCHEMA_FACTS_MAX:
+            _SCHEMA_FACTS.clear()  # a bound; schemas are few
+        _SCHEMA_FACTS[key] = facts
+    return facts
+
+
+def check_arrays(
+    batch: pa.RecordBatch, layouts: Sequence[pa.DataType | None] | None = None
+) -> None:
     """Refuse ``batch`` unless every column is valid Arrow data (offsets, UTF-8, dictionary
     keys): what must hold before any kernel (a cast, a copy) reads it.
 
@@ -47,7 +86,9 @@ def check_arrays(batch: pa.RecordBatch) -> None:
     (see :func:`_checked_before`)."""
     if _checked_before(batch):
         return
-    layouts = [_layout_type(t) for t in batch.schema.types]
+    schema = batch.schema
+    if layouts is None:  # (a caller that knows them passes the schema's layout types)
+        layouts = [_layout_type(t) for t in schema.types]
     if all(t is None for t in layouts):
         try:  # one call for the whole batch; a failure is located column by column below
             batch.validate(full=True)
@@ -55,10 +96,8 @@ def check_arrays(batch: pa.RecordBatch) -> None:
             return
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
-    for i, f in enumerate(batch.schema):
-        column = batch.column(i)
+    for f, column, layout in zip(schema, batch.columns, layouts, strict=True):
         try:
-            layout = layouts[i]
             (column if layout is None else column.view(layout)).validate(full=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             problem = first_line(e)
@@ -107,10 +146,9 @@ def _cached_per_type(fn):
     @functools.wraps(fn)
     def wrapper(t: pa.DataType):
         try:
-            hash(t)
-        except TypeError:
+            return cached(t)
+        except TypeError:  # unhashable (raised before any call of fn)
             return fn(t)
-        return cached(t)
 
     return wrapper
 

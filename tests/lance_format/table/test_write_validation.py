@@ -432,3 +432,35 @@ def test_what_was_not_validated_is_validated_however_it_shares_buffers():
     short = pa.DictionaryArray.from_arrays(indices, pa.array(["x"]), safe=False)
     with pytest.raises(InvalidDataError):
         validation.check_arrays(pa.record_batch({"d": short}))
+
+
+@pytest.mark.parametrize("first", ["nullable", "required"])
+def test_batch_checks_follow_each_schemas_nullability(first: str) -> None:
+    """What a batch's check needs of its schema is kept per schema; two schemas equal but
+    for nullability (nested too) are told apart whichever is checked first."""
+    from lance_format.validation import check_batch, forget_checked
+
+    def schema(required: bool) -> pa.Schema:
+        inner = pa.field("x", pa.int64(), nullable=not required)
+        return pa.schema(
+            [pa.field("a", pa.int64(), nullable=not required), pa.field("s", pa.struct([inner]))]
+        )
+
+    def batch(required: bool) -> pa.RecordBatch:
+        s = schema(required)
+        a = pa.array([1, 2] if required else [1, None], pa.int64())  # nested nulls only
+        st = pa.StructArray.from_arrays(
+            [pa.array([None, 2], pa.int64())], fields=[s.field("s").type.field(0)]
+        )
+        return pa.record_batch([a, st], schema=s)
+
+    order = [False, True] if first == "nullable" else [True, False]
+    for required in order * 2:
+        forget_checked()
+        if required:
+            with pytest.raises(InvalidDataError, match="non-nullable"):
+                check_batch(batch(True), [False, False])
+        else:
+            check_batch(batch(False), [False, False])
+            with pytest.raises(InvalidDataError, match="non-nullable"):
+                check_batch(batch(False), [True, False])  # the dataset's own nullability
