@@ -263,6 +263,22 @@ def _has_extension(f: LanceField) -> bool:
     return any(EXT_NAME_KEY in g.metadata or BFLOAT16_EXT_NAME in g.logical_type for g in f.walk())
 
 
+def cached_per_type(fn):
+    """``functools.lru_cache`` by Arrow type, except for types that cannot be hashed
+    (extension types defined in Python, e.g. pylance's bfloat16): those are computed each
+    time.  For the questions asked of every column of every batch or page."""
+    cached = functools.lru_cache(maxsize=1024)(fn)
+
+    @functools.wraps(fn)
+    def wrapper(t: pa.DataType):
+        try:
+            return cached(t)
+        except TypeError:  # unhashable (raised before any call of fn)
+            return fn(t)
+
+    return wrapper
+
+
 @dataclass
 class LanceField:
     """One Lance field with its children.  Treat it as immutable once built: the Arrow type

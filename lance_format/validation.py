@@ -13,7 +13,6 @@ every value in a list's or fixed-size list's range counts, whether or not its sl
 
 from __future__ import annotations
 
-import functools
 import threading
 import weakref
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import InvalidDataError, first_line
+from .schema import cached_per_type
 
 __all__ = ["check_arrays", "check_batch", "forget_checked", "has_required_field", "vouch"]
 
@@ -138,22 +138,7 @@ def _check_nulls(arr: pa.Array, nullable: bool, path: str, visible: pa.Array | N
         _check_nulls(values, item.nullable, f"{path}.{item.name}", None)
 
 
-def _cached_per_type(fn):
-    """``functools.lru_cache`` by type, except for types that cannot be hashed (extension
-    types defined in Python, e.g. pylance's bfloat16): those are computed each time."""
-    cached = functools.lru_cache(maxsize=1024)(fn)
-
-    @functools.wraps(fn)
-    def wrapper(t: pa.DataType):
-        try:
-            return cached(t)
-        except TypeError:  # unhashable (raised before any call of fn)
-            return fn(t)
-
-    return wrapper
-
-
-@_cached_per_type
+@cached_per_type
 def _layout_type(t: pa.DataType) -> pa.DataType | None:
     """``t`` with the types whose *values* Arrow's full validation judges (date64 in whole
     days, times within a day, decimals within their precision) replaced by plain types of
@@ -195,7 +180,7 @@ def _layout_type(t: pa.DataType) -> pa.DataType | None:
     return None
 
 
-@_cached_per_type
+@cached_per_type
 def has_required_field(t: pa.DataType) -> bool:
     """Whether a non-nullable field lies anywhere below type ``t`` (cached per type)."""
     if isinstance(t, pa.BaseExtensionType):
@@ -282,7 +267,7 @@ def _buffer_key(arr: pa.Array) -> tuple[tuple[int, int] | None, ...] | None:
     return tuple(None if b is None else (b.address, b.size) for b in arr.buffers())
 
 
-@_cached_per_type
+@cached_per_type
 def _has_dictionary(t: pa.DataType) -> bool:
     if isinstance(t, pa.BaseExtensionType):
         t = t.storage_type

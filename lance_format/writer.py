@@ -46,7 +46,7 @@ from .errors import InvalidArgumentError, LanceError, LanceIOError, SchemaError,
 from .extensions import to_stored_array
 from .pb import encodings_v2_1_pb2 as pb
 from .pb import file_pb2
-from .schema import LanceField, LanceSchema, blob_v2_file_schema
+from .schema import LanceField, LanceSchema, blob_v2_file_schema, cached_per_type
 from .structural import constant, fullzip, miniblock, repdef
 from .structural.arrow import arrow_to_block
 from .structural.blob import BlobV2Writer
@@ -289,8 +289,8 @@ class LanceFileWriter:
                 self._write_pages(pages)
                 continue
             work = functools.partial(self._encode_field, i, arrays, nbytes, reuse)
-            if nbytes < POOL_MIN_BYTES:  # encoded here and now: nobody else can claim it
-                job = _Job(work, reuse, _Ready(), shared=False)
+            if nbytes < POOL_MIN_BYTES:  # small, behind pooled jobs: encoded now, kept in order
+                job = _Job(work, reuse, _Ready())
                 job.run()
             else:
                 job = _Job(work, reuse, Future())
@@ -725,24 +725,15 @@ class _Job:
     chained are released as it ends, whoever ran it, or when it is cancelled."""
 
     def __init__(
-        self,
-        work: functools.partial,
-        reuse: list[cz.FsstReuse | None],
-        future: Future | _Ready,
-        *,
-        shared: bool = True,
+        self, work: functools.partial, reuse: list[cz.FsstReuse | None], future: Future | _Ready
     ):
         self._work = work
         self._reuse = [r for r in reuse if r is not None]
-        # a job only the writer's thread sees needs no lock to be claimed once
-        self._lock = threading.Lock() if shared else None
+        self._lock = threading.Lock()
         self._claimed = False
         self.future = future
 
     def _claim(self) -> bool:
-        if self._lock is None:
-            claimed, self._claimed = self._claimed, True
-            return not claimed
         with self._lock:
             if self._claimed:
                 return False
@@ -803,21 +794,14 @@ class _TypeFacts:
     integer: bool
 
 
-@functools.lru_cache(maxsize=256)
-def _cached_type_facts(t: pa.DataType) -> _TypeFacts:
+@cached_per_type
+def _type_facts(t: pa.DataType) -> _TypeFacts:
     return _TypeFacts(
         shaped=pa.types.is_struct(t) or pa.types.is_fixed_size_list(t),
         empty_struct=_is_empty_struct(t),
         dictionary=pa.types.is_dictionary(t),
         integer=_is_integer(t),
     )
-
-
-def _type_facts(t: pa.DataType) -> _TypeFacts:
-    try:
-        return _cached_type_facts(t)
-    except TypeError:  # an extension type defined in Python may not hash
-        return _cached_type_facts.__wrapped__(t)
 
 
 def _proto_schema(schema: LanceSchema) -> file_pb2.Schema:

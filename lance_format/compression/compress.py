@@ -253,19 +253,16 @@ def unsigned_view(block: FixedWidthBlock) -> np.ndarray | None:
 
 def bitpacked_size(values: np.ndarray, t: int) -> int:
     """Bytes InlineBitpacking would take (per 1024-value block: width word + packed words)."""
-    n = len(values)
-    if n == 0:
+    if len(values) == 0:
         return 0
-    if n <= bitpacking.BLOCK:  # one block (small pages): its maximum's bit length
-        return t // 8 + 128 * int(values.max()).bit_length()
-    nblocks = -(-n // bitpacking.BLOCK)
-    full = n // bitpacking.BLOCK * bitpacking.BLOCK
-    # full blocks as a view; the zero padding of a short last block does not change its
-    # maximum, so that block is measured as it is (no padded copy of the page)
-    total = int(bitpacking.bit_widths(values[:full].reshape(-1, bitpacking.BLOCK), t).sum())
-    if full < n:
-        total += int(bitpacking.bit_widths(values[full:].reshape(1, -1), t).sum())
-    return int(nblocks * (t // 8) + 128 * total)
+    width_sum, _ = _word_stats(readonly(np.ascontiguousarray(values)), bitpacking.BLOCK)
+    return _bitpacked_bytes(len(values), t, width_sum)
+
+
+def _bitpacked_bytes(n: int, t: int, width_sum: int) -> int:
+    """InlineBitpacking's size of ``n`` ``t``-bit values whose 1024-value blocks' bit widths
+    sum to ``width_sum``: per block a width word, then 128 bytes per bit of width."""
+    return -(-n // bitpacking.BLOCK) * (t // 8) + 128 * width_sum
 
 
 @kernel(*(f"UniTuple(i8, 2)(ro({w}[::1]), i8)" for w in ("u1", "u2", "u4", "u8")))
@@ -317,8 +314,8 @@ def _fixed_chunks(block: FixedWidthBlock, opts: ColumnOptions, *, integer: bool)
     else:
         best, best_size = "flat", n * bits // 8
         width_sum, runs = _word_stats(readonly(u), bitpacking.BLOCK)
-        if integer:  # per 1024-value block: a width word, then 128 words per bit
-            size = -(-n // bitpacking.BLOCK) * (bits // 8) + 128 * width_sum
+        if integer:
+            size = _bitpacked_bytes(n, bits, width_sum)
             if size < best_size:
                 best, best_size = "ibp", size
         if runs / n < opts.rle_threshold and runs * (bits // 8 + 1) < best_size:

@@ -7,8 +7,6 @@ says how the bytes are laid out.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pyarrow as pa
 
@@ -21,6 +19,7 @@ from ..compression.blocks import (
 )
 from ..compression.dictionary import DictionaryItems, FixedItems, VariableItems
 from ..errors import CorruptFileError, UnsupportedError
+from ..schema import cached_per_type
 
 
 def validity_buffer(valid: np.ndarray | None) -> pa.Buffer | None:
@@ -275,22 +274,15 @@ def plain_storage(arr: pa.Array) -> pa.Array:
     return arr
 
 
-@functools.lru_cache(maxsize=256)
-def _cached_plain_width(t: pa.DataType) -> int:
+@cached_per_type
+def _plain_width(t: pa.DataType) -> int:
+    """Bytes per value of a plain fixed-width type (integers, floats, dates, times,
+    decimals, fixed-size binary), else 0: the common leaf, told apart in one lookup."""
     if isinstance(t, pa.BaseExtensionType) or pa.types.is_dictionary(t):
         return 0
     try:
         return t.byte_width  # booleans and nested or variable-width types raise
     except ValueError:
-        return 0
-
-
-def _plain_width(t: pa.DataType) -> int:
-    """Bytes per value of a plain fixed-width type (integers, floats, dates, times,
-    decimals, fixed-size binary), else 0: the common leaf, told apart in one lookup."""
-    try:
-        return _cached_plain_width(t)
-    except TypeError:  # an extension type defined in Python may not hash
         return 0
 
 

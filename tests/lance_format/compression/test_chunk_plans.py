@@ -313,5 +313,7 @@ def test_word_stats_match_numpy_and_a_loop(dtype) -> None:
                 blocks = np.concatenate([values, np.zeros(pad, dtype)]).reshape(-1, 1024)
                 widths = [int(m).bit_length() for m in blocks.max(axis=1)]
                 assert got_widths == sum(widths)
+                size = len(widths) * values.itemsize + 128 * sum(widths)
+                assert compress.bitpacked_size(values, 8 * values.itemsize) == size
                 rows = values.view(np.uint8).reshape(n, -1)
                 assert got_pieces == len(ref_runs(rows)[1])
