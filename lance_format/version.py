@@ -63,20 +63,29 @@ class LanceFileVersion(enum.StrEnum):
         (mini-block, full-zip, constant, blob); 2.0 and the legacy format are not."""
         return self >= LanceFileVersion.V2_1
 
-    def _key(self) -> tuple[int, int]:
-        return _MANIFEST_NUMBERS[self]
+    # Comparisons run ~90 times in a small append's write: one dict lookup each, keyed
+    # by the name (a member hashes and compares as its string, so "2.1" finds V2_1 too);
+    # aliases and unknown names go through parse (and its error).
 
     def __lt__(self, other: str) -> bool:
-        return self._key() < LanceFileVersion.parse(other)._key()
+        found = _RANK.get(other)
+        return _RANK[self] < (found if found is not None else _rank(other))
 
     def __le__(self, other: str) -> bool:
-        return self._key() <= LanceFileVersion.parse(other)._key()
+        found = _RANK.get(other)
+        return _RANK[self] <= (found if found is not None else _rank(other))
 
     def __gt__(self, other: str) -> bool:
-        return self._key() > LanceFileVersion.parse(other)._key()
+        found = _RANK.get(other)
+        return _RANK[self] > (found if found is not None else _rank(other))
 
     def __ge__(self, other: str) -> bool:
-        return self._key() >= LanceFileVersion.parse(other)._key()
+        found = _RANK.get(other)
+        return _RANK[self] >= (found if found is not None else _rank(other))
+
+
+def _rank(other: str) -> tuple[int, int]:
+    return _RANK[LanceFileVersion.parse(other)]
 
 
 # pylance 14 resolves "stable" to 2.2 and "next" to 2.3
@@ -88,6 +97,7 @@ _MANIFEST_NUMBERS = {
     LanceFileVersion.V2_2: (2, 2),
     LanceFileVersion.V2_3: (2, 3),
 }
+_RANK: dict[str, tuple[int, int]] = {str(v): n for v, n in _MANIFEST_NUMBERS.items()}
 _FOOTER_NUMBERS = {**_MANIFEST_NUMBERS, LanceFileVersion.V2_0: (0, 3)}
 # (0, 0)..(0, 2) are the legacy format, (0, 3) and (2, 0) both name 2.0
 _BY_NUMBERS = {

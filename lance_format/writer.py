@@ -70,7 +70,9 @@ POOL_MIN_BYTES = 1 << 20
 FULLZIP_MIN_VALUE_BYTES = 256
 CONSTANT_SAMPLE = 64  # valid values looked at before gathering them all for a constant check
 _PAD = b"\x48" * 64  # pylance's padding byte between buffers
-_JOIN_PAGE_BYTES = 64 * 1024  # pages up to this size are joined and written at once
+# pages up to this size are kept and written joined once this much is kept (or another
+# write comes): a small file's pages take one write, a large file still streams to disk
+_JOIN_PAGE_BYTES = _STAGED_BYTES = 64 * 1024
 
 
 @dataclass
@@ -146,6 +148,8 @@ class LanceFileWriter:
         # visible only on close (temporary file + rename locally, an upload on S3)
         self._out = storage.create(self.path)
         self._pos = 0
+        self._staged: list = []  # small pages' pieces not yet written (see _write_page)
+        self._staged_bytes = 0
         self._rows = 0
         self._closed = False
         self._schema: pa.Schema | None = None
@@ -478,12 +482,24 @@ class LanceFileWriter:
     # -- bytes ----------------------------------------------------------------------------
 
     def _write(self, data) -> None:
+        if self._staged:
+            self._write_staged()
         mv = np.ascontiguousarray(data).data if isinstance(data, np.ndarray) else data
         try:
             self._out.write(mv)
         except OSError as e:
             raise LanceIOError(f"writing {self.path}: {e}") from e
         self._pos += len(data) if not isinstance(data, np.ndarray) else data.nbytes
+
+    def _write_staged(self) -> None:
+        """Write the small pages' pieces kept since the last write, joined (``_pos``
+        already counts them)."""
+        data = b"".join(self._staged)
+        self._staged = []
+        try:
+            self._out.write(data)
+        except OSError as e:
+            raise LanceIOError(f"writing {self.path}: {e}") from e
 
     def _write_external(self, data: np.ndarray) -> int:
         """Write bytes as an external buffer; returns their (aligned) absolute position."""
@@ -498,25 +514,40 @@ class LanceFileWriter:
             self._write(_PAD[:pad])
 
     def _write_page(self, leaf: _Leaf, page: EncodedPage) -> None:
-        locs = []
-        if page.nbytes <= _JOIN_PAGE_BYTES:  # a small page: one write (copying is cheaper)
-            pos, pieces = self._pos, []
+        offsets: list[int] = []
+        sizes: list[int] = []
+        if page.nbytes <= _JOIN_PAGE_BYTES:
+            # a small page's pieces are kept and written with the next ones (copying them
+            # into one write is cheaper than a write each; a small file has one in all)
+            pos = self._pos
+            staged = self._staged
             for buf in page.buffers:
                 pad = -pos % 64
-                data = np.ascontiguousarray(buf).data if isinstance(buf, np.ndarray) else buf
-                pieces += [_PAD[:pad], data]
-                locs.append((pos + pad, len(buf)))
-                pos += pad + len(buf)
-            self._write(b"".join(pieces))
+                if pad:
+                    staged.append(_PAD[:pad])
+                    pos += pad
+                staged.append(
+                    np.ascontiguousarray(buf).data if isinstance(buf, np.ndarray) else buf
+                )
+                offsets.append(pos)
+                sizes.append(len(buf))
+                pos += len(buf)
+            self._staged_bytes += pos - self._pos
+            self._pos = pos
+            if self._staged_bytes >= _STAGED_BYTES:
+                self._staged_bytes = 0
+                self._write_staged()
         else:
             for buf in page.buffers:
                 self._align()
-                locs.append((self._pos, len(buf)))
+                offsets.append(self._pos)
+                sizes.append(len(buf))
                 self._write(buf)
         if self.version == LanceFileVersion.V2_0:
+            locs = list(zip(offsets, sizes, strict=True))
             leaf.pages.append(v20_meta.page_entry(page.layout, locs, page.num_rows))
         else:
-            leaf.pages.append(page_entry(page.layout, locs, page.num_rows, leaf.rows))
+            leaf.pages.append(page_entry(page.layout, offsets, sizes, page.num_rows, leaf.rows))
         leaf.rows += page.num_rows
         leaf.layouts.append(page.layout)
 

@@ -161,16 +161,17 @@ def encode_tail(
     # each global buffer starts 64-byte aligned (readers refuse others): pad all but the last
     padded = [b + bytes(-len(b) % 64) for b in global_buffers[:-1]] + global_buffers[-1:]
     parts: list[bytes] = [*padded, *column_meta]
-    spans = [len(p) for p in parts]
-    sizes = [len(p) for p in [*global_buffers, *column_meta]]
-    positions = list(itertools.accumulate(spans[:-1], initial=start)) if parts else []
-    table = [struct.pack("<QQ", p, s) for p, s in zip(positions, sizes, strict=True)]
+    spans = list(map(len, parts))
+    # (position, size) of each part, as little-endian u64 pairs
+    table = np.empty((len(parts), 2), dtype="<u8")
+    table[:, 0] = list(itertools.accumulate(spans[:-1], initial=start)) if parts else []
+    table[:, 1] = [*map(len, global_buffers), *map(len, column_meta)]
     n_gb = len(global_buffers)
     cm_start = start + sum(spans[:n_gb])
     cmo_start = start + sum(spans)
     gbo_start = cmo_start + 16 * len(column_meta)
-    parts.append(b"".join(table[n_gb:]))  # column metadata offsets, then global buffers'
-    parts.append(b"".join(table[:n_gb]))
+    parts.append(table[n_gb:].tobytes())  # column metadata offsets, then global buffers'
+    parts.append(table[:n_gb].tobytes())
     footer = struct.pack(
         "<QQQIIHH",
         cm_start,

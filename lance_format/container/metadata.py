@@ -173,11 +173,11 @@ def _plain_column_encoding() -> file2_pb2.Encoding:
 
 
 def page_entry(
-    layout: Message, buffers: list[tuple[int, int]], num_rows: int, priority: int
+    layout: Message, offsets: list[int], sizes: list[int], num_rows: int, priority: int
 ) -> file2_pb2.ColumnMetadata.Page:
     return file2_pb2.ColumnMetadata.Page(
-        buffer_offsets=[p for p, _ in buffers],
-        buffer_sizes=[s for _, s in buffers],
+        buffer_offsets=offsets,
+        buffer_sizes=sizes,
         length=num_rows,
         encoding=wrap_encoding(layout, PAGE_LAYOUT_URL),
         priority=priority,

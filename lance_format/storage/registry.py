@@ -8,6 +8,7 @@ configured for it; paths under no registered root get a store built from the env
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -60,6 +61,16 @@ def normalize(uri: str | os.PathLike[str]) -> str:
     text = os.fspath(uri)
     if not isinstance(text, str):
         raise InvalidArgumentError(f"a path must be text, got {type(text).__name__}")
+    return _normalize(text)
+
+
+def _normalize(text: str) -> str:
+    """:func:`normalize` of a string; paths with ``~`` are expanded each time (``HOME`` may
+    change), others kept, since every storage call resolves its path."""
+    return _canonical(text) if "~" in text else _normalize_kept(text)
+
+
+def _canonical(text: str) -> str:
     scheme = scheme_of(text)
     if scheme == "file":
         local = text.partition("://")[2] if "://" in text else text
@@ -78,6 +89,9 @@ def normalize(uri: str | os.PathLike[str]) -> str:
         f"unsupported storage scheme {scheme}:// (supported: local paths, file://, memory://, "
         "s3://, s3+ddb://)"
     )
+
+
+_normalize_kept = functools.lru_cache(maxsize=4096)(_canonical)  # errors are not kept
 
 
 def _frozen(options: dict[str, str] | None) -> tuple[tuple[str, str], ...]:
@@ -152,7 +166,7 @@ def resolve(path: str | os.PathLike[str]) -> tuple[ObjectStore, str]:
     text = os.fspath(path)
     scheme = scheme_of(text)
     if scheme == "file":
-        return LOCAL, normalize(text)
+        return LOCAL, _normalize(text)
     rest = text.partition("://")[2]
     if scheme == "memory":
         return MEMORY, rest.strip("/")

@@ -20,4 +20,4 @@ class EncodedPage:
 
     @property
     def nbytes(self) -> int:
-        return sum(len(b) for b in self.buffers)
+        return sum(map(len, self.buffers))

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from ..errors import CorruptFileError, UnsupportedError
 from ..pb import encodings_v2_1_pb2 as pb
+from ..schema import cached_per_type
 
 ALL_VALID_ITEM = 1
 ALL_VALID_LIST = 2
@@ -272,6 +273,13 @@ def _leaf_like(t: pa.DataType, field_metadata: dict | None) -> bool:
     return not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t))
 
 
+@cached_per_type
+def _flat_leaf_type(t: pa.DataType) -> bool:
+    """A column of this type is one leaf with one level per row (field metadata only
+    matters for structs, which are never flat here)."""
+    return not pa.types.is_struct(t) and _leaf_like(t, None)
+
+
 def _finish(st: _Levels, leaf: pa.Array, num_rows: int) -> Raveled:
     st = _item_layer(st, leaf)
     kinds_out = []
@@ -333,7 +341,7 @@ def ravel(arr: pa.Array, field_metadata: dict | None = None) -> list[Raveled]:
     """
     n = len(arr)
     t = arr.type
-    if not pa.types.is_struct(t) and _leaf_like(t, field_metadata):
+    if _flat_leaf_type(t):
         # a flat column (most are): one level per row, what the walk below gives for it
         if arr.null_count == 0:
             return [Raveled([ALL_VALID_ITEM], None, None, n, arr)]

@@ -248,7 +248,7 @@ def write_version_hint(root: str, version: int) -> None:
     current = read_version_hint(root)
     if current is not None and current > version:
         return
-    data = json.dumps({"version": int(version)}, separators=(",", ":")).encode()
+    data = b'{"version":%d}' % int(version)
     write_atomic(version_hint_path(root), data)
 
 

@@ -59,6 +59,11 @@ def test_order_is_by_version_number() -> None:
     assert v.V2_1 < "2.2" and v.V2_0 <= "2.0" and v.V2_2 > "2.1"
     assert v.V2_1.is_structural and not v.V2_0.is_structural
     assert {"2.2": 1}[v.V2_2] == 1  # hashes and compares as its name
+    # aliases and other spellings order as the versions they name, both ways round
+    assert v.V2_0 >= "0.3" and v.V2_0 <= "0.3" and v.V2_1 > "legacy" and v.V2_2 < "NEXT"
+    assert "2.1" < v.V2_2 and "stable" >= v.V2_2 and not "legacy" > v.LEGACY
+    with pytest.raises(InvalidArgumentError, match="unknown Lance file version"):
+        _ = v.V2_1 < "9.9"
 
 
 @pytest.mark.parametrize("name", ["9.9", "", "v2", "2"])

@@ -156,6 +156,15 @@ def test_memory_store_is_shared_by_uri_within_the_process():
         lf.dataset("memory://tests/other")
 
 
+def test_tilde_follows_home_when_it_changes(tmp_path, monkeypatch):
+    """Resolved paths are kept for speed, but not those with ``~``: HOME may change."""
+    for name in ("a", "b"):
+        monkeypatch.setenv("HOME", str(tmp_path / name))
+        assert storage.normalize("~/d.lance/") == str(tmp_path / name / "d.lance")
+        assert storage.resolve("~/d.lance")[1] == str(tmp_path / name / "d.lance")
+    assert storage.normalize("/x/y//") == "/x/y" == storage.normalize("file:///x/y")
+
+
 def test_tilde_expands_to_home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     lf.write_dataset(_table(7), "~/tilde.lance")
