@@ -48,7 +48,7 @@ from .pb import encodings_v2_1_pb2 as pb
 from .pb import file_pb2
 from .schema import LanceField, LanceSchema, blob_v2_file_schema, cached_per_type
 from .structural import constant, fullzip, miniblock, repdef
-from .structural.arrow import arrow_to_block
+from .structural.arrow import arrow_to_block, plain_width
 from .structural.blob import BlobV2Writer
 from .structural.column import leaf_fields
 from .structural.page import EncodedPage
@@ -147,6 +147,7 @@ class LanceFileWriter:
         self._given_lance_schema = lance_schema  # field ids to store (a dataset's own ids)
         # visible only on close (temporary file + rename locally, an upload on S3)
         self._out = storage.create(self.path)
+        self._v22 = self.version >= LanceFileVersion.V2_2
         self._pos = 0
         self._staged: list = []  # small pages' pieces not yet written (see _write_page)
         self._staged_bytes = 0
@@ -333,6 +334,9 @@ class LanceFileWriter:
         out: list = []
         # one array was measured as it is; a join may size its validity differently
         total = nbytes if len(arrays) == 1 else None
+        if total is not None and total <= self.max_page_bytes:  # one page (small writes)
+            self._encode_field_pages(i, arr, top, out, reuse)
+            return out
         for piece in _split_rows(arr, self.max_page_bytes, total):
             self._encode_field_pages(i, piece, top, out, reuse)
         return out
@@ -355,7 +359,10 @@ class LanceFileWriter:
                 f"field {top.name!r}: {len(raveled)} leaf columns in the data, "
                 f"{len(leaves)} in the schema"
             )
-        too_many = any(r.rep is not None and r.num_levels > MAX_LEVELS_PER_PAGE for r in raveled)
+        lists = len(raveled) != 1 or raveled[0].rep is not None  # (a flat column: no levels)
+        too_many = lists and any(
+            r.rep is not None and r.num_levels > MAX_LEVELS_PER_PAGE for r in raveled
+        )
         if too_many and len(arr) > 1:
             half = len(arr) // 2
             self._encode_field_pages(i, arr.slice(0, half), top, out, reuse)
@@ -388,7 +395,7 @@ class LanceFileWriter:
         # need to expand its values
         own = _arrow_dictionary(values) if arrow_dict else None
         block = arrow_to_block(values) if own is None else own[1]
-        if self.version >= LanceFileVersion.V2_2 and _constant_candidate(block, rav, arrow_dict):
+        if self._v22 and _constant_candidate(block, rav, arrow_dict):
             valid_block: Block | None = block
             if values.null_count:
                 mask = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -407,7 +414,9 @@ class LanceFileWriter:
                     rav.layers, rav.rep, rav.defs, rav.num_rows, self.version, inline, scalar
                 )
         integer = facts.integer
-        if not arrow_dict and _use_fullzip(block, opts):
+        # fixed-width values narrower than full-zip's threshold never use it (most columns)
+        narrow = facts.narrow and opts.structural_encoding is None
+        if not arrow_dict and not narrow and _use_fullzip(block, opts):
             enc, per_value = cz.compress_per_value(block, opts, fsst_reuse=fsst_reuse)
             return fullzip.encode_page(enc, per_value, rav.rep, rav.defs, rav.layers, rav.num_rows)
         dictionary = None
@@ -823,6 +832,7 @@ class _TypeFacts:
     empty_struct: bool
     dictionary: bool
     integer: bool
+    narrow: bool  # plain fixed-width values below full-zip's threshold
 
 
 @cached_per_type
@@ -832,6 +842,7 @@ def _type_facts(t: pa.DataType) -> _TypeFacts:
         empty_struct=_is_empty_struct(t),
         dictionary=pa.types.is_dictionary(t),
         integer=_is_integer(t),
+        narrow=0 < plain_width(t) < FULLZIP_MIN_VALUE_BYTES,
     )
 
 

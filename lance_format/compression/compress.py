@@ -184,6 +184,7 @@ def uniform_counts(n: int, per_chunk: int) -> np.ndarray:
     return np.append(counts, rest) if rest else counts
 
 
+@functools.lru_cache(maxsize=256)
 def _values_per_chunk(bits: int) -> int:
     """The largest power of two of ``bits``-wide values that fits a ~4 KiB chunk (at least
     one value, at most 4096)."""
@@ -193,11 +194,13 @@ def _values_per_chunk(bits: int) -> int:
 def _flat_chunks(block: FixedWidthBlock) -> Chunked:
     """Flat values (also packed-struct rows) in ~4 KiB chunks."""
     bits = block.bits_per_value
-    counts = uniform_counts(block.num_values, _values_per_chunk(bits))
+    n = block.num_values
     data = flat.encode(block)
-    if len(counts) == 1:  # one chunk: its size from a Python int
-        sizes = np.array([(int(counts[0]) * bits + 7) // 8], dtype=np.int64)
+    if 0 < n <= _values_per_chunk(bits):  # one chunk: counts and size from Python ints
+        counts = np.array([n], dtype=np.int64)
+        sizes = np.array([(n * bits + 7) // 8], dtype=np.int64)
     else:
+        counts = uniform_counts(n, _values_per_chunk(bits))
         sizes = (counts * bits + 7) // 8
     return Chunked(flat_enc(bits), counts, [(data, sizes)])
 
@@ -245,10 +248,13 @@ def _general_wrap(chunked: Chunked, scheme: str, level: int | None) -> Chunked:
 
 def unsigned_view(block: FixedWidthBlock) -> np.ndarray | None:
     """The values as unsigned integers of their width (None if not 8/16/32/64 bits)."""
-    if block.bits_per_value not in (8, 16, 32, 64):
+    dtype = _UNSIGNED.get(block.bits_per_value)
+    if dtype is None:
         return None
-    dtype = np.dtype(f"<u{block.bits_per_value // 8}")
     return np.asarray(block.data[: block.num_values * dtype.itemsize]).view(dtype)
+
+
+_UNSIGNED = {bits: np.dtype(f"<u{bits // 8}") for bits in (8, 16, 32, 64)}
 
 
 def bitpacked_size(values: np.ndarray, t: int) -> int:

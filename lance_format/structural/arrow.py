@@ -275,7 +275,7 @@ def plain_storage(arr: pa.Array) -> pa.Array:
 
 
 @cached_per_type
-def _plain_width(t: pa.DataType) -> int:
+def plain_width(t: pa.DataType) -> int:
     """Bytes per value of a plain fixed-width type (integers, floats, dates, times,
     decimals, fixed-size binary), else 0: the common leaf, told apart in one lookup."""
     if isinstance(t, pa.BaseExtensionType) or pa.types.is_dictionary(t):
@@ -288,7 +288,7 @@ def _plain_width(t: pa.DataType) -> int:
 
 def arrow_to_block(arr: pa.Array) -> Block:
     """The values of a leaf array as a block (the bytes under nulls are kept as they are)."""
-    width = _plain_width(arr.type)
+    width = plain_width(arr.type)
     if width:
         n = len(arr)
         data = _buffer_bytes(arr.buffers()[1])[arr.offset * width : (arr.offset + n) * width]
