@@ -757,9 +757,25 @@ class LanceSchema:
         return self.to_arrow()
 
     def to_dataset_arrow(self) -> pa.Schema:
-        """The schema a dataset read returns (see :meth:`LanceField.to_dataset_arrow`)."""
+        """The schema a dataset read returns (see :meth:`LanceField.to_dataset_arrow`).
+        Kept while the metadata stays the same (fields are never changed once built):
+        every write asks."""
+        key = tuple(self.metadata.items())
+        kept = self.__dict__.get("_dataset_arrow")
+        if kept is not None and kept[0] == key:
+            return kept[1]
         md = {k.encode(): v for k, v in self.metadata.items()} or None
-        return pa.schema([f.to_dataset_arrow() for f in self.fields], metadata=md)
+        out = pa.schema([f.to_dataset_arrow() for f in self.fields], metadata=md)
+        self.__dict__["_dataset_arrow"] = (key, out)
+        return out
+
+    @property
+    def has_blob_v2(self) -> bool:
+        """Whether a top-level field is a blob v2 column (see :func:`is_blob_v2_column`)."""
+        kept = self.__dict__.get("_has_blob_v2")
+        if kept is None:
+            kept = self.__dict__["_has_blob_v2"] = any(map(is_blob_v2_column, self.fields))
+        return kept
 
     # -- lookup ---------------------------------------------------------------------------
 

@@ -118,7 +118,7 @@ def dictionary_budget(
         raise InvalidArgumentError(
             f"num_values={num_values} but the block holds {block.num_values} values"
         )
-    if not _eligible(block, LanceFileVersion.parse(version)):
+    if not _eligible(block, version):
         return None
     if num_values < DICT_TOO_SMALL:
         return None
@@ -140,7 +140,7 @@ def dictionary_budget(
     if size == 0:
         return None
     max_encoded = 0 if math.isnan(ratio) else int(size * ratio)  # Rust `as u64` truncation
-    if encoded_size(block, 1, 0) > max_encoded:
+    if _one_item_size(block) > max_encoded:
         # the indices alone pass the size budget (short strings: one-byte flags cost 4 bytes
         # of offsets and 4 of index), so the exact encode would be abandoned
         return None
@@ -200,16 +200,37 @@ def dict_values_compression(
     return scheme, level
 
 
-def _eligible(block: Block, version: LanceFileVersion) -> bool:
+def _one_item_size(block: FixedWidthBlock | VariableWidthBlock) -> int:
+    """:func:`encoded_size` of one empty item (the indices, plus two offsets)."""
+    if type(block) is FixedWidthBlock:  # the common case, without the general sizing
+        return block.num_values * INDEX_BYTES + block.bits_per_value // 8
+    return encoded_size(block, 1, 0)
+
+
+def _eligible(block: Block, version: str | LanceFileVersion) -> bool:
+    """Whether pages of this kind may be dictionary-encoded in ``version``; answered once
+    per (kind, width, version): every page of every column asks."""
+    if isinstance(block, VariableWidthBlock):
+        key = (True, block.bits_per_offset, version)
+    elif isinstance(block, FixedWidthBlock):
+        key = (False, block.bits_per_value, version)
+    else:
+        return False
+    found = _ELIGIBLE.get(key)
+    if found is None:
+        found = _ELIGIBLE[key] = _eligible_kind(*key[:2], LanceFileVersion.parse(version))
+    return found
+
+
+_ELIGIBLE: dict[tuple[bool, int, str], bool] = {}  # bounded: few kinds, widths and versions
+
+
+def _eligible_kind(variable: bool, bits: int, version: LanceFileVersion) -> bool:
     if version < LanceFileVersion.V2_1:
         return False  # 2.0 dictionaries are a different (array-level) encoding
-    if isinstance(block, VariableWidthBlock):
-        return block.bits_per_offset in (32, 64)
-    if isinstance(block, FixedWidthBlock):
-        return block.bits_per_value == 128 or (
-            block.bits_per_value == 64 and version >= LanceFileVersion.V2_2
-        )
-    return False
+    if variable:
+        return bits in (32, 64)
+    return bits == 128 or (bits == 64 and version >= LanceFileVersion.V2_2)
 
 
 @functools.lru_cache(maxsize=64)  # a file's columns share their page sizes

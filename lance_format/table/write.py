@@ -34,7 +34,6 @@ from ..schema import (
     LanceSchema,
     blob_v2_file_schema,
     blob_v2_leaf_schema,
-    is_blob_v2_column,
 )
 from ..structural.column import leaf_fields
 from ..v2_0.decoder import v20_column_fields
@@ -217,7 +216,7 @@ def write_fragments(
     group = min(max_rows_per_group or DEFAULT_ROWS_PER_GROUP, max_rows_per_file)
     if legacy:  # as pylance: a legacy file ends after the row group that reaches the limit
         max_rows_per_file = -(-max_rows_per_file // group) * group
-    blob_v2 = any(is_blob_v2_column(f) for f in schema.fields)
+    blob_v2 = schema.has_blob_v2
     if blob_v2:  # blob columns go to the file writer as marked binary leaves
         if version != LanceFileVersion.V2_2:
             raise UnsupportedError("blob v2 columns need data storage version 2.2")
