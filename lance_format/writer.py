@@ -958,8 +958,8 @@ def _use_fullzip(block, opts: cz.ColumnOptions) -> bool:
     if opts.structural_encoding is not None:
         return opts.structural_encoding == "fullzip"
     if isinstance(block, VariableWidthBlock):
-        lengths = np.diff(block.offsets)
-        return bool(len(lengths)) and int(lengths.max()) >= FULLZIP_MIN_VALUE_BYTES
+        off = block.offsets
+        return len(off) > 1 and int((off[1:] - off[:-1]).max()) >= FULLZIP_MIN_VALUE_BYTES
     if isinstance(block, StructBlock):
         return any(isinstance(c, VariableWidthBlock) for c in block.children)
     bits = _row_bits(block)

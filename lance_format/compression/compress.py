@@ -477,9 +477,10 @@ def _string_chunks(
 ) -> Chunked:
     if opts.compression is not None:
         return _general_wrap(_variable_chunks(block), opts.compression, opts.compression_level)
-    lengths = np.diff(block.offsets)
-    total = int(block.offsets[-1] - block.offsets[0])
-    if total >= FSST_MIN_PAGE_BYTES and len(lengths) and int(lengths.max()) >= FSST_MIN_MAX_LENGTH:
+    off = block.offsets
+    total = int(off[-1] - off[0])
+    # (the longest value only matters, and is only measured, for a page big enough)
+    if total >= FSST_MIN_PAGE_BYTES and int((off[1:] - off[:-1]).max()) >= FSST_MIN_MAX_LENGTH:
         table, packed_block = _fsst_compress(block, fsst_reuse)
         if len(packed_block.data) < total:
             inner = _variable_chunks(packed_block)

@@ -182,6 +182,8 @@ def dict_values_compression(
     """
     if LanceFileVersion.parse(version) < LanceFileVersion.V2_2:
         return None, None
+    if not metadata:  # most fields
+        return DEFAULT_DICT_VALUES_COMPRESSION, None
     md = _str_metadata(metadata)
     scheme = md.get(DICT_VALUES_COMPRESSION_KEY, DEFAULT_DICT_VALUES_COMPRESSION).lower()
     if scheme in ("none", ""):

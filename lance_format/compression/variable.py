@@ -188,36 +188,33 @@ def encode_chunks(block: VariableWidthBlock, counts: np.ndarray) -> tuple[np.nda
 
     Returns ``(buffer, chunk_sizes)``; each chunk is padded with 0x48 to the offset width.
     """
-    dtype = offset_dtype(block.bits_per_offset)
-    width = dtype.itemsize
-    counts = np.ascontiguousarray(counts, dtype=np.int64)
-    offsets = np.ascontiguousarray(block.offsets, dtype=np.int64)
-    first_val = np.cumsum(counts) - counts
-    byte_start = offsets[first_val]
-    byte_end = offsets[first_val + counts]
-    nbytes = byte_end - byte_start
-    header = (counts + 1) * width
-    raw_size = header + nbytes
-    sizes = -(-raw_size // width) * width
-    out = np.full(int(sizes.sum()), PAD_BYTE, dtype=np.uint8)
-    _write_chunks(
-        readonly(offsets),
+    return _write_chunks(
+        readonly(np.ascontiguousarray(block.offsets, dtype=np.int64)),
         readonly(np.ascontiguousarray(block.data, dtype=np.uint8)),
-        readonly(counts),
-        readonly(sizes),
-        width,
-        out,
+        readonly(np.ascontiguousarray(counts, dtype=np.int64)),
+        offset_dtype(block.bits_per_offset).itemsize,
     )
-    return out, sizes
 
 
-@kernel("void(ro(i8[::1]), ro(u1[::1]), ro(i8[::1]), ro(i8[::1]), i8, u1[::1])")
-def _write_chunks(offsets, data, counts, sizes, width, out):  # pragma: no cover - compiled
+@kernel("Tuple((u1[::1], i8[::1]))(ro(i8[::1]), ro(u1[::1]), ro(i8[::1]), i8)")
+def _write_chunks(offsets, data, counts, width):  # pragma: no cover - compiled
     """Chunk by chunk: ``counts[c] + 1`` little-endian offsets measured from the chunk's
-    start, then its value bytes (the padding is already in ``out``)."""
+    start, then its value bytes, padded with 0x48 to the offset width; returns the
+    buffer and the chunk sizes (sized here: a small page's every numpy call counts)."""
+    nchunks = len(counts)
+    sizes = np.empty(nchunks, dtype=np.int64)
+    total = 0
+    first = 0
+    for c in range(nchunks):
+        k = counts[c]
+        raw = (k + 1) * width + offsets[first + k] - offsets[first]
+        sizes[c] = -(-raw // width) * width
+        total += sizes[c]
+        first += k
+    out = np.full(total, PAD_BYTE, dtype=np.uint8)
     pos = 0
     first = 0
-    for c in range(len(counts)):
+    for c in range(nchunks):
         k = counts[c]
         header = (k + 1) * width
         shift = header - offsets[first]
@@ -230,6 +227,7 @@ def _write_chunks(offsets, data, counts, sizes, width, out):  # pragma: no cover
         out[pos + header : pos + header + stop - start] = data[start:stop]
         pos += sizes[c]
         first += k
+    return out, sizes
 
 
 # -- block -----------------------------------------------------------------------------------

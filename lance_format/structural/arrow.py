@@ -286,13 +286,36 @@ def plain_width(t: pa.DataType) -> int:
         return 0
 
 
+def _variable_block(arr: pa.Array, large: bool) -> VariableWidthBlock:
+    n = len(arr)
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)
+    off = off[arr.offset : arr.offset + n + 1].astype(np.int64)
+    data = _buffer_bytes(bufs[2])[off[0] : off[-1]] if n else np.zeros(0, np.uint8)
+    return VariableWidthBlock(off - off[0], data, 64 if large else 32)
+
+
+@cached_per_type
+def plain_offsets(t: pa.DataType) -> int:
+    """Bits per offset of a plain string or binary type (32, or 64 for the large ones),
+    else 0: the other common leaf, told apart in one lookup."""
+    if pa.types.is_string(t) or pa.types.is_binary(t):
+        return 32
+    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        return 64
+    return 0
+
+
 def arrow_to_block(arr: pa.Array) -> Block:
     """The values of a leaf array as a block (the bytes under nulls are kept as they are)."""
-    width = plain_width(arr.type)
+    t = arr.type
+    width = plain_width(t)
     if width:
         n = len(arr)
         data = _buffer_bytes(arr.buffers()[1])[arr.offset * width : (arr.offset + n) * width]
         return FixedWidthBlock(data, width * 8, n)
+    if plain_offsets(t):
+        return _variable_block(arr, plain_offsets(t) == 64)
     arr = plain_storage(arr)
     t = arr.type
     n = len(arr)
@@ -311,12 +334,8 @@ def arrow_to_block(arr: pa.Array) -> Block:
         return FixedSizeListBlock(arrow_to_block(child), dim, validity)
     if pa.types.is_struct(t):
         return StructBlock([arrow_to_block(arr.field(i)) for i in range(t.num_fields)], n)
-    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
-    if large or pa.types.is_string(t) or pa.types.is_binary(t):
-        off = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)
-        off = off[arr.offset : arr.offset + n + 1].astype(np.int64)
-        data = _buffer_bytes(bufs[2])[off[0] : off[-1]] if n else np.zeros(0, np.uint8)
-        return VariableWidthBlock(off - off[0], data, 64 if large else 32)
+    if plain_offsets(t):
+        return _variable_block(arr, plain_offsets(t) == 64)
     try:
         width = t.byte_width
     except ValueError:
