@@ -479,15 +479,38 @@ def _add_dictionary(layout: pb.MiniBlockLayout, buffers: list, dictionary) -> No
         buffers.append(np.asarray(dbytes, dtype=np.uint8))
 
 
-def _one_chunk_page(values, layers: list[int], num_rows: int, large: bool, dictionary):
-    """:func:`encode_page` of a page of one chunk without levels (a small append's usual
-    column), from Python ints: the same layout and bytes, without the per-chunk arrays."""
+def _one_chunk_page(
+    values,
+    layers: list[int],
+    num_rows: int,
+    version: LanceFileVersion,
+    dictionary,
+    defs: np.ndarray | None = None,
+):
+    """:func:`encode_page` of a page of one chunk without repetition (a small append's
+    usual column), from Python ints: the same layout and bytes, without the per-chunk
+    arrays.  ``defs``: the def levels, one per value (no lists: nothing is invisible)."""
+    large = version >= LanceFileVersion.V2_2
+    items = int(values.counts[0])
     sizes = [int(s[0]) for _, s in values.buffers]
     if not large and max(sizes) > 0xFFFF:
         raise UnsupportedError("a 2.1 mini-block buffer would exceed 65535 bytes")
-    header = struct.pack(f"<H{len(sizes)}{'I' if large else 'H'}", 0, *sizes)
+    parts = values.buffers
+    def_enc = None
+    if defs is not None:
+        if items > 0xFFFF:
+            raise UnsupportedError("a mini-block chunk would hold more than 65535 levels")
+        def_enc, data, level_sizes = compress_levels(defs, values.counts, version)
+        level_size = int(level_sizes[0])
+        if level_size > 0xFFFF:
+            raise UnsupportedError("mini-block levels of a chunk would exceed 65535 bytes")
+        parts = [(data, level_sizes), *parts]
+        sizes = [level_size, *sizes]
+        header = struct.pack(f"<HH{len(sizes) - 1}{'I' if large else 'H'}", items, *sizes)
+    else:
+        header = struct.pack(f"<H{len(sizes)}{'I' if large else 'H'}", 0, *sizes)
     pieces: list[bytes | memoryview] = [header, _PAD[: -len(header) & 7]]
-    for (data, _), n in zip(values.buffers, sizes, strict=True):
+    for (data, _), n in zip(parts, sizes, strict=True):
         pieces += [np.asarray(data, dtype=np.uint8).reshape(-1)[:n].data, _PAD[: -n & 7]]
     out = np.frombuffer(bytearray().join(pieces), dtype=np.uint8)
     word = len(out) // 8 - 1  # the metadata word: the last (only) chunk's log2 is 0
@@ -498,10 +521,12 @@ def _one_chunk_page(values, layers: list[int], num_rows: int, large: bool, dicti
     layout = pb.MiniBlockLayout(
         layers=repdef.pb_layers(layers),
         num_buffers=len(values.buffers),
-        num_items=int(values.counts[0]),
+        num_items=items,
         has_large_chunk=large,
         value_compression=values.encoding,
     )
+    if def_enc is not None:
+        layout.def_compression.CopyFrom(def_enc)
     buffers: list = [meta, out]
     _add_dictionary(layout, buffers, dictionary)
     return EncodedPage(pb.PageLayout(mini_block_layout=layout), buffers, num_rows)
@@ -521,9 +546,9 @@ def encode_page(
     ``dictionary`` is ``(encoding, bytes, num_items)`` when the values are indices.
     """
 
+    if rep is None and len(values.counts) == 1:
+        return _one_chunk_page(values, layers, num_rows, version, dictionary, defs)
     large = version >= LanceFileVersion.V2_2
-    if rep is None and defs is None and len(values.counts) == 1:
-        return _one_chunk_page(values, layers, num_rows, large, dictionary)
     counts = np.asarray(values.counts, dtype=np.int64)
     nchunks = len(counts)
     max_rep_ = repdef.max_rep(layers)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lance_format.compression.compress import Chunked, flat_enc
+from lance_format.compression.compress import Chunked, compress_levels, flat_enc
 from lance_format.errors import UnsupportedError
 from lance_format.structural import repdef
 from lance_format.structural.miniblock import (
@@ -103,3 +103,34 @@ def test_a_page_of_one_chunk_without_levels_is_the_general_page():
             assert page.buffers[2].tobytes() == dictionary[1].tobytes()
             assert layout.dictionary == dictionary[0] and layout.num_dictionary_items == 10
         assert page.num_rows == n
+
+
+def test_a_page_of_one_chunk_with_def_levels_is_the_general_page():
+    """A one-chunk page with def levels and no repetition (a small append's nullable
+    column) is laid out from Python ints too: levels compressed as the general path
+    compresses them (flat, bitpacked or RLE), then the chunk the general assembly gives."""
+    rng = np.random.default_rng(14)
+    kinds = set()
+    for _ in range(300):
+        large = bool(rng.integers(0, 2))
+        version = LanceFileVersion.V2_2 if large else LanceFileVersion.V2_1
+        n = int(rng.integers(1, 4097))
+        top = int(rng.integers(1, 4))
+        if rng.integers(0, 2):  # long runs: RLE in 2.2
+            defs = np.repeat(rng.integers(0, top + 1, n // 50 + 1), 50)[:n].astype(np.uint16)
+        else:
+            defs = rng.integers(0, top + 1, n).astype(np.uint16)
+        value_buffers = [(rng.integers(0, 256, n * 2).astype(np.uint8), np.array([n * 2]))]
+        chunked = Chunked(flat_enc(16), np.array([n]), value_buffers)
+        layers = [repdef.NULLABLE_ITEM] * top
+        page = encode_page(chunked, None, defs, layers, n, version)
+        enc, data, sizes = compress_levels(defs, np.array([n]), version)
+        kinds.add(enc.WhichOneof("compression"))
+        many, chunk_sizes = _many_chunks(np.array([n]), [(data, sizes)], value_buffers, large)
+        assert page.buffers[1].tobytes() == many.tobytes()
+        assert page.buffers[0].tobytes() == _chunk_meta(chunk_sizes, np.array([n]), large).tobytes()
+        layout = page.layout.mini_block_layout
+        assert layout.def_compression == enc and not layout.HasField("rep_compression")
+        assert list(layout.layers) == layers and layout.num_items == n
+        assert layout.value_compression == chunked.encoding and len(page.buffers) == 2
+    assert {"flat", "out_of_line_bitpacking", "rle"} <= kinds  # every level encoding met
