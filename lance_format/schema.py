@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import cast
+from typing import TypeVar, cast
 
 import nanoarrow
 import pyarrow as pa
 
 from .errors import InvalidArgumentError, InvalidDataError, SchemaError
 from .pb import file_pb2
+
+T = TypeVar("T")
 
 EXT_NAME_KEY = "ARROW:extension:name"
 EXT_META_KEY = "ARROW:extension:metadata"
@@ -769,13 +771,19 @@ class LanceSchema:
         self.__dict__["_dataset_arrow"] = (key, out)
         return out
 
+    def memo(self, key: object, build: Callable[[LanceSchema], T]) -> T:
+        """``build(self)``, kept on the schema under ``key``: its fields are never changed
+        once built, and a dataset's every write asks the same questions of its one schema
+        (a small append's setup asked them of every field each time)."""
+        kept = self.__dict__.setdefault("_memo", {})
+        if key not in kept:
+            kept[key] = build(self)
+        return kept[key]
+
     @property
     def has_blob_v2(self) -> bool:
         """Whether a top-level field is a blob v2 column (see :func:`is_blob_v2_column`)."""
-        kept = self.__dict__.get("_has_blob_v2")
-        if kept is None:
-            kept = self.__dict__["_has_blob_v2"] = any(map(is_blob_v2_column, self.fields))
-        return kept
+        return self.memo("has_blob_v2", lambda s: any(map(is_blob_v2_column, s.fields)))
 
     # -- lookup ---------------------------------------------------------------------------
 

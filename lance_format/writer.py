@@ -849,10 +849,7 @@ def _type_facts(t: pa.DataType) -> _TypeFacts:
 def _proto_schema(schema: LanceSchema) -> file_pb2.Schema:
     """The file descriptor's schema, built once per (shared, unchanging) Lance schema: a
     dataset's every data file stores it.  The descriptor's constructor copies it."""
-    cached = schema.__dict__.get("_proto_schema")
-    if cached is None:
-        cached = schema.__dict__["_proto_schema"] = schema.to_proto_schema()
-    return cached
+    return schema.memo("proto_schema", LanceSchema.to_proto_schema)
 
 
 @dataclass(frozen=True)

@@ -244,7 +244,7 @@ def write_fragments(
         leaf_ids = [f.id for f in schema.walk()]
         major, minor = FOOTER_VERSION
     else:
-        leaf_ids = column_field_ids(schema.fields, version)
+        leaf_ids = schema.memo(("leaf_ids", version), lambda s: column_field_ids(s.fields, version))
     fragments: list[table_pb2.DataFragment] = []
     written: list[str] = []
     writer: LanceFileWriter | LegacyFileWriter | None = None

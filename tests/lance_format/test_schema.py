@@ -504,3 +504,21 @@ def test_equal_protos_share_one_schema_and_bad_ones_fail_each_time():
     for _ in range(2):
         with pytest.raises(SchemaError):
             LanceSchema.from_protos([_pb(0, -1, "bad", "int33")], {})
+
+
+def test_values_kept_on_a_schema_are_built_once_and_per_schema() -> None:
+    """``LanceSchema.memo``: what every write asks of a dataset's one schema (its leaf
+    ids, its descriptor form, whether it has blob columns) is built once per schema and
+    never shared between schemas."""
+    a = LanceSchema.from_arrow(pa.schema([("x", pa.int64()), ("s", pa.struct([("y", pa.utf8())]))]))
+    b = LanceSchema.from_arrow(pa.schema([("z", pa.utf8())]))
+    calls: list[LanceSchema] = []
+
+    def leaves(s: LanceSchema) -> list[int]:
+        calls.append(s)
+        return [f.id for f in s.walk() if not f.children]
+
+    assert a.memo("leaves", leaves) == [0, 2] and a.memo("leaves", leaves) == [0, 2]
+    assert b.memo("leaves", leaves) == [0]
+    assert calls == [a, b]
+    assert not a.has_blob_v2 and not b.has_blob_v2
