@@ -83,7 +83,8 @@ class WriteResult:
     num_rows: int
     num_bytes: int
     version: LanceFileVersion
-    layouts: dict[str, list] = field(default_factory=dict, repr=False)  # leaf path -> pages
+    # leaf path -> each page's layout message (read only: equal small pages share one)
+    layouts: dict[str, list] = field(default_factory=dict, repr=False)
     sidecars: list[str] = field(default_factory=list)  # blob v2 sidecar files written
 
     @functools.cached_property

@@ -154,7 +154,11 @@ def read_file_metadata(file, tail: Tail | None = None) -> FileMetadata:
 
 def wrap_encoding(msg: Message, type_url: str) -> file2_pb2.Encoding:
     """An ``Any``-wrapped direct encoding, with the bare type URL pylance writes."""
-    wrapped = any_pb2.Any(type_url=type_url, value=msg.SerializeToString())
+    return _wrap_bytes(msg.SerializeToString(), type_url)
+
+
+def _wrap_bytes(value: bytes, type_url: str) -> file2_pb2.Encoding:
+    wrapped = any_pb2.Any(type_url=type_url, value=value)
     return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=wrapped.SerializeToString()))
 
 
@@ -179,6 +183,20 @@ def page_entry(
         buffer_offsets=offsets,
         buffer_sizes=sizes,
         length=num_rows,
-        encoding=wrap_encoding(layout, PAGE_LAYOUT_URL),
+        encoding=_wrapped_layout(layout.SerializeToString()),
         priority=priority,
     )
+
+
+def _wrapped_layout(layout: bytes) -> file2_pb2.Encoding:
+    """A page layout's wrapped encoding, by its bytes: a small append writes the same few
+    layouts for every file (bounded; the Page constructor copies what it is given)."""
+    found = _WRAPPED_LAYOUTS.get(layout)
+    if found is None:
+        if len(_WRAPPED_LAYOUTS) >= 1024:
+            _WRAPPED_LAYOUTS.clear()
+        found = _WRAPPED_LAYOUTS[layout] = _wrap_bytes(layout, PAGE_LAYOUT_URL)
+    return found
+
+
+_WRAPPED_LAYOUTS: dict[bytes, file2_pb2.Encoding] = {}

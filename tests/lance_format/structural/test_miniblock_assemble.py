@@ -9,6 +9,7 @@ import pytest
 
 from lance_format.compression.compress import Chunked, compress_levels, flat_enc
 from lance_format.errors import UnsupportedError
+from lance_format.pb import encodings_v2_1_pb2 as pb
 from lance_format.structural import repdef
 from lance_format.structural.miniblock import (
     _assemble,
@@ -134,3 +135,41 @@ def test_a_page_of_one_chunk_with_def_levels_is_the_general_page():
         assert list(layout.layers) == layers and layout.num_items == n
         assert layout.value_compression == chunked.encoding and len(page.buffers) == 2
     assert {"flat", "out_of_line_bitpacking", "rle"} <= kinds  # every level encoding met
+
+
+def test_equal_one_chunk_pages_share_one_layout_and_dictionary_pages_do_not():
+    """A small append writes the same few page layouts for every file, so pages without
+    a dictionary share one layout message: it must equal the one built for the page, and
+    be told apart by everything it holds (encoding, layers, items, width, def levels)."""
+    values = [(np.arange(800, dtype=np.uint8), np.array([800]))]
+    defs = np.array([0, 1] * 50, dtype=np.uint16)
+
+    def page(n=100, enc=64, layers=(repdef.ALL_VALID_ITEM,), version="2.2", d=None, dct=None):
+        chunked = Chunked(flat_enc(enc), np.array([n]), values)
+        v = LanceFileVersion.parse(version)
+        return encode_page(chunked, None, d, list(layers), n, v, dct)
+
+    first, again = page(), page()
+    assert first.layout is again.layout
+    built = pb.MiniBlockLayout(
+        layers=[repdef.ALL_VALID_ITEM],
+        num_buffers=1,
+        num_items=100,
+        has_large_chunk=True,
+        value_compression=flat_enc(64),
+    )
+    assert first.layout == pb.PageLayout(mini_block_layout=built)
+    others = [
+        page(n=99),
+        page(enc=32),
+        page(version="2.1"),
+        page(layers=(repdef.NULLABLE_ITEM,), d=defs),
+        page(layers=(repdef.ALL_VALID_ITEM, repdef.NULLABLE_ITEM), d=defs),
+    ]
+    layouts = [first.layout, *(p.layout for p in others)]
+    assert len({lay.SerializeToString() for lay in layouts}) == len(layouts)
+    dictionary = (flat_enc(32), np.zeros(40, dtype=np.uint8), 10)
+    with_dict = page(dct=dictionary)
+    assert with_dict.layout is not page(dct=dictionary).layout
+    assert with_dict.layout.mini_block_layout.num_dictionary_items == 10
+    assert not first.layout.mini_block_layout.HasField("dictionary")
