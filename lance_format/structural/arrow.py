@@ -314,8 +314,9 @@ def arrow_to_block(arr: pa.Array) -> Block:
         n = len(arr)
         data = _buffer_bytes(arr.buffers()[1])[arr.offset * width : (arr.offset + n) * width]
         return FixedWidthBlock(data, width * 8, n)
-    if plain_offsets(t):
-        return _variable_block(arr, plain_offsets(t) == 64)
+    offset_bits = plain_offsets(t)
+    if offset_bits:
+        return _variable_block(arr, offset_bits == 64)
     arr = plain_storage(arr)
     t = arr.type
     n = len(arr)
@@ -334,8 +335,9 @@ def arrow_to_block(arr: pa.Array) -> Block:
         return FixedSizeListBlock(arrow_to_block(child), dim, validity)
     if pa.types.is_struct(t):
         return StructBlock([arrow_to_block(arr.field(i)) for i in range(t.num_fields)], n)
-    if plain_offsets(t):
-        return _variable_block(arr, plain_offsets(t) == 64)
+    offset_bits = plain_offsets(t)
+    if offset_bits:
+        return _variable_block(arr, offset_bits == 64)
     try:
         width = t.byte_width
     except ValueError:
