@@ -272,6 +272,11 @@ def decode_manifest(data: bytes, path: str | None = None) -> Manifest:
         offset = pb.transaction_section_deprecated
         txn_bytes = _section(data, offset, pos, "inline transaction", path)
 
+    _check_row_ids(pb, path)
+    return Manifest(pb, path, size, index_section, txn_bytes)
+
+
+def _check_row_ids(pb: table_pb2.Manifest, path: str | None) -> None:
     if features.uses_stable_row_ids(pb):
         missing = [f.id for f in pb.fragments if not features.has_row_id_sequence(f)]
         if missing:
@@ -279,7 +284,6 @@ def decode_manifest(data: bytes, path: str | None = None) -> Manifest:
                 f"stable row ids are on but fragments {missing[:10]} have no row-id sequence",
                 path=path,
             )
-    return Manifest(pb, path, size, index_section, txn_bytes)
 
 
 def read_manifest(path: str) -> Manifest:
@@ -327,6 +331,16 @@ def encode_manifest(
     built it for this file alone (a commit's new manifest: copying it cost as much as
     serialising it, and grows with the fragments).
     """
+    return _encode(manifest, transaction, index_section, in_place)[0]
+
+
+def _encode(
+    manifest: Manifest | table_pb2.Manifest,
+    transaction: transaction_pb2.Transaction | bytes | None | object,
+    index_section: table_pb2.IndexSection | bytes | None | object,
+    in_place: bool,
+) -> tuple[bytes, table_pb2.Manifest, bytes | None, bytes | None]:
+    """:func:`encode_manifest`, with the body's pb and the index and transaction bytes."""
     if isinstance(manifest, Manifest):
         src = manifest.pb
         if transaction is _KEEP:
@@ -374,7 +388,7 @@ def encode_manifest(
     pos = len(out)
     out += _U32.pack(len(body)) + body
     out += _FOOTER.pack(pos, FOOTER_MAJOR, FOOTER_MINOR, MAGIC)
-    return bytes(out)
+    return bytes(out), pb, index_bytes, txn_bytes
 
 
 def write_manifest(
@@ -393,10 +407,18 @@ def write_manifest(
     touched: the committer updates it after a successful write.  ``in_place``: see
     :func:`encode_manifest`.
     """
-    pb = manifest.pb if isinstance(manifest, Manifest) else manifest
-    version = int(pb.version)
-    data = encode_manifest(manifest, transaction, index_section=index_section, in_place=in_place)
+    version = int((manifest.pb if isinstance(manifest, Manifest) else manifest).version)
+    data, pb, index_bytes, txn_bytes = _encode(manifest, transaction, index_section, in_place)
     path = paths.manifest_path(root, version, naming)
     if not handler_for(root).commit_manifest(root, version, path, data):
         return None
-    return decode_manifest(data, path)
+    if pb is not manifest:  # a copy was encoded: the file's bytes, decoded
+        return decode_manifest(data, path)
+    # built for this file alone (in place): it is what was written, with the sections'
+    # offsets set; the index section parsed afresh (the caller's may be shared)
+    _check_row_ids(pb, path)
+    index = None
+    if index_bytes is not None:
+        index = table_pb2.IndexSection()
+        index.ParseFromString(index_bytes)
+    return Manifest(pb, path, len(data), index, txn_bytes)

@@ -32,7 +32,7 @@ from lance_format.errors import (
     UnsupportedError,
 )
 from lance_format.pb import table_pb2, transaction_pb2
-from lance_format.table import features, manifest, paths, tags
+from lance_format.table import dataset_write, features, manifest, paths, tags
 from lance_format.table.paths import ManifestNaming
 
 STORAGE = ["2.0", "2.1", "2.2"]
@@ -316,8 +316,9 @@ def test_deletion_and_transaction_names(histories):
 # -- writing manifests pylance reads ------------------------------------------------------
 
 
-def _commit_restore(root: str, version: int) -> manifest.Manifest:
-    """Commit the contents of ``version`` as the next version, written entirely by us."""
+def _commit_restore(root: str, version: int, in_place: bool = False) -> manifest.Manifest:
+    """Commit the contents of ``version`` as the next version, written entirely by us
+    (``in_place``: the pb is encoded as it is, and the returned manifest made from it)."""
     latest_entry = paths.latest_version(root)
     latest = manifest.read_manifest(latest_entry.path)
     old = manifest.read_manifest(paths.find_version(root, version).path)
@@ -341,7 +342,7 @@ def _commit_restore(root: str, version: int) -> manifest.Manifest:
     )
     features.apply_feature_flags(pb)
     written = manifest.write_manifest(
-        root, pb, latest_entry.naming, txn, index_section=old.index_section
+        root, pb, latest_entry.naming, txn, index_section=old.index_section, in_place=in_place
     )
     assert written is not None
     assert written.path == paths.manifest_path(root, pb.version, latest_entry.naming)
@@ -357,11 +358,12 @@ def _commit_restore(root: str, version: int) -> manifest.Manifest:
     return read
 
 
+@pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("source", [7, 5, 3])
-def test_pylance_opens_our_manifest(history, source):
+def test_pylance_opens_our_manifest(history, source, in_place):
     root, storage, v2_names, stable = history
     expected = lance.dataset(root, version=source).to_table()
-    ours = _commit_restore(root, source)
+    ours = _commit_restore(root, source, in_place)
     assert ours.version == 8
     assert ours.transaction.WhichOneof("operation") == "restore"
     with open(paths.version_hint_path(root), "rb") as f:
@@ -816,3 +818,25 @@ def test_encoding_in_place_gives_the_same_bytes_and_only_then_changes_the_pb(his
     decoded = manifest.decode_manifest(in_place, "x")
     assert decoded.transaction_bytes == m.transaction_bytes
     assert decoded.pb.version == m.version
+
+
+@pytest.mark.parametrize("stable", [False, True])
+def test_a_commit_returns_the_manifest_it_wrote(tmp_path, stable):
+    """A commit encodes its new manifest in place and returns it without reading the file
+    back: it must be what a read of the file gives, index section and inline transaction
+    included (here pylance's scalar index is carried over by an append)."""
+    root = str(tmp_path / "indexed")
+    lance.write_dataset(_table(0, 300), root, enable_stable_row_ids=stable)
+    lance.dataset(root).create_scalar_index("a", "BTREE")
+    outcome = dataset_write.write_version(_table(300, 50), root, mode="append")
+    written = outcome.manifest
+    assert written is not None and written.index_section is not None
+    read = manifest.read_manifest(written.path)
+    assert (read.pb, read.size, read.transaction_bytes) == (
+        written.pb,
+        written.size,
+        written.transaction_bytes,
+    )
+    assert read.index_section == written.index_section
+    assert len(read.index_section.indices) == 1
+    assert lance.dataset(root).count_rows() == 350
