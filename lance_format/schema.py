@@ -622,6 +622,11 @@ def blob_v2_file_schema(schema: LanceSchema, keep_ids: bool = False) -> LanceSch
     return LanceSchema([convert(f, -1) for f in schema.fields], dict(schema.metadata))
 
 
+def _dataset_arrow(schema: LanceSchema) -> pa.Schema:
+    md = {k.encode(): v for k, v in schema.metadata.items()} or None
+    return pa.schema([f.to_dataset_arrow() for f in schema.fields], metadata=md)
+
+
 def is_blob_v2_column(f: LanceField) -> bool:
     """A table-level blob v2 column: the ``lance.blob.v2`` struct (``data``, ``uri``, and in
     pylance's ``blob_field`` also ``position``, ``size``)."""
@@ -759,17 +764,10 @@ class LanceSchema:
         return self.to_arrow()
 
     def to_dataset_arrow(self) -> pa.Schema:
-        """The schema a dataset read returns (see :meth:`LanceField.to_dataset_arrow`).
-        Kept while the metadata stays the same (fields are never changed once built):
-        every write asks."""
-        key = tuple(self.metadata.items())
-        kept = self.__dict__.get("_dataset_arrow")
-        if kept is not None and kept[0] == key:
-            return kept[1]
-        md = {k.encode(): v for k, v in self.metadata.items()} or None
-        out = pa.schema([f.to_dataset_arrow() for f in self.fields], metadata=md)
-        self.__dict__["_dataset_arrow"] = (key, out)
-        return out
+        """The schema a dataset read returns (see :meth:`LanceField.to_dataset_arrow`);
+        kept (see :meth:`memo`) with the metadata it was made with, the one part of a
+        schema that callers may change."""
+        return self.memo(("dataset_arrow", tuple(self.metadata.items())), _dataset_arrow)
 
     def memo(self, key: object, build: Callable[[LanceSchema], T]) -> T:
         """``build(self)``, kept on the schema under ``key``: its fields are never changed

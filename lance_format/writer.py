@@ -506,6 +506,7 @@ class LanceFileWriter:
         already counts them)."""
         data = b"".join(self._staged)
         self._staged = []
+        self._staged_bytes = 0
         try:
             self._out.write(data)
         except OSError as e:
@@ -545,7 +546,6 @@ class LanceFileWriter:
             self._staged_bytes += pos - self._pos
             self._pos = pos
             if self._staged_bytes >= _STAGED_BYTES:
-                self._staged_bytes = 0
                 self._write_staged()
         else:
             for buf in page.buffers:

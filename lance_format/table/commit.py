@@ -63,7 +63,9 @@ def commit(
     (A dataset taking many small appends has thousands of versions: the listing was the
     cost of an append that grew with them.)  Pass it only when it was read moments ago: a
     version made meanwhile and already removed by a cleanup would not stop the write (a
-    listing first narrows that window, it cannot close it).
+    listing first narrows that window, it cannot close it).  ``read`` is given over: the
+    first attempt turns its pb into the new manifest (a copy cost more than the rest of a
+    small append's commit, and grows with the fragments).
 
     Raises :class:`CommitConflictError` (``RetryableCommitConflictError`` when redoing the
     operation against the new version may succeed) if a concurrent commit is incompatible.
@@ -110,6 +112,7 @@ def commit(
             stable_row_ids=stable_row_ids,
             data_storage_version=data_storage_version,
             root=root,
+            reuse_prev=latest is not None and latest is guess,  # ``read`` is given over
         )
         # the new manifest is this attempt's own: encoded in place, not copied
         committed = manifest.write_manifest(
@@ -139,9 +142,10 @@ def build_manifest(
     stable_row_ids: bool = False,
     data_storage_version: str | None = None,
     root: str = "",
+    reuse_prev: bool = False,
 ) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
     """The manifest and index section that result from applying ``txn`` to ``prev`` (None =
-    no dataset yet)."""
+    no dataset yet; ``reuse_prev``: see :func:`operations.new_manifest`)."""
     return operations.new_manifest(
         prev,
         txn.operation,
@@ -151,6 +155,7 @@ def build_manifest(
         stable_row_ids=stable_row_ids,
         data_storage_version=data_storage_version,
         root=root,
+        reuse_prev=reuse_prev,
     )
 
 

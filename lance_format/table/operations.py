@@ -1436,12 +1436,23 @@ def new_manifest(
     stable_row_ids: bool = False,
     data_storage_version: str | None = None,
     root: str = "",
+    reuse_prev: bool = False,
 ) -> tuple[table_pb2.Manifest, table_pb2.IndexSection | None]:
     """The manifest (and index section) after applying ``operation`` to ``prev`` (None = no
-    dataset yet): the parts every version shares, then the operation's own change."""
-    out = table_pb2.Manifest()
+    dataset yet): the parts every version shares, then the operation's own change.
+    ``reuse_prev``: ``prev`` is the caller's to give, and becomes the new manifest (copying
+    it cost more than the rest of a small append's commit, and grows with the fragments)."""
+    known = (0, 0)
+    if prev is not None and operation.ONLY_ADDS_FRAGMENTS:  # prev's fragments lead, unchanged
+        known = (len(prev.fragments), int(prev.reader_feature_flags))
+    version = (prev.version if prev is not None else 0) + 1
+    if prev is not None and reuse_prev:
+        out = prev
+    else:
+        out = table_pb2.Manifest()
+        if prev is not None:
+            out.CopyFrom(prev)
     if prev is not None:
-        out.CopyFrom(prev)
         out.ClearField("transaction_section")
         out.ClearField("transaction_file")
         out.ClearField("tag")
@@ -1450,7 +1461,7 @@ def new_manifest(
     elif stable_row_ids:
         out.reader_feature_flags |= features.FLAG_STABLE_ROW_IDS
         out.writer_feature_flags |= features.FLAG_STABLE_ROW_IDS
-    out.version = (prev.version if prev is not None else 0) + 1
+    out.version = version
     out.writer_version.library, out.writer_version.version = writer
     ts = timestamp_pb2.Timestamp()
     ts.FromNanoseconds(time.time_ns())
@@ -1463,9 +1474,6 @@ def new_manifest(
     if out.fragments:
         # (C-level, no Python frame per fragment: every commit scans them all)
         out.max_fragment_id = max(out.max_fragment_id, max(map(_ID, out.fragments)))
-    known = (0, 0)
-    if prev is not None and operation.ONLY_ADDS_FRAGMENTS:  # prev's fragments lead, unchanged
-        known = (len(prev.fragments), int(prev.reader_feature_flags))
     features.apply_feature_flags(out, known=known)
     return out, change.index_section
 

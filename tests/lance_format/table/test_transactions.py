@@ -981,3 +981,32 @@ def test_error_classes():
     assert isinstance(e, CommitConflictError) and isinstance(e, LanceError)
     assert e.retryable and e.version == 3
     assert CommitConflictError("y").retryable is False
+
+
+@pytest.mark.parametrize("stable", [False, True])
+def test_a_manifest_built_on_the_read_pb_is_the_one_built_on_a_copy(tmp_path, stable):
+    """An append's commit turns the manifest it read into the new one instead of copying
+    it (``reuse_prev``): the result must be the copy's, fragment ids, row ids, feature
+    flags and all, and only the given-over pb may change."""
+    root = str(tmp_path / "ds")
+    data = pa.table({"a": np.arange(500), "s": [f"v{i % 7}" for i in range(500)]})
+    lance.write_dataset(data, root, max_rows_per_file=120, enable_stable_row_ids=stable)
+    lance.dataset(root).delete("a < 10")
+    read = manifest.read_manifest(paths.latest_version(root).path)
+    new = [read.pb.fragments[1], read.pb.fragments[3]]  # any fragments: ids are reassigned
+    op = operations.Append(
+        fragments=[type(f)(files=f.files, physical_rows=f.physical_rows) for f in new]
+    )
+    kept, before, count = read.pb.SerializeToString(), read.version, len(read.pb.fragments)
+    args = dict(transaction_file="t.txn", writer=("lance-flight", "0"), root=root)
+    copied, _ = operations.new_manifest(read.pb, op, **args)
+    assert read.pb.SerializeToString() == kept  # copied: untouched
+    given, _ = operations.new_manifest(read.pb, op, reuse_prev=True, **args)
+    assert given is read.pb
+    copied.timestamp.CopyFrom(given.timestamp)
+    assert given == copied
+    assert [f.id for f in given.fragments][-2:] == [
+        given.max_fragment_id - 1,
+        given.max_fragment_id,
+    ]
+    assert given.version == before + 1 and len(given.fragments) == count + len(new)
