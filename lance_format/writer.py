@@ -158,6 +158,7 @@ class LanceFileWriter:
         self._lance_schema: LanceSchema | None = None
         self._leaves: list[list[_Leaf]] = []  # per top-level field
         self._json: list[LanceField | None] = []  # top-level fields holding JSON columns
+        self._views: list[bool] = []  # top-level fields holding string or binary views
         self._pending: list[list[pa.Array]] = []
         self._pending_bytes: list[int] = []
         self._global_buffers: list[bytes] = []  # after the file descriptor (buffer 0)
@@ -203,6 +204,7 @@ class LanceFileWriter:
                         self._blobs.add_column(leaf.path, leaf.field.arrow_type, leaf.metadata)
             self._leaves.append(leaves)
             self._json.append(plan.top if plan.json else None)
+            self._views.append(plan.views)
             self._pending.append([])
             self._pending_bytes.append(0)
 
@@ -280,10 +282,14 @@ class LanceFileWriter:
             self._pending[i] = []
             self._pending_bytes[i] = 0
             reuse: list[cz.FsstReuse | None] = []
+            # FSST needs a page of FSST_MIN_PAGE_BYTES of strings: a job smaller than that
+            # (a small append's every column) has no table to use or pass on
+            # (string views may repeat their bytes: their Arrow size does not bound a page's)
+            fsst = nbytes >= cz.FSST_MIN_PAGE_BYTES or self._views[i]
             for leaf in self._leaves[i]:  # each job's tables chained to the previous job's
-                if not leaf.fixed:
+                if fsst and not leaf.fixed:
                     leaf.fsst = cz.FsstReuse(leaf.fsst)
-                reuse.append(leaf.fsst)
+                reuse.append(leaf.fsst if fsst else None)
             if nbytes < POOL_MIN_BYTES and not self._inflight:
                 # small, and nothing queued before it: encoded and written here and now
                 try:
@@ -715,6 +721,17 @@ def _fixed_width(t: pa.DataType) -> bool:
         return False
 
 
+def _holds_views(t: pa.DataType) -> bool:
+    """Whether ``t`` or a type inside it is a string or binary view."""
+    if isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
+        return True
+    if pa.types.is_dictionary(t):
+        return _holds_views(t.value_type)
+    return any(_holds_views(t.field(i).type) for i in range(t.num_fields))
+
+
 def _is_integer(t: pa.DataType) -> bool:
     t = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
     if pa.types.is_dictionary(t):
@@ -861,6 +878,7 @@ class _ColumnPlan:
     top: LanceField
     leaves: list[tuple[LanceField, str, cz.ColumnOptions, dict[str, str], bool]]
     json: bool  # the column holds JSON (stored as JSONB)
+    views: bool  # the column holds string or binary views
 
 
 def _column_plans(
@@ -897,7 +915,7 @@ def _column_plans(
             problem = _unstorable(arrow_field.type, version)
         if problem is not None:
             raise UnsupportedError(f"field {arrow_field.name!r}: {problem}")
-        plans.append(_ColumnPlan(top, leaves, top.has_json()))
+        plans.append(_ColumnPlan(top, leaves, top.has_json(), _holds_views(arrow_field.type)))
     if len(cache) < 8:  # a schema meets few Arrow schemas; never grow without bound
         cache[key] = plans
     return plans
