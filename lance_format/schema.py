@@ -692,7 +692,7 @@ class LanceSchema:
         The same protos give the same (shared, never modified) schema: every commit reads
         the dataset's schema again, and building it costs ten times its cache key."""
         key = (
-            tuple(f.SerializeToString() for f in fields),
+            tuple(map(file_pb2.Field.SerializeToString, fields)),  # (no Python frame a field)
             tuple(sorted((k, bytes(v)) for k, v in (metadata or {}).items())),
         )
         return _schema_of_protos(*key)

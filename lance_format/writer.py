@@ -244,8 +244,7 @@ class LanceFileWriter:
         check_batch(batch, self._required, arrays=not arrays_checked)
         try:
             full = []
-            for i in range(batch.num_columns):
-                col = batch.column(i)
+            for i, col in enumerate(batch.columns):  # (one call for all the columns)
                 json_field = self._json[i]
                 if json_field is not None:  # JSON text is stored as JSONB
                     col = to_stored_array(col, json_field)

@@ -127,6 +127,21 @@ class LocalFile:
             pass
 
 
+def _read_whole(path: str) -> bytes:
+    """A whole (small) file: plain system calls, no buffered file object."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        parts: list[bytes] = []
+        while True:  # to the end, whatever the size said (the file may still grow)
+            chunk = os.read(fd, max(size, 1 << 16))
+            if not chunk:
+                return b"".join(parts) if len(parts) != 1 else parts[0]
+            parts.append(chunk)
+    finally:
+        os.close(fd)
+
+
 def _temp_name(path: str) -> str:
     return f"{path}.{uuid.uuid4().hex}.partial"
 
@@ -206,8 +221,7 @@ class LocalStore(ObjectStore):
 
     def get(self, key: str) -> bytes:
         try:
-            with open(key, "rb") as f:
-                data = f.read()
+            data = _read_whole(key)
         except OSError as exc:
             raise _error("read", exc, key) from exc
         self.count(read=len(data))
@@ -261,12 +275,26 @@ class LocalStore(ObjectStore):
         return os.path.isdir(prefix)
 
     def _write_temp(self, path: str, data: bytes) -> str:
+        """``data`` in a new temporary file beside ``path``; its name.  Whole small files
+        (manifests, transactions, hints) take plain system calls, no buffered file."""
         tmp = _temp_name(path)
-        with _create_file(tmp) as f:
-            f.write(data)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        try:
+            fd = os.open(tmp, flags, 0o666)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(tmp) or ".", exist_ok=True)
+            fd = os.open(tmp, flags, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             if self.durable:
-                f.flush()
-                os.fsync(f.fileno())
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.close(fd)
         return tmp
 
     def put(self, key: str, data: bytes) -> None:

@@ -231,6 +231,8 @@ def _append_subset(schema: LanceSchema, data: pa.Schema) -> LanceSchema | None:
     holds only some of them or orders them otherwise: its files then store those, and the
     rows read null in the others, as pylance appends.  None when the data has the
     dataset's columns in order (or columns it lacks, which check_schema refuses)."""
+    if data.names == schema.memo("names", lambda s: [f.name for f in s.fields]):
+        return None  # the usual append: every column, in order
     names = set(data.names)
     by_name = {f.name: f for f in schema.fields}
     if data.names == list(by_name) or not names <= set(by_name) or len(names) != len(data):
