@@ -347,8 +347,13 @@ def _commit_restore(root: str, version: int, in_place: bool = False) -> manifest
     assert written is not None
     assert written.path == paths.manifest_path(root, pb.version, latest_entry.naming)
     paths.write_version_hint(root, pb.version)
+    return _read_back_equals(written)
+
+
+def _read_back_equals(written: manifest.Manifest) -> manifest.Manifest:
+    """A read of the file ``written`` came from; what write_manifest (or a commit) returned
+    must be just that: pb, size, inline transaction and index section."""
     read = manifest.read_manifest(written.path)
-    # what write_manifest returns is what a read of the file gives
     assert (read.pb, read.size, read.transaction_bytes) == (
         written.pb,
         written.size,
@@ -831,12 +836,6 @@ def test_a_commit_returns_the_manifest_it_wrote(tmp_path, stable):
     outcome = dataset_write.write_version(_table(300, 50), root, mode="append")
     written = outcome.manifest
     assert written is not None and written.index_section is not None
-    read = manifest.read_manifest(written.path)
-    assert (read.pb, read.size, read.transaction_bytes) == (
-        written.pb,
-        written.size,
-        written.transaction_bytes,
-    )
-    assert read.index_section == written.index_section
-    assert len(read.index_section.indices) == 1
+    read = _read_back_equals(written)
+    assert read.index_section is not None and len(read.index_section.indices) == 1
     assert lance.dataset(root).count_rows() == 350
