@@ -90,12 +90,14 @@ def unaligned_words(data: np.ndarray) -> np.ndarray:
     word each: a strided view, no copy, for kernels that read 8 bytes at a time (a read
     that would pass the end of ``data`` must gather its bytes one by one instead).  Short
     inputs are padded so that the view always has the one (non-contiguous) layout the
-    kernels are compiled for."""
+    kernels are compiled for, and it is read-only (the ``ro`` type they declare)."""
     if len(data) < 16:
         padded = np.zeros(16, dtype=np.uint8)
         padded[: len(data)] = data
         data = padded
-    return np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+    words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+    words.flags.writeable = False
+    return words
 
 
 def gather_ranges(base: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -323,7 +323,7 @@ def _hash_encode_block(
         capacity *= 2
     count, indices, first = _hash_encode_page(
         readonly(data),
-        readonly(unaligned_words(data)),
+        unaligned_words(data),
         readonly(offsets),
         picked,
         width,

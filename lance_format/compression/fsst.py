@@ -358,7 +358,7 @@ def _encode(data: np.ndarray, offsets: np.ndarray, matcher: _Matcher) -> Variabl
     words = unaligned_words(data)
     total = _parse(
         readonly(data),
-        readonly(words),
+        words,  # (read-only already)
         readonly(np.ascontiguousarray(offsets, dtype=np.int64)),
         readonly(m.single),
         readonly(m.short_code),

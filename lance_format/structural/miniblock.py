@@ -519,44 +519,44 @@ def _one_chunk_page(
         raise UnsupportedError(problem)
     meta = np.frombuffer(bytearray(struct.pack("<I" if large else "<H", word << 4)), np.uint8)
     buffers: list = [meta, out]
-    if dictionary is None:  # the layout depends on few things: shared by equal pages
-        key = (
-            values.encoding.SerializeToString(),
-            tuple(layers),
-            len(values.buffers),
-            items,
-            large,
-            None if def_enc is None else def_enc.SerializeToString(),
-        )
-        page_layout = _SHARED_LAYOUTS.get(key)
-        if page_layout is None:
-            if len(_SHARED_LAYOUTS) >= 1024:  # bounded: clear, refill with what is used
-                _SHARED_LAYOUTS.clear()
-            page_layout = _SHARED_LAYOUTS[key] = _page_layout(
-                values, layers, items, large, def_enc, buffers, None
-            )
-        return EncodedPage(page_layout, buffers, num_rows)
-    layout = _page_layout(values, layers, items, large, def_enc, buffers, dictionary)
-    return EncodedPage(layout, buffers, num_rows)
-
-
-# Page layouts of one-chunk pages without a dictionary, by what they hold (a small append
-# writes the same few for every file).  Shared: nothing modifies a written page's layout.
-_SHARED_LAYOUTS: dict[tuple, pb.PageLayout] = {}
-
-
-def _page_layout(values, layers, items, large, def_enc, buffers, dictionary) -> pb.PageLayout:
-    layout = pb.MiniBlockLayout(
-        layers=repdef.pb_layers(layers),
-        num_buffers=len(values.buffers),
-        num_items=items,
-        has_large_chunk=large,
-        value_compression=values.encoding,
+    dict_key = None
+    if dictionary is not None:  # the items: the third buffer, described in the layout
+        denc, dbytes, ditems = dictionary
+        buffers.append(np.asarray(dbytes, dtype=np.uint8))
+        dict_key = (denc.SerializeToString(), ditems)
+    # the layout depends on few things: shared by equal pages
+    key = (
+        values.encoding.SerializeToString(),
+        tuple(layers),
+        len(values.buffers),
+        items,
+        large,
+        None if def_enc is None else def_enc.SerializeToString(),
+        dict_key,
     )
-    if def_enc is not None:
-        layout.def_compression.CopyFrom(def_enc)
-    _add_dictionary(layout, buffers, dictionary)
-    return pb.PageLayout(mini_block_layout=layout)
+    page_layout = _SHARED_LAYOUTS.get(key)
+    if page_layout is None:
+        if len(_SHARED_LAYOUTS) >= 1024:  # bounded: clear, refill with what is used
+            _SHARED_LAYOUTS.clear()
+        layout = pb.MiniBlockLayout(
+            layers=repdef.pb_layers(layers),
+            num_buffers=len(values.buffers),
+            num_items=items,
+            has_large_chunk=large,
+            value_compression=values.encoding,
+        )
+        if def_enc is not None:
+            layout.def_compression.CopyFrom(def_enc)
+        if dictionary is not None:
+            layout.dictionary.CopyFrom(dictionary[0])
+            layout.num_dictionary_items = dictionary[2]
+        page_layout = _SHARED_LAYOUTS[key] = pb.PageLayout(mini_block_layout=layout)
+    return EncodedPage(page_layout, buffers, num_rows)
+
+
+# Page layouts of one-chunk pages, by what they hold (a small append writes the same few
+# for every file).  Shared: nothing modifies a written page's layout.
+_SHARED_LAYOUTS: dict[tuple, pb.PageLayout] = {}
 
 
 def encode_page(

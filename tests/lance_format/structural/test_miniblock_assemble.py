@@ -137,10 +137,10 @@ def test_a_page_of_one_chunk_with_def_levels_is_the_general_page():
     assert {"flat", "out_of_line_bitpacking", "rle"} <= kinds  # every level encoding met
 
 
-def test_equal_one_chunk_pages_share_one_layout_and_dictionary_pages_do_not():
-    """A small append writes the same few page layouts for every file, so pages without
-    a dictionary share one layout message: it must equal the one built for the page, and
-    be told apart by everything it holds (encoding, layers, items, width, def levels)."""
+def test_equal_one_chunk_pages_share_one_layout():
+    """A small append writes the same few page layouts for every file, so equal pages share
+    one layout message: it must equal the one built for the page, and be told apart by
+    everything it holds (encoding, layers, items, width, def levels, dictionary)."""
     values = [(np.arange(800, dtype=np.uint8), np.array([800]))]
     defs = np.array([0, 1] * 50, dtype=np.uint16)
 
@@ -168,8 +168,13 @@ def test_equal_one_chunk_pages_share_one_layout_and_dictionary_pages_do_not():
     ]
     layouts = [first.layout, *(p.layout for p in others)]
     assert len({lay.SerializeToString() for lay in layouts}) == len(layouts)
-    dictionary = (flat_enc(32), np.zeros(40, dtype=np.uint8), 10)
-    with_dict = page(dct=dictionary)
-    assert with_dict.layout is not page(dct=dictionary).layout
-    assert with_dict.layout.mini_block_layout.num_dictionary_items == 10
+    items = np.arange(40, dtype=np.uint8)
+    with_dict = page(dct=(flat_enc(32), items, 10))
+    assert with_dict.layout is page(dct=(flat_enc(32), items[::-1].copy(), 10)).layout
+    assert with_dict.buffers[2].tobytes() == items.tobytes()  # each page's own items
+    built.dictionary.CopyFrom(flat_enc(32))
+    built.num_dictionary_items = 10
+    assert with_dict.layout == pb.PageLayout(mini_block_layout=built)
+    for other in (page(dct=(flat_enc(32), items, 11)), page(dct=(flat_enc(16), items, 10))):
+        assert other.layout != with_dict.layout
     assert not first.layout.mini_block_layout.HasField("dictionary")
