@@ -124,7 +124,6 @@ def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
 # the stems of attached manifests' names, matched over the whole listing at once (one name
 # a line, ASCII digits only: :func:`parse_manifest_name`'s rules)
 _DIGIT_STEMS = re.compile(r"^([0-9]+)\.manifest$", re.M | re.ASCII)
-_V2_STEMS = re.compile(r"^([0-9]{20})\.manifest$", re.M | re.ASCII)
 _U64_MAX_STEM = f"{U64_MAX:020d}"
 
 
@@ -139,11 +138,11 @@ def _manifest_stems(root: str) -> tuple[str, list[str], list[str]]:
     joined = "\n".join(names)
     if joined.count("\n") > max(len(names) - 1, 0):  # a name holding a line break: not ours
         joined = "\n".join(n for n in names if "\n" not in n)
-    v2 = _V2_STEMS.findall(joined)
+    digits = _DIGIT_STEMS.findall(joined)  # one pass; V2 stems are those of 20 digits
+    v2 = [stem for stem in digits if len(stem) == _V2_STEM_LEN]
+    v1 = [stem for stem in digits if len(stem) != _V2_STEM_LEN] if len(digits) > len(v2) else []
     if v2 and max(v2) > _U64_MAX_STEM:  # 20 digits past u64: no version's name
         v2 = [stem for stem in v2 if stem <= _U64_MAX_STEM]
-    digits = _DIGIT_STEMS.findall(joined)
-    v1 = [stem for stem in digits if len(stem) != _V2_STEM_LEN] if len(digits) > len(v2) else []
     if v1 and v2:
         raise CorruptFileError(
             "manifests use both the V1 ({version}.manifest) and the V2 (u64::MAX - version) "
