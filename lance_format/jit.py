@@ -86,6 +86,8 @@ def readonly(array: np.ndarray) -> np.ndarray:
     """A read-only view of ``array``: pass kernel inputs through it so that their numba
     type is the declared ``ro(...)`` one whatever numpy handed out (``np.frombuffer`` of
     ``bytes`` is read-only, a computed array is not)."""
+    if not array.flags.writeable:  # already (most inputs: numpy hands out Arrow's bytes so)
+        return array
     view = array.view()
     view.flags.writeable = False
     return view

@@ -73,6 +73,18 @@ def test_warm_up_compiles_every_signature_reads_and_writes_call(tmp_path, versio
     assert not grown
 
 
+def test_readonly_views_writable_arrays_and_passes_read_only_ones_through():
+    """Kernels declare read-only inputs (``ro``): a writable array is viewed read-only (the
+    array itself stays writable), one already read-only is handed over as it is."""
+    a = np.arange(4)
+    view = jit.readonly(a)
+    assert view is not a and not view.flags.writeable and a.flags.writeable
+    assert np.shares_memory(view, a)
+    assert jit.readonly(view) is view
+    data = np.frombuffer(b"abcd", dtype=np.uint8)  # numpy hands out bytes read-only
+    assert jit.readonly(data) is data
+
+
 def test_parse_signature_marks_read_only_arrays():
     sig = jit.parse_signature("i8(ro(u1[::1]), i8[::1])")
     assert not sig.args[0].mutable and sig.args[1].mutable
