@@ -265,6 +265,16 @@ def _has_extension(f: LanceField) -> bool:
     return any(EXT_NAME_KEY in g.metadata or BFLOAT16_EXT_NAME in g.logical_type for g in f.walk())
 
 
+def arrow_schema_key(schema: pa.Schema) -> bytes | None:
+    """A key for what is kept per Arrow schema: its IPC form, since Arrow's ``==`` (and
+    hash) ignore field metadata, which steers encodings and holds extension types.  None
+    for a schema IPC cannot carry (then nothing is kept for it)."""
+    try:
+        return schema.serialize().to_pybytes()
+    except (pa.ArrowException, TypeError, ValueError):
+        return None
+
+
 def cached_per_type(fn):
     """``functools.lru_cache`` by Arrow type, except for types that cannot be hashed
     (extension types defined in Python, e.g. pylance's bfloat16): those are computed each

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import InvalidDataError, first_line
-from .schema import cached_per_type
+from .schema import arrow_schema_key, cached_per_type
 
 __all__ = ["check_arrays", "check_batch", "forget_checked", "has_required_field", "vouch"]
 
@@ -59,11 +59,10 @@ _SCHEMA_FACTS_MAX = 64
 
 
 def _schema_facts(schema: pa.Schema) -> _SchemaFacts:
-    """The facts of ``schema``, kept by its IPC form (Arrow's ``==`` ignores metadata, which
-    extension types live in): a stream of batches asks for the same schema each time."""
-    try:
-        key = schema.serialize().to_pybytes()
-    except (pa.ArrowException, TypeError, ValueError):  # a type IPC cannot carry
+    """The facts of ``schema``, kept by :func:`arrow_schema_key`: a stream of batches asks
+    for the same schema each time."""
+    key = arrow_schema_key(schema)
+    if key is None:
         return _SchemaFacts(schema)
     facts = _SCHEMA_FACTS.get(key)
     if facts is None:

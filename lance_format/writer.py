@@ -46,7 +46,13 @@ from .errors import InvalidArgumentError, LanceError, LanceIOError, SchemaError,
 from .extensions import to_stored_array
 from .pb import encodings_v2_1_pb2 as pb
 from .pb import file_pb2
-from .schema import LanceField, LanceSchema, blob_v2_file_schema, cached_per_type
+from .schema import (
+    LanceField,
+    LanceSchema,
+    arrow_schema_key,
+    blob_v2_file_schema,
+    cached_per_type,
+)
 from .structural import constant, fullzip, miniblock, repdef
 from .structural.arrow import arrow_to_block, plain_width
 from .structural.blob import BlobV2Writer
@@ -885,10 +891,9 @@ def _column_plans(
 ) -> list[_ColumnPlan]:
     """The columns' setup, checked; kept on the (shared, unchanging) Lance schema, since a
     dataset's every write uses its one schema and a small append opens a file each time."""
-    cache = lance_schema.__dict__.setdefault("_writer_plans", {})
-    # the IPC form: field metadata too, which steers encodings (and Arrow's == ignores)
-    key = (schema.serialize().to_pybytes(), version, blobs)
-    if (plans := cache.get(key)) is not None:
+    cache: dict = lance_schema.memo("writer_plans", lambda s: {})
+    key = (arrow_schema_key(schema), version, blobs)
+    if key[0] is not None and (plans := cache.get(key)) is not None:
         return plans
     plans = []
     for top, arrow_field in zip(lance_schema.fields, schema, strict=True):
@@ -915,7 +920,7 @@ def _column_plans(
         if problem is not None:
             raise UnsupportedError(f"field {arrow_field.name!r}: {problem}")
         plans.append(_ColumnPlan(top, leaves, top.has_json(), _holds_views(arrow_field.type)))
-    if len(cache) < 8:  # a schema meets few Arrow schemas; never grow without bound
+    if key[0] is not None and len(cache) < 8:  # a schema meets few Arrow schemas: a bound
         cache[key] = plans
     return plans
 
@@ -973,8 +978,7 @@ def _use_fullzip(block, opts: cz.ColumnOptions) -> bool:
     if opts.structural_encoding is not None:
         return opts.structural_encoding == "fullzip"
     if isinstance(block, VariableWidthBlock):
-        off = block.offsets
-        return len(off) > 1 and int((off[1:] - off[:-1]).max()) >= FULLZIP_MIN_VALUE_BYTES
+        return block.longest() >= FULLZIP_MIN_VALUE_BYTES
     if isinstance(block, StructBlock):
         return any(isinstance(c, VariableWidthBlock) for c in block.children)
     bits = _row_bits(block)

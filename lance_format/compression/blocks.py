@@ -45,6 +45,11 @@ class VariableWidthBlock:
     def num_values(self) -> int:
         return len(self.offsets) - 1
 
+    def longest(self) -> int:
+        """The length of the longest value (0 for none)."""
+        off = self.offsets
+        return int((off[1:] - off[:-1]).max()) if len(off) > 1 else 0
+
 
 @dataclass
 class FixedSizeListBlock:

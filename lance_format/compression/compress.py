@@ -70,7 +70,7 @@ class ColumnOptions:
             return _DEFAULT_OPTIONS  # frozen: one instance serves every plain field
         md = {
             (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in (md or {}).items()
+            for k, v in md.items()
         }
 
         def get(name: str) -> str | None:
@@ -472,17 +472,21 @@ def _fsst_compress(
     return table, fsst.compress(block, table)
 
 
+def _fsst_candidate(block: VariableWidthBlock) -> bool:
+    """Whether FSST is tried on a page of strings: enough bytes, and values long enough
+    (the longest is only measured for a page big enough)."""
+    total = int(block.offsets[-1] - block.offsets[0])
+    return total >= FSST_MIN_PAGE_BYTES and block.longest() >= FSST_MIN_MAX_LENGTH
+
+
 def _string_chunks(
     block: VariableWidthBlock, opts: ColumnOptions, fsst_reuse: FsstReuse | None
 ) -> Chunked:
     if opts.compression is not None:
         return _general_wrap(_variable_chunks(block), opts.compression, opts.compression_level)
-    off = block.offsets
-    total = int(off[-1] - off[0])
-    # (the longest value only matters, and is only measured, for a page big enough)
-    if total >= FSST_MIN_PAGE_BYTES and int((off[1:] - off[:-1]).max()) >= FSST_MIN_MAX_LENGTH:
+    if _fsst_candidate(block):
         table, packed_block = _fsst_compress(block, fsst_reuse)
-        if len(packed_block.data) < total:
+        if len(packed_block.data) < int(block.offsets[-1] - block.offsets[0]):
             inner = _variable_chunks(packed_block)
             enc = pb.CompressiveEncoding(
                 fsst=pb.Fsst(symbol_table=bytes(table), values=inner.encoding)
@@ -561,11 +565,9 @@ def compress_per_value(
             return general_enc(opts.compression, variable_enc(bits), opts.compression_level or 0), (
                 values
             )
-        lengths = np.diff(block.offsets)
-        total = int(block.offsets[-1] - block.offsets[0])
-        if total >= FSST_MIN_PAGE_BYTES and len(lengths) and lengths.max() >= FSST_MIN_MAX_LENGTH:
+        if _fsst_candidate(block):
             table, out = _fsst_compress(block, fsst_reuse)
-            if int(out.offsets[-1]) < total:
+            if int(out.offsets[-1]) < int(block.offsets[-1] - block.offsets[0]):
                 enc = pb.CompressiveEncoding(
                     fsst=pb.Fsst(symbol_table=bytes(table), values=variable_enc(bits))
                 )

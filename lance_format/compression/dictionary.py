@@ -213,21 +213,15 @@ def _eligible(block: Block, version: str | LanceFileVersion) -> bool:
     """Whether pages of this kind may be dictionary-encoded in ``version``; answered once
     per (kind, width, version): every page of every column asks."""
     if isinstance(block, VariableWidthBlock):
-        key = (True, block.bits_per_offset, version)
-    elif isinstance(block, FixedWidthBlock):
-        key = (False, block.bits_per_value, version)
-    else:
-        return False
-    found = _ELIGIBLE.get(key)
-    if found is None:
-        found = _ELIGIBLE[key] = _eligible_kind(*key[:2], LanceFileVersion.parse(version))
-    return found
+        return _eligible_kind(True, block.bits_per_offset, version)
+    if isinstance(block, FixedWidthBlock):
+        return _eligible_kind(False, block.bits_per_value, version)
+    return False
 
 
-_ELIGIBLE: dict[tuple[bool, int, str], bool] = {}  # bounded: few kinds, widths and versions
-
-
-def _eligible_kind(variable: bool, bits: int, version: LanceFileVersion) -> bool:
+@functools.lru_cache(maxsize=64)
+def _eligible_kind(variable: bool, bits: int, name: str | LanceFileVersion) -> bool:
+    version = LanceFileVersion.parse(name)
     if version < LanceFileVersion.V2_1:
         return False  # 2.0 dictionaries are a different (array-level) encoding
     if variable:

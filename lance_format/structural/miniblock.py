@@ -361,12 +361,8 @@ def _assemble(headers: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]]) -
     nchunks, width = headers.shape
     head = _pad8(width)
     if nchunks == 1:  # a small page (one chunk): the same bytes, joined directly
-        pad = bytes([_HEADER_PAD]) * 7
-        pieces = [headers.tobytes(), pad[: head - width]]
-        for data, sz in parts:
-            n = int(np.asarray(sz).reshape(-1)[0])
-            pieces += [np.asarray(data, dtype=np.uint8).reshape(-1)[:n].tobytes(), pad[: (-n) & 7]]
-        return np.frombuffer(bytearray(b"".join(pieces)), dtype=np.uint8)
+        first = [int(np.asarray(sz).reshape(-1)[0]) for _, sz in parts]
+        return _join_chunk(headers.tobytes(), parts, first)
     sizes = [np.asarray(sz, dtype=np.int64) for _, sz in parts]
     row_sizes = np.full(nchunks, head, dtype=np.int64)
     for sz in sizes:
@@ -402,12 +398,26 @@ def _one_chunk(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_chunks` of a small page (one chunk, most appends): the same bytes, made from
     Python ints (a dozen numpy calls on one-element arrays cost more than the data)."""
-    parts = [*level_parts, *value_buffers]
-    sizes = [int(np.asarray(s).reshape(-1)[0]) for _, s in parts]
-    fmt = f"<{1 + len(level_parts)}H{len(value_buffers)}{'I' if large else 'H'}"
-    header = np.frombuffer(struct.pack(fmt, levels, *sizes), dtype=np.uint8)
-    out = _assemble(header.reshape(1, -1), parts)
+    sizes = [int(np.asarray(s).reshape(-1)[0]) for _, s in [*level_parts, *value_buffers]]
+    out = _one_chunk_bytes(levels, level_parts, value_buffers, sizes, large)
     return out, np.array([len(out)], dtype=np.int64)
+
+
+def _one_chunk_bytes(
+    levels: int, level_parts: list, value_buffers: list, sizes: list[int], large: bool
+) -> np.ndarray:
+    """The one chunk of :func:`_one_chunk`, given every part's size (level parts first)."""
+    fmt = f"<{1 + len(level_parts)}H{len(value_buffers)}{'I' if large else 'H'}"
+    return _join_chunk(struct.pack(fmt, levels, *sizes), [*level_parts, *value_buffers], sizes)
+
+
+def _join_chunk(header: bytes, parts: list, sizes: list[int]) -> np.ndarray:
+    """One chunk: its header, then the first ``sizes[i]`` bytes of each part, each padded
+    to 8 bytes."""
+    pieces: list[bytes | memoryview] = [header, _PAD[: -len(header) & 7]]
+    for (data, _), n in zip(parts, sizes, strict=True):
+        pieces += [np.asarray(data, dtype=np.uint8).reshape(-1)[:n].data, _PAD[: -n & 7]]
+    return np.frombuffer(bytearray().join(pieces), dtype=np.uint8)
 
 
 def _many_chunks(
@@ -445,12 +455,9 @@ def _largest(sizes) -> int:
 def _chunk_meta(chunk_sizes: np.ndarray, counts: np.ndarray, large: bool) -> np.ndarray:
     """Buffer 0: a word per chunk, ``(size / 8 - 1) << 4 | log2(values)`` (0 for the
     last chunk), u32 in 2.2 and u16 in 2.1."""
-    limit, problem = _CHUNK_LIMITS[large]
     if len(chunk_sizes) == 1:  # a small page: from a Python int
-        word = int(chunk_sizes[0]) // 8 - 1
-        if word >= limit:
-            raise UnsupportedError(problem)
-        return np.frombuffer(bytearray(struct.pack("<I" if large else "<H", word << 4)), np.uint8)
+        return _one_chunk_meta(int(chunk_sizes[0]), large)
+    limit, problem = _CHUNK_LIMITS[large]
     if (chunk_sizes // 8 - 1 >= limit).any():
         raise UnsupportedError(problem)
     logs = np.zeros(len(chunk_sizes), dtype=np.int64)
@@ -460,6 +467,15 @@ def _chunk_meta(chunk_sizes: np.ndarray, counts: np.ndarray, large: bool) -> np.
         raise UnsupportedError("mini-block chunks must hold a power of two values")
     words = ((chunk_sizes // 8 - 1) << 4) | logs
     return words.astype("<u4" if large else "<u2").view(np.uint8)
+
+
+def _one_chunk_meta(size: int, large: bool) -> np.ndarray:
+    """:func:`_chunk_meta` of a page of one chunk of ``size`` bytes (its log2 is 0)."""
+    limit, problem = _CHUNK_LIMITS[large]
+    word = size // 8 - 1
+    if word >= limit:
+        raise UnsupportedError(problem)
+    return np.frombuffer(bytearray(struct.pack("<I" if large else "<H", word << 4)), np.uint8)
 
 
 _PAD = bytes([_HEADER_PAD]) * 7
@@ -495,7 +511,7 @@ def _one_chunk_page(
     sizes = [int(s[0]) for _, s in values.buffers]
     if not large and max(sizes) > 0xFFFF:
         raise UnsupportedError("a 2.1 mini-block buffer would exceed 65535 bytes")
-    parts = values.buffers
+    level_parts: list = []
     def_enc = None
     if defs is not None:
         if items > 0xFFFF:
@@ -504,21 +520,11 @@ def _one_chunk_page(
         level_size = int(level_sizes[0])
         if level_size > 0xFFFF:
             raise UnsupportedError("mini-block levels of a chunk would exceed 65535 bytes")
-        parts = [(data, level_sizes), *parts]
+        level_parts = [(data, level_sizes)]
         sizes = [level_size, *sizes]
-        header = struct.pack(f"<HH{len(sizes) - 1}{'I' if large else 'H'}", items, *sizes)
-    else:
-        header = struct.pack(f"<H{len(sizes)}{'I' if large else 'H'}", 0, *sizes)
-    pieces: list[bytes | memoryview] = [header, _PAD[: -len(header) & 7]]
-    for (data, _), n in zip(parts, sizes, strict=True):
-        pieces += [np.asarray(data, dtype=np.uint8).reshape(-1)[:n].data, _PAD[: -n & 7]]
-    out = np.frombuffer(bytearray().join(pieces), dtype=np.uint8)
-    word = len(out) // 8 - 1  # the metadata word: the last (only) chunk's log2 is 0
-    limit, problem = _CHUNK_LIMITS[large]
-    if word >= limit:
-        raise UnsupportedError(problem)
-    meta = np.frombuffer(bytearray(struct.pack("<I" if large else "<H", word << 4)), np.uint8)
-    buffers: list = [meta, out]
+    levels = items if defs is not None else 0
+    out = _one_chunk_bytes(levels, level_parts, values.buffers, sizes, large)
+    buffers: list = [_one_chunk_meta(len(out), large), out]
     dict_key = None
     if dictionary is not None:  # the items: the third buffer, described in the layout
         denc, dbytes, ditems = dictionary
