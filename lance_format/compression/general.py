@@ -16,6 +16,7 @@ or per value by necessity.
 
 from __future__ import annotations
 
+import threading
 from itertools import pairwise
 
 import lz4.block
@@ -35,7 +36,26 @@ _ZSTD_MAX_RATIO = 1 << 16
 _LZ4_MAX_RATIO = 256
 _SLACK = 1 << 16
 
-_zstd_d = zstandard.ZstdDecompressor()
+
+class _ZstdContexts(threading.local):
+    """This thread's zstd contexts.  A python-zstandard compressor or decompressor must not
+    be used by two threads at once (it holds one zstd context and releases the GIL inside
+    it): decode threads sharing one decompressor misread valid pages ("Unknown frame
+    descriptor") or crash the process.  Kept per thread rather than made per buffer: a new
+    compressor costs about 9 us, compressing a small buffer about 1."""
+
+    def __init__(self) -> None:
+        self.decompressor = zstandard.ZstdDecompressor()
+        self.compressors: dict[int, zstandard.ZstdCompressor] = {}
+
+    def compressor(self, level: int) -> zstandard.ZstdCompressor:
+        c = self.compressors.get(level)
+        if c is None:
+            c = self.compressors[level] = zstandard.ZstdCompressor(level=level)
+        return c
+
+
+_zstd = _ZstdContexts()
 
 
 def _check_scheme(scheme: str) -> None:
@@ -60,14 +80,15 @@ def decompress_buffer(data: np.ndarray | bytes, scheme: str) -> np.ndarray:
     try:
         if scheme == ZSTD:
             if _is_bare_zstd(buf):
-                out = _zstd_d.decompressobj(read_across_frames=True).decompress(buf)
+                # a decompressobj works in its decompressor's context: this thread's
+                out = _zstd.decompressor.decompressobj(read_across_frames=True).decompress(buf)
             else:
                 n = int.from_bytes(buf[:8], "little")
                 if n > len(buf) * _ZSTD_MAX_RATIO + _SLACK:
                     raise CorruptFileError(
                         f"zstd length prefix {n} is implausible for {len(buf)} bytes"
                     )
-                out = _zstd_d.decompress(buf[8:], max_output_size=n) if n else b""
+                out = _zstd.decompressor.decompress(buf[8:], max_output_size=n) if n else b""
                 if len(out) != n:
                     raise CorruptFileError(f"zstd frame gave {len(out)} bytes, prefix says {n}")
         else:
@@ -87,7 +108,7 @@ def compress_buffer(data: np.ndarray | bytes, scheme: str, level: int | None = N
     _check_scheme(scheme)
     buf = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
     if scheme == ZSTD:
-        cctx = zstandard.ZstdCompressor(level=level if level else 3)
+        cctx = _zstd.compressor(level if level else 3)
         return len(buf).to_bytes(8, "little") + cctx.compress(buf)
     return lz4.block.compress(buf, store_size=True)
 
