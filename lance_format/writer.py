@@ -408,18 +408,17 @@ class LanceFileWriter:
         own = _arrow_dictionary(values) if arrow_dict else None
         block = arrow_to_block(values) if own is None else own[1]
         if self._v22 and _constant_candidate(block, rav, arrow_dict):
-            valid_block: Block | None = block
-            if values.null_count:
-                mask = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            mask = repdef.valid_mask(values)
+            if mask is not None:
                 valid = np.flatnonzero(mask)
                 # a sample of the valid values rules most pages out before the full gather
+                # (on a small page the sample is every valid value: it decides alone)
                 step = max(1, len(valid) // CONSTANT_SAMPLE)
-                sample = take_block(block, valid[::step])
-                varies = constant.constant_value(sample, self.version) is None
-                valid_block = None if varies else take_block(block, valid)
-            const = (
-                None if valid_block is None else constant.constant_value(valid_block, self.version)
-            )
+                const = constant.constant_value(take_block(block, valid[::step]), self.version)
+                if const is not None and step > 1:
+                    const = constant.constant_value(take_block(block, valid), self.version)
+            else:
+                const = constant.constant_value(block, self.version)
             if const is not None:
                 inline, scalar = const
                 return constant.encode_page(

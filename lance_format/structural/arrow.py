@@ -20,6 +20,7 @@ from ..compression.blocks import (
 from ..compression.dictionary import DictionaryItems, FixedItems, VariableItems
 from ..errors import CorruptFileError, UnsupportedError
 from ..schema import cached_per_type
+from .repdef import valid_mask
 
 
 def validity_buffer(valid: np.ndarray | None) -> pa.Buffer | None:
@@ -329,10 +330,7 @@ def arrow_to_block(arr: pa.Array) -> Block:
     if pa.types.is_fixed_size_list(t):
         dim = t.list_size
         child = plain_storage(arr.values.slice(arr.offset * dim, n * dim))
-        validity = None
-        if child.null_count:
-            validity = np.asarray(child.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        return FixedSizeListBlock(arrow_to_block(child), dim, validity)
+        return FixedSizeListBlock(arrow_to_block(child), dim, valid_mask(child))
     if pa.types.is_struct(t):
         return StructBlock([arrow_to_block(arr.field(i)) for i in range(t.num_fields)], n)
     offset_bits = plain_offsets(t)

@@ -37,7 +37,7 @@ from ..version import LanceFileVersion
 from . import constant, fullzip
 from .arrow import arrow_to_block
 from .page import EncodedPage
-from .repdef import Raveled
+from .repdef import Raveled, valid_mask
 
 INLINE_MAX = 64 * 1024
 DEDICATED_THRESHOLD = 4 * 1024 * 1024
@@ -163,10 +163,9 @@ class BlobV2Writer:
         sizes = np.diff(np.asarray(block.offsets, dtype=np.int64))
         if rav.defs is not None:
             valid = rav.defs == 0
-        elif values.null_count:
-            valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         else:
-            valid = np.ones(n, dtype=bool)
+            mask = valid_mask(values)
+            valid = np.ones(n, dtype=bool) if mask is None else mask
         sizes = np.where(valid, sizes, 0)
         kind = classify(sizes, valid, th)
         position = np.zeros(n, dtype=np.uint64)

@@ -41,6 +41,7 @@ from ..errors import UnsupportedError
 from ..pb import encodings_v2_0_pb2 as pb
 from ..schema import LanceField, is_blob_leaf
 from ..structural.page import EncodedPage
+from ..structural.repdef import valid_mask
 from .decoder import v20_column_fields
 
 # pylance's 2.0 rule for giving a string page a dictionary of its own
@@ -179,13 +180,6 @@ def _validity(arr: pa.Array) -> np.ndarray:
     return _bitmap(arr.buffers()[0], arr.offset, len(arr))
 
 
-def _valid_mask(arr: pa.Array) -> np.ndarray | None:
-    """Validity as bools (None when nothing is null)."""
-    if arr.null_count == 0:
-        return None
-    return np.unpackbits(_validity(arr), bitorder="little", count=len(arr)).astype(bool)
-
-
 def _nullable(arr: pa.Array, bufs: _Buffers, values: Callable[[], pb.ArrayEncoding]):
     """``Nullable`` around the encoding ``values()`` builds (validity goes first)."""
     n = len(arr)
@@ -256,7 +250,7 @@ def _binary(arr: pa.Array, bufs: _Buffers, opts: ColumnOptions) -> pb.ArrayEncod
     offsets, data = _variable_parts(arr)
     adjust = len(data) + 1
     ends = offsets[1:].astype(np.uint64)
-    valid = _valid_mask(arr)
+    valid = valid_mask(arr)
     if valid is not None:
         ends[~valid] += np.uint64(adjust)
     indices = pb.ArrayEncoding(
@@ -493,7 +487,7 @@ def encode_field(
             first, last = int(offsets[0]), int(offsets[-1])
             num_items = last - first
             ends = (offsets[1:] - first).astype(np.uint64)
-            valid = _valid_mask(arr)
+            valid = valid_mask(arr)
             if valid is not None:
                 ends[~valid] += np.uint64(num_items + 1)
             bufs = _Buffers()
@@ -510,7 +504,7 @@ def encode_field(
             return
         if is_blob_leaf(f) and _is_variable(t):
             offsets, data = _variable_parts(arr)
-            out.append((c, PendingBlobPage(offsets, data, _valid_mask(arr))))
+            out.append((c, PendingBlobPage(offsets, data, valid_mask(arr))))
             return
         bufs = _Buffers()
         out.append((c, EncodedPage(_values(arr, bufs, options[c]), bufs.data, n)))
