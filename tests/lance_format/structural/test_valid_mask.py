@@ -10,8 +10,8 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from lance.arrow import bfloat16_array  # pylance's: it must register lance.bfloat16 first
 
-from lance_format.arrow import bfloat16_array
 from lance_format.structural import repdef
 
 
