@@ -20,7 +20,7 @@ from ..compression.blocks import (
 from ..compression.dictionary import DictionaryItems, FixedItems, VariableItems
 from ..errors import CorruptFileError, UnsupportedError
 from ..schema import cached_per_type
-from .repdef import valid_mask
+from .repdef import bitmap_bits, valid_mask
 
 
 def validity_buffer(valid: np.ndarray | None) -> pa.Buffer | None:
@@ -323,7 +323,7 @@ def arrow_to_block(arr: pa.Array) -> Block:
     n = len(arr)
     bufs = arr.buffers()
     if pa.types.is_boolean(t):
-        bits = np.unpackbits(_buffer_bytes(bufs[1]), bitorder="little")[arr.offset : arr.offset + n]
+        bits = bitmap_bits(bufs[1], arr.offset, n)
         return FixedWidthBlock(np.packbits(bits, bitorder="little"), 1, n)
     if pa.types.is_null(t):
         return FixedWidthBlock(np.zeros(0, dtype=np.uint8), 0, n)

@@ -204,9 +204,15 @@ def valid_mask(arr: pa.Array) -> np.ndarray | None:
     off = arr.offset
     if bitmap is None or bitmap.size * 8 < off + n:
         return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    first = off >> 3
-    raw = np.frombuffer(bitmap, dtype=np.uint8, count=((off + n + 7) >> 3) - first, offset=first)
-    skip = off & 7
+    return bitmap_bits(bitmap, off, n)
+
+
+def bitmap_bits(bitmap: pa.Buffer, offset: int, n: int) -> np.ndarray:
+    """Bits [offset, offset + n) of an Arrow bitmap (LSB first) as bools, unpacking only
+    the bytes that hold them."""
+    first = offset >> 3
+    raw = np.frombuffer(bitmap, dtype=np.uint8, count=((offset + n + 7) >> 3) - first, offset=first)
+    skip = offset & 7
     return np.unpackbits(raw, count=skip + n, bitorder="little")[skip:].view(np.bool_)
 
 
