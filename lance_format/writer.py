@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from . import storage
 from .compression import compress as cz
 from .compression import dictionary as dictionary_encoding
+from .compression import page_facts
 from .compression.blocks import (
     Block,
     FixedSizeListBlock,
@@ -44,6 +45,7 @@ from .container.footer import encode_tail
 from .container.metadata import encode_column, page_entry
 from .errors import InvalidArgumentError, LanceError, LanceIOError, SchemaError, UnsupportedError
 from .extensions import to_stored_array
+from .jit import readonly
 from .pb import encodings_v2_1_pb2 as pb
 from .pb import file_pb2
 from .schema import (
@@ -407,6 +409,10 @@ class LanceFileWriter:
         # need to expand its values
         own = _arrow_dictionary(values) if arrow_dict else None
         block = arrow_to_block(values) if own is None else own[1]
+        if own is None and type(block) is FixedWidthBlock and opts.structural_encoding != "fullzip":
+            words = cz.unsigned_view(block)  # None unless 8/16/32/64-bit values
+            if words is not None:
+                return self._encode_native(leaf, rav, block, words, facts.integer)
         if self._v22 and _constant_candidate(block, rav, arrow_dict):
             mask = repdef.valid_mask(values)
             if mask is not None:
@@ -458,6 +464,48 @@ class LanceFileWriter:
             block = FixedWidthBlock(idx.view(np.uint8), key_bits, len(idx))
             integer = True
         chunked = cz.compress_miniblock(block, opts, integer=integer, fsst_reuse=fsst_reuse)
+        return miniblock.encode_page(
+            chunked, rav.rep, rav.defs, rav.layers, rav.num_rows, self.version, dictionary
+        )
+
+    def _encode_native(
+        self,
+        leaf: _Leaf,
+        rav: repdef.Raveled,
+        block: FixedWidthBlock,
+        words: np.ndarray,
+        integer: bool,
+    ) -> EncodedPage:
+        """A page of 8- to 64-bit values (most columns): the constant check, the dictionary
+        encode and the statistics of the Flat/InlineBitpacking/RLE choice in one compiled
+        pass (:func:`page_facts.scan`), then the same choices and bytes as the general path
+        of :meth:`_encode_leaf`."""
+        # 2.2 constant pages with a value: flat columns only (see _constant_candidate),
+        # whose def levels are one per value, non-zero for a null
+        check_constant = self._v22 and len(rav.layers) == 1
+        budget = dictionary_encoding.dictionary_budget(
+            block, block.num_values, leaf.metadata, self.version
+        )
+        const, count, indices, first, width_sum, runs = page_facts.scan(
+            readonly(words), rav.defs, check_constant, budget
+        )
+        if const >= 0:
+            w = block.bits_per_value // 8
+            inline = np.asarray(block.data[const * w : (const + 1) * w]).tobytes()
+            return constant.encode_page(
+                rav.layers, rav.rep, rav.defs, rav.num_rows, self.version, inline, None
+            )
+        dictionary = None
+        if count >= 0:
+            items = FixedWidthBlock(words[first].view(np.uint8), block.bits_per_value, count)
+            scheme, level = dictionary_encoding.dict_values_compression(leaf.metadata, self.version)
+            denc, dbytes = cz.compress_block(items, scheme, level, integer=integer)
+            dictionary = (denc, dbytes, count)
+            block = FixedWidthBlock(indices.view(np.uint8), 32, len(indices))
+            words, integer = indices, True
+        chunked = cz.compress_miniblock(
+            block, leaf.options, integer=integer, stats=(words, width_sum, runs)
+        )
         return miniblock.encode_page(
             chunked, rav.rep, rav.defs, rav.layers, rav.num_rows, self.version, dictionary
         )

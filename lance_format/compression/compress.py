@@ -302,9 +302,16 @@ def run_count(block: FixedWidthBlock) -> int:
     return rle.run_pieces(rle.rows_of(block))
 
 
-def _fixed_chunks(block: FixedWidthBlock, opts: ColumnOptions, *, integer: bool) -> Chunked:
+def _fixed_chunks(
+    block: FixedWidthBlock,
+    opts: ColumnOptions,
+    *,
+    integer: bool,
+    stats: tuple[np.ndarray, int, int] | None = None,
+) -> Chunked:
     """Fixed-width values: the smallest of Flat, InlineBitpacking and RLE (by the
-    ``rle-threshold`` rule), then General (optionally over BSS) when the field asks."""
+    ``rle-threshold`` rule), then General (optionally over BSS) when the field asks.
+    ``stats``: the unsigned view, :func:`_word_stats`' answers, when already known."""
     bits = block.bits_per_value
     n = block.num_values
     if opts.compression is not None and bits in (32, 64):
@@ -314,12 +321,17 @@ def _fixed_chunks(block: FixedWidthBlock, opts: ColumnOptions, *, integer: bool)
         if use_bss:
             return _general_wrap(_bss_chunks(block), opts.compression, opts.compression_level)
     # InlineBitpacking and RLE need values of a native integer width
-    u = unsigned_view(block) if n else None
+    u: np.ndarray | None
+    if stats is not None:
+        u, width_sum, runs = stats
+    else:
+        u = unsigned_view(block) if n else None
+        if u is not None:
+            width_sum, runs = _word_stats(readonly(u), bitpacking.BLOCK)
     if u is None:
         base = _flat_chunks(block)
     else:
         best, best_size = "flat", n * bits // 8
-        width_sum, runs = _word_stats(readonly(u), bitpacking.BLOCK)
         if integer:
             size = _bitpacked_bytes(n, bits, width_sum)
             if size < best_size:
@@ -501,11 +513,14 @@ def compress_miniblock(
     *,
     integer: bool = False,
     fsst_reuse: FsstReuse | None = None,
+    stats: tuple[np.ndarray, int, int] | None = None,
 ) -> Chunked:
     """Encode a page's (non-dictionary) values as mini-block chunks.  ``fsst_reuse``
-    carries a string column's FSST table between pages (None: train for this page)."""
+    carries a string column's FSST table between pages (None: train for this page).
+    ``stats``: fixed-width values' unsigned view, bit-width sum and runs, when the caller
+    has them (:mod:`.page_facts`)."""
     if isinstance(block, FixedWidthBlock):
-        return _fixed_chunks(block, opts, integer=integer)
+        return _fixed_chunks(block, opts, integer=integer, stats=stats)
     if isinstance(block, VariableWidthBlock):
         return _string_chunks(block, opts, fsst_reuse)
     if isinstance(block, FixedSizeListBlock):
