@@ -8,10 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lance_format.compression import bitpacking
+from lance_format.compression import bitpacking, page_facts
 from lance_format.compression import compress as cz
 from lance_format.compression import dictionary as D
-from lance_format.compression import page_facts
 from lance_format.compression.blocks import FixedWidthBlock
 from lance_format.jit import readonly
 
@@ -29,7 +28,9 @@ def _numpy_dictionary(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _numpy_stats(words: np.ndarray) -> tuple[int, int]:
     """Bit lengths of each 1024-value block's maximum, summed; runs split at 255."""
-    width_sum = sum(int(b.max()).bit_length() for b in np.split(words, range(1024, len(words), 1024)))
+    width_sum = sum(
+        int(b.max()).bit_length() for b in np.split(words, range(1024, len(words), 1024))
+    )
     runs = 0
     run = 0
     for i, v in enumerate(words.tolist()):
