@@ -409,10 +409,16 @@ class LanceFileWriter:
         # need to expand its values
         own = _arrow_dictionary(values) if arrow_dict else None
         block = arrow_to_block(values) if own is None else own[1]
-        if own is None and type(block) is FixedWidthBlock and opts.structural_encoding != "fullzip":
-            words = cz.unsigned_view(block)  # None unless 8/16/32/64-bit values
-            if words is not None:
-                return self._encode_native(leaf, rav, block, words, facts.integer)
+        if own is None and opts.structural_encoding != "fullzip":
+            if type(block) is FixedWidthBlock:
+                words = cz.unsigned_view(block)  # None unless 8/16/32/64-bit values
+                if words is not None:
+                    return self._encode_native(leaf, rav, block, words, facts.integer)
+                if block.bits_per_value == 128:  # decimals, UUIDs: two 64-bit lanes
+                    lanes = np.asarray(block.data[: block.num_values * 16]).view("<u8")
+                    return self._encode_native(leaf, rav, block, lanes, facts.integer, 2)
+            elif type(block) is VariableWidthBlock:
+                return self._encode_variable(leaf, rav, block, facts.integer, fsst_reuse)
         if self._v22 and _constant_candidate(block, rav, arrow_dict):
             mask = repdef.valid_mask(values)
             if mask is not None:
@@ -475,19 +481,18 @@ class LanceFileWriter:
         block: FixedWidthBlock,
         words: np.ndarray,
         integer: bool,
+        lanes: int = 1,
     ) -> EncodedPage:
-        """A page of 8- to 64-bit values (most columns): the constant check, the dictionary
-        encode and the statistics of the Flat/InlineBitpacking/RLE choice in one compiled
-        pass (:func:`page_facts.scan`), then the same choices and bytes as the general path
-        of :meth:`_encode_leaf`."""
+        """A page of 8- to 64-bit values (most columns), or of 128-bit ones as two ``lanes``
+        each: the constant check, the dictionary encode and the statistics of the
+        Flat/InlineBitpacking/RLE choice in one compiled pass (:func:`page_facts.scan`),
+        then the same choices and bytes as the general path of :meth:`_encode_leaf`."""
         # 2.2 constant pages with a value: flat columns only (see _constant_candidate),
         # whose def levels are one per value, non-zero for a null
         check_constant = self._v22 and len(rav.layers) == 1
-        budget = dictionary_encoding.dictionary_budget(
-            block, block.num_values, leaf.metadata, self.version
-        )
+        budget, problem = _dictionary_budget(block, leaf, self.version)
         const, count, indices, first, width_sum, runs = page_facts.scan(
-            readonly(words), rav.defs, check_constant, budget
+            readonly(words), rav.defs, check_constant, budget, lanes
         )
         if const >= 0:
             w = block.bits_per_value // 8
@@ -495,17 +500,74 @@ class LanceFileWriter:
             return constant.encode_page(
                 rav.layers, rav.rep, rav.defs, rav.num_rows, self.version, inline, None
             )
+        if problem is not None:  # a bad dictionary option: refused once it would be used
+            raise problem
         dictionary = None
+        stats = None
         if count >= 0:
-            items = FixedWidthBlock(words[first].view(np.uint8), block.bits_per_value, count)
+            first_lanes = words.reshape(-1, lanes)[first]
+            items = FixedWidthBlock(
+                first_lanes.view(np.uint8).reshape(-1), block.bits_per_value, count
+            )
             scheme, level = dictionary_encoding.dict_values_compression(leaf.metadata, self.version)
             denc, dbytes = cz.compress_block(items, scheme, level, integer=integer)
             dictionary = (denc, dbytes, count)
             block = FixedWidthBlock(indices.view(np.uint8), 32, len(indices))
-            words, integer = indices, True
-        chunked = cz.compress_miniblock(
-            block, leaf.options, integer=integer, stats=(words, width_sum, runs)
+            stats, integer = (indices, width_sum, runs), True
+        elif lanes == 1:
+            stats = (words, width_sum, runs)
+        chunked = cz.compress_miniblock(block, leaf.options, integer=integer, stats=stats)
+        return miniblock.encode_page(
+            chunked, rav.rep, rav.defs, rav.layers, rav.num_rows, self.version, dictionary
         )
+
+    def _encode_variable(
+        self,
+        leaf: _Leaf,
+        rav: repdef.Raveled,
+        block: VariableWidthBlock,
+        integer: bool,
+        fsst_reuse: cz.FsstReuse | None,
+    ) -> EncodedPage:
+        """:meth:`_encode_native` of strings and binary values: the constant check, the
+        full-zip check (the longest value) and the dictionary encode with its items and its
+        indices' statistics in one compiled pass (:func:`page_facts.scan_variable`)."""
+        opts = leaf.options
+        check_constant = self._v22 and len(rav.layers) == 1
+        # an explicit mini-block layout never turns full-zip (see _use_fullzip)
+        fullzip_min = FULLZIP_MIN_VALUE_BYTES if opts.structural_encoding is None else 0
+        budget, problem = _dictionary_budget(block, leaf, self.version)
+        const, longest, count, indices, item_offsets, item_data, width_sum, runs = (
+            page_facts.scan_variable(block, rav.defs, check_constant, fullzip_min, budget)
+        )
+        if const >= 0:
+            start, stop = int(block.offsets[const]), int(block.offsets[const + 1])
+            odt = "<i4" if block.bits_per_offset == 32 else "<i8"
+            scalar = constant.scalar_buffer(
+                [np.array([0, stop - start], dtype=odt).tobytes(), block.data[start:stop].tobytes()]
+            )
+            return constant.encode_page(
+                rav.layers, rav.rep, rav.defs, rav.num_rows, self.version, None, scalar
+            )
+        if fullzip_min and longest >= fullzip_min:
+            enc, per_value = cz.compress_per_value(block, opts, fsst_reuse=fsst_reuse)
+            return fullzip.encode_page(enc, per_value, rav.rep, rav.defs, rav.layers, rav.num_rows)
+        if problem is not None:  # a bad dictionary option: refused once it would be used
+            raise problem
+        if count < 0:
+            chunked = cz.compress_miniblock(block, opts, integer=integer, fsst_reuse=fsst_reuse)
+            dictionary = None
+        else:
+            items = VariableWidthBlock(item_offsets, item_data, block.bits_per_offset)
+            scheme, level = dictionary_encoding.dict_values_compression(leaf.metadata, self.version)
+            denc, dbytes = cz.compress_block(items, scheme, level, integer=integer)
+            dictionary = (denc, dbytes, count)
+            chunked = cz.compress_miniblock(
+                FixedWidthBlock(indices.view(np.uint8), 32, len(indices)),
+                opts,
+                integer=True,
+                stats=(indices, width_sum, runs),
+            )
         return miniblock.encode_page(
             chunked, rav.rep, rav.defs, rav.layers, rav.num_rows, self.version, dictionary
         )
@@ -1009,6 +1071,20 @@ def _arrow_dictionary(values: pa.Array) -> tuple[np.ndarray, Block] | None:
     if keys.null_count:
         keys = keys.fill_null(0)
     return keys.to_numpy(zero_copy_only=False), arrow_to_block(dictionary)
+
+
+def _dictionary_budget(
+    block: FixedWidthBlock | VariableWidthBlock, leaf: _Leaf, version: LanceFileVersion
+) -> tuple[dictionary_encoding.DictBudget | None, LanceError | None]:
+    """The page's dictionary budget, or the error its field's options give: raised only
+    if the page reaches the dictionary stage (a constant or full-zip page never used
+    them before the one-pass scan either)."""
+    try:
+        return dictionary_encoding.dictionary_budget(
+            block, block.num_values, leaf.metadata, version
+        ), None
+    except LanceError as e:
+        return None, e
 
 
 def _constant_candidate(block, rav: repdef.Raveled, arrow_dict: bool) -> bool:

@@ -1,5 +1,4 @@
-"""One compiled pass over a page of 8- to 64-bit values for every choice the writer makes
-about it.
+"""One compiled pass over a page's values for every choice the writer makes about it.
 
 A page of native-width values (ints, floats, dates, timestamps) meets four questions, in
 this order: are all its valid values one value (a 2.2 constant page)?  Does it
@@ -10,6 +9,9 @@ with its own Python around it; a small append's page of 100 values is all overhe
 a small append encodes one page per column, so :func:`scan` answers all of them in one
 call.  The answers are the ones the separate checks give (same dictionary order, same
 abandonment points, same sizes), so the bytes written do not change.
+
+Strings and binary values (:func:`scan_variable`) meet the same questions, with one more
+between the first two: is the longest value long enough for full-zip?
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import numpy as np
 
 from ..jit import kernel, readonly
 from .bitpacking import BLOCK
-from .dictionary import DictBudget
+from .blocks import VariableWidthBlock, unaligned_words
+from .dictionary import _WORD_MASKS, DictBudget, _gather_items, _hash_encode
 from .rle import MAX_RUN
 
 _NO_LEVELS = readonly(np.zeros(0, dtype=np.uint16))
@@ -26,12 +29,19 @@ _HASH_K = 0x9E3779B97F4A7C15  # odd: multiplying by it is a bijection on 64 bits
 
 # (constant, count, indices, first, width_sum, runs)
 Facts = tuple[int, int, np.ndarray, np.ndarray, int, int]
+# (constant, longest, count, indices, item offsets, item bytes, width_sum, runs)
+VariableFacts = tuple[int, int, int, np.ndarray, np.ndarray, np.ndarray, int, int]
 
 
 def scan(
-    words: np.ndarray, defs: np.ndarray | None, check_constant: bool, budget: DictBudget | None
+    words: np.ndarray,
+    defs: np.ndarray | None,
+    check_constant: bool,
+    budget: DictBudget | None,
+    lanes: int = 1,
 ) -> Facts:
-    """The facts of a page whose values are ``words`` (unsigned, of the values' width):
+    """The facts of a page whose values are ``words`` (unsigned, of the values' width; of
+    128-bit values, two ``u8`` lanes each, whose statistics come only with a dictionary):
 
     * ``constant``: with ``check_constant``, the position of a valid value every valid one
       equals (``defs``: one level per value, non-zero for a null), else -1;
@@ -41,33 +51,77 @@ def scan(
     * ``width_sum``, ``runs``: of the words stored, the indices if the encode held
       (:func:`.compress._word_stats`; runs of indices are runs of values).
     """
-    n = len(words)
-    max_items = max_bytes = capacity = room = 0
-    if budget is not None:
-        max_items = min(n, budget.max_items)
-        # the indices (4 bytes each) count against the size budget before any item
-        max_bytes = budget.max_encoded_bytes - 4 * n
-        room = min(n, max_items + 1)
-        capacity = 16
-        while capacity < 2 * room:
-            capacity *= 2
-        if max_bytes < 0:  # the indices alone pass it: no dictionary
-            max_items = 0
-    levels = _NO_LEVELS if defs is None else readonly(np.ascontiguousarray(defs, np.uint16))
-    return _scan(words, levels, check_constant, max_items, max_bytes, room, capacity, BLOCK)
+    max_items, max_bytes, room, capacity = _table(len(words) // lanes, budget, 0)
+    levels = _levels(defs)
+    return _scan(words, lanes, levels, check_constant, max_items, max_bytes, room, capacity, BLOCK)
+
+
+def scan_variable(
+    block: VariableWidthBlock,
+    defs: np.ndarray | None,
+    check_constant: bool,
+    fullzip_min: int,
+    budget: DictBudget | None,
+) -> VariableFacts:
+    """:func:`scan` of variable-width values, plus ``longest``, the longest value's length.
+    With ``fullzip_min`` > 0, a page whose longest value reaches it is full-zip: nothing
+    after the constant check is answered (count -1).  A dictionary's items come as the
+    block :func:`.dictionary.encode` makes (offsets from 0, then their bytes)."""
+    offsets = readonly(np.ascontiguousarray(block.offsets, dtype=np.int64))
+    data = readonly(np.ascontiguousarray(block.data, dtype=np.uint8))
+    per_item = block.bits_per_offset // 8  # each item adds an offset
+    max_items, max_bytes, room, capacity = _table(block.num_values, budget, per_item)
+    return _scan_variable(
+        data,
+        unaligned_words(data),
+        offsets,
+        _levels(defs),
+        check_constant,
+        fullzip_min,
+        max_items,
+        max_bytes,
+        per_item,
+        room,
+        capacity,
+        BLOCK,
+    )
+
+
+def _table(n: int, budget: DictBudget | None, per_item: int) -> tuple[int, int, int, int]:
+    """The dictionary encode's limits (no attempt: 0 items) and its hash table's sizes:
+    ``(max_items, max_bytes, room, capacity)``, as :func:`.dictionary._hash_encode_block`
+    sets them."""
+    if budget is None:
+        return 0, 0, 0, 0
+    max_items = min(n, budget.max_items)
+    # the indices (4 bytes each) and the first offset count against the size budget
+    max_bytes = budget.max_encoded_bytes - 4 * n - per_item
+    if max_bytes < 0:  # they alone pass it: no dictionary
+        return 0, 0, 0, 0
+    room = min(n, max_items + 1)
+    capacity = 16
+    while capacity < 2 * room:
+        capacity *= 2
+    return max_items, max_bytes, room, capacity
+
+
+def _levels(defs: np.ndarray | None) -> np.ndarray:
+    return _NO_LEVELS if defs is None else readonly(np.ascontiguousarray(defs, np.uint16))
 
 
 @kernel(
     *(
-        f"Tuple((i8, i8, u4[::1], i8[::1], i8, i8))(ro({w}[::1]), ro(u2[::1]), b1, i8, i8, i8,"
-        " i8, i8)"
+        f"Tuple((i8, i8, u4[::1], i8[::1], i8, i8))(ro({w}[::1]), i8, ro(u2[::1]), b1, i8, i8,"
+        " i8, i8, i8)"
         for w in ("u1", "u2", "u4", "u8")
     )
 )
 def _scan(
-    words, defs, check_constant, max_items, max_bytes, room, capacity, block_values
+    words, lanes, defs, check_constant, max_items, max_bytes, room, capacity, block_values
 ):  # pragma: no cover - compiled
-    n = len(words)
+    """Value ``i`` is ``words[i * lanes:][:lanes]`` (two lanes: a 128-bit value, whose
+    statistics are not asked for unless it is dictionary encoded)."""
+    n = len(words) // lanes
     none_u4 = np.empty(0, dtype=np.uint32)
     none_i8 = np.empty(0, dtype=np.int64)
     if check_constant:
@@ -79,8 +133,11 @@ def _scan(
                 continue
             if at < 0:
                 at = i
-            elif words[i] != words[at]:
-                same = False
+                continue
+            for j in range(lanes):
+                if words[i * lanes + j] != words[at * lanes + j]:
+                    same = False
+            if not same:
                 break
         if same and at >= 0:
             return at, -1, none_u4, none_i8, 0, 0
@@ -96,13 +153,16 @@ def _scan(
         shift = np.uint64(64)
         while (np.uint64(1) << (np.uint64(64) - shift)) < np.uint64(capacity):
             shift -= np.uint64(1)
-        width = words.itemsize
+        width = words.itemsize * lanes
         salt = np.uint64(width)
         k = np.uint64(_HASH_K)
         count = 0
         spent = 0
         for i in range(n):
-            h = (np.uint64(words[i]) ^ salt) * k
+            # one lane: a bijection of the value, so equal hashes are equal values
+            h = (np.uint64(words[i * lanes]) ^ salt) * k
+            for j in range(1, lanes):
+                h = ((h ^ (h >> np.uint64(29))) ^ np.uint64(words[i * lanes + j])) * k
             slot = np.int64(h >> shift)
             while True:
                 item = table[slot]
@@ -118,31 +178,130 @@ def _scan(
                     count += 1
                     break
                 if keys[item] == h:
-                    indices[i] = item
-                    break
+                    same = True
+                    if lanes > 1:  # hashes of two lanes can collide: compare the values
+                        for j in range(lanes):
+                            if words[i * lanes + j] != words[first[item] * lanes + j]:
+                                same = False
+                    if same:
+                        indices[i] = item
+                        break
                 slot = (slot + 1) & mask
             if count < 0:
                 break
     width_sum = 0
     pieces = 0
-    run = 0
-    top = np.uint64(0)
-    one = np.uint64(1)
-    for i in range(n):
-        v = np.uint64(indices[i]) if count >= 0 else np.uint64(words[i])
-        if i % block_values == 0 or v > top:
-            top = v
-        if i == 0 or words[i] != words[i - 1] or run == MAX_RUN:
-            pieces += 1
-            run = 0
-        run += 1
-        if i % block_values == block_values - 1 or i == n - 1:
-            while top:  # the bit length of the block's maximum
-                top = top >> one
-                width_sum += 1
+    if count >= 0 or lanes == 1:
+        run = 0
+        top = np.uint64(0)
+        prev = np.uint64(0)
+        one = np.uint64(1)
+        for i in range(n):  # of the words stored: the indices, if the encode held
+            v = np.uint64(indices[i]) if count >= 0 else np.uint64(words[i])
+            if i % block_values == 0 or v > top:
+                top = v
+            if i == 0 or v != prev or run == MAX_RUN:
+                pieces += 1
+                run = 0
+            run += 1
+            if i % block_values == block_values - 1 or i == n - 1:
+                while top:  # the bit length of the block's maximum
+                    top = top >> one
+                    width_sum += 1
+            prev = v
     if count < 0:
         indices = none_u4
         first = none_i8
     else:
         first = first[:count]
     return -1, count, indices, first, width_sum, pieces
+
+
+@kernel(
+    "Tuple((i8, i8, i8, u4[::1], i8[::1], u1[::1], i8, i8))(ro(u1[::1]), ro(u8[:]), ro(i8[::1]),"
+    " ro(u2[::1]), b1, i8, i8, i8, i8, i8, i8, i8)"
+)
+def _scan_variable(
+    data,
+    words,
+    offsets,
+    defs,
+    check_constant,
+    fullzip_min,
+    max_items,
+    max_bytes,
+    per_item,
+    room,
+    capacity,
+    block_values,
+):  # pragma: no cover - compiled
+    n = len(offsets) - 1
+    none_u4 = np.empty(0, dtype=np.uint32)
+    none_i8 = np.empty(0, dtype=np.int64)
+    none_u1 = np.empty(0, dtype=np.uint8)
+    if check_constant:
+        at = -1
+        same = True
+        nullable = len(defs) > 0
+        for i in range(n):
+            if nullable and defs[i] != 0:
+                continue
+            if at < 0:
+                at = i
+                continue
+            start, length = offsets[i], offsets[i + 1] - offsets[i]
+            other = offsets[at]
+            if length != offsets[at + 1] - other:
+                same = False
+                break
+            for b in range(length):
+                if data[start + b] != data[other + b]:
+                    same = False
+                    break
+            if not same:
+                break
+        if same and at >= 0:
+            return at, 0, -1, none_u4, none_i8, none_u1, 0, 0
+    longest = 0
+    for i in range(n):
+        longest = max(longest, offsets[i + 1] - offsets[i])
+    if (fullzip_min > 0 and longest >= fullzip_min) or max_items == 0:
+        return -1, longest, -1, none_u4, none_i8, none_u1, 0, 0
+    indices = np.empty(n, dtype=np.uint32)
+    first = np.empty(room, dtype=np.int64)
+    count = _hash_encode(
+        data,
+        words,
+        offsets,
+        none_i8,
+        _WORD_MASKS,
+        0,
+        max_items,
+        max_bytes,
+        per_item,
+        indices,
+        first,
+        np.full(capacity, -1, dtype=np.int32),
+        np.empty(room, dtype=np.uint64),
+        np.empty(room, dtype=np.int64),
+    )
+    if count < 0:
+        return -1, longest, -1, none_u4, none_i8, none_u1, 0, 0
+    item_offsets, item_data = _gather_items(data, offsets, first[:count])
+    width_sum = 0
+    pieces = 0
+    run = 0
+    top = np.uint32(0)
+    for i in range(n):
+        v = indices[i]
+        if i % block_values == 0 or v > top:
+            top = v
+        if i == 0 or v != indices[i - 1] or run == MAX_RUN:
+            pieces += 1
+            run = 0
+        run += 1
+        if i % block_values == block_values - 1 or i == n - 1:
+            while top:  # the bit length of the block's maximum
+                top = top >> np.uint32(1)
+                width_sum += 1
+    return -1, longest, count, indices, item_offsets, item_data, width_sum, pieces

@@ -120,3 +120,116 @@ def test_budget_boundaries_match_the_dictionary_encoder() -> None:
             else:
                 assert count == expected[1].num_values
                 np.testing.assert_array_equal(indices, expected[0])
+
+
+def _strings(rng: np.random.Generator):
+    for n in (1, 2, 99, 100, 101, 1000, 1025):
+        yield "few", [f"v{k}" for k in rng.integers(0, 4, n)]
+        yield "many", [f"value-{k}-{'x' * int(k % 20)}" for k in rng.integers(0, 10**6, n)]
+        yield "constant", ["same text"] * n
+        yield "empty", [""] * n
+        yield "long", ["y" * 300 if i == n // 2 else "short" for i in range(n)]  # full-zip
+        yield "runs", [f"r{(i // 40) % 3}" for i in range(n)]
+
+
+@pytest.mark.parametrize("nullable", [False, True])
+@pytest.mark.parametrize("bits", [32, 64])
+def test_scan_variable_agrees_with_the_separate_checks(nullable: bool, bits: int) -> None:
+    from lance_format.compression.blocks import VariableWidthBlock
+
+    rng = np.random.default_rng(5)
+    seen = {"const": 0, "fullzip": 0, "dict": 0, "plain": 0}
+    for _kind, values in _strings(rng):
+        n = len(values)
+        data = np.frombuffer("".join(values).encode(), dtype=np.uint8)
+        offsets = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int64)
+        defs = (rng.random(n) < 0.2).astype(np.uint16) if nullable else None
+        block = VariableWidthBlock(offsets, data, bits)
+        budget = D.dictionary_budget(block, n, None, "2.2")
+        const, longest, count, indices, item_offsets, item_data, width_sum, runs = (
+            page_facts.scan_variable(block, defs, True, 256, budget)
+        )
+        valid = values if defs is None else [v for v, d in zip(values, defs, strict=True) if d == 0]
+        if valid and all(v == valid[0] for v in valid):
+            seen["const"] += 1
+            assert const >= 0 and values[const] == valid[0]
+            continue
+        assert const == -1
+        assert longest == max(len(v) for v in values)
+        if longest >= 256:
+            seen["fullzip"] += 1
+            assert count == -1
+            continue
+        expected = D.encode_if_worthwhile(block, n, None, "2.2")
+        if expected is None:
+            seen["plain"] += 1
+            assert count == -1
+            continue
+        seen["dict"] += 1
+        items = list(dict.fromkeys(values))  # in order of first appearance
+        assert count == len(items)
+        np.testing.assert_array_equal(indices, [items.index(v) for v in values])
+        np.testing.assert_array_equal(indices, expected[0])
+        np.testing.assert_array_equal(item_offsets, expected[1].offsets)
+        assert item_data.tobytes() == "".join(items).encode()
+        assert (width_sum, runs) == _numpy_stats(indices)
+    assert all(seen.values()), seen
+
+
+@pytest.mark.parametrize("nullable", [False, True])
+def test_scan_of_128_bit_values_as_two_lanes(nullable: bool) -> None:
+    """Decimals and UUIDs: equal low lanes with different high lanes are different values
+    (the hash of two lanes is no bijection: values are compared)."""
+    rng = np.random.default_rng(3)
+    for n in (100, 1000, 1025):
+        for lows, highs in (
+            (rng.integers(0, 5, n), rng.integers(0, 3, n)),  # 15 values, lows collide
+            (np.full(n, 9), np.full(n, 2)),  # constant
+            (rng.integers(0, 2**62, n), rng.integers(0, 2**62, n)),  # distinct
+        ):
+            lanes = np.stack([lows, highs], axis=1).astype(np.uint64).reshape(-1)
+            defs = (rng.random(n) < 0.2).astype(np.uint16) if nullable else None
+            block = FixedWidthBlock(lanes.view(np.uint8), 128, n)
+            budget = D.dictionary_budget(block, n, None, "2.1")
+            const, count, indices, first, width_sum, runs = page_facts.scan(
+                readonly(lanes), defs, True, budget, 2
+            )
+            pairs = list(zip(lows.tolist(), highs.tolist(), strict=True))
+            valid = (
+                pairs if defs is None else [p for p, d in zip(pairs, defs, strict=True) if d == 0]
+            )
+            if all(p == valid[0] for p in valid):
+                assert const >= 0 and pairs[const] == valid[0]
+                continue
+            assert const == -1
+            expected = D.encode_if_worthwhile(block, n, None, "2.1")
+            if expected is None:
+                assert count == -1
+                continue
+            items = list(dict.fromkeys(pairs))
+            assert count == len(items) == 15
+            np.testing.assert_array_equal(indices, [items.index(p) for p in pairs])
+            np.testing.assert_array_equal(indices, expected[0])
+            assert lanes.reshape(-1, 2)[first].tobytes() == expected[1].data.tobytes()
+            assert (width_sum, runs) == _numpy_stats(indices)
+
+
+def test_two_lane_hash_collisions_are_told_apart() -> None:
+    """Two different 128-bit values made to hash alike (the second lane cancels the
+    difference of the first): still two dictionary items."""
+    mask = (1 << 64) - 1
+
+    def mixed(low: int) -> int:  # the hash state after the first lane (salt: 16 bytes)
+        h = ((low ^ 16) * page_facts._HASH_K) & mask
+        return h ^ (h >> 29)
+
+    a = (1, 0)
+    b = (2, mixed(1) ^ mixed(2))  # (mixed(2) ^ b[1]) == (mixed(1) ^ a[1]): same hash
+    pairs = [a, b] * 50
+    lanes = np.array(pairs, dtype=np.uint64).reshape(-1)
+    block = FixedWidthBlock(lanes.view(np.uint8), 128, 100)
+    budget = D.dictionary_budget(block, 100, None, "2.2")
+    _, count, indices, first, _, _ = page_facts.scan(readonly(lanes), None, True, budget, 2)
+    assert count == 2
+    np.testing.assert_array_equal(indices, [0, 1] * 50)
+    np.testing.assert_array_equal(first, [0, 1])
