@@ -354,6 +354,39 @@ def test_bad_size_ratio_fails_like_pylance(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
+    "values",
+    [
+        pa.array(np.arange(3000) % 7),
+        pa.array(np.random.default_rng(0).choice(["a", "bb"], 3000)),
+        pa.array([decimal.Decimal(f"{k % 5}.25") for k in range(3000)], pa.decimal128(9, 2)),
+    ],
+    ids=["int64", "string", "decimal128"],
+)
+def test_bad_size_ratio_refuses_the_write_only_where_the_dictionary_is_considered(
+    tmp_path, values: pa.Array
+) -> None:
+    """Our writer refuses a page that reaches the dictionary decision with the bad option
+    (pylance panics there); a constant page never reaches it and is written, as pylance
+    reads it back."""
+    from lance_format.writer import LanceFileWriter
+
+    field = pa.field("x", values.type, metadata={"lance-encoding:dict-size-ratio": "1.5"})
+    schema = pa.schema([field])
+    with pytest.raises(InvalidArgumentError, match="dict-size-ratio"):
+        w = LanceFileWriter(str(tmp_path / "varied.lance"), schema, version="2.2")
+        w.write_batch(pa.record_batch([values], schema=schema))
+        w.close()
+    assert not (tmp_path / "varied.lance").exists()
+    constant = pa.array([values[0].as_py()] * 3000, values.type)
+    path = str(tmp_path / "constant.lance")
+    w = LanceFileWriter(path, schema, version="2.2")
+    w.write_batch(pa.record_batch([constant], schema=schema))
+    w.close()
+    got = lance_file.LanceFileReader(path).read_all().to_table()
+    assert got.column(0).combine_chunks().equals(constant)
+
+
+@pytest.mark.parametrize(
     "version,meta,expected",
     [
         ("2.2", None, ("lz4", None)),
