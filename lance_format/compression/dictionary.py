@@ -36,6 +36,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -69,9 +70,9 @@ _U64_PATTERN = re.compile(r"\+?[0-9]+")
 _I32_MAX = 2**31 - 1
 
 
-@dataclass(frozen=True)
-class DictBudget:
-    """What a dictionary may cost before it is abandoned (pylance's ``DictEncodingBudget``)."""
+class DictBudget(NamedTuple):
+    """What a dictionary may cost before it is abandoned (pylance's ``DictEncodingBudget``;
+    a named tuple: every int64 and string page of every write makes one)."""
 
     max_items: int
     max_encoded_bytes: int

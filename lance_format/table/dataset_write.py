@@ -125,7 +125,7 @@ def write_version(
             for _ in reader:  # drain: a streaming source is still sending
                 pass
             return earlier
-    newest = paths.latest_version(root)
+    newest = paths.latest_version(root, hinted=True)
     if mode == "create" and newest is not None:
         raise DatasetExistsError(f"dataset already exists at {root} (use mode='append')")
     current = manifest.read_manifest(newest.path) if newest is not None else None

@@ -191,8 +191,19 @@ def list_versions(root: str) -> list[VersionEntry]:
     return [VersionEntry(v, prefix + names[v], naming) for v in sorted(names)]
 
 
-def latest_version(root: str) -> VersionEntry | None:
-    """The newest committed version (by listing; the hint file is not trusted), or None."""
+def latest_version(root: str, *, hinted: bool = False) -> VersionEntry | None:
+    """The newest committed version, or None: by listing (the hint file is not trusted).
+
+    ``hinted`` (a writer's choice; local stores only, where one listing is not one request
+    as on an object store): the version hint first, once confirmed by the manifests after
+    it (:func:`_confirmed_hint`), a few file lookups where a listing grows with the versions
+    (0.2 ms at 300 versions, 2 ms at 2,000: a stream of small appends makes thousands).
+    """
+    if hinted and not storage.resolve(root)[0].remote:
+        handler_for(root).synchronize(root)
+        found = _confirmed_hint(root)
+        if found is not None:
+            return found
     directory, v2, v1 = _manifest_stems(root)
     if v2:  # the newest has the smallest name: found without making a number of each
         stem = min(v2)
@@ -236,6 +247,33 @@ def read_version_hint(root: str) -> int | None:
     except (LanceIOError, ValueError, AttributeError):
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# how many versions a hint may lag behind the newest and still spare the listing
+HINT_LAG = 4
+
+
+def _confirmed_hint(root: str) -> VersionEntry | None:
+    """The hint's version (V2 naming), if it is the newest: its manifest is there and no
+    manifest of a later version is (a hint lagging by up to :data:`HINT_LAG` versions is
+    followed forward).  Versions are made one after another (a commit writes version
+    ``read_version + 1``, only if it is absent; a cleanup never removes the newest), so
+    when version v + 1 has no manifest, no later one has.  None: list instead."""
+    hint = read_version_hint(root)
+    if hint is None or not 0 < hint < U64_MAX:
+        return None
+    path = manifest_path(root, hint, ManifestNaming.V2)
+    if not storage.exists(path):
+        return None
+    for version in range(hint, min(hint + HINT_LAG, U64_MAX - 1) + 1):
+        following = manifest_path(root, version + 1, ManifestNaming.V2)
+        if storage.exists(following):
+            path = following
+            continue
+        if storage.exists(manifest_path(root, version + 1, ManifestNaming.V1)):
+            return None  # the other naming scheme beside it: the listing judges
+        return VersionEntry(version, path, ManifestNaming.V2)
+    return None
 
 
 def write_version_hint(root: str, version: int) -> None:

@@ -152,7 +152,9 @@ def test_an_append_commits_without_listing_unless_it_lost_a_race(tmp_path, monke
     write_dataset(_rows(0, 0), uri)
     listings = []
     real = paths.latest_version
-    monkeypatch.setattr(paths, "latest_version", lambda root: listings.append(root) or real(root))
+    monkeypatch.setattr(
+        paths, "latest_version", lambda root, **kw: listings.append(root) or real(root, **kw)
+    )
     write_dataset(_rows(0, 1), uri, mode="append")
     assert len(listings) == 1  # the write's own look at the dataset, none in the commit
     # a commit based on version 2 while another writer already made version 3
