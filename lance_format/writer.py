@@ -127,6 +127,9 @@ class LanceFileWriter:
     descriptors with sidecar files, as ``lance.write_dataset`` does, instead of the file writer's
     2.1-style blob layout. ``lance_schema`` gives the field ids to store (a dataset writes its own
     ids into every data file); by default ids are numbered from 0 in schema order.
+    ``fresh_name``: ``path`` is a new unique name that nothing reads before a dataset's
+    manifest names it (a dataset's data file), so it is written in place on a local disk,
+    without a temporary file and its rename; otherwise the file appears whole on close.
     """
 
     def __init__(
@@ -139,6 +142,7 @@ class LanceFileWriter:
         blob_v2: bool = False,
         lance_schema: LanceSchema | None = None,
         storage_options: dict[str, str] | None = None,
+        fresh_name: bool = False,
         **options,
     ):
         if options:
@@ -154,8 +158,9 @@ class LanceFileWriter:
             raise UnsupportedError("blob v2 needs Lance file version 2.2")
         self._blobs = BlobV2Writer(self.path) if blob_v2 else None
         self._given_lance_schema = lance_schema  # field ids to store (a dataset's own ids)
-        # visible only on close (temporary file + rename locally, an upload on S3)
-        self._out = storage.create(self.path)
+        # visible only on close (temporary file + rename locally, an upload on S3), unless
+        # the path is a fresh name only a dataset's manifest will name (a data file)
+        self._out = storage.create_new(self.path) if fresh_name else storage.create(self.path)
         self._v22 = self.version >= LanceFileVersion.V2_2
         self._pos = 0
         self._staged: list = []  # small pages' pieces not yet written (see _write_page)

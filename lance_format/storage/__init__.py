@@ -117,6 +117,20 @@ def create(path: str) -> ObjectWriter:
     return store.create(key)
 
 
+def put_new(path: str, data: bytes) -> None:
+    """Write a new object under a fresh unique name that no reader looks at before a
+    committed manifest names it (a transaction file): in place on a local disk."""
+    store, key = resolve(path)
+    store.put_new(key, data)
+
+
+def create_new(path: str) -> ObjectWriter:
+    """:func:`create` of a new object under a fresh unique name that no reader looks at
+    before a committed manifest names it (a data file): in place on a local disk."""
+    store, key = resolve(path)
+    return store.create_new(key)
+
+
 def list_names(directory: str) -> list[str]:
     """Names directly under ``directory`` (empty if there is none)."""
     store, key = resolve(directory)

@@ -195,6 +195,22 @@ class ObjectStore(ABC):
     def create(self, key: str) -> ObjectWriter:
         """A streamed upload for large objects (data files)."""
 
+    # An object under a fresh unique name that nothing reads before a committed manifest
+    # names it (a dataset's data and transaction files) need not appear whole: a store may
+    # write it in place.  A writer that stops half-way leaves an unreferenced object, as it
+    # leaves an unreferenced whole one when it stops before its commit; cleanup removes
+    # both.  By default these are the atomic writes above.
+
+    def put_new(self, key: str, data: bytes) -> None:
+        """:meth:`put` of an object under a fresh name (see above); an object already
+        there (the name was not fresh after all) is replaced atomically, as by :meth:`put`."""
+        self.put(key, data)
+
+    def create_new(self, key: str) -> ObjectWriter:
+        """:meth:`create` of an object under a fresh name (see above; one already there
+        is replaced on commit, as by :meth:`create`)."""
+        return self.create(key)
+
     @abstractmethod
     def delete(self, key: str, *, missing_ok: bool = False) -> None: ...
 

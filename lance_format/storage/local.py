@@ -146,25 +146,28 @@ def _temp_name(path: str) -> str:
     return f"{path}.{uuid.uuid4().hex}.partial"
 
 
-def _create_file(path: str) -> BinaryIO:
+def _create_file(path: str, exclusive: bool = False) -> BinaryIO:
     """A new file at ``path``, its directories made if they are missing (looked for only
-    then: a ``makedirs`` before every write was a tenth of a small append's file work)."""
+    then: a ``makedirs`` before every write was a tenth of a small append's file work);
+    ``exclusive``: refused if ``path`` exists."""
     try:
-        return open(path, "wb")  # noqa: SIM115 - the caller closes it
+        return open(path, "xb") if exclusive else open(path, "wb")  # noqa: SIM115 - closed by the caller
     except FileNotFoundError:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        return open(path, "wb")  # noqa: SIM115
+        return open(path, "xb") if exclusive else open(path, "wb")  # noqa: SIM115
 
 
 class _LocalWriter(ObjectWriter):
-    """Writes to ``<path>.<uuid>.partial``; commit fsyncs and renames it into place."""
+    """Writes to ``<path>.<uuid>.partial``; commit fsyncs and renames it into place.
+    ``in_place`` (a fresh name, see :meth:`LocalStore.create_new`): writes ``path`` itself,
+    made only if absent, and commit just closes it."""
 
-    def __init__(self, store: LocalStore, path: str):
+    def __init__(self, store: LocalStore, path: str, in_place: bool = False):
         self._store = store
         self.path = path
-        self._tmp = _temp_name(path)
+        self._tmp = path if in_place else _temp_name(path)
         try:
-            self._f = _create_file(self._tmp)  # closed by commit/abort
+            self._f = _create_file(self._tmp, exclusive=in_place)  # closed by commit/abort
         except OSError as exc:
             raise _error("create", exc, path) from exc
 
@@ -191,11 +194,12 @@ class _LocalWriter(ObjectWriter):
 
     def commit(self) -> None:
         self.finish()
-        try:
-            os.replace(self._tmp, self.path)
-        except OSError as exc:
-            self.abort()
-            raise _error("write", exc, self.path) from exc
+        if self._tmp != self.path:
+            try:
+                os.replace(self._tmp, self.path)
+            except OSError as exc:
+                self.abort()
+                raise _error("write", exc, self.path) from exc
         self._store.count()
 
     def abort(self) -> None:
@@ -327,6 +331,42 @@ class LocalStore(ObjectStore):
 
     def create(self, key: str) -> ObjectWriter:
         return _LocalWriter(self, key)
+
+    # A fresh name nothing reads before a manifest names it is written in place: the
+    # temporary file's rename costs ~70 us on ext4, a twentieth of a small append.
+
+    def put_new(self, key: str, data: bytes) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        try:
+            try:
+                fd = os.open(key, flags, 0o666)
+            except FileNotFoundError:
+                os.makedirs(os.path.dirname(key) or ".", exist_ok=True)
+                fd = os.open(key, flags, 0o666)
+            except FileExistsError:  # not fresh after all (a commit retried): replaced
+                return self.put(key, data)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if self.durable:
+                    os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                os.unlink(key)
+                raise
+            os.close(fd)
+        except OSError as exc:
+            raise _error("write", exc, key) from exc
+        self.count(written=len(data))
+
+    def create_new(self, key: str) -> ObjectWriter:
+        try:
+            return _LocalWriter(self, key, in_place=True)
+        except LanceIOError:
+            if not os.path.exists(key):
+                raise
+            return _LocalWriter(self, key)  # not fresh after all: replaced on commit
 
     def delete(self, key: str, *, missing_ok: bool = False) -> None:
         self.count()

@@ -262,14 +262,16 @@ def write_transaction_file(
     return its name, the value for ``Manifest.transaction_file``.  ``data``: ``txn``'s
     bytes when the caller has them already (a commit also embeds them in the manifest).
 
-    Written atomically, so a reader never sees a partial file."""
+    Under a fresh name that only a committed manifest names (written before it), so it is
+    written in place: no reader looks at it while it is incomplete."""
     t = as_transaction(txn)
     if not t.uuid or "/" in t.uuid or "\\" in t.uuid:
         raise InvalidArgumentError(f"invalid transaction uuid {t.uuid!r}")
     if data is None:
         data = t.to_bytes()
     name = t.file_name
-    storage.put(storage.join(root, TXN_DIR, name), data)
+    # a fresh name, read only through a committed manifest: written in place
+    storage.put_new(storage.join(root, TXN_DIR, name), data)
     return name
 
 

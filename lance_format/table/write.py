@@ -294,6 +294,7 @@ def write_fragments(
                             lance_schema=schema,
                             blob_v2=blob_v2,
                             max_page_bytes=max_page_bytes or DEFAULT_PAGE_BYTES,
+                            fresh_name=True,
                         )
                     )
                     rows = 0
@@ -393,7 +394,9 @@ def write_column_file(
     name = paths.new_data_file_name()
     arrow_schema = schema.to_dataset_arrow()
     path = paths.data_file_path(uri, name)
-    writer = LanceFileWriter(path, arrow_schema, version=version, lance_schema=schema)
+    writer = LanceFileWriter(
+        path, arrow_schema, version=version, lance_schema=schema, fresh_name=True
+    )
     try:
         for table in tables:
             writer.write_table(table.cast(arrow_schema))

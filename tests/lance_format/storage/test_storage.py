@@ -124,8 +124,15 @@ def test_local_durability_switch_fsyncs_data_before_the_manifest(tmp_path, monke
         storage.local_durability(False)
     kinds = [os.path.basename(os.path.dirname(p)) for p, _ in calls]
     assert "data" in kinds and kinds[-1] == "_versions"
-    assert kinds.index("data") < kinds.index("_versions")
-    assert not any(visible for _, visible in calls)
+    assert kinds.index("data") < kinds.index("_transactions") < kinds.index("_versions")
+    # the manifest and the hint become visible whole: fsynced under a temporary name
+    replaced = [(p, visible) for p, visible in calls if p.endswith(".partial")]
+    assert {os.path.basename(os.path.dirname(p)) for p, _ in replaced} == {"_versions"}
+    assert not any(visible for _, visible in replaced)
+    # data and transaction files have fresh names only the manifest gives out: written in
+    # place, and fsynced before it
+    in_place = {os.path.basename(os.path.dirname(p)) for p, _ in calls if p not in dict(replaced)}
+    assert in_place == {"data", "_transactions"}
     calls.clear()
     lf.write_dataset(_table(50, 100), uri, mode="append")
     assert calls == []
@@ -330,3 +337,67 @@ def test_object_operations_behave_alike_on_every_backend(kind, tmp_path, request
         f.read_at(4, 2)  # past the end: refused before any request
     assert storage.delete_prefix(base) == 11
     assert storage.list_files(base) == []
+
+
+def test_fresh_names_are_written_in_place_on_a_local_disk(tmp_path, monkeypatch):
+    """Objects under fresh names nothing reads before a manifest names them (data and
+    transaction files) skip the temporary file and its rename; a name that turns out to
+    exist is replaced atomically, as by put/create."""
+    store = LocalStore()
+    renames = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: renames.append(b) or real_replace(a, b))
+    w = store.create_new(str(tmp_path / "d" / "f.lance"))
+    w.write(b"abc")
+    assert os.listdir(tmp_path / "d") == ["f.lance"]  # in place, no temporary file
+    w.write(b"def")
+    w.commit()
+    store.put_new(str(tmp_path / "t" / "1.txn"), b"txn")
+    assert renames == []
+    assert store.get(str(tmp_path / "d" / "f.lance")) == b"abcdef"
+    assert store.get(str(tmp_path / "t" / "1.txn")) == b"txn"
+    aborted = store.create_new(str(tmp_path / "d" / "g.lance"))
+    aborted.write(b"x")
+    aborted.abort()
+    assert os.listdir(tmp_path / "d") == ["f.lance"]
+    # not fresh after all: replaced whole, through a temporary file
+    store.put_new(str(tmp_path / "t" / "1.txn"), b"again")
+    again = store.create_new(str(tmp_path / "d" / "f.lance"))
+    again.write(b"new")
+    assert store.get(str(tmp_path / "d" / "f.lance")) == b"abcdef"  # still the old bytes
+    again.commit()
+    assert store.get(str(tmp_path / "d" / "f.lance")) == b"new"
+    assert store.get(str(tmp_path / "t" / "1.txn")) == b"again"
+    assert len(renames) == 2
+
+
+def test_an_append_renames_only_the_version_hint(tmp_path, monkeypatch):
+    uri = str(tmp_path / "ds")
+    lf.write_dataset(_table(100), uri)
+    renamed = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: renamed.append(b) or real_replace(a, b))
+    lf.write_dataset(_table(50, 100), uri, mode="append")
+    assert [os.path.basename(p) for p in renamed] == ["latest_version_hint.json"]
+    assert lance.dataset(uri).to_table().column("id").to_pylist() == list(range(150))
+    leftovers = [n for _, _, files in os.walk(uri) for n in files if n.endswith(".partial")]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("kind", ["memory", "s3"])
+def test_fresh_names_on_other_stores_are_whole_writes(kind, request):
+    if kind == "s3":
+        moto = request.getfixturevalue("moto_server")
+        base = storage.register(f"s3://{moto.new_bucket()}/fresh", moto.options)
+    else:
+        base = "memory://tests/fresh"
+    storage.put_new(f"{base}/t/1.txn", b"txn")
+    w = storage.create_new(f"{base}/d/f.lance")
+    w.write(b"abc")
+    assert not storage.exists(f"{base}/d/f.lance")  # an upload: nothing until commit
+    w.commit()
+    assert storage.read_bytes(f"{base}/d/f.lance") == b"abc"
+    assert storage.read_bytes(f"{base}/t/1.txn") == b"txn"
+    storage.put_new(f"{base}/t/1.txn", b"again")
+    assert storage.read_bytes(f"{base}/t/1.txn") == b"again"
+    assert storage.delete_prefix(base) == 8
