@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import os
 import shutil
+import stat
 import threading
 import uuid
 from typing import BinaryIO
@@ -250,6 +251,17 @@ class LocalStore(ObjectStore):
         # object_store's local ETag (what pylance reports): inode, mtime in us, size, in hex
         e_tag = f'"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"'
         return ObjectMeta(key, st.st_size, st.st_mtime, e_tag)
+
+    def exists(self, key: str) -> bool:
+        """:meth:`head` without its metadata (a writer asks it of a few manifests on every
+        commit): whether a file is there."""
+        self.count()
+        try:
+            return stat.S_ISREG(os.stat(key).st_mode)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise _error("stat", exc, key) from exc
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         self.count()

@@ -262,15 +262,16 @@ def _confirmed_hint(root: str) -> VersionEntry | None:
     hint = read_version_hint(root)
     if hint is None or not 0 < hint < U64_MAX:
         return None
-    path = manifest_path(root, hint, ManifestNaming.V2)
+    directory = versions_dir(root).rstrip("/") + "/"
+    path = directory + manifest_name(hint, ManifestNaming.V2)
     if not storage.exists(path):
         return None
     for version in range(hint, min(hint + HINT_LAG, U64_MAX - 1) + 1):
-        following = manifest_path(root, version + 1, ManifestNaming.V2)
+        following = directory + manifest_name(version + 1, ManifestNaming.V2)
         if storage.exists(following):
             path = following
             continue
-        if storage.exists(manifest_path(root, version + 1, ManifestNaming.V1)):
+        if storage.exists(directory + manifest_name(version + 1, ManifestNaming.V1)):
             return None  # the other naming scheme beside it: the listing judges
         return VersionEntry(version, path, ManifestNaming.V2)
     return None
