@@ -497,7 +497,12 @@ class LanceFileWriter:
         check_constant = self._v22 and len(rav.layers) == 1
         budget, problem = _dictionary_budget(block, leaf, self.version)
         const, count, indices, first, width_sum, runs = page_facts.scan(
-            readonly(words), rav.defs, check_constant, budget, lanes
+            readonly(words),
+            rav.defs,
+            check_constant,
+            budget,
+            lanes,
+            np.asarray(block.data[: words.nbytes]) if lanes > 1 else None,
         )
         if const >= 0:
             w = block.bits_per_value // 8

@@ -21,11 +21,13 @@ import numpy as np
 from ..jit import kernel, readonly
 from .bitpacking import BLOCK
 from .blocks import VariableWidthBlock, unaligned_words
+from .compress import _word_stats
 from .dictionary import _WORD_MASKS, DictBudget, _gather_items, _hash_encode
-from .rle import MAX_RUN
 
 _NO_LEVELS = readonly(np.zeros(0, dtype=np.uint16))
-_HASH_K = 0x9E3779B97F4A7C15  # odd: multiplying by it is a bijection on 64 bits
+_NO_BYTES = readonly(np.zeros(16, dtype=np.uint8))  # nothing hashed from bytes
+_NO_WORDS = unaligned_words(_NO_BYTES)
+_HASH_K = 0x9E3779B97F4A7C15  # as dictionary._HASH_K: the same items in the same order
 
 # (constant, count, indices, first, width_sum, runs)
 Facts = tuple[int, int, np.ndarray, np.ndarray, int, int]
@@ -39,9 +41,11 @@ def scan(
     check_constant: bool,
     budget: DictBudget | None,
     lanes: int = 1,
+    data: np.ndarray | None = None,
 ) -> Facts:
     """The facts of a page whose values are ``words`` (unsigned, of the values' width; of
-    128-bit values, two ``u8`` lanes each, whose statistics come only with a dictionary):
+    128-bit values, two ``u8`` lanes each, whose statistics come only with a dictionary,
+    and whose bytes ``data`` the dictionary's hashing reads):
 
     * ``constant``: with ``check_constant``, the position of a valid value every valid one
       equals (``defs``: one level per value, non-zero for a null), else -1;
@@ -52,8 +56,24 @@ def scan(
       (:func:`.compress._word_stats`; runs of indices are runs of values).
     """
     max_items, max_bytes, room, capacity = _table(len(words) // lanes, budget, 0)
-    levels = _levels(defs)
-    return _scan(words, lanes, levels, check_constant, max_items, max_bytes, room, capacity, BLOCK)
+    raw, words8 = _NO_BYTES, _NO_WORDS
+    if lanes > 1 and max_items > 0:
+        if data is None:
+            raise ValueError("128-bit values are hashed from their bytes: pass data")
+        raw, words8 = readonly(data), unaligned_words(data)
+    return _scan(
+        words,
+        lanes,
+        raw,
+        words8,
+        _levels(defs),
+        check_constant,
+        max_items,
+        max_bytes,
+        room,
+        capacity,
+        BLOCK,
+    )
 
 
 def scan_variable(
@@ -111,16 +131,26 @@ def _levels(defs: np.ndarray | None) -> np.ndarray:
 
 @kernel(
     *(
-        f"Tuple((i8, i8, u4[::1], i8[::1], i8, i8))(ro({w}[::1]), i8, ro(u2[::1]), b1, i8, i8,"
-        " i8, i8, i8)"
+        f"Tuple((i8, i8, u4[::1], i8[::1], i8, i8))(ro({w}[::1]), i8, ro(u1[::1]), ro(u8[:]),"
+        " ro(u2[::1]), b1, i8, i8, i8, i8, i8)"
         for w in ("u1", "u2", "u4", "u8")
     )
 )
 def _scan(
-    words, lanes, defs, check_constant, max_items, max_bytes, room, capacity, block_values
+    words,
+    lanes,
+    data,
+    words8,
+    defs,
+    check_constant,
+    max_items,
+    max_bytes,
+    room,
+    capacity,
+    block_values,
 ):  # pragma: no cover - compiled
-    """Value ``i`` is ``words[i * lanes:][:lanes]`` (two lanes: a 128-bit value, whose
-    statistics are not asked for unless it is dictionary encoded)."""
+    """Value ``i`` is ``words[i * lanes:][:lanes]``; with two lanes, ``data`` holds the
+    values' bytes and ``words8`` their unaligned words, for the dictionary's hashing."""
     n = len(words) // lanes
     none_u4 = np.empty(0, dtype=np.uint32)
     none_i8 = np.empty(0, dtype=np.int64)
@@ -149,72 +179,66 @@ def _scan(
         first = np.empty(room, dtype=np.int64)
         table = np.full(capacity, -1, dtype=np.int32)
         keys = np.empty(room, dtype=np.uint64)
-        mask = capacity - 1
-        shift = np.uint64(64)
-        while (np.uint64(1) << (np.uint64(64) - shift)) < np.uint64(capacity):
-            shift -= np.uint64(1)
         width = words.itemsize * lanes
-        salt = np.uint64(width)
-        k = np.uint64(_HASH_K)
-        count = 0
-        spent = 0
-        for i in range(n):
-            # one lane: a bijection of the value, so equal hashes are equal values
-            h = (np.uint64(words[i * lanes]) ^ salt) * k
-            for j in range(1, lanes):
-                h = ((h ^ (h >> np.uint64(29))) ^ np.uint64(words[i * lanes + j])) * k
-            slot = np.int64(h >> shift)
-            while True:
-                item = table[slot]
-                if item < 0:
-                    spent += width
-                    if count >= max_items or spent > max_bytes:
-                        count = -1
+        if lanes > 1:  # 128 bits: the dictionary encoder's kernel for wide values
+            count = _hash_encode(
+                data,
+                words8,
+                none_i8,
+                none_i8,
+                _WORD_MASKS,
+                width,
+                max_items,
+                max_bytes,
+                0,
+                indices,
+                first,
+                table,
+                keys,
+                np.empty(room, dtype=np.int64),
+            )
+        else:
+            # dictionary._hash_encode_words on values read at their own width rather than
+            # as unaligned 8-byte loads of their bytes: the same hash of the same value
+            # (a bijection of it), so the same items in the same order and the same
+            # abandonment points; no bytes and no unaligned view to make per page
+            mask = capacity - 1
+            shift = np.uint64(64)
+            while (np.uint64(1) << (np.uint64(64) - shift)) < np.uint64(capacity):
+                shift -= np.uint64(1)
+            salt = np.uint64(width)
+            k = np.uint64(_HASH_K)
+            count = 0
+            spent = 0
+            for i in range(n):
+                h = (np.uint64(words[i]) ^ salt) * k
+                slot = np.int64(h >> shift)
+                while True:
+                    item = table[slot]
+                    if item < 0:
+                        spent += width
+                        if count >= max_items or spent > max_bytes:
+                            count = -1
+                            break
+                        table[slot] = count
+                        first[count] = i
+                        keys[count] = h
+                        indices[i] = count
+                        count += 1
                         break
-                    table[slot] = count
-                    first[count] = i
-                    keys[count] = h
-                    indices[i] = count
-                    count += 1
-                    break
-                if keys[item] == h:
-                    same = True
-                    if lanes > 1:  # hashes of two lanes can collide: compare the values
-                        for j in range(lanes):
-                            if words[i * lanes + j] != words[first[item] * lanes + j]:
-                                same = False
-                    if same:
+                    if keys[item] == h:
                         indices[i] = item
                         break
-                slot = (slot + 1) & mask
-            if count < 0:
-                break
-    width_sum = 0
-    pieces = 0
-    if count >= 0 or lanes == 1:
-        run = 0
-        top = np.uint64(0)
-        prev = np.uint64(0)
-        one = np.uint64(1)
-        for i in range(n):  # of the words stored: the indices, if the encode held
-            v = np.uint64(indices[i]) if count >= 0 else np.uint64(words[i])
-            if i % block_values == 0 or v > top:
-                top = v
-            if i == 0 or v != prev or run == MAX_RUN:
-                pieces += 1
-                run = 0
-            run += 1
-            if i % block_values == block_values - 1 or i == n - 1:
-                while top:  # the bit length of the block's maximum
-                    top = top >> one
-                    width_sum += 1
-            prev = v
-    if count < 0:
-        indices = none_u4
-        first = none_i8
-    else:
-        first = first[:count]
-    return -1, count, indices, first, width_sum, pieces
+                    slot = (slot + 1) & mask
+                if count < 0:
+                    break
+    if count >= 0:  # runs of indices are runs of values
+        width_sum, runs = _word_stats(indices, block_values)
+        return -1, count, indices, first[:count], width_sum, runs
+    if lanes == 1:
+        width_sum, runs = _word_stats(words, block_values)
+        return -1, -1, none_u4, none_i8, width_sum, runs
+    return -1, -1, none_u4, none_i8, 0, 0
 
 
 @kernel(
@@ -288,20 +312,5 @@ def _scan_variable(
     if count < 0:
         return -1, longest, -1, none_u4, none_i8, none_u1, 0, 0
     item_offsets, item_data = _gather_items(data, offsets, first[:count])
-    width_sum = 0
-    pieces = 0
-    run = 0
-    top = np.uint32(0)
-    for i in range(n):
-        v = indices[i]
-        if i % block_values == 0 or v > top:
-            top = v
-        if i == 0 or v != indices[i - 1] or run == MAX_RUN:
-            pieces += 1
-            run = 0
-        run += 1
-        if i % block_values == block_values - 1 or i == n - 1:
-            while top:  # the bit length of the block's maximum
-                top = top >> np.uint32(1)
-                width_sum += 1
-    return -1, longest, count, indices, item_offsets, item_data, width_sum, pieces
+    width_sum, runs = _word_stats(indices, block_values)
+    return -1, longest, count, indices, item_offsets, item_data, width_sum, runs

@@ -291,15 +291,21 @@ class LocalStore(ObjectStore):
         return os.path.isdir(prefix)
 
     def _write_temp(self, path: str, data: bytes) -> str:
-        """``data`` in a new temporary file beside ``path``; its name.  Whole small files
-        (manifests, transactions, hints) take plain system calls, no buffered file."""
+        """``data`` in a new temporary file beside ``path``; its name."""
         tmp = _temp_name(path)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        self._write_whole(tmp, data, exclusive=False)
+        return tmp
+
+    def _write_whole(self, path: str, data: bytes, *, exclusive: bool) -> None:
+        """``data`` as the file ``path`` (``exclusive``: only if absent, else
+        FileExistsError).  Whole small files (manifests, transactions, hints) take plain
+        system calls, no buffered file; a failed write removes what it made."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
         try:
-            fd = os.open(tmp, flags, 0o666)
+            fd = os.open(path, flags, 0o666)
         except FileNotFoundError:
-            os.makedirs(os.path.dirname(tmp) or ".", exist_ok=True)
-            fd = os.open(tmp, flags, 0o666)
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            fd = os.open(path, flags, 0o666)
         try:
             view = memoryview(data)
             while view:
@@ -308,10 +314,9 @@ class LocalStore(ObjectStore):
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
-            os.unlink(tmp)
+            os.unlink(path)
             raise
         os.close(fd)
-        return tmp
 
     def put(self, key: str, data: bytes) -> None:
         try:
@@ -348,26 +353,11 @@ class LocalStore(ObjectStore):
     # temporary file's rename costs ~70 us on ext4, a twentieth of a small append.
 
     def put_new(self, key: str, data: bytes) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
-            try:
-                fd = os.open(key, flags, 0o666)
-            except FileNotFoundError:
-                os.makedirs(os.path.dirname(key) or ".", exist_ok=True)
-                fd = os.open(key, flags, 0o666)
-            except FileExistsError:  # not fresh after all (a commit retried): replaced
-                return self.put(key, data)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                if self.durable:
-                    os.fsync(fd)
-            except BaseException:
-                os.close(fd)
-                os.unlink(key)
-                raise
-            os.close(fd)
+            self._write_whole(key, data, exclusive=True)
+        except FileExistsError:  # not fresh after all (a commit retried): replaced
+            self.put(key, data)
+            return
         except OSError as exc:
             raise _error("write", exc, key) from exc
         self.count(written=len(data))

@@ -17,6 +17,10 @@ from lance_format.jit import readonly
 WIDTHS = (np.uint8, np.uint16, np.uint32, np.uint64)
 
 
+def _bytes(words: np.ndarray) -> np.ndarray:
+    return readonly(words.view(np.uint8))
+
+
 def _numpy_dictionary(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Items in order of first appearance, and each value's item: with numpy's unique."""
     uniq, first, inverse = np.unique(words, return_index=True, return_inverse=True)
@@ -192,7 +196,7 @@ def test_scan_of_128_bit_values_as_two_lanes(nullable: bool) -> None:
             block = FixedWidthBlock(lanes.view(np.uint8), 128, n)
             budget = D.dictionary_budget(block, n, None, "2.1")
             const, count, indices, first, width_sum, runs = page_facts.scan(
-                readonly(lanes), defs, True, budget, 2
+                readonly(lanes), defs, True, budget, 2, _bytes(lanes)
             )
             pairs = list(zip(lows.tolist(), highs.tolist(), strict=True))
             valid = (
@@ -220,7 +224,7 @@ def test_two_lane_hash_collisions_are_told_apart() -> None:
     mask = (1 << 64) - 1
 
     def mixed(low: int) -> int:  # the hash state after the first lane (salt: 16 bytes)
-        h = ((low ^ 16) * page_facts._HASH_K) & mask
+        h = ((low ^ 16) * D._HASH_K) & mask
         return h ^ (h >> 29)
 
     a = (1, 0)
@@ -229,7 +233,9 @@ def test_two_lane_hash_collisions_are_told_apart() -> None:
     lanes = np.array(pairs, dtype=np.uint64).reshape(-1)
     block = FixedWidthBlock(lanes.view(np.uint8), 128, 100)
     budget = D.dictionary_budget(block, 100, None, "2.2")
-    _, count, indices, first, _, _ = page_facts.scan(readonly(lanes), None, True, budget, 2)
+    _, count, indices, first, _, _ = page_facts.scan(
+        readonly(lanes), None, True, budget, 2, _bytes(lanes)
+    )
     assert count == 2
     np.testing.assert_array_equal(indices, [0, 1] * 50)
     np.testing.assert_array_equal(first, [0, 1])
