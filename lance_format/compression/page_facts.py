@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from ..jit import kernel, readonly
 from .bitpacking import BLOCK
 from .blocks import VariableWidthBlock, unaligned_words
 from .compress import _word_stats
-from .dictionary import _WORD_MASKS, DictBudget, _gather_items, _hash_encode
+from .dictionary import _HASH_K, _WORD_MASKS, DictBudget, _gather_items, _hash_encode
 
 _NO_LEVELS = readonly(np.zeros(0, dtype=np.uint16))
 _NO_BYTES = readonly(np.zeros(16, dtype=np.uint8))  # nothing hashed from bytes
 _NO_WORDS = unaligned_words(_NO_BYTES)
-_HASH_K = 0x9E3779B97F4A7C15  # as dictionary._HASH_K: the same items in the same order
 
 # (constant, count, indices, first, width_sum, runs)
 Facts = tuple[int, int, np.ndarray, np.ndarray, int, int]
@@ -59,7 +59,7 @@ def scan(
     raw, words8 = _NO_BYTES, _NO_WORDS
     if lanes > 1 and max_items > 0:
         if data is None:
-            raise ValueError("128-bit values are hashed from their bytes: pass data")
+            raise InvalidArgumentError("128-bit values are hashed from their bytes: pass data")
         raw, words8 = readonly(data), unaligned_words(data)
     return _scan(
         words,
