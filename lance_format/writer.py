@@ -462,10 +462,8 @@ class LanceFileWriter:
                     f"{encoded[1].num_values} distinct values do not fit the "
                     f"{values.type.index_type} dictionary keys"
                 )
-        elif isinstance(block, (FixedWidthBlock, VariableWidthBlock)):
-            encoded = dictionary_encoding.encode_if_worthwhile(
-                block, block.num_values, leaf.metadata, self.version
-            )
+        # (pages that may get a dictionary of their own, strings and 64/128-bit values,
+        # took the one-pass scan above or went full-zip)
         if encoded is not None:
             indices, items = encoded
             scheme, level = dictionary_encoding.dict_values_compression(leaf.metadata, self.version)
@@ -1108,10 +1106,9 @@ def _is_empty_struct(t: pa.DataType) -> bool:
 
 
 def _use_fullzip(block, opts: cz.ColumnOptions) -> bool:
+    # (strings decide by their longest value in page_facts.scan_variable)
     if opts.structural_encoding is not None:
         return opts.structural_encoding == "fullzip"
-    if isinstance(block, VariableWidthBlock):
-        return block.longest() >= FULLZIP_MIN_VALUE_BYTES
     if isinstance(block, StructBlock):
         return any(isinstance(c, VariableWidthBlock) for c in block.children)
     bits = _row_bits(block)

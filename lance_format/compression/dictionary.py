@@ -88,8 +88,9 @@ def should_dictionary_encode(
 
     ``block`` holds every value of the page, nulls included as their placeholders (zeros or
     empty strings), which is what pylance counts too; ``num_values`` must be its length.
-    The exact check hashes the page once; a writer that will encode anyway should call
-    :func:`encode_if_worthwhile` instead, which decides and encodes in one pass.
+    The exact check hashes the page once; :func:`encode_if_worthwhile` decides and encodes
+    in one pass (the writer does both inside :func:`.page_facts.scan`, with this module's
+    budget).
     """
     budget = dictionary_budget(block, num_values, metadata, version)
     if budget is None:

@@ -81,7 +81,7 @@ def test_scan_agrees_with_numpy_and_the_separate_checks(nullable: bool) -> None:
             assert words[const] == valid[0], kind
             continue
         assert const == -1, kind
-        expected = D.encode_if_worthwhile(block, n, None, "2.2")  # the writer's other path
+        expected = D.encode_if_worthwhile(block, n, None, "2.2")  # the separate decision and encode
         if expected is None:
             seen["abandoned" if budget is not None else "plain"] += 1
             assert count == -1

@@ -42,18 +42,23 @@ def _appender(uri: str, worker: int, start: mp.Event) -> None:
         write_dataset(_rows(worker, i), uri, mode="append")
 
 
-def test_eight_processes_append_concurrently(tmp_path):
-    uri = str(tmp_path / "ds")
-    write_dataset(pa.table({"id": pa.array([], pa.int64())}), uri)
+def _run_together(target, uri: str, workers: int) -> None:
+    """``target(uri, worker, start)`` in ``workers`` processes, released at once."""
     ctx = mp.get_context("spawn")
     start = ctx.Event()
-    procs = [ctx.Process(target=_appender, args=(uri, w, start)) for w in range(WORKERS)]
+    procs = [ctx.Process(target=target, args=(uri, w, start)) for w in range(workers)]
     for p in procs:
         p.start()
     start.set()
     for p in procs:
         p.join(timeout=600)
         assert p.exitcode == 0
+
+
+def test_eight_processes_append_concurrently(tmp_path):
+    uri = str(tmp_path / "ds")
+    write_dataset(pa.table({"id": pa.array([], pa.int64())}), uri)
+    _run_together(_appender, uri, WORKERS)
     ours = open_dataset(uri)
     assert ours.version == 1 + WORKERS * APPENDS
     assert len(ours.get_fragments()) == WORKERS * APPENDS
@@ -85,15 +90,7 @@ def test_pylance_and_our_writers_append_concurrently(tmp_path):
     by the manifests after it), and every commit lands once."""
     uri = str(tmp_path / "ds")
     lance.write_dataset(pa.table({"id": pa.array([], pa.int64())}), uri)
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    procs = [ctx.Process(target=_mixed_appender, args=(uri, w, start)) for w in range(4)]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join(timeout=600)
-        assert p.exitcode == 0
+    _run_together(_mixed_appender, uri, 4)
     ours = open_dataset(uri)
     assert ours.version == 1 + 4 * APPENDS
     ids = np.sort(ours.to_table().column("id").to_numpy())
