@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from . import tracing
-from .memory import tune_for_serving
+from .memory import WARM_HEAP_BYTES, tune_for_serving, warm_heaps
 from .sql.limits import DEFAULT_MAX_STATEMENTS, DEFAULT_QUEUE_SECONDS, DEFAULT_TIMEOUT, SqlLimits
 
 log = logging.getLogger("lance_flight")
@@ -124,8 +124,16 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-warm",
         action="store_true",
-        help="skip warming the search cache and compiling the decode kernels at start "
-        "(they then compile on first use)",
+        help="skip warming the search cache and the decode heaps and compiling the decode "
+        "kernels at start (they then compile on first use)",
+    )
+    p.add_argument(
+        "--warm-heap-bytes",
+        type=_bytes,
+        default=str(WARM_HEAP_BYTES),
+        metavar="SIZE",
+        help="heap memory faulted in at start for the first reads' decode buffers "
+        "(bytes, or with a K/M/G suffix; 0: none; skipped with --no-warm)",
     )
     p.add_argument(
         "--no-fsync",
@@ -489,9 +497,13 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
     # supervisor forwarding a SIGTERM) may reach it before it has announced itself
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    log.debug("allocators tuned: %s", ", ".join(tune_for_serving()) or "none")
+    tuned = tune_for_serving()
+    log.debug("allocators tuned: %s", ", ".join(tuned) or "none")
     if not opts.get("no_warm"):
         compile_kernels()
+        if "glibc" in tuned:  # elsewhere freed memory may go back: nothing to warm
+            touched = warm_heaps(int(opts.get("warm_heap_bytes", WARM_HEAP_BYTES)))
+            log.info("faulted in %d MiB of decode heap", touched >> 20)
     from lance_format import storage
 
     storage.local_durability(not opts.get("no_fsync"))

@@ -65,3 +65,52 @@ def test_tuned_allocators_reuse_freed_decode_buffers():
     # ten rounds of 56 MiB: untuned, glibc hands most of it back and faults it in again
     assert plain["faults"] > 5000
     assert tuned["faults"] < plain["faults"] / 10
+
+
+# A first round of decode-like buffers on the decode pool's threads (where decoders allocate
+# their output), after the server's start-up with or without warm_heaps.
+FIRST_ROUND = textwrap.dedent(
+    """
+    import json, resource, sys, threading
+    import numpy as np
+    from flight_server.memory import tune_for_serving, warm_heaps
+    from lance_format.workers import POOL_SIZE, pool
+    done = tune_for_serving()
+    warmed = warm_heaps(int(sys.argv[1]))
+    together = threading.Barrier(POOL_SIZE)
+
+    def decode():  # 24 MiB of outputs of 3 MiB, written whole, then freed
+        out = [np.ones(3 << 20, dtype=np.uint8) for _ in range(8)]
+        together.wait(timeout=30)  # one task a thread
+        return sum(a.nbytes for a in out)
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    made = sum(f.result() for f in [pool().submit(decode) for _ in range(POOL_SIZE)])
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    print(json.dumps({"faults": faults, "warmed": warmed, "made": made, "done": done}))
+    """
+)
+
+
+def _first_round(warm_bytes: int) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_ROUND, str(warm_bytes)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc are Linux's")
+def test_warmed_heaps_serve_the_first_decode_buffers_without_faults():
+    cold, warm = _first_round(0), _first_round(64 << 20)
+    assert "glibc" in warm["done"]
+    assert cold["warmed"] == 0 and warm["warmed"] == 64 << 20
+    # every page of the cold round's outputs is new memory (4 KiB pages: a few thousand)
+    pages = cold["made"] // 4096
+    assert cold["faults"] > pages // 2
+    # the warmed heaps hold those pages already
+    assert warm["faults"] < cold["faults"] / 5
