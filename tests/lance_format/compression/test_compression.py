@@ -504,6 +504,38 @@ def test_fsst_over_variable_chunks_decodes_from_the_chunks():
     assert two_step.offsets.tolist() == out.offsets.tolist()
 
 
+def test_fsst_chunks_eight_codes_at_a_time_meet_escapes_and_bad_codes():
+    """The chunk decoder takes eight codes at once between escapes: escapes and their
+    literals (0xFF among them) at every position of an eight-byte window decode as string by
+    string, and a code without a symbol anywhere in a window is refused."""
+    rng = np.random.default_rng(RNG_SEED)
+    symbols = [b"ab", b"cdefghij", b"k", b"lmn"]
+    table = make_symbol_table(symbols)
+    pieces = [b"ab", b"cdefghij", b"k", b"lmn", b"\xff", b"\x00", b"z"]
+    odds = [0.25, 0.2, 0.25, 0.2, 0.04, 0.03, 0.03]  # escapes now and then
+    strings = [b"".join(rng.choice(pieces, rng.integers(0, 30), p=odds)) for _ in range(2000)]
+    strings += [b"k" * 64, b"\xff" * 17, b"ab" * 9 + b"\xff", b""]
+    compressed = [ref_fsst_encode(s, symbols) for s in strings]
+    assert sum(len(c) >= 8 and 255 not in c for c in compressed) > 100  # whole windows
+    assert sum(255 in c for c in compressed) > 100
+    lengths = np.array([len(c) for c in compressed])
+    src = variable.from_lengths(lengths, np.frombuffer(b"".join(compressed), np.uint8))
+    counts = variable.plan_chunks(src.offsets, 32, aim=512)
+    buf, sizes = variable.encode_chunks(src, counts)
+    chunks = ChunkRanges(buf, np.cumsum(sizes) - sizes, sizes)
+    out = fsst.decompress_chunks(chunks, counts, 32, fsst.parse_symbol_table(table))
+    got = [out.data[a:b].tobytes() for a, b in zip(out.offsets[:-1], out.offsets[1:], strict=True)]
+    assert got == strings
+    width = 4
+    for at in range(12):  # the bad code at each place of the first windows of one string
+        codes = bytearray([2] * 12)
+        codes[at] = 9  # no symbol 9
+        header = np.array([2 * width, 2 * width + len(codes)], "<u4")
+        bad = ranges([header.tobytes() + bytes(codes)])
+        with pytest.raises(CorruptFileError, match="beyond"):
+            fsst.decompress_chunks(bad, np.array([1]), 32, fsst.parse_symbol_table(table))
+
+
 # ---- RLE -----------------------------------------------------------------------------------
 
 
