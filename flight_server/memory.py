@@ -94,28 +94,22 @@ def warm_heaps(total_bytes: int) -> int:
     its first read (what any read leaves behind anyway, up to TRIM_THRESHOLD a heap)."""
     import numpy as np
 
-    from lance_format.workers import POOL_SIZE, pool
+    from lance_format import on_each_thread
 
-    share = total_bytes // POOL_SIZE
-    if share <= 0:
+    if total_bytes <= 0:
         return 0
-    block = min(share, WARM_BLOCK_BYTES)
-    # every task waits for the others, so each runs on a thread of its own
-    together = threading.Barrier(POOL_SIZE)
 
-    def touch() -> int:
+    def touch(threads: int) -> int:  # this thread's share
+        share = total_bytes // threads
+        block = max(1, min(share, WARM_BLOCK_BYTES))
         blocks = []
         for _ in range(share // block):
             b = np.empty(block, dtype=np.uint8)
             b.fill(1)  # written, not calloc'ed: every page is really faulted in
             blocks.append(b)
-        try:
-            together.wait(timeout=30)
-        except threading.BrokenBarrierError:  # a thread busy elsewhere: this share is done
-            pass
         return sum(b.nbytes for b in blocks)
 
-    return sum(f.result() for f in [pool().submit(touch) for _ in range(POOL_SIZE)])
+    return sum(on_each_thread(touch))
 
 
 def _glibc_trim() -> Callable[[], None] | None:

@@ -38,7 +38,7 @@ from .table.mutation import MergeInsertBuilder
 from .table.scanner import ROW_ADDRESS, ROW_ID, ColumnOrdering, Scanner
 from .table.udf import BatchUDF, batch_udf
 from .version import LanceFileVersion
-from .workers import close_iterator, prefetch
+from .workers import close_iterator, on_each_thread, prefetch
 from .writer import LanceFileWriter, WriteResult
 
 LanceDataset = Dataset  # pylance's name for the class
@@ -95,6 +95,7 @@ __all__ = [
     "compile_kernels",
     "prefetch",
     "close_iterator",
+    "on_each_thread",
     "BatchUDF",
     "Blob",
     "BlobArray",

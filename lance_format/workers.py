@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -29,6 +29,26 @@ def pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="lance")
         return _POOL
+
+
+def on_each_thread(fn: Callable[[int], T], timeout: float = 30.0) -> list[T]:
+    """Run ``fn(threads)`` once on each of the shared pool's ``threads`` threads; the
+    results.  Per-thread state
+    (such as the heap glibc gives each thread) is what the pool's threads will decode with,
+    so a server prepares it here.  Each call waits for the others before returning, so no
+    thread runs two of them; if the pool is busy elsewhere for ``timeout`` seconds, the
+    calls return without waiting (some thread may then have run two)."""
+    together = threading.Barrier(POOL_SIZE)
+
+    def one() -> T:
+        out = fn(POOL_SIZE)
+        try:
+            together.wait(timeout=timeout)
+        except threading.BrokenBarrierError:
+            pass
+        return out
+
+    return [f.result() for f in [pool().submit(one) for _ in range(POOL_SIZE)]]
 
 
 _DONE = object()

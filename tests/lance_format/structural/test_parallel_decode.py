@@ -150,3 +150,23 @@ def test_prefetch_closed_early_stops_and_closes_the_producer() -> None:
     seen = len(produced)
     time.sleep(0.3)
     assert len(produced) == seen < 10
+
+
+def test_on_each_thread_runs_once_on_every_pool_thread() -> None:
+    """Per-thread preparation reaches every decoding thread: one call a pool thread, each
+    told how many there are, every call's result returned."""
+    from lance_format import on_each_thread
+    from lance_format.workers import POOL_SIZE, pool
+
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def note(threads: int) -> int:
+        with lock:
+            seen.append(threading.get_ident())
+        return threads
+
+    assert on_each_thread(note) == [POOL_SIZE] * POOL_SIZE
+    assert len(set(seen)) == POOL_SIZE == len(seen)
+    # the pool's own threads: a task submitted now runs on one of them
+    assert pool().submit(threading.get_ident).result() in seen
