@@ -45,9 +45,10 @@ CHURN = textwrap.dedent(
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run(mode: str) -> dict:
+def _run(mode: str, script: str = CHURN) -> dict:
+    """What ``script`` prints (JSON), run in a fresh interpreter with argument ``mode``."""
     out = subprocess.run(
-        [sys.executable, "-c", CHURN, mode],
+        [sys.executable, "-c", script, mode],
         capture_output=True,
         text=True,
         check=True,
@@ -92,21 +93,9 @@ FIRST_ROUND = textwrap.dedent(
 )
 
 
-def _first_round(warm_bytes: int) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", FIRST_ROUND, str(warm_bytes)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        cwd=REPO,
-    )
-    return json.loads(out.stdout)
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc are Linux's")
 def test_warmed_heaps_serve_the_first_decode_buffers_without_faults():
-    cold, warm = _first_round(0), _first_round(64 << 20)
+    cold, warm = _run("0", FIRST_ROUND), _run(str(64 << 20), FIRST_ROUND)
     assert "glibc" in warm["done"]
     assert cold["warmed"] == 0 and warm["warmed"] == 64 << 20
     # every page of the cold round's outputs is new memory (4 KiB pages: a few thousand)
