@@ -45,9 +45,9 @@ TRIM_THRESHOLD = 64 << 20
 # heaps glibc may create for threads (its default, 8 per core, lets each of the decoding,
 # prefetch and gRPC threads keep its own free memory)
 ARENA_MAX = 4
-# heap memory the server faults in at start (see warm_heaps; ``--warm-heap-bytes``): a first
-# TPC-H SF1 scan's decode buffers then fault 7,500 pages instead of 61,000
-WARM_HEAP_BYTES = 256 << 20
+# heap memory the server faults in at start on each decoding thread (see warm_heaps;
+# ``--warm-heap-bytes``): what a heap keeps free after any read anyway
+WARM_HEAP_BYTES = TRIM_THRESHOLD
 WARM_BLOCK_BYTES = 4 << 20  # under MMAP_THRESHOLD: from the heaps, kept there when freed
 
 
@@ -79,31 +79,30 @@ def tune_for_serving() -> list[str]:
     return done
 
 
-def warm_heaps(total_bytes: int) -> int:
-    """Fault in about ``total_bytes`` of heap memory on the decode pool's threads, then free
-    it; the bytes touched.  Call after :func:`tune_for_serving` (which keeps freed memory in
-    the heaps), at start.
+def warm_heaps(bytes_per_thread: int) -> int:
+    """Fault in ``bytes_per_thread`` of heap memory on each of the decode pool's threads,
+    then free it; the bytes touched.  Call after :func:`tune_for_serving` (which keeps freed
+    memory in the heaps), at start.
 
     A page's first touch costs the process a fault (the kernel maps and zeroes it: 2-4 us
     each on the 2-core machines measured), and a new server's first scan used to fault in
     every decode buffer it allocated: 61,000 faults for a TPC-H SF1 read, about 8% of its
-    CPU, where the next reads, reusing freed memory, took 7,000.  The decode buffers
-    come from the pool threads' heaps (glibc gives each thread an arena), so each pool thread
+    CPU, where the next reads, reusing freed memory, took 7,000.  The decode buffers come
+    from the pool threads' heaps (glibc gives each thread an arena), so each pool thread
     touches its share there, in blocks below MMAP_THRESHOLD, and frees them: the first
-    reads reuse those pages.  The process holds the memory from its start rather than from
-    its first read (what any read leaves behind anyway, up to TRIM_THRESHOLD a heap)."""
+    reads reuse those pages.  At the default, TRIM_THRESHOLD a thread, the process holds
+    from its start what a heap keeps after any read anyway."""
     import numpy as np
 
     from lance_format import on_each_thread
 
-    if total_bytes <= 0:
+    if bytes_per_thread <= 0:
         return 0
+    block = min(bytes_per_thread, WARM_BLOCK_BYTES)
 
-    def touch(threads: int) -> int:  # this thread's share
-        share = total_bytes // threads
-        block = max(1, min(share, WARM_BLOCK_BYTES))
+    def touch(threads: int) -> int:
         blocks = []
-        for _ in range(share // block):
+        for _ in range(bytes_per_thread // block):
             b = np.empty(block, dtype=np.uint8)
             b.fill(1)  # written, not calloc'ed: every page is really faulted in
             blocks.append(b)

@@ -132,8 +132,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         type=_bytes,
         default=str(WARM_HEAP_BYTES),
         metavar="SIZE",
-        help="heap memory faulted in at start for the first reads' decode buffers "
-        "(bytes, or with a K/M/G suffix; 0: none; skipped with --no-warm)",
+        help="heap memory faulted in at start on each decoding thread, for the first reads' "
+        "decode buffers (bytes, or with a K/M/G suffix; 0: none; skipped with --no-warm)",
     )
     p.add_argument(
         "--no-fsync",
@@ -503,7 +503,7 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
         compile_kernels()
         if "glibc" in tuned:  # elsewhere freed memory may go back: nothing to warm
             touched = warm_heaps(int(opts.get("warm_heap_bytes", WARM_HEAP_BYTES)))
-            log.info("faulted in %d MiB of decode heap", touched >> 20)
+            log.info("faulted in %d MiB of decode heaps", touched >> 20)
     from lance_format import storage
 
     storage.local_durability(not opts.get("no_fsync"))
