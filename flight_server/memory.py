@@ -45,9 +45,6 @@ TRIM_THRESHOLD = 64 << 20
 # heaps glibc may create for threads (its default, 8 per core, lets each of the decoding,
 # prefetch and gRPC threads keep its own free memory)
 ARENA_MAX = 4
-# heap memory the server faults in at start on each decoding thread (see warm_heaps;
-# ``--warm-heap-bytes``): what a heap keeps free after any read anyway
-WARM_HEAP_BYTES = TRIM_THRESHOLD
 WARM_BLOCK_BYTES = 4 << 20  # under MMAP_THRESHOLD: from the heaps, kept there when freed
 
 
@@ -79,30 +76,34 @@ def tune_for_serving() -> list[str]:
     return done
 
 
-def warm_heaps(bytes_per_thread: int) -> int:
-    """Fault in ``bytes_per_thread`` of heap memory on each of the decode pool's threads,
-    then free it; the bytes touched.  Call after :func:`tune_for_serving` (which keeps freed
-    memory in the heaps), at start.
+def warm_heaps(total_bytes: int | None = None) -> int:
+    """Fault in about ``total_bytes`` of heap memory, shared over the decode pool's
+    threads, then free it; the bytes touched.  The default (None) is TRIM_THRESHOLD for
+    each heap those threads use, one a thread up to ARENA_MAX (128 MiB on 2 cores, 256 MiB
+    from 4 whatever the number of cores).  Call after :func:`tune_for_serving` (which
+    keeps freed memory in the heaps), at start.
 
     A page's first touch costs the process a fault (the kernel maps and zeroes it: 2-4 us
     each on the 2-core machines measured), and a new server's first scan used to fault in
     every decode buffer it allocated: 61,000 faults for a TPC-H SF1 read, about 8% of its
     CPU, where the next reads, reusing freed memory, took 7,000.  The decode buffers come
-    from the pool threads' heaps (glibc gives each thread an arena), so each pool thread
-    touches its share there, in blocks below MMAP_THRESHOLD, and frees them: the first
-    reads reuse those pages.  At the default, TRIM_THRESHOLD a thread, the process holds
-    from its start what a heap keeps after any read anyway."""
+    from the pool threads' heaps (glibc gives each thread an arena, at most ARENA_MAX), so
+    each pool thread touches its share there, in blocks below MMAP_THRESHOLD, and frees
+    them: the first reads reuse those pages.  At the default the process holds from its
+    start what its heaps keep after any read anyway."""
     import numpy as np
 
     from lance_format import on_each_thread
 
-    if bytes_per_thread <= 0:
+    if total_bytes is not None and total_bytes <= 0:
         return 0
-    block = min(bytes_per_thread, WARM_BLOCK_BYTES)
 
     def touch(threads: int) -> int:
+        total = TRIM_THRESHOLD * min(threads, ARENA_MAX) if total_bytes is None else total_bytes
+        share = total // threads
+        block = max(1, min(share, WARM_BLOCK_BYTES))
         blocks = []
-        for _ in range(bytes_per_thread // block):
+        for _ in range(share // block):
             b = np.empty(block, dtype=np.uint8)
             b.fill(1)  # written, not calloc'ed: every page is really faulted in
             blocks.append(b)

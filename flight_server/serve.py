@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from . import tracing
-from .memory import WARM_HEAP_BYTES, tune_for_serving, warm_heaps
+from .memory import tune_for_serving, warm_heaps
 from .sql.limits import DEFAULT_MAX_STATEMENTS, DEFAULT_QUEUE_SECONDS, DEFAULT_TIMEOUT, SqlLimits
 
 log = logging.getLogger("lance_flight")
@@ -130,10 +130,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--warm-heap-bytes",
         type=_bytes,
-        default=str(WARM_HEAP_BYTES),
+        default=None,
         metavar="SIZE",
-        help="heap memory faulted in at start on each decoding thread, for the first reads' "
-        "decode buffers (bytes, or with a K/M/G suffix; 0: none; skipped with --no-warm)",
+        help="heap memory faulted in at start for the first reads' decode buffers (bytes, or "
+        "with a K/M/G suffix; 0: none; default 64 MiB for each decoding thread's heap, at "
+        "most 4 of them; skipped with --no-warm)",
     )
     p.add_argument(
         "--no-fsync",
@@ -502,7 +503,7 @@ def _run(opts, port, locations, secret, ready, index: int = 0, parent: int | Non
     if not opts.get("no_warm"):
         compile_kernels()
         if "glibc" in tuned:  # elsewhere freed memory may go back: nothing to warm
-            touched = warm_heaps(int(opts.get("warm_heap_bytes", WARM_HEAP_BYTES)))
+            touched = warm_heaps(opts.get("warm_heap_bytes"))
             log.info("faulted in %d MiB of decode heaps", touched >> 20)
     from lance_format import storage
 

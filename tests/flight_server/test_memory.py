@@ -45,10 +45,11 @@ CHURN = textwrap.dedent(
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run(mode: str, script: str = CHURN) -> dict:
-    """What ``script`` prints (JSON), run in a fresh interpreter with argument ``mode``."""
+def _run(mode: str, script: str = CHURN, *more: str) -> dict:
+    """What ``script`` prints (JSON), run in a fresh interpreter with arguments ``mode``
+    and ``more``."""
     out = subprocess.run(
-        [sys.executable, "-c", script, mode],
+        [sys.executable, "-c", script, mode, *more],
         capture_output=True,
         text=True,
         check=True,
@@ -74,10 +75,13 @@ FIRST_ROUND = textwrap.dedent(
     """
     import json, resource, sys, threading
     import numpy as np
+    import lance_format.workers
+    if len(sys.argv) > 2:  # a machine with this many cores (before the pool exists)
+        lance_format.workers.POOL_SIZE = int(sys.argv[2])
     from flight_server.memory import tune_for_serving, warm_heaps
     from lance_format.workers import POOL_SIZE, pool
     done = tune_for_serving()
-    warmed = warm_heaps(int(sys.argv[1]))
+    warmed = warm_heaps(None if sys.argv[1] == "default" else int(sys.argv[1]))
     together = threading.Barrier(POOL_SIZE)
 
     def decode():  # 24 MiB of outputs of 3 MiB, written whole, then freed
@@ -96,11 +100,23 @@ FIRST_ROUND = textwrap.dedent(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc are Linux's")
 def test_warmed_heaps_serve_the_first_decode_buffers_without_faults():
-    cold, warm = _run("0", FIRST_ROUND), _run(str(32 << 20), FIRST_ROUND)
+    cold, warm = _run("0", FIRST_ROUND), _run(str(64 << 20), FIRST_ROUND)
     assert "glibc" in warm["done"]
-    assert cold["warmed"] == 0 and warm["warmed"] == warm["threads"] * (32 << 20)
+    assert cold["warmed"] == 0 and warm["warmed"] == 64 << 20
     # every page of the cold round's outputs is new memory (4 KiB pages: a few thousand)
     pages = cold["made"] // 4096
     assert cold["faults"] > pages // 2
     # the warmed heaps hold those pages already
     assert warm["faults"] < cold["faults"] / 5
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc are Linux's")
+@pytest.mark.parametrize("threads", [2, 16])
+def test_default_warm_up_is_what_the_heaps_keep(threads):
+    """The default: TRIM_THRESHOLD for each heap the decoding threads use, one a thread up
+    to ARENA_MAX, so many cores do not multiply it."""
+    from flight_server.memory import ARENA_MAX, TRIM_THRESHOLD
+
+    got = _run("default", FIRST_ROUND, str(threads))
+    assert got["threads"] == threads
+    assert got["warmed"] == TRIM_THRESHOLD * min(threads, ARENA_MAX)
