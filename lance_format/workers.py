@@ -33,11 +33,11 @@ def pool() -> ThreadPoolExecutor:
 
 def on_each_thread(fn: Callable[[int], T], timeout: float = 30.0) -> list[T]:
     """Run ``fn(threads)`` once on each of the shared pool's ``threads`` threads; the
-    results.  Per-thread state
-    (such as the heap glibc gives each thread) is what the pool's threads will decode with,
-    so a server prepares it here.  Each call waits for the others before returning, so no
-    thread runs two of them; if the pool is busy elsewhere for ``timeout`` seconds, the
-    calls return without waiting (some thread may then have run two)."""
+    results.  Per-thread state (such as the heap glibc gives each thread) is what the
+    pool's threads will decode with, so a server prepares it here.  Each call waits for the
+    others before returning, so no thread runs two of them; if the pool is busy elsewhere
+    for ``timeout`` seconds, the calls return without waiting (some thread may then have
+    run two)."""
     together = threading.Barrier(POOL_SIZE)
 
     def one() -> T:

@@ -305,7 +305,8 @@ def main() -> None:
             servers = {}
             for k in kinds:
                 servers[k] = start(k, root, names)
-            order = kinds[trial % 3 :] + kinds[: trial % 3]
+            turn = trial % len(kinds)
+            order = kinds[turn:] + kinds[:turn]
             for name in names:
                 for k in order:
                     proc, loc = servers[k]

@@ -204,7 +204,7 @@ def _decode_run(data, i, end, words, lens, out, o, at):  # pragma: no cover - co
 
     Eight codes go at once while the next eight bytes hold no escape (one 64-bit load and
     a has-a-0xFF-byte test: ~w has a zero byte): the loop's branches are then taken once
-    per eight codes, about a quarter less time on TPC-H comments (2.4 against 1.8 GB/s
+    per eight codes, about a quarter less time on TPC-H comments (2.3 against 1.8 GB/s
     decoded)."""
     first = i
     while i < end:

@@ -73,27 +73,25 @@ def test_tuned_allocators_reuse_freed_decode_buffers():
 # their output), after the server's start-up with or without warm_heaps.
 FIRST_ROUND = textwrap.dedent(
     """
-    import json, resource, sys, threading
+    import json, resource, sys
     import numpy as np
     import lance_format.workers
     if len(sys.argv) > 2:  # a machine with this many cores (before the pool exists)
         lance_format.workers.POOL_SIZE = int(sys.argv[2])
     from flight_server.memory import tune_for_serving, warm_heaps
-    from lance_format.workers import POOL_SIZE, pool
+    from lance_format import on_each_thread
     done = tune_for_serving()
     warmed = warm_heaps(None if sys.argv[1] == "default" else int(sys.argv[1]))
-    together = threading.Barrier(POOL_SIZE)
 
-    def decode():  # 24 MiB of outputs of 3 MiB, written whole, then freed
+    def decode(threads):  # 24 MiB of outputs of 3 MiB, written whole, then freed
         out = [np.ones(3 << 20, dtype=np.uint8) for _ in range(8)]
-        together.wait(timeout=30)  # one task a thread
         return sum(a.nbytes for a in out)
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    made = sum(f.result() for f in [pool().submit(decode) for _ in range(POOL_SIZE)])
+    made = sum(on_each_thread(decode))  # one task a pool thread
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
     print(json.dumps({"faults": faults, "warmed": warmed, "made": made, "done": done,
-                      "threads": POOL_SIZE}))
+                      "threads": lance_format.workers.POOL_SIZE}))
     """
 )
 
